@@ -1,0 +1,1 @@
+//! dsh_path (stub).

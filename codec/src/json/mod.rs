@@ -1,0 +1,16 @@
+//! JS-faithful JSON: `JSON.parse` semantics in, byte-exact `JSON.stringify` text out.
+//!
+//! The engine never re-serializes imported lines (raw bytes are the truth); this module is for
+//! decoding lines into logical events and for authoring lines exactly as DSH would.
+
+mod gate;
+mod number;
+mod parse;
+mod stringify;
+mod value;
+
+pub use gate::admit;
+pub use number::number_to_string;
+pub use parse::{parse, MAX_DEPTH};
+pub use stringify::{stringify, write_value};
+pub use value::{array_index, safe_integer, JsString, Object, Value, MAX_SAFE_INTEGER};

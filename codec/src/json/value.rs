@@ -1,0 +1,311 @@
+//! The JS value model: what `JSON.parse` produces and `JSON.stringify` consumes.
+//!
+//! Invariants kept here:
+//! - numbers are binary64 (`f64`), as in JS; `-0`, NaN and infinities are representable so the
+//!   admission gate can reject them, but the parser never produces NaN or infinities;
+//! - strings are WTF-8 ([`JsString`]): valid UTF-8 plus lone surrogates encoded as their 3-byte
+//!   generalized UTF-8 form, so every JS string round-trips; a surrogate *pair* is always stored as
+//!   one 4-byte scalar;
+//! - an [`Object`] keeps JS property enumeration order: canonical array-index keys
+//!   (`"0"`..=`"4294967294"`) first in ascending numeric order, then the other keys in insertion
+//!   order; re-inserting a key keeps its first position and replaces its value.
+
+use std::fmt;
+
+/// A JavaScript value restricted to what JSON can express.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// `null`.
+    Null,
+    /// `true` / `false`.
+    Bool(bool),
+    /// Every JSON number is a binary64 double.
+    Number(f64),
+    /// A string (possibly holding lone surrogates).
+    String(JsString),
+    /// A dense array.
+    Array(Vec<Value>),
+    /// A plain object in JS enumeration order.
+    Object(Object),
+}
+
+impl Value {
+    /// The object, if this is one.
+    pub fn as_object(&self) -> Option<&Object> {
+        match self {
+            Value::Object(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// The number, if this is one.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Number(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// The string as UTF-8, if this is a string without lone surrogates.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => s.as_str(),
+            _ => None,
+        }
+    }
+
+    /// The array, if this is one.
+    pub fn as_array(&self) -> Option<&[Value]> {
+        match self {
+            Value::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The value as a safe integer (`Number.isSafeInteger`), if it is one.
+    pub fn as_safe_integer(&self) -> Option<i64> {
+        self.as_f64().and_then(safe_integer)
+    }
+}
+
+/// Largest integer JS represents exactly (`Number.MAX_SAFE_INTEGER`).
+pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// `Number.isSafeInteger(x)`, returning the integer. `-0` counts as the safe integer 0, as in JS.
+pub fn safe_integer(x: f64) -> Option<i64> {
+    if x.is_finite() && x.trunc() == x && x.abs() <= MAX_SAFE_INTEGER {
+        #[expect(clippy::cast_possible_truncation, reason = "checked integral and within ±2^53")]
+        Some(x as i64)
+    } else {
+        None
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::String(JsString::from(s))
+    }
+}
+
+impl From<f64> for Value {
+    fn from(n: f64) -> Self {
+        Value::Number(n)
+    }
+}
+
+impl From<i64> for Value {
+    fn from(n: i64) -> Self {
+        #[expect(clippy::cast_precision_loss, reason = "JS numbers are doubles; callers pass safe integers")]
+        Value::Number(n as f64)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(b: bool) -> Self {
+        Value::Bool(b)
+    }
+}
+
+impl From<Object> for Value {
+    fn from(o: Object) -> Self {
+        Value::Object(o)
+    }
+}
+
+/// A JS string stored as WTF-8 bytes (see the module invariants).
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JsString(Vec<u8>);
+
+impl JsString {
+    /// Wrap bytes already in WTF-8 form. The caller guarantees the encoding.
+    pub(crate) fn from_wtf8_unchecked(bytes: Vec<u8>) -> Self {
+        JsString(bytes)
+    }
+
+    /// The WTF-8 bytes.
+    pub fn as_wtf8(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The string as UTF-8, or `None` when it holds a lone surrogate.
+    pub fn as_str(&self) -> Option<&str> {
+        std::str::from_utf8(&self.0).ok()
+    }
+
+    /// The string with lone surrogates replaced by U+FFFD (for messages, never for data).
+    pub fn to_string_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.0).into_owned()
+    }
+
+    /// Whether this string equals `s`.
+    pub fn eq_str(&self, s: &str) -> bool {
+        self.0 == s.as_bytes()
+    }
+
+    /// The number of UTF-16 code units (JS `length`).
+    pub fn utf16_len(&self) -> usize {
+        // A 4-byte sequence is two code units; every other scalar (or lone surrogate) is one.
+        self.0
+            .iter()
+            .map(|&b| match b {
+                0xF0..=0xF7 => 2,
+                0x80..=0xBF => 0,
+                _ => 1,
+            })
+            .sum()
+    }
+}
+
+impl From<&str> for JsString {
+    fn from(s: &str) -> Self {
+        JsString(s.as_bytes().to_vec())
+    }
+}
+
+impl From<String> for JsString {
+    fn from(s: String) -> Self {
+        JsString(s.into_bytes())
+    }
+}
+
+impl fmt::Debug for JsString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.to_string_lossy(), f)
+    }
+}
+
+impl fmt::Display for JsString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_string_lossy())
+    }
+}
+
+/// A plain JS object: ordered `(key, value)` entries in JS enumeration order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Object {
+    entries: Vec<(JsString, Value)>,
+    /// How many leading entries have array-index keys (they sort numerically before the rest).
+    index_keys: usize,
+}
+
+impl Object {
+    /// An empty object.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `obj[key] = value` with JS semantics: an existing key keeps its position and takes the
+    /// new value; a new array-index key is placed in numeric order among the index keys; any other
+    /// new key goes last. Lookup is linear: DSH objects are small. Parsing a pathological object
+    /// with many keys stays correct, only slower.
+    pub fn insert(&mut self, key: JsString, value: Value) {
+        if let Some(slot) = self.entries.iter_mut().find(|(k, _)| *k == key) {
+            slot.1 = value;
+            return;
+        }
+        match array_index(key.as_wtf8()) {
+            Some(idx) => {
+                let pos = self.entries[..self.index_keys]
+                    .partition_point(|(k, _)| array_index(k.as_wtf8()).is_some_and(|i| i < idx));
+                self.entries.insert(pos, (key, value));
+                self.index_keys += 1;
+            }
+            None => self.entries.push((key, value)),
+        }
+    }
+
+    /// Builder form of [`Object::insert`] for authoring code.
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.insert(JsString::from(key), value.into());
+        self
+    }
+
+    /// The value under `key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.entries
+            .iter()
+            .find(|(k, _)| k.eq_str(key))
+            .map(|(_, v)| v)
+    }
+
+    /// Whether `key` is present (`Object.hasOwn`).
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Entries in enumeration order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&JsString, &Value)> {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the object has no keys.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Whether the key set is exactly `keys` (order-insensitive; DSH's `hasExactKeys`).
+    pub fn has_exact_keys(&self, keys: &[&str]) -> bool {
+        self.len() == keys.len() && keys.iter().all(|k| self.contains_key(k))
+    }
+}
+
+/// The numeric value of a canonical array-index key (`"0"`..=`"4294967294"`, no leading zeros).
+pub fn array_index(key: &[u8]) -> Option<u32> {
+    if key.is_empty() || key.len() > 10 || (key.len() > 1 && key[0] == b'0') {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &b in key {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(b - b'0');
+    }
+    u32::try_from(n).ok().filter(|&i| i != u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_keys_enumerate_first_in_numeric_order() {
+        let mut o = Object::new();
+        for (k, v) in [("b", 1.0), ("2", 2.0), ("a", 3.0), ("1", 4.0), ("10", 5.0)] {
+            o.insert(JsString::from(k), Value::Number(v));
+        }
+        let keys: Vec<String> = o.iter().map(|(k, _)| k.to_string()).collect();
+        assert_eq!(keys, ["1", "2", "10", "b", "a"]);
+    }
+
+    #[test]
+    fn duplicate_key_keeps_first_position_and_last_value() {
+        let mut o = Object::new();
+        o.insert("a".into(), Value::Number(1.0));
+        o.insert("b".into(), Value::Number(2.0));
+        o.insert("a".into(), Value::Number(3.0));
+        let got: Vec<(String, f64)> =
+            o.iter().map(|(k, v)| (k.to_string(), v.as_f64().unwrap_or(f64::NAN))).collect();
+        assert_eq!(got, [("a".to_string(), 3.0), ("b".to_string(), 2.0)]);
+    }
+
+    #[test]
+    fn array_index_bounds() {
+        assert_eq!(array_index(b"0"), Some(0));
+        assert_eq!(array_index(b"4294967294"), Some(4_294_967_294));
+        assert_eq!(array_index(b"4294967295"), None);
+        assert_eq!(array_index(b"01"), None);
+        assert_eq!(array_index(b""), None);
+        assert_eq!(array_index(b"-1"), None);
+    }
+
+    #[test]
+    fn utf16_length_counts_astral_as_two() {
+        assert_eq!(JsString::from("aé😀").utf16_len(), 4);
+    }
+}

@@ -1,0 +1,21 @@
+//! Pure codecs for DSH session logs: no I/O, no RocksDB.
+//!
+//! - [`json`]: JS-faithful `JSON.parse` / `JSON.stringify` and the lossless-JSON admission gate;
+//! - [`header`]: the session header line (DSH's `isHeaderLine` and writer key order);
+//! - [`chunk_rows`]: packing `assistant/chunk` runs into storage rows and expanding them;
+//! - [`scanner`]: the JSONL reader with DSH's strict-reader semantics and verdicts;
+//! - [`stored`]: the bincode + crc32 encoding of what the engine keeps per line;
+//! - [`zstd`]: the `.jsonl.zstd` frame scanner, decoder and Node-identical frame writer;
+//! - [`dsh_path`]: DSH's session-root path encoding.
+#![forbid(unsafe_code)]
+
+pub mod chunk_rows;
+pub mod dsh_path;
+mod error;
+pub mod header;
+pub mod json;
+pub mod scanner;
+pub mod stored;
+pub mod zstd;
+
+pub use error::{Error, Result};

@@ -1,0 +1,1 @@
+//! stored (stub).
