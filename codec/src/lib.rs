@@ -14,6 +14,7 @@ pub mod dsh_path;
 mod error;
 pub mod header;
 pub mod json;
+pub mod known_types;
 pub mod scanner;
 pub mod stored;
 pub mod zstd;

@@ -10,3 +10,8 @@ pub fn stringify(v: &Value) -> String {
 
 /// Append a value.
 pub fn write_value(_out: &mut String, _v: &Value) {}
+
+/// JS `String(v)` (stub).
+pub fn js_string_of(v: &Value) -> String {
+    stringify(v)
+}

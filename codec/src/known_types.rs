@@ -1,0 +1,82 @@
+//! What DSH's coordinator refuses after a clean scan (`assertSupportedEvents`,
+//! `assertEventsSupported`): legacy event shapes it no longer reads, and event types unknown to
+//! DSH 0.1.0 that are not marked `"ignorable": true`.
+
+use crate::json::{self, JsString, Value};
+
+/// The 48 event types DSH 0.1.0 knows (`KNOWN_SESSION_EVENT_TYPES`), sorted for binary search.
+const KNOWN: [&str; 48] = [
+    "agent-preset/selected", "agent/inbox/spliced", "approval/asked", "approval/decided",
+    "approval/policy", "assistant/chunk", "assistant/message", "command/done", "command/run",
+    "compaction/end", "compaction/prune", "compaction/start", "compaction/summary",
+    "feedback/record", "goal/change", "hook/invoked", "hook/result", "llm/retry",
+    "llm/retry-started", "permission/preset", "plan/mode", "request/context", "request/header",
+    "sandbox/mode", "schedule/change", "session/end-seed", "session/title",
+    "session/title-llm-request", "step/end", "step/start", "subagent/descriptor", "team/member",
+    "team/message/delivered", "team/message/queued", "team/task", "todo/write",
+    "tool-workflow/agent-end", "tool-workflow/agent-start", "tool-workflow/run-end",
+    "tool-workflow/run-start", "tool/call", "tool/code-dispatch", "tool/code-dispatch-start",
+    "tool/result", "turn/end", "turn/start", "user/message", "web/deepseek-search-llm-request",
+];
+
+/// Legacy types the coordinator still reads by normalizing them (§4.8), so never "unknown".
+const NORMALIZED_LEGACY: [&str; 1] = ["steering/message"];
+
+/// Whether DSH 0.1.0 knows `ty`.
+pub fn is_known(ty: &str) -> bool {
+    KNOWN.binary_search(&ty).is_ok() || NORMALIZED_LEGACY.contains(&ty)
+}
+
+/// Collects the first refusal over the committed events of a session, in DSH's order: the legacy
+/// rejects are checked over the whole log before any unknown-type check.
+#[derive(Debug, Default)]
+pub struct SupportCheck {
+    legacy: Option<String>,
+    unknown: Option<String>,
+}
+
+impl SupportCheck {
+    /// Observe the next committed event of session `id`.
+    pub fn observe(&mut self, id: &JsString, event: &Value) {
+        let Some(o) = event.as_object() else { return };
+        let ty = o.get("type").and_then(Value::as_str).unwrap_or("");
+        let seq = o.get("seq").map(json::js_string_of).unwrap_or_default();
+        if self.legacy.is_none() {
+            let fallback = ty == "request/header"
+                && o.get("data").and_then(Value::as_object).and_then(|d| d.get("reason")).and_then(Value::as_str)
+                    == Some("fallback");
+            self.legacy = match ty {
+                "request/header-delta" | "mode/set" => {
+                    Some(format!("session \"{id}\" contains unsupported legacy {ty} event at seq {seq}"))
+                }
+                _ if fallback => Some(format!(
+                    "session \"{id}\" contains unsupported legacy request/header reason \"fallback\" at seq {seq}"
+                )),
+                _ => None,
+            };
+        }
+        let ignorable = matches!(o.get("ignorable"), Some(Value::Bool(true)));
+        if self.unknown.is_none() && !is_known(ty) && !ignorable && ty != "request/header-delta" && ty != "mode/set" {
+            let shown = o.get("type").map(json::js_string_of).unwrap_or_else(|| "undefined".into());
+            self.unknown = Some(format!(
+                "session \"{id}\" contains event type \"{shown}\" (seq {seq}) unknown to this harness and not marked ignorable; refusing to interpret the log — it was likely written by a newer harness"
+            ));
+        }
+    }
+
+    /// The refusal DSH would raise, if any.
+    pub fn refusal(&self) -> Option<&str> {
+        self.legacy.as_deref().or(self.unknown.as_deref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_list_is_sorted_so_binary_search_works() {
+        assert!(KNOWN.windows(2).all(|w| w[0] < w[1]));
+        assert!(is_known("turn/end") && is_known("steering/message") && !is_known("future/thing"));
+    }
+}
