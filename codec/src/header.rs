@@ -59,10 +59,24 @@ impl std::fmt::Display for NotAHeader {
     }
 }
 
+/// UTF-8 byte order mark. `JSON.parse` refuses it, yet a BOM-prefixed header is plainly a
+/// session log: it is recognised (and stored) with DSH's "not valid JSON" verdict.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// Recognise and check the header record `line` (without its `\n`).
 pub fn parse_header(line: &[u8]) -> Result<Header, NotAHeader> {
     let text = String::from_utf8_lossy(line);
-    let value = json::parse(&text).map_err(|e| NotAHeader::NotJson(e.to_string()))?;
+    let value = match json::parse(&text) {
+        Ok(v) => v,
+        Err(e) => match line.strip_prefix(BOM) {
+            Some(rest) if !rest.starts_with(BOM) => {
+                let mut header = parse_header(rest)?;
+                header.check = HeaderCheck::Corrupt("header line is not valid JSON");
+                return Ok(header);
+            }
+            _ => return Err(NotAHeader::NotJson(e.to_string())),
+        },
+    };
     let Value::Object(object) = value else {
         return Err(NotAHeader::NotSessionType(format!(
             "it is a JSON {}",
