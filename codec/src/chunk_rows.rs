@@ -48,7 +48,10 @@ fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
         .and_then(Value::as_safe_integer)
         .filter(|s| *s >= 0)
         .ok_or("seq0 must be a non-negative safe integer")?;
-    let time0 = row.get("time0").and_then(Value::as_safe_integer).ok_or("time0 must be a safe integer")?;
+    let time0 = row
+        .get("time0")
+        .and_then(Value::as_safe_integer)
+        .ok_or("time0 must be a safe integer")?;
     let Some(Value::Object(data)) = row.get("data") else {
         return Err("data must be an object".into());
     };
@@ -68,11 +71,17 @@ fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
         return Err("data must be exactly {turn, step, index, dt, texts}".into());
     }
     let (turn, step, index) = match (data.get("turn"), data.get("step"), data.get("index")) {
-        (Some(t @ Value::Number(_)), Some(s @ Value::Number(_)), Some(i @ Value::Number(_))) => (t, s, i),
+        (Some(t @ Value::Number(_)), Some(s @ Value::Number(_)), Some(i @ Value::Number(_))) => {
+            (t, s, i)
+        }
         _ => return Err("turn/step/index must be numbers".into()),
     };
     let payload = match data.get(payload_key) {
-        Some(Value::Array(items)) if !items.is_empty() && items.iter().all(|v| matches!(v, Value::String(_))) => items,
+        Some(Value::Array(items))
+            if !items.is_empty() && items.iter().all(|v| matches!(v, Value::String(_))) =>
+        {
+            items
+        }
         _ if tool => return Err("args must be a non-empty string array".into()),
         _ => return Err("texts must be a non-empty string array".into()),
     };
@@ -85,9 +94,15 @@ fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
         _ => return Err("dt must be an array of safe integers".into()),
     };
     if dt.len() + 1 != payload.len() {
-        return Err(format!("dt length {} does not match {} members", dt.len(), payload.len()));
+        return Err(format!(
+            "dt length {} does not match {} members",
+            dt.len(),
+            payload.len()
+        ));
     }
-    let last_seq = i64::try_from(payload.len() - 1).ok().and_then(|n| seq0.checked_add(n));
+    let last_seq = i64::try_from(payload.len() - 1)
+        .ok()
+        .and_then(|n| seq0.checked_add(n));
     if !last_seq.is_some_and(|s| s <= MAX_SAFE) {
         return Err("member seqs must stay safe integers".into());
     }
@@ -95,7 +110,9 @@ fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
     let mut time = time0;
     times.push(time);
     for gap in &dt {
-        time = time.checked_add(*gap).ok_or("member times must stay safe integers")?;
+        time = time
+            .checked_add(*gap)
+            .ok_or("member times must stay safe integers")?;
         if time.abs() > MAX_SAFE {
             return Err("member times must stay safe integers".into());
         }
@@ -108,7 +125,9 @@ fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
     };
     let mut events = Vec::with_capacity(payload.len());
     for (k, (member, time)) in payload.iter().zip(times).enumerate() {
-        let mut chunk = Object::new().with("type", kind).with("index", index.clone());
+        let mut chunk = Object::new()
+            .with("type", kind)
+            .with("index", index.clone());
         if tool {
             chunk = chunk.with("id", data.get("id").cloned().unwrap_or(Value::Null));
             if with_name {
@@ -119,7 +138,10 @@ fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
             chunk = chunk.with("text", member.clone());
         }
         let seq = seq0 + i64::try_from(k).unwrap_or(i64::MAX);
-        let data = Object::new().with("turn", turn.clone()).with("step", step.clone()).with("chunk", chunk);
+        let data = Object::new()
+            .with("turn", turn.clone())
+            .with("step", step.clone())
+            .with("chunk", chunk);
         events.push(Value::Object(
             Object::new()
                 .with("type", "assistant/chunk")
@@ -155,7 +177,9 @@ struct Delta<'a> {
 /// DSH `classify`: the delta kind iff the entire shape is whitelisted.
 fn classify(event: &Value) -> Option<Delta<'_>> {
     let e = event.as_object()?;
-    if e.get("type")?.as_str()? != "assistant/chunk" || !e.has_exact_keys(&["type", "seq", "time", "data"]) {
+    if e.get("type")?.as_str()? != "assistant/chunk"
+        || !e.has_exact_keys(&["type", "seq", "time", "data"])
+    {
         return None;
     }
     let seq = e.get("seq")?.as_safe_integer().filter(|s| *s >= 0)?;
@@ -176,10 +200,16 @@ fn classify(event: &Value) -> Option<Delta<'_>> {
     let (kind, id, name, payload) = match chunk.get("type")?.as_str()? {
         k @ ("text-delta" | "reasoning-delta") => {
             let text = chunk.get("text")?;
-            if !chunk.has_exact_keys(&["type", "index", "text"]) || !matches!(text, Value::String(_)) {
+            if !chunk.has_exact_keys(&["type", "index", "text"])
+                || !matches!(text, Value::String(_))
+            {
                 return None;
             }
-            let kind = if k == "text-delta" { DeltaKind::Text } else { DeltaKind::Reasoning };
+            let kind = if k == "text-delta" {
+                DeltaKind::Text
+            } else {
+                DeltaKind::Reasoning
+            };
             (kind, None, None, text)
         }
         "tool-call-delta" => {
@@ -198,7 +228,17 @@ fn classify(event: &Value) -> Option<Delta<'_>> {
         }
         _ => return None,
     };
-    Some(Delta { kind, seq, time, turn, step, index, id, name, payload })
+    Some(Delta {
+        kind,
+        seq,
+        time,
+        turn,
+        step,
+        index,
+        id,
+        name,
+        payload,
+    })
 }
 
 /// DSH `continues`: whether `next` extends a run ending in `prev` (same kind checked by caller).
@@ -214,7 +254,10 @@ fn continues(prev: &Delta<'_>, next: &Delta<'_>) -> bool {
 /// Build the row for a completed run (`buildRow`).
 fn build_row(run: &[Delta<'_>]) -> Value {
     let first = &run[0];
-    let dt: Vec<Value> = run.windows(2).map(|w| Value::from(w[1].time - w[0].time)).collect();
+    let dt: Vec<Value> = run
+        .windows(2)
+        .map(|w| Value::from(w[1].time - w[0].time))
+        .collect();
     let payload: Vec<Value> = run.iter().map(|d| d.payload.clone()).collect();
     let mut data = Object::new()
         .with("turn", first.turn.clone())

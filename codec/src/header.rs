@@ -47,13 +47,24 @@ pub enum NotAHeader {
 impl std::fmt::Display for NotAHeader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            NotAHeader::Empty => f.write_str("empty or header-less session log (no newline-terminated first line)"),
-            NotAHeader::NotJson(e) => write!(f, "first line is not JSON ({e}), so this is not a session log"),
+            NotAHeader::Empty => {
+                f.write_str("empty or header-less session log (no newline-terminated first line)")
+            }
+            NotAHeader::NotJson(e) => write!(
+                f,
+                "first line is not JSON ({e}), so this is not a session log"
+            ),
             NotAHeader::NotSessionType(what) => {
-                write!(f, "first line is not a session header ({what}), so this is not a session log")
+                write!(
+                    f,
+                    "first line is not a session header ({what}), so this is not a session log"
+                )
             }
             NotAHeader::NoStringId(what) => {
-                write!(f, "session header has no string id ({what}); sessions are stored by id")
+                write!(
+                    f,
+                    "session header has no string id ({what}); sessions are stored by id"
+                )
             }
         }
     }
@@ -95,7 +106,12 @@ pub fn parse_header(line: &[u8]) -> Result<Header, NotAHeader> {
     }
     let id = match object.get("id") {
         Some(Value::String(s)) => s.clone(),
-        Some(other) => return Err(NotAHeader::NoStringId(format!("id is {}", json::stringify(other)))),
+        Some(other) => {
+            return Err(NotAHeader::NoStringId(format!(
+                "id is {}",
+                json::stringify(other)
+            )))
+        }
         None => return Err(NotAHeader::NoStringId("id is missing".into())),
     };
     let check = check_header(&object, &id);
@@ -132,7 +148,9 @@ fn version_refusal(id: &JsString, version: f64) -> String {
 /// A non-negative safe integer that is not `-0` (the createdAt / delegationDepth rule).
 fn is_count(v: Option<&Value>) -> bool {
     match v {
-        Some(Value::Number(n)) => safe_integer(*n).is_some_and(|i| i >= 0) && !(*n == 0.0 && n.is_sign_negative()),
+        Some(Value::Number(n)) => {
+            safe_integer(*n).is_some_and(|i| i >= 0) && !(*n == 0.0 && n.is_sign_negative())
+        }
         _ => false,
     }
 }
@@ -213,13 +231,17 @@ mod tests {
     use super::*;
 
     fn check(line: &str) -> HeaderCheck {
-        parse_header(line.as_bytes()).map(|h| h.check).unwrap_or_else(|e| panic!("{e}"))
+        parse_header(line.as_bytes())
+            .map(|h| h.check)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]
     fn valid_header() {
         assert_eq!(
-            check(r#"{"type":"session","version":0,"id":"a","createdAt":1,"cwd":"/x","delegationDepth":0}"#),
+            check(
+                r#"{"type":"session","version":0,"id":"a","createdAt":1,"cwd":"/x","delegationDepth":0}"#
+            ),
             HeaderCheck::Valid
         );
     }
@@ -238,21 +260,29 @@ mod tests {
             r#"{"type":"session","version":0,"id":"a","createdAt":0,"delegationDepth":0,"agentPreset":7}"#,
         ];
         for line in bad {
-            assert_eq!(check(line), HeaderCheck::Corrupt("first line is not a session header"), "{line}");
+            assert_eq!(
+                check(line),
+                HeaderCheck::Corrupt("first line is not a session header"),
+                "{line}"
+            );
         }
         assert_eq!(
-            check(r#"{"type":"session","version":0,"id":"a","createdAt":0,"delegationDepth":0,"sandboxMode":"x"}"#),
+            check(
+                r#"{"type":"session","version":0,"id":"a","createdAt":0,"delegationDepth":0,"sandboxMode":"x"}"#
+            ),
             HeaderCheck::Corrupt("session header uses retired policy baseline fields")
         );
     }
 
     #[test]
     fn foreign_versions_are_unsupported_before_shape() {
-        let HeaderCheck::Unsupported(m) = check(r#"{"type":"session","version":1,"id":"a"}"#) else {
+        let HeaderCheck::Unsupported(m) = check(r#"{"type":"session","version":1,"id":"a"}"#)
+        else {
             panic!("version 1 must be unsupported");
         };
         assert!(m.contains("upgrade the harness"), "{m}");
-        let HeaderCheck::Unsupported(m) = check(r#"{"type":"session","version":-1,"id":"a"}"#) else {
+        let HeaderCheck::Unsupported(m) = check(r#"{"type":"session","version":-1,"id":"a"}"#)
+        else {
             panic!("version -1 must be unsupported");
         };
         assert!(m.contains("no upgrade path"), "{m}");
@@ -260,10 +290,22 @@ mod tests {
 
     #[test]
     fn non_headers_are_not_sessions() {
-        assert!(matches!(parse_header(b"{\"jsonrpc\":\"2.0\"}"), Err(NotAHeader::NotSessionType(_))));
-        assert!(matches!(parse_header(b"not json"), Err(NotAHeader::NotJson(_))));
-        assert!(matches!(parse_header(b"[1]"), Err(NotAHeader::NotSessionType(_))));
-        assert!(matches!(parse_header(b"{\"type\":\"session\",\"id\":5}"), Err(NotAHeader::NoStringId(_))));
+        assert!(matches!(
+            parse_header(b"{\"jsonrpc\":\"2.0\"}"),
+            Err(NotAHeader::NotSessionType(_))
+        ));
+        assert!(matches!(
+            parse_header(b"not json"),
+            Err(NotAHeader::NotJson(_))
+        ));
+        assert!(matches!(
+            parse_header(b"[1]"),
+            Err(NotAHeader::NotSessionType(_))
+        ));
+        assert!(matches!(
+            parse_header(b"{\"type\":\"session\",\"id\":5}"),
+            Err(NotAHeader::NoStringId(_))
+        ));
     }
 
     #[test]

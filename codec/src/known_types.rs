@@ -6,17 +6,54 @@ use crate::json::{self, JsString, Value};
 
 /// The 48 event types DSH 0.1.0 knows (`KNOWN_SESSION_EVENT_TYPES`), sorted for binary search.
 const KNOWN: [&str; 48] = [
-    "agent-preset/selected", "agent/inbox/spliced", "approval/asked", "approval/decided",
-    "approval/policy", "assistant/chunk", "assistant/message", "command/done", "command/run",
-    "compaction/end", "compaction/prune", "compaction/start", "compaction/summary",
-    "feedback/record", "goal/change", "hook/invoked", "hook/result", "llm/retry",
-    "llm/retry-started", "permission/preset", "plan/mode", "request/context", "request/header",
-    "sandbox/mode", "schedule/change", "session/end-seed", "session/title",
-    "session/title-llm-request", "step/end", "step/start", "subagent/descriptor", "team/member",
-    "team/message/delivered", "team/message/queued", "team/task", "todo/write",
-    "tool-workflow/agent-end", "tool-workflow/agent-start", "tool-workflow/run-end",
-    "tool-workflow/run-start", "tool/call", "tool/code-dispatch", "tool/code-dispatch-start",
-    "tool/result", "turn/end", "turn/start", "user/message", "web/deepseek-search-llm-request",
+    "agent-preset/selected",
+    "agent/inbox/spliced",
+    "approval/asked",
+    "approval/decided",
+    "approval/policy",
+    "assistant/chunk",
+    "assistant/message",
+    "command/done",
+    "command/run",
+    "compaction/end",
+    "compaction/prune",
+    "compaction/start",
+    "compaction/summary",
+    "feedback/record",
+    "goal/change",
+    "hook/invoked",
+    "hook/result",
+    "llm/retry",
+    "llm/retry-started",
+    "permission/preset",
+    "plan/mode",
+    "request/context",
+    "request/header",
+    "sandbox/mode",
+    "schedule/change",
+    "session/end-seed",
+    "session/title",
+    "session/title-llm-request",
+    "step/end",
+    "step/start",
+    "subagent/descriptor",
+    "team/member",
+    "team/message/delivered",
+    "team/message/queued",
+    "team/task",
+    "todo/write",
+    "tool-workflow/agent-end",
+    "tool-workflow/agent-start",
+    "tool-workflow/run-end",
+    "tool-workflow/run-start",
+    "tool/call",
+    "tool/code-dispatch",
+    "tool/code-dispatch-start",
+    "tool/result",
+    "turn/end",
+    "turn/start",
+    "user/message",
+    "web/deepseek-search-llm-request",
 ];
 
 /// Legacy types the coordinator still reads by normalizing them (§4.8), so never "unknown".
@@ -43,7 +80,10 @@ impl SupportCheck {
         let seq = o.get("seq").map(json::js_string_of).unwrap_or_default();
         if self.legacy.is_none() {
             let fallback = ty == "request/header"
-                && o.get("data").and_then(Value::as_object).and_then(|d| d.get("reason")).and_then(Value::as_str)
+                && o.get("data")
+                    .and_then(Value::as_object)
+                    .and_then(|d| d.get("reason"))
+                    .and_then(Value::as_str)
                     == Some("fallback");
             self.legacy = match ty {
                 "request/header-delta" | "mode/set" => {
@@ -56,8 +96,16 @@ impl SupportCheck {
             };
         }
         let ignorable = matches!(o.get("ignorable"), Some(Value::Bool(true)));
-        if self.unknown.is_none() && !is_known(ty) && !ignorable && ty != "request/header-delta" && ty != "mode/set" {
-            let shown = o.get("type").map(json::js_string_of).unwrap_or_else(|| "undefined".into());
+        if self.unknown.is_none()
+            && !is_known(ty)
+            && !ignorable
+            && ty != "request/header-delta"
+            && ty != "mode/set"
+        {
+            let shown = o
+                .get("type")
+                .map(json::js_string_of)
+                .unwrap_or_else(|| "undefined".into());
             self.unknown = Some(format!(
                 "session \"{id}\" contains event type \"{shown}\" (seq {seq}) unknown to this harness and not marked ignorable; refusing to interpret the log — it was likely written by a newer harness"
             ));

@@ -49,7 +49,13 @@ pub struct BodyScanner {
 impl BodyScanner {
     /// A scanner for a body that starts at byte `header_len` of the file.
     pub fn new(header_len: u64) -> Self {
-        BodyScanner { line: 0, next_seq: 0, committed_bytes: header_len, issue: None, fatal: None }
+        BodyScanner {
+            line: 0,
+            next_seq: 0,
+            committed_bytes: header_len,
+            issue: None,
+            fatal: None,
+        }
     }
 
     /// Number of committed logical events so far (= the next expected seq).
@@ -136,7 +142,9 @@ fn has_turn_end(events: &[Value]) -> std::result::Result<bool, String> {
     for e in events {
         match e {
             Value::Null => return Err("Cannot read properties of null (reading 'type')".into()),
-            Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("turn/end") => return Ok(true),
+            Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("turn/end") => {
+                return Ok(true)
+            }
             _ => {}
         }
     }

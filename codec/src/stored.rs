@@ -37,7 +37,11 @@ pub fn encode_line(meta: &LineMeta, bytes: &[u8]) -> Result<Vec<u8>> {
         .map_err(|e| Error::StoredRecord(format!("line metadata does not encode: {e}")))?;
     let mut out = Vec::with_capacity(META_AT + meta_bytes.len() + bytes.len());
     out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&u32::try_from(meta_bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
+    out.extend_from_slice(
+        &u32::try_from(meta_bytes.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
     out.extend_from_slice(&meta_bytes);
     out.extend_from_slice(bytes);
     let crc = crc32fast::hash(&out[META_LEN_AT..]);
@@ -57,21 +61,32 @@ pub struct StoredLine<'a> {
 /// Decode and verify a stored line value.
 pub fn decode_line(value: &[u8]) -> Result<StoredLine<'_>> {
     if value.len() < META_AT {
-        return Err(Error::StoredRecord(format!("stored line is {} bytes, shorter than its 8-byte prefix", value.len())));
+        return Err(Error::StoredRecord(format!(
+            "stored line is {} bytes, shorter than its 8-byte prefix",
+            value.len()
+        )));
     }
     let stored_crc = u32::from_be_bytes([value[0], value[1], value[2], value[3]]);
     let actual = crc32fast::hash(&value[META_LEN_AT..]);
     if stored_crc != actual {
-        return Err(Error::StoredRecord(format!("crc32 mismatch (stored {stored_crc:08x}, computed {actual:08x})")));
+        return Err(Error::StoredRecord(format!(
+            "crc32 mismatch (stored {stored_crc:08x}, computed {actual:08x})"
+        )));
     }
     let meta_len = u32::from_be_bytes([value[4], value[5], value[6], value[7]]) as usize;
     let meta_end = META_AT
         .checked_add(meta_len)
         .filter(|&e| e <= value.len())
-        .ok_or_else(|| Error::StoredRecord(format!("metadata length {meta_len} overruns the record")))?;
-    let (meta, _) = bincode::serde::decode_from_slice(&value[META_AT..meta_end], bincode::config::standard())
-        .map_err(|e| Error::StoredRecord(format!("line metadata does not decode: {e}")))?;
-    Ok(StoredLine { meta, bytes: &value[meta_end..] })
+        .ok_or_else(|| {
+            Error::StoredRecord(format!("metadata length {meta_len} overruns the record"))
+        })?;
+    let (meta, _) =
+        bincode::serde::decode_from_slice(&value[META_AT..meta_end], bincode::config::standard())
+            .map_err(|e| Error::StoredRecord(format!("line metadata does not decode: {e}")))?;
+    Ok(StoredLine {
+        meta,
+        bytes: &value[meta_end..],
+    })
 }
 
 #[cfg(test)]
@@ -80,7 +95,11 @@ mod tests {
 
     #[test]
     fn round_trip_and_every_bit_flip_is_detected() {
-        let meta = LineMeta { members: 3, batch: 7, type_tag: "text-chunks".into() };
+        let meta = LineMeta {
+            members: 3,
+            batch: 7,
+            type_tag: "text-chunks".into(),
+        };
         let enc = encode_line(&meta, b"{\"a\":1}").expect("encodes");
         let dec = decode_line(&enc).expect("decodes");
         assert_eq!(dec.meta, meta);
@@ -91,7 +110,10 @@ mod tests {
             assert!(decode_line(&bad).is_err(), "flip of bit {i} went unnoticed");
         }
         for cut in 0..enc.len() {
-            assert!(decode_line(&enc[..cut]).is_err(), "truncation at {cut} went unnoticed");
+            assert!(
+                decode_line(&enc[..cut]).is_err(),
+                "truncation at {cut} went unnoticed"
+            );
         }
     }
 }

@@ -9,6 +9,9 @@ mod parse;
 mod stringify;
 mod value;
 
+#[cfg(test)]
+mod roundtrip_tests;
+
 pub use gate::admit;
 pub use number::number_to_string;
 pub use parse::{parse, MAX_DEPTH};

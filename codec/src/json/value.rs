@@ -74,7 +74,10 @@ pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 /// `Number.isSafeInteger(x)`, returning the integer. `-0` counts as the safe integer 0, as in JS.
 pub fn safe_integer(x: f64) -> Option<i64> {
     if x.is_finite() && x.trunc() == x && x.abs() <= MAX_SAFE_INTEGER {
-        #[expect(clippy::cast_possible_truncation, reason = "checked integral and within ±2^53")]
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "checked integral and within ±2^53"
+        )]
         Some(x as i64)
     } else {
         None
@@ -95,7 +98,10 @@ impl From<f64> for Value {
 
 impl From<i64> for Value {
     fn from(n: i64) -> Self {
-        #[expect(clippy::cast_precision_loss, reason = "JS numbers are doubles; callers pass safe integers")]
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "JS numbers are doubles; callers pass safe integers"
+        )]
         Value::Number(n as f64)
     }
 }
@@ -214,6 +220,62 @@ impl Object {
         }
     }
 
+    /// Build an object from entries in source order, as `JSON.parse` does: a duplicated key keeps
+    /// its first position and takes its last value; index keys move first in numeric order.
+    /// Linear for the common case (few keys, no duplicates, no index keys); `O(n log n)` otherwise,
+    /// so a pathological object with many keys cannot make parsing quadratic.
+    pub(crate) fn from_parsed(mut entries: Vec<(JsString, Value)>) -> Self {
+        let any_index = entries
+            .iter()
+            .any(|(k, _)| array_index(k.as_wtf8()).is_some());
+        if !any_index && !has_duplicate_keys(&entries) {
+            return Object {
+                entries,
+                index_keys: 0,
+            };
+        }
+        if entries.len() > SMALL_OBJECT {
+            let mut first: std::collections::HashMap<JsString, usize> =
+                std::collections::HashMap::with_capacity(entries.len());
+            let mut kept: Vec<(JsString, Value)> = Vec::with_capacity(entries.len());
+            for (k, v) in entries {
+                match first.get(&k) {
+                    Some(&i) => kept[i].1 = v,
+                    None => {
+                        first.insert(k.clone(), kept.len());
+                        kept.push((k, v));
+                    }
+                }
+            }
+            entries = kept;
+        } else {
+            let mut kept: Vec<(JsString, Value)> = Vec::with_capacity(entries.len());
+            for (k, v) in entries {
+                match kept.iter_mut().find(|(seen, _)| *seen == k) {
+                    Some(slot) => slot.1 = v,
+                    None => kept.push((k, v)),
+                }
+            }
+            entries = kept;
+        }
+        // Keys are now unique, so index keys have distinct numbers and a stable split suffices.
+        let (mut index, rest): (Vec<_>, Vec<_>) = entries
+            .into_iter()
+            .partition(|(k, _)| array_index(k.as_wtf8()).is_some());
+        index.sort_by_key(|(k, _)| array_index(k.as_wtf8()));
+        let index_keys = index.len();
+        index.extend(rest);
+        Object {
+            entries: index,
+            index_keys,
+        }
+    }
+
+    /// The entries in enumeration order, as a slice (for walkers that keep their own stack).
+    pub(crate) fn entries(&self) -> &[(JsString, Value)] {
+        &self.entries
+    }
+
     /// Builder form of [`Object::insert`] for authoring code.
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
         self.insert(JsString::from(key), value.into());
@@ -254,6 +316,22 @@ impl Object {
     }
 }
 
+/// Objects up to this many keys are deduplicated by linear scan; larger ones by hashing.
+const SMALL_OBJECT: usize = 16;
+
+/// Whether two entries share a key.
+fn has_duplicate_keys(entries: &[(JsString, Value)]) -> bool {
+    if entries.len() <= SMALL_OBJECT {
+        entries
+            .iter()
+            .enumerate()
+            .any(|(i, (k, _))| entries[..i].iter().any(|(seen, _)| seen == k))
+    } else {
+        let mut seen = std::collections::HashSet::with_capacity(entries.len());
+        !entries.iter().all(|(k, _)| seen.insert(k.as_wtf8()))
+    }
+}
+
 /// The numeric value of a canonical array-index key (`"0"`..=`"4294967294"`, no leading zeros).
 pub fn array_index(key: &[u8]) -> Option<u32> {
     if key.is_empty() || key.len() > 10 || (key.len() > 1 && key[0] == b'0') {
@@ -289,8 +367,10 @@ mod tests {
         o.insert("a".into(), Value::Number(1.0));
         o.insert("b".into(), Value::Number(2.0));
         o.insert("a".into(), Value::Number(3.0));
-        let got: Vec<(String, f64)> =
-            o.iter().map(|(k, v)| (k.to_string(), v.as_f64().unwrap_or(f64::NAN))).collect();
+        let got: Vec<(String, f64)> = o
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_f64().unwrap_or(f64::NAN)))
+            .collect();
         assert_eq!(got, [("a".to_string(), 3.0), ("b".to_string(), 2.0)]);
     }
 

@@ -10,7 +10,9 @@ fn scan(h: u64, body: &str) -> (BodyScanner, Vec<bool>) {
             break;
         }
         off += piece.len() as u64;
-        let out = s.push_line(&piece.as_bytes()[..piece.len() - 1], off).expect("depth");
+        let out = s
+            .push_line(&piece.as_bytes()[..piece.len() - 1], off)
+            .expect("depth");
         committed.push(matches!(out, LineOutcome::Committed(_)));
     }
     (s, committed)
@@ -70,7 +72,9 @@ fn seq_gap_messages() {
     let (s, _) = scan(0, &body);
     assert_eq!(
         s.finish(body.len() as u64),
-        BodyVerdict::Corrupt("seq gap in committed region at line 2 (expected 1, got undefined)".into())
+        BodyVerdict::Corrupt(
+            "seq gap in committed region at line 2 (expected 1, got undefined)".into()
+        )
     );
 }
 
