@@ -103,7 +103,7 @@ fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
     let last_seq = i64::try_from(payload.len() - 1)
         .ok()
         .and_then(|n| seq0.checked_add(n));
-    if !last_seq.is_some_and(|s| s <= MAX_SAFE) {
+    if last_seq.is_none_or(|s| s > MAX_SAFE) {
         return Err("member seqs must stay safe integers".into());
     }
     let mut times = Vec::with_capacity(payload.len());
@@ -326,3 +326,6 @@ pub fn pack_chunk_runs(events: &[Value]) -> Vec<Value> {
     flush(&mut run, &mut out);
     out
 }
+
+#[cfg(test)]
+mod tests;
