@@ -43,4 +43,14 @@ pub enum Error {
     /// A path component DSH cannot encode (empty id or cwd).
     #[error("cannot encode path component: {0}")]
     PathComponent(&'static str),
+    /// An event the surface, message or request-header folds refuse where DSH's own code throws.
+    /// `rule` is DSH's message text; a `TypeError: ` prefix marks a shape DSH's code cannot read
+    /// (e.g. a legacy `assistant/message` without `data.message`) rather than a rule of its own.
+    #[error("surface fold refused the event at seq {seq}: {rule}")]
+    Surface {
+        /// Seq of the event being folded (or of the surface node being projected).
+        seq: u64,
+        /// DSH's message, e.g. `surface replace: start seq 0 not found in surface`.
+        rule: String,
+    },
 }

@@ -17,6 +17,7 @@ pub mod json;
 pub mod known_types;
 pub mod scanner;
 pub mod stored;
+pub mod surface;
 pub mod zstd;
 
 pub use error::{Error, Result};

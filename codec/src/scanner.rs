@@ -68,6 +68,16 @@ impl BodyScanner {
         self.committed_bytes
     }
 
+    /// Whether the reader has thrown (everything from here on is tail).
+    pub fn is_fatal(&self) -> bool {
+        self.fatal.is_some()
+    }
+
+    /// Whether some consumed line was left out of the committed region.
+    pub fn has_issue(&self) -> bool {
+        self.issue.is_some() || self.fatal.is_some()
+    }
+
     /// Body lines consumed so far.
     pub fn lines(&self) -> u64 {
         self.line
