@@ -1,1 +1,26 @@
-//! Store.
+//! The sessionlog store: DSH session logs in RocksDB.
+//!
+//! Raw bytes are the truth, logical events are an index: every imported line keeps its exact
+//! bytes (export concatenates them, never re-serializes), and the logical events are derived once
+//! at write time. See `docs/format.md` for the on-disk layout.
+#![deny(unsafe_code)]
+
+mod error;
+mod events;
+mod export;
+mod import;
+mod keys;
+mod list;
+mod meta;
+mod options;
+mod store;
+mod verify;
+
+pub use error::{Error, Result};
+pub use export::ExportFormat;
+pub use import::{ImportOptions, ImportReport};
+pub use list::SessionSummary;
+pub use meta::{SourceEncoding, Verdict};
+pub use options::{Durability, Options};
+pub use store::Store;
+pub use verify::{VerifyProblem, VerifyReport};

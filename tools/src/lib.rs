@@ -1,6 +1,9 @@
 //! Library side of the `sessionlog` tool: the pieces the CLI, tests and benches share.
 //!
 //! - [`gen`]: the deterministic DSH-shaped workload generator behind `sessionlog gen`.
+//! - [`hosting`]: the multi-session hosting benchmark behind `sessionlog bench hosting`, with
+//!   DSH's JSONL and SQLite backends as peers.
 #![forbid(unsafe_code)]
 
 pub mod gen;
+pub mod hosting;

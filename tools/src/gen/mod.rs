@@ -7,10 +7,15 @@
 //! `JSON.stringify` text, `"\n"` after each record). A configurable fraction of sessions end in a
 //! torn tail: the last record cut part-way, without its `"\n"`.
 //!
-//! Module map: [`session`] (turn loop and batch writer), [`stream`] (model calls and tools),
-//! [`compact`] (surface replacements), [`text`] (pseudo-text), [`rng`] (the PRNG).
+//! [`session_batches`] yields the same session as a live feed (header line, then batch by batch)
+//! for benchmarks that append rather than import.
+//!
+//! Module map: [`session`] (turn loop and batch writer), [`feed`] (the batch feed), [`stream`]
+//! (model calls and tools), [`compact`] (surface replacements), [`text`] (pseudo-text), [`rng`]
+//! (the PRNG).
 
 mod compact;
+mod feed;
 mod rng;
 mod session;
 mod stream;
@@ -22,6 +27,7 @@ mod tests;
 use std::io;
 use std::path::{Path, PathBuf};
 
+pub use feed::{session_batches, Batch, SessionFeed};
 use rng::Rng;
 
 /// Salt of the PRNG stream that decides torn tails, kept apart from content so changing

@@ -15,6 +15,7 @@ use sessionlog_codec::chunk_rows::pack_chunk_runs;
 use sessionlog_codec::header::{author_header, HeaderFields};
 use sessionlog_codec::json::{write_value, JsString, Object, Value};
 
+use super::feed::Batch;
 use super::rng::Rng;
 use super::text;
 use super::GenOptions;
@@ -71,8 +72,10 @@ pub(super) enum SurfaceOp {
 /// The state of one session being generated.
 pub(super) struct Session {
     pub(super) rng: Rng,
-    /// File text so far (header and flushed batches).
+    /// File text so far: the header, and the flushed batches unless they are collected.
     out: String,
+    /// When set, flushed batches are kept here, one [`Batch`] each, instead of going to `out`.
+    batches: Option<Vec<Batch>>,
     /// Events of the open batch, in seq order.
     pending: Vec<Value>,
     /// How many events the open batch takes before it is flushed.
@@ -92,8 +95,27 @@ pub(super) struct Session {
     target: i64,
 }
 
+/// One built session.
+pub(super) struct Built {
+    /// The session id.
+    pub(super) id: String,
+    /// The header line with its `"\n"`, followed by every batch's text unless they were collected.
+    pub(super) out: String,
+    /// Logical events.
+    pub(super) events: u64,
+    /// The batches, when collected.
+    pub(super) batches: Vec<Batch>,
+}
+
 /// Build one session's file bytes and its logical event count.
 pub(super) fn build(index: u64, opts: &GenOptions) -> (String, Vec<u8>, u64) {
+    let built = build_with(index, opts, false);
+    (built.id, built.out.into_bytes(), built.events)
+}
+
+/// Build one session; with `collect`, its batches are returned one by one rather than appended
+/// to the file text (the content drawn is the same either way).
+pub(super) fn build_with(index: u64, opts: &GenOptions, collect: bool) -> Built {
     let mut rng = Rng::new(opts.seed, index);
     let id = text::uuid(&mut rng);
     let created_at = 1_780_000_000_000 + rng.range_i(0, 30 * 86_400_000);
@@ -103,6 +125,7 @@ pub(super) fn build(index: u64, opts: &GenOptions) -> (String, Vec<u8>, u64) {
     let mut s = Session {
         rng,
         out: String::with_capacity(usize::try_from(target).unwrap_or(0).saturating_mul(100)),
+        batches: collect.then(Vec::new),
         pending: Vec::new(),
         batch_size: 1,
         seq: 0,
@@ -121,8 +144,12 @@ pub(super) fn build(index: u64, opts: &GenOptions) -> (String, Vec<u8>, u64) {
         s.run_turn();
     }
     s.flush();
-    let events = u64::try_from(s.seq).unwrap_or(0);
-    (id, s.out.into_bytes(), events)
+    Built {
+        id,
+        out: s.out,
+        events: u64::try_from(s.seq).unwrap_or(0),
+        batches: s.batches.unwrap_or_default(),
+    }
 }
 
 impl Session {
@@ -230,8 +257,25 @@ impl Session {
         if self.pending.is_empty() {
             return;
         }
-        write_batch(&self.pending, &mut self.out);
-        self.pending.clear();
+        match &mut self.batches {
+            Some(batches) => {
+                let mut text = String::new();
+                write_batch(&self.pending, &mut text);
+                let events = std::mem::take(&mut self.pending);
+                let first_seq = u64::try_from(self.seq)
+                    .unwrap_or(0)
+                    .saturating_sub(events.len() as u64);
+                batches.push(Batch {
+                    first_seq,
+                    events,
+                    text,
+                });
+            }
+            None => {
+                write_batch(&self.pending, &mut self.out);
+                self.pending.clear();
+            }
+        }
         self.new_batch_size();
     }
 

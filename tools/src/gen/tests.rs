@@ -342,3 +342,34 @@ fn generation_speed() {
         bytes as f64 / secs / 1e6
     );
 }
+
+#[test]
+fn feed_reproduces_session_bytes() {
+    let o = opts(4, 400, 9, 0.0);
+    for i in 0..4 {
+        let feed = session_batches(i, &o);
+        let mut text = format!("{}\n", feed.header_line);
+        let mut next_seq = 0;
+        for batch in &feed.batches {
+            assert_eq!(batch.first_seq, next_seq, "session {i}: contiguous batches");
+            assert!(!batch.events.is_empty(), "session {i}: no empty batch");
+            next_seq += batch.events.len() as u64;
+            text.push_str(&batch.text);
+        }
+        let file = session(i, &o);
+        assert_eq!(feed.id, file.id);
+        assert_eq!(next_seq, file.events);
+        assert_eq!(text.as_bytes(), &file.bytes[..], "session {i}: bytes");
+        let events: Vec<Value> = feed.batches.iter().flat_map(|b| b.events.clone()).collect();
+        assert_eq!(events, events_of(&file.bytes), "session {i}: events");
+    }
+}
+
+#[test]
+fn feed_header_for_another_id_changes_only_the_id() {
+    let feed = session_batches(0, &opts(1, 100, 3, 0.0));
+    let line = feed.header_line_for("other-id");
+    assert_eq!(line, feed.header_line.replacen(&feed.id, "other-id", 1));
+    let header = parse_header(line.as_bytes()).expect("still a header");
+    assert_eq!(header.check, HeaderCheck::Valid);
+}

@@ -1,0 +1,217 @@
+//! Export: a session's bytes, exactly as DSH wrote them, in one forward scan of its range.
+//!
+//! - In its source encoding, export reproduces the imported file byte for byte: a `.jsonl` is
+//!   the header record, each committed line + `\n`, then the tail; a `.jsonl.zstd` is its
+//!   verbatim frames, then the tail.
+//! - Across encodings: `.jsonl.zstd` → `.jsonl` is the plaintext of the complete frames (DSH's
+//!   `readRaw`: lines recovered from a torn final frame are left out); `.jsonl` → `.jsonl.zstd` is
+//!   a header frame plus one Node-identical frame per stored batch, covering the committed
+//!   region (a torn tail cannot be framed: DSH would reject a frame holding a torn record).
+//!
+//! Every stored value's crc32 is checked before its bytes are written.
+
+use std::io::Write;
+
+use rocksdb::{DBRawIteratorWithThreadMode, ReadOptions, DB};
+use sessionlog_codec::stored::decode_line;
+use sessionlog_codec::zstd::FrameCompressor;
+
+use crate::import::checked_bytes;
+use crate::keys;
+use crate::meta::{SessionMeta, SourceEncoding};
+use crate::store::{Store, CF_EVENTS};
+use crate::{Error, Result};
+
+/// The two DSH artifact encodings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// `session.jsonl`.
+    Jsonl,
+    /// `session.jsonl.zstd`.
+    JsonlZstd,
+}
+
+impl Store {
+    /// Write session `id` to `out` in `format` (default: the encoding it was imported in);
+    /// returns the number of bytes written.
+    pub fn export(
+        &self,
+        id: &str,
+        format: Option<ExportFormat>,
+        out: &mut dyn Write,
+    ) -> Result<u64> {
+        let meta = self.require_meta(id.as_bytes())?;
+        let mut w = Counting {
+            out,
+            written: 0,
+            id: &meta,
+        };
+        match (meta.source, format) {
+            (SourceEncoding::Jsonl, None | Some(ExportFormat::Jsonl)) => {
+                w.put(&meta.header)?;
+                self.copy_section(&meta, keys::LINE, &mut w, None)?;
+                self.copy_section(&meta, keys::TAIL, &mut w, None)?;
+                w.expect(meta.total_bytes)?;
+            }
+            (SourceEncoding::JsonlZstd, None | Some(ExportFormat::JsonlZstd)) => {
+                self.copy_section(&meta, keys::FRAME, &mut w, None)?;
+                self.copy_section(&meta, keys::TAIL, &mut w, None)?;
+                w.expect(meta.total_bytes)?;
+            }
+            (SourceEncoding::JsonlZstd, Some(ExportFormat::Jsonl)) => {
+                w.put(&meta.header)?;
+                self.copy_section(&meta, keys::LINE, &mut w, meta.torn_batch)?;
+                w.expect(meta.plaintext_bytes)?;
+            }
+            (SourceEncoding::Jsonl, Some(ExportFormat::JsonlZstd)) => {
+                self.write_frames(&meta, &mut w)?
+            }
+        }
+        Ok(w.written)
+    }
+
+    /// The stored bytes in the source encoding (`export(id, None, out)`).
+    pub fn export_jsonl(&self, id: &str, out: &mut dyn Write) -> Result<u64> {
+        self.export(id, None, out)
+    }
+
+    /// Copy one section of a session's range: LINEs with `\n` appended (skipping `skip_batch`),
+    /// FRAMEs and TAIL chunks verbatim.
+    fn copy_section(
+        &self,
+        meta: &SessionMeta,
+        section: u8,
+        w: &mut Counting<'_>,
+        skip_batch: Option<u64>,
+    ) -> Result<()> {
+        let mut it = self.session_iter(meta.number)?;
+        it.seek(keys::event_key(meta.number, section, 0));
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            let (_, s, n) = keys::parse_event_key(k)
+                .ok_or_else(|| corrupt(meta, format!("malformed key {k:02x?}")))?;
+            if s != section {
+                break;
+            }
+            if section == keys::LINE {
+                let line =
+                    decode_line(v).map_err(|e| corrupt(meta, format!("line at seq {n}: {e}")))?;
+                if Some(line.meta.batch) != skip_batch {
+                    w.put(line.bytes)?;
+                    w.put(b"\n")?;
+                }
+            } else {
+                let bytes = checked_bytes(v).ok_or_else(|| {
+                    corrupt(
+                        meta,
+                        format!("{} {n} fails its crc32", section_name(section)),
+                    )
+                })?;
+                w.put(bytes)?;
+            }
+            it.next();
+        }
+        it.status().map_err(Error::storage(format!(
+            "reading session \"{}\"",
+            meta.id_lossy()
+        )))
+    }
+
+    /// Author DSH frames for a session stored as plain lines: header frame, then one frame per
+    /// stored batch, in order.
+    fn write_frames(&self, meta: &SessionMeta, w: &mut Counting<'_>) -> Result<()> {
+        let mut compressor = FrameCompressor::new()?;
+        let mut frame = Vec::new();
+        compressor.compress_into(&meta.header, &mut frame)?;
+        w.put(&frame)?;
+        let mut plain = Vec::new();
+        let mut batch = None;
+        let mut it = self.session_iter(meta.number)?;
+        it.seek(keys::event_key(meta.number, keys::LINE, 0));
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            let Some((_, keys::LINE, n)) = keys::parse_event_key(k) else {
+                break;
+            };
+            let line =
+                decode_line(v).map_err(|e| corrupt(meta, format!("line at seq {n}: {e}")))?;
+            if batch.is_some_and(|b| b != line.meta.batch) {
+                frame.clear();
+                compressor.compress_into(&plain, &mut frame)?;
+                w.put(&frame)?;
+                plain.clear();
+            }
+            batch = Some(line.meta.batch);
+            plain.extend_from_slice(line.bytes);
+            plain.push(b'\n');
+            it.next();
+        }
+        it.status().map_err(Error::storage(format!(
+            "reading session \"{}\"",
+            meta.id_lossy()
+        )))?;
+        if batch.is_some() {
+            frame.clear();
+            compressor.compress_into(&plain, &mut frame)?;
+            w.put(&frame)?;
+        }
+        Ok(())
+    }
+
+    /// A raw iterator bounded to one session's `events` range.
+    pub(crate) fn session_iter(&self, number: u64) -> Result<DBRawIteratorWithThreadMode<'_, DB>> {
+        let mut ro = ReadOptions::default();
+        ro.set_iterate_upper_bound(keys::session_end(number));
+        ro.set_prefix_same_as_start(true);
+        Ok(self.db.raw_iterator_cf_opt(self.cf(CF_EVENTS)?, ro))
+    }
+}
+
+/// A writer that counts what it wrote and reports failures with the session's name.
+struct Counting<'a> {
+    out: &'a mut dyn Write,
+    written: u64,
+    id: &'a SessionMeta,
+}
+
+impl Counting<'_> {
+    fn put(&mut self, bytes: &[u8]) -> Result<()> {
+        self.out.write_all(bytes).map_err(|source| Error::Io {
+            path: format!("export of session \"{}\"", self.id.id_lossy()).into(),
+            source,
+        })?;
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Fail if the bytes written differ from what the metadata promises.
+    fn expect(&self, size: u64) -> Result<()> {
+        if self.written == size {
+            Ok(())
+        } else {
+            Err(corrupt(
+                self.id,
+                format!("exported {} bytes but {size} were stored", self.written),
+            ))
+        }
+    }
+}
+
+fn section_name(section: u8) -> &'static str {
+    match section {
+        keys::FRAME => "frame",
+        keys::TAIL => "tail chunk",
+        _ => "line",
+    }
+}
+
+pub(crate) fn corrupt(meta: &SessionMeta, detail: String) -> Error {
+    Error::Corrupt {
+        id: meta.id_lossy(),
+        detail,
+    }
+}

@@ -1,0 +1,246 @@
+//! Importing DSH session logs (`.jsonl` and `.jsonl.zstd`): exact bytes kept, logical events
+//! indexed, DSH's reader verdict recorded.
+//!
+//! Import of one file is atomic (see `writer.rs`): a failure midway leaves no trace, and an id
+//! that already exists is refused before anything is written.
+
+mod jsonl;
+mod writer;
+mod zstd;
+
+use sessionlog_codec::header::{Header, HeaderCheck};
+use sessionlog_codec::json::Value;
+use sessionlog_codec::known_types::SupportCheck;
+use sessionlog_codec::scanner::{BodyScanner, BodyVerdict, LineOutcome};
+use sessionlog_codec::stored::LineMeta;
+
+pub(crate) use writer::checked_bytes;
+use writer::SessionWriter;
+
+use crate::meta::Verdict;
+use crate::store::Store;
+use crate::{Error, Result};
+
+/// How to import.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ImportOptions {
+    /// Refuse (write nothing) unless DSH's strict reader would load the log cleanly.
+    /// Default: false (store any session log byte-exactly, with its verdict).
+    pub strict: bool,
+}
+
+/// What an import stored.
+#[derive(Clone, Debug)]
+pub struct ImportReport {
+    /// Session id.
+    pub id: String,
+    /// DSH's verdict.
+    pub verdict: Verdict,
+    /// Logical events in the committed region.
+    pub events: u64,
+    /// Body lines (newline-terminated lines after the header).
+    pub lines: u64,
+    /// Bytes of the imported file.
+    pub bytes: u64,
+}
+
+/// The zstd magic number, little-endian on disk: how an input announces `.jsonl.zstd`.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+
+impl Store {
+    /// Import one file, choosing the encoding from its first bytes (zstd magic or text).
+    pub fn import_path(
+        &self,
+        path: &std::path::Path,
+        options: ImportOptions,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ImportReport> {
+        use std::io::Read;
+        let name = path.display().to_string();
+        let io = |source| Error::Io {
+            path: path.into(),
+            source,
+        };
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let mut magic = [0u8; 4];
+        let n = file.read(&mut magic).map_err(io)?;
+        if n == 4 && magic == ZSTD_MAGIC {
+            let mut bytes = magic.to_vec();
+            file.read_to_end(&mut bytes).map_err(io)?;
+            progress(bytes.len() as u64);
+            return self.import_zstd(&name, &bytes, options);
+        }
+        let reader =
+            std::io::BufReader::with_capacity(1 << 20, std::io::Read::chain(&magic[..n], file));
+        self.import_jsonl(&name, reader, options, progress)
+    }
+
+    /// Claim `header`'s id, refuse duplicates, allocate a number and run `body`; on failure,
+    /// remove whatever `body` wrote. The claim is released either way.
+    fn import_session(
+        &self,
+        source_name: &str,
+        header: &Header,
+        body: impl FnOnce(SessionWriter<'_>) -> Result<ImportReport>,
+    ) -> Result<ImportReport> {
+        let id = header.id.as_wtf8();
+        let duplicate = || Error::DuplicateSession {
+            source_name: source_name.into(),
+            id: header.id.to_string_lossy(),
+        };
+        if !self.claim(id) {
+            return Err(duplicate());
+        }
+        let result = (|| {
+            if self.meta(id)?.is_some() {
+                return Err(duplicate());
+            }
+            let number = self.allocate_number();
+            let outcome = body(SessionWriter::new(self, number));
+            if outcome.is_err() {
+                self.discard(number)?;
+            }
+            outcome
+        })();
+        self.release(id);
+        result
+    }
+
+    /// Remove whatever a failed import of `number` wrote.
+    fn discard(&self, number: u64) -> Result<()> {
+        let mut batch = rocksdb::WriteBatch::default();
+        self.delete_number_range(&mut batch, number)?;
+        batch.delete_cf(
+            self.cf(crate::store::CF_SESSIONS)?,
+            crate::keys::pending_key(number),
+        );
+        self.commit(batch, "discarding a failed import")
+    }
+}
+
+/// Feeds body lines to DSH's scanner and stores the committed ones.
+struct BodyIndexer {
+    scanner: BodyScanner,
+    support: SupportCheck,
+    source_name: String,
+    id: sessionlog_codec::json::JsString,
+}
+
+impl BodyIndexer {
+    fn new(source_name: &str, header: &Header, header_len: u64) -> Self {
+        BodyIndexer {
+            scanner: BodyScanner::new(header_len),
+            support: SupportCheck::default(),
+            source_name: source_name.into(),
+            id: header.id.clone(),
+        }
+    }
+
+    /// Scan one complete line (without `\n`) ending at file offset `end`; store it if committed.
+    fn line(
+        &mut self,
+        w: &mut SessionWriter<'_>,
+        bytes: &[u8],
+        end: u64,
+        batch: u64,
+    ) -> Result<bool> {
+        let outcome = self
+            .scanner
+            .push_line(bytes, end)
+            .map_err(|e| Error::Unstorable {
+                source_name: self.source_name.clone(),
+                id: self.id.to_string_lossy(),
+                line: self.scanner.lines(),
+                reason: e.to_string(),
+            })?;
+        let LineOutcome::Committed(events) = outcome else {
+            return Ok(false);
+        };
+        for e in &events {
+            self.support.observe(&self.id, e);
+        }
+        let first_seq = self.scanner.events() - events.len() as u64;
+        let meta = LineMeta {
+            members: u32::try_from(events.len()).unwrap_or(u32::MAX),
+            batch,
+            type_tag: type_tag(&events),
+        };
+        w.put_line(first_seq, &meta, bytes)?;
+        Ok(true)
+    }
+
+    /// The verdict, given the header's and any container-level (zstd) refusal.
+    fn verdict(&self, header: &Header, container: Option<String>, body_len: u64) -> Verdict {
+        match (&header.check, container) {
+            (HeaderCheck::Unsupported(m), _) => Verdict::Unsupported(m.clone()),
+            (HeaderCheck::Corrupt(m), _) => Verdict::Corrupt((*m).to_owned()),
+            (HeaderCheck::Valid, Some(m)) => Verdict::Corrupt(m),
+            (HeaderCheck::Valid, None) => match self.scanner.finish(body_len) {
+                BodyVerdict::Corrupt(m) => Verdict::Corrupt(m),
+                body => match self.support.refusal() {
+                    Some(m) => Verdict::Unsupported(m.to_owned()),
+                    None if body == BodyVerdict::Torn => Verdict::Torn,
+                    None => Verdict::Clean,
+                },
+            },
+        }
+    }
+}
+
+/// Refuse a non-clean verdict under `--strict`.
+fn check_strict(
+    options: ImportOptions,
+    source_name: &str,
+    header: &Header,
+    verdict: &Verdict,
+) -> Result<()> {
+    if options.strict && *verdict != Verdict::Clean {
+        return Err(Error::StrictRejected {
+            source_name: source_name.into(),
+            id: header.id.to_string_lossy(),
+            verdict: verdict.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The record's type tag: the event's `type` for a scalar line (empty if it has none), the row
+/// tag for a packed row (rows expand to `assistant/chunk` members).
+fn type_tag(events: &[Value]) -> String {
+    let field =
+        |v: Option<&Value>, k: &str| v.and_then(Value::as_object).and_then(|o| o.get(k)).cloned();
+    let first = events.first();
+    let ty = field(first, "type")
+        .and_then(|t| t.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    if events.len() == 1 {
+        return ty;
+    }
+    let chunk = field(field(first, "data").as_ref(), "chunk");
+    match field(chunk.as_ref(), "type")
+        .as_ref()
+        .and_then(Value::as_str)
+    {
+        Some("text-delta") => "text-chunks",
+        Some("reasoning-delta") => "reasoning-chunks",
+        _ => "tool-call-chunks",
+    }
+    .to_owned()
+}
+
+/// Header `createdAt` and `cwd`, for listing.
+fn header_fields(header: &Header) -> (Option<i64>, Option<String>) {
+    let o = &header.object;
+    (
+        o.get("createdAt").and_then(Value::as_safe_integer),
+        o.get("cwd").and_then(Value::as_str).map(str::to_owned),
+    )
+}
+
+/// Wall-clock epoch milliseconds.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

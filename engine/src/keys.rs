@@ -1,0 +1,100 @@
+//! Key layouts. All integers are big-endian so that a session is one contiguous, ordered range.
+//!
+//! `events` CF (prefix extractor: the first 8 bytes, the session number):
+//!
+//! | bytes | field                                              |
+//! |-------|----------------------------------------------------|
+//! | 0..8  | session number                                     |
+//! | 8     | section: [`LINE`], [`FRAME`] or [`TAIL`]           |
+//! | 9..17 | LINE: first seq of the line; FRAME, TAIL: ordinal  |
+//!
+//! LINE < FRAME < TAIL, so each export is one forward scan: a `.jsonl` import's file is its
+//! LINEs then its TAIL; a `.jsonl.zstd` import's file is its FRAMEs then its TAIL.
+//!
+//! `sessions` CF: `S ‖ id` → session metadata; `N ‖ number` → id; `P ‖ number` → an import in
+//! progress (its partial writes are removed at open); `C` → the next session number.
+
+/// Section byte of committed lines.
+pub const LINE: u8 = 0;
+/// Section byte of verbatim zstd frames.
+pub const FRAME: u8 = 1;
+/// Section byte of tail chunks (bytes past the committed region, as in the file).
+pub const TAIL: u8 = 2;
+
+/// Length of an `events` key.
+pub const EVENT_KEY_LEN: usize = 17;
+
+/// The `events` key of `(session, section, n)`.
+pub fn event_key(session: u64, section: u8, n: u64) -> [u8; EVENT_KEY_LEN] {
+    let mut k = [0u8; EVENT_KEY_LEN];
+    k[..8].copy_from_slice(&session.to_be_bytes());
+    k[8] = section;
+    k[9..].copy_from_slice(&n.to_be_bytes());
+    k
+}
+
+/// Split an `events` key into `(session, section, n)`.
+pub fn parse_event_key(k: &[u8]) -> Option<(u64, u8, u64)> {
+    if k.len() != EVENT_KEY_LEN {
+        return None;
+    }
+    let session = u64::from_be_bytes(k[..8].try_into().ok()?);
+    let n = u64::from_be_bytes(k[9..].try_into().ok()?);
+    Some((session, k[8], n))
+}
+
+/// First key of a session's range.
+pub fn session_start(session: u64) -> Vec<u8> {
+    session.to_be_bytes().to_vec()
+}
+
+/// Exclusive end of a session's range.
+pub fn session_end(session: u64) -> Vec<u8> {
+    session.saturating_add(1).to_be_bytes().to_vec()
+}
+
+/// `S ‖ id`.
+pub fn meta_key(id: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + id.len());
+    k.push(b'S');
+    k.extend_from_slice(id);
+    k
+}
+
+/// `N ‖ number`.
+pub fn number_key(session: u64) -> Vec<u8> {
+    let mut k = vec![b'N'];
+    k.extend_from_slice(&session.to_be_bytes());
+    k
+}
+
+/// `P ‖ number`.
+pub fn pending_key(session: u64) -> Vec<u8> {
+    let mut k = vec![b'P'];
+    k.extend_from_slice(&session.to_be_bytes());
+    k
+}
+
+/// The next-session-number counter.
+pub const COUNTER_KEY: &[u8] = b"C";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_sort_by_session_then_section_then_seq() {
+        let mut keys = vec![
+            event_key(2, LINE, 0),
+            event_key(1, TAIL, 0),
+            event_key(1, LINE, 256),
+            event_key(1, LINE, 3),
+        ];
+        keys.sort();
+        let parsed: Vec<_> = keys.iter().filter_map(|k| parse_event_key(k)).collect();
+        assert_eq!(
+            parsed,
+            [(1, LINE, 3), (1, LINE, 256), (1, TAIL, 0), (2, LINE, 0)]
+        );
+    }
+}

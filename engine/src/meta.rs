@@ -1,0 +1,147 @@
+//! Per-session metadata (`sessions` CF, `S ‖ id`), bincode-encoded behind a crc32.
+//!
+//! Invariant: a session is visible iff its metadata exists; the metadata is written in the same
+//! WriteBatch as the session's last lines, so a reader never sees a partial session.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// The format version of [`SessionMeta`] records; a reader refuses versions it does not know.
+const META_VERSION: u8 = 1;
+
+/// DSH's strict-reader verdict on a stored log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verdict {
+    /// DSH loads it as is.
+    Clean,
+    /// DSH loads the committed prefix and would cut the tail.
+    Torn,
+    /// DSH refuses it as corrupt; DSH's text without the `corrupt session log: ` prefix.
+    Corrupt(String),
+    /// DSH refuses to interpret it (foreign version, unknown or legacy event types).
+    Unsupported(String),
+}
+
+impl Verdict {
+    /// Whether logical queries may serve this session (DSH would load its committed prefix).
+    pub fn is_loadable(&self) -> bool {
+        matches!(self, Verdict::Clean | Verdict::Torn)
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Verdict::Clean => f.write_str("clean"),
+            Verdict::Torn => f.write_str("torn"),
+            Verdict::Corrupt(m) => write!(f, "corrupt: {m}"),
+            Verdict::Unsupported(m) => write!(f, "unsupported: {m}"),
+        }
+    }
+}
+
+/// How the session's bytes arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SourceEncoding {
+    /// Plain `.jsonl`.
+    Jsonl,
+    /// `.jsonl.zstd`: frames kept verbatim.
+    JsonlZstd,
+}
+
+/// Everything the store knows about one session besides its lines.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    /// Compact session number used in `events` keys.
+    pub number: u64,
+    /// Session id (WTF-8 bytes of the header's `id`).
+    pub id: Vec<u8>,
+    /// The exact header record, including its `\n`.
+    pub header: Vec<u8>,
+    /// Header `createdAt`, when it is a safe integer.
+    pub created_at: Option<i64>,
+    /// Header `cwd`, when it is a string.
+    pub cwd: Option<String>,
+    /// DSH's verdict.
+    pub verdict: Verdict,
+    /// Logical events in the committed region (= the next seq).
+    pub events: u64,
+    /// Committed body lines (stored under LINE keys).
+    pub committed_lines: u64,
+    /// All newline-terminated body lines, committed or not.
+    pub body_lines: u64,
+    /// End offset of the committed region in the file.
+    pub committed_bytes: u64,
+    /// Bytes after the committed region (stored as TAIL chunks).
+    pub tail_bytes: u64,
+    /// Number of TAIL chunks.
+    pub tail_chunks: u64,
+    /// Total file size (of the file as imported, in its source encoding).
+    pub total_bytes: u64,
+    /// Size of the plaintext `.jsonl` rendering: header plus committed lines.
+    pub plaintext_bytes: u64,
+    /// Verbatim zstd frames stored (0 for `.jsonl` imports).
+    pub frames: u64,
+    /// Batch number of lines recovered from a torn zstd frame: logical, but not part of any
+    /// complete frame (DSH's `readRaw` omits them, and so does the `.jsonl` export).
+    pub torn_batch: Option<u64>,
+    /// How the bytes arrived.
+    pub source: SourceEncoding,
+    /// Import time, epoch ms.
+    pub imported_at_ms: i64,
+}
+
+impl SessionMeta {
+    /// The id for messages (lossy for lone surrogates).
+    pub fn id_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.id).into_owned()
+    }
+
+    /// Encode: `[version][crc32 BE of the bincode][bincode]`.
+    pub(crate) fn encode(&self) -> Result<Vec<u8>> {
+        let body =
+            bincode::serde::encode_to_vec(self, bincode::config::standard()).map_err(|e| {
+                Error::Corrupt {
+                    id: self.id_lossy(),
+                    detail: format!("session metadata does not encode: {e}"),
+                }
+            })?;
+        let mut out = Vec::with_capacity(5 + body.len());
+        out.push(META_VERSION);
+        out.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+        out.extend_from_slice(&body);
+        Ok(out)
+    }
+
+    /// Decode and verify a record stored under `S ‖ id`.
+    pub(crate) fn decode(id: &[u8], bytes: &[u8]) -> Result<Self> {
+        let corrupt = |detail: String| Error::Corrupt {
+            id: String::from_utf8_lossy(id).into_owned(),
+            detail,
+        };
+        if bytes.len() < 5 {
+            return Err(corrupt(format!(
+                "session metadata is {} bytes, too short",
+                bytes.len()
+            )));
+        }
+        if bytes[0] != META_VERSION {
+            return Err(corrupt(format!(
+                "session metadata version {} is not {META_VERSION}",
+                bytes[0]
+            )));
+        }
+        let stored = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
+        let actual = crc32fast::hash(&bytes[5..]);
+        if stored != actual {
+            return Err(corrupt(format!(
+                "session metadata crc32 mismatch (stored {stored:08x}, computed {actual:08x})"
+            )));
+        }
+        let (meta, _): (SessionMeta, usize) =
+            bincode::serde::decode_from_slice(&bytes[5..], bincode::config::standard())
+                .map_err(|e| corrupt(format!("session metadata does not decode: {e}")))?;
+        Ok(meta)
+    }
+}

@@ -1,0 +1,67 @@
+//! Store options, each with a written default, and their validation.
+
+use crate::{Error, Result};
+
+/// When a write is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync the WAL before acknowledging (concurrent writers share fsyncs via group commit).
+    Sync,
+    /// Acknowledge once the WAL is written; fsync happens on flush or on demand.
+    Buffered,
+}
+
+/// Options for [`crate::Store::open`].
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Durability of imports and appends. Default: `Durability::Sync`.
+    pub durability: Durability,
+    /// Shared block cache size in bytes. Default: 256 MiB.
+    pub block_cache_bytes: usize,
+    /// Memtable size per column family in bytes. Default: 64 MiB.
+    pub write_buffer_bytes: usize,
+    /// Import commits its WriteBatch whenever it holds this many bytes, bounding memory.
+    /// Default: 8 MiB.
+    pub import_batch_bytes: usize,
+    /// Uncommitted tail bytes are stored in chunks of this size. Default: 1 MiB.
+    pub tail_chunk_bytes: usize,
+    /// Background jobs for flush and compaction. Default: 2.
+    pub background_jobs: i32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            durability: Durability::Sync,
+            block_cache_bytes: 256 << 20,
+            write_buffer_bytes: 64 << 20,
+            import_batch_bytes: 8 << 20,
+            tail_chunk_bytes: 1 << 20,
+            background_jobs: 2,
+        }
+    }
+}
+
+impl Options {
+    /// Reject values the store cannot work with.
+    pub fn validate(&self) -> Result<()> {
+        if self.write_buffer_bytes < (1 << 20) {
+            return Err(Error::Options(format!(
+                "write_buffer_bytes {} is below 1 MiB",
+                self.write_buffer_bytes
+            )));
+        }
+        if self.import_batch_bytes == 0 || self.tail_chunk_bytes == 0 {
+            return Err(Error::Options(
+                "import_batch_bytes and tail_chunk_bytes must be positive".into(),
+            ));
+        }
+        if self.background_jobs < 1 {
+            return Err(Error::Options(format!(
+                "background_jobs {} must be at least 1",
+                self.background_jobs
+            )));
+        }
+        Ok(())
+    }
+}

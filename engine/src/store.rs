@@ -1,0 +1,245 @@
+//! Opening the store: column families, tuned RocksDB options, and recovery of imports that a
+//! crash interrupted.
+//!
+//! Invariant kept at open: no `events` key belongs to a session number without metadata, except
+//! while an import of that number is in progress in this process. Interrupted imports are found
+//! through their `P ‖ number` markers and their partial ranges deleted before the store serves.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Direction,
+    IteratorMode, SliceTransform, WriteBatch, WriteOptions, DB,
+};
+
+use crate::keys;
+use crate::meta::SessionMeta;
+use crate::options::{Durability, Options};
+use crate::{Error, Result};
+
+/// Session metadata, id ↔ number maps, counters.
+pub(crate) const CF_SESSIONS: &str = "sessions";
+/// Stored lines and tails.
+pub(crate) const CF_EVENTS: &str = "events";
+/// Surface index (maintained by later milestones; created now so the layout is stable).
+pub(crate) const CF_SURFACE: &str = "surface";
+/// Projection checkpoints (likewise).
+pub(crate) const CF_CHECKPOINTS: &str = "checkpoints";
+
+/// An open sessionlog store.
+pub struct Store {
+    pub(crate) db: DB,
+    pub(crate) options: Options,
+    path: PathBuf,
+    next_number: AtomicU64,
+    /// Ids with an import in flight in this process: a second import of the same id waits for
+    /// nothing and is refused, so two imports can never both create one id.
+    claims: Mutex<HashSet<Vec<u8>>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Open (creating if needed) the store at `path`.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Store> {
+        options.validate()?;
+        let path = path.as_ref().to_path_buf();
+        std::fs::create_dir_all(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let cache = Cache::new_lru_cache(options.block_cache_bytes);
+        let mut db_opts = rocksdb::Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.set_paranoid_checks(true);
+        db_opts.increase_parallelism(options.background_jobs);
+        db_opts.set_max_background_jobs(options.background_jobs);
+        db_opts.set_bytes_per_sync(1 << 20);
+        db_opts.set_wal_bytes_per_sync(1 << 20);
+        let cfs = [CF_SESSIONS, CF_EVENTS, CF_SURFACE, CF_CHECKPOINTS]
+            .into_iter()
+            .map(|name| ColumnFamilyDescriptor::new(name, cf_options(name, &options, &cache)));
+        let db = DB::open_cf_descriptors(&db_opts, &path, cfs).map_err(Error::storage(format!(
+            "opening the store at {}",
+            path.display()
+        )))?;
+        let store = Store {
+            db,
+            options,
+            path,
+            next_number: AtomicU64::new(0),
+            claims: Mutex::new(HashSet::new()),
+        };
+        store.recover_interrupted_imports()?;
+        let next = store.read_counter()?;
+        store.next_number.store(next, Ordering::SeqCst);
+        Ok(store)
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn cf(&self, name: &str) -> Result<&ColumnFamily> {
+        self.db.cf_handle(name).ok_or_else(|| Error::Corrupt {
+            id: String::new(),
+            detail: format!("column family {name} is missing"),
+        })
+    }
+
+    /// Write options for the configured durability.
+    pub(crate) fn write_options(&self) -> WriteOptions {
+        let mut w = WriteOptions::default();
+        w.set_sync(self.options.durability == Durability::Sync);
+        w
+    }
+
+    /// Commit a batch with the configured durability.
+    pub(crate) fn commit(&self, batch: WriteBatch, context: &str) -> Result<()> {
+        self.db
+            .write_opt(batch, &self.write_options())
+            .map_err(Error::storage(context))
+    }
+
+    /// Commit a batch without fsync (for intermediate import batches that acknowledge nothing).
+    pub(crate) fn commit_unsynced(&self, batch: WriteBatch, context: &str) -> Result<()> {
+        let mut w = WriteOptions::default();
+        w.set_sync(false);
+        self.db
+            .write_opt(batch, &w)
+            .map_err(Error::storage(context))
+    }
+
+    /// Metadata of `id`, if stored.
+    pub(crate) fn meta(&self, id: &[u8]) -> Result<Option<SessionMeta>> {
+        let cf = self.cf(CF_SESSIONS)?;
+        let got = self
+            .db
+            .get_pinned_cf(cf, keys::meta_key(id))
+            .map_err(Error::storage(format!(
+                "reading session \"{}\"",
+                String::from_utf8_lossy(id)
+            )))?;
+        got.map(|bytes| SessionMeta::decode(id, &bytes)).transpose()
+    }
+
+    /// Metadata of `id`, or `UnknownSession`.
+    pub(crate) fn require_meta(&self, id: &[u8]) -> Result<SessionMeta> {
+        self.meta(id)?.ok_or_else(|| Error::UnknownSession {
+            id: String::from_utf8_lossy(id).into_owned(),
+        })
+    }
+
+    /// Reserve a fresh session number (never reused, even if the import fails).
+    pub(crate) fn allocate_number(&self) -> u64 {
+        self.next_number.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// The counter value to persist after allocating `number`.
+    pub(crate) fn counter_after(&self, number: u64) -> Vec<u8> {
+        let next = self.next_number.load(Ordering::SeqCst).max(number + 1);
+        next.to_be_bytes().to_vec()
+    }
+
+    /// Claim `id` for an import; `false` when another import in this process holds it.
+    pub(crate) fn claim(&self, id: &[u8]) -> bool {
+        self.claims
+            .lock()
+            .map(|mut c| c.insert(id.to_vec()))
+            .unwrap_or(false)
+    }
+
+    /// Release a claim taken by [`Store::claim`].
+    pub(crate) fn release(&self, id: &[u8]) {
+        if let Ok(mut c) = self.claims.lock() {
+            c.remove(id);
+        }
+    }
+
+    /// Delete everything stored under a session number (its lines, tail and indexes).
+    pub(crate) fn delete_number_range(&self, batch: &mut WriteBatch, number: u64) -> Result<()> {
+        let (start, end) = (keys::session_start(number), keys::session_end(number));
+        for name in [CF_EVENTS, CF_SURFACE, CF_CHECKPOINTS] {
+            batch.delete_range_cf(self.cf(name)?, &start, &end);
+        }
+        Ok(())
+    }
+
+    fn read_counter(&self) -> Result<u64> {
+        let cf = self.cf(CF_SESSIONS)?;
+        let got = self
+            .db
+            .get_cf(cf, keys::COUNTER_KEY)
+            .map_err(Error::storage("reading the session counter"))?;
+        match got {
+            None => Ok(0),
+            Some(v) => v
+                .as_slice()
+                .try_into()
+                .map(u64::from_be_bytes)
+                .map_err(|_| Error::Corrupt {
+                    id: String::new(),
+                    detail: format!("session counter is {} bytes, not 8", v.len()),
+                }),
+        }
+    }
+
+    /// Remove the partial writes of imports interrupted by a crash (see the module invariant).
+    fn recover_interrupted_imports(&self) -> Result<()> {
+        let cf = self.cf(CF_SESSIONS)?;
+        let mut batch = WriteBatch::default();
+        let mut found = 0;
+        for item in self
+            .db
+            .iterator_cf(cf, IteratorMode::From(b"P", Direction::Forward))
+        {
+            let (k, _) = item.map_err(Error::storage("scanning interrupted imports"))?;
+            if k.first() != Some(&b'P') {
+                break;
+            }
+            if let Ok(n) = <[u8; 8]>::try_from(&k[1..]) {
+                self.delete_number_range(&mut batch, u64::from_be_bytes(n))?;
+            }
+            batch.delete_cf(cf, &k);
+            found += 1;
+        }
+        if found > 0 {
+            self.commit(batch, "removing interrupted imports")?;
+        }
+        Ok(())
+    }
+}
+
+/// Per-CF options: bloom filters and a shared cache everywhere; the session-number prefix
+/// extractor on the CFs keyed by session number.
+fn cf_options(name: &str, options: &Options, cache: &Cache) -> rocksdb::Options {
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(cache);
+    table.set_bloom_filter(10.0, false);
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    table.set_block_size(16 << 10);
+    let mut o = rocksdb::Options::default();
+    o.set_block_based_table_factory(&table);
+    o.set_write_buffer_size(options.write_buffer_bytes);
+    o.set_level_compaction_dynamic_level_bytes(true);
+    o.set_compression_type(DBCompressionType::Lz4);
+    o.set_bottommost_compression_type(DBCompressionType::Zstd);
+    o.set_target_file_size_base(64 << 20);
+    if name != CF_SESSIONS {
+        o.set_prefix_extractor(SliceTransform::create_fixed_prefix(8));
+        o.set_memtable_prefix_bloom_ratio(0.1);
+    }
+    o
+}

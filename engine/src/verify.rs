@@ -1,0 +1,289 @@
+//! `verify`: re-check every stored relation against the authoritative bytes.
+//!
+//! Per session: the metadata crc and the number ↔ id map; the header still names the session;
+//! every stored value's crc32; every committed line re-decodes to its recorded member count
+//! with seqs continuing the previous line, and they number the recorded events; frames and tail
+//! chunks are contiguous; the stored bytes add up to the imported file and its plaintext
+//! rendering; for zstd imports DSH would load, the stored frames decode to exactly the stored
+//! header and lines. Store-wide: no `events` key belongs to a session number without metadata.
+
+use rocksdb::ReadOptions;
+use sessionlog_codec::chunk_rows::decode_record;
+use sessionlog_codec::header::parse_header;
+use sessionlog_codec::json;
+use sessionlog_codec::stored::decode_line;
+use sessionlog_codec::zstd::FrameDecoder;
+
+use crate::import::checked_bytes;
+use crate::keys;
+use crate::meta::{SessionMeta, SourceEncoding};
+use crate::store::{Store, CF_EVENTS, CF_SESSIONS};
+use crate::{Error, Result};
+
+/// One failed check.
+#[derive(Clone, Debug)]
+pub struct VerifyProblem {
+    /// The session (its id, or `#number` when only the number is known).
+    pub session: String,
+    /// What does not hold.
+    pub detail: String,
+}
+
+/// What `verify` checked and found.
+#[derive(Clone, Debug, Default)]
+pub struct VerifyReport {
+    /// Sessions checked.
+    pub sessions: u64,
+    /// Stored lines checked.
+    pub lines: u64,
+    /// Logical events re-decoded.
+    pub events: u64,
+    /// Failed checks.
+    pub problems: Vec<VerifyProblem>,
+}
+
+/// What one pass over a session's range found.
+#[derive(Default)]
+struct Walk {
+    problems: Vec<String>,
+    next_seq: u64,
+    lines: u64,
+    frames: u64,
+    tail_chunks: u64,
+    /// Frame and tail bytes (the file as stored, less the plaintext for `.jsonl` imports).
+    stored: u64,
+    /// Header plus committed lines outside a torn batch: the plaintext rendering.
+    plain: Vec<u8>,
+    /// What the stored frames decode to.
+    framed_plain: Vec<u8>,
+}
+
+impl Store {
+    /// Verify the given sessions, or the whole store when `ids` is empty.
+    pub fn verify(&self, ids: &[String]) -> Result<VerifyReport> {
+        let mut report = VerifyReport::default();
+        if ids.is_empty() {
+            let mut metas = Vec::new();
+            self.for_each_meta(&mut |m| {
+                metas.push(m.clone());
+                Ok(())
+            })?;
+            for m in &metas {
+                self.verify_session(m, &mut report)?;
+            }
+            self.verify_no_orphans(&mut report)?;
+        } else {
+            for id in ids {
+                let meta = self.require_meta(id.as_bytes())?;
+                self.verify_session(&meta, &mut report)?;
+            }
+        }
+        Ok(report)
+    }
+
+    fn verify_session(&self, meta: &SessionMeta, report: &mut VerifyReport) -> Result<()> {
+        report.sessions += 1;
+        let id = meta.id_lossy();
+        let mut w = Walk {
+            plain: meta.header.clone(),
+            ..Walk::default()
+        };
+        let mapped = self
+            .db
+            .get_cf(self.cf(CF_SESSIONS)?, keys::number_key(meta.number))
+            .map_err(Error::storage(format!("verifying session \"{id}\"")))?;
+        if mapped.as_deref() != Some(meta.id.as_slice()) {
+            w.problems.push(format!(
+                "session number {} does not map back to this id",
+                meta.number
+            ));
+        }
+        match meta.header.split_last().map(|(_, h)| parse_header(h)) {
+            Some(Ok(h)) if h.id.as_wtf8() == meta.id.as_slice() => {}
+            _ => w
+                .problems
+                .push("stored header does not name this session".into()),
+        }
+        let mut decoder = FrameDecoder::new()?;
+        let mut it = self.session_iter(meta.number)?;
+        it.seek(keys::session_start(meta.number));
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            match keys::parse_event_key(k) {
+                Some((_, keys::LINE, first)) => self.check_line(meta, &mut w, first, v, report),
+                Some((_, keys::FRAME, n)) => {
+                    check_ordinal(&mut w.problems, "frame", n, &mut w.frames);
+                    match checked_bytes(v) {
+                        Some(b) => {
+                            w.stored += b.len() as u64;
+                            if let Err(e) = decoder.decode_frame(b, 0, &mut w.framed_plain) {
+                                w.problems.push(format!("frame {n} no longer decodes: {e}"));
+                            }
+                        }
+                        None => w.problems.push(format!("frame {n} fails its crc32")),
+                    }
+                }
+                Some((_, keys::TAIL, n)) => {
+                    check_ordinal(&mut w.problems, "tail chunk", n, &mut w.tail_chunks);
+                    match checked_bytes(v) {
+                        Some(b) => w.stored += b.len() as u64,
+                        None => w.problems.push(format!("tail chunk {n} fails its crc32")),
+                    }
+                }
+                _ => w.problems.push(format!("unexpected key {k:02x?}")),
+            }
+            it.next();
+        }
+        it.status()
+            .map_err(Error::storage(format!("verifying session \"{id}\"")))?;
+        compare_counts(meta, &mut w);
+        report
+            .problems
+            .extend(w.problems.into_iter().map(|detail| VerifyProblem {
+                session: id.clone(),
+                detail,
+            }));
+        Ok(())
+    }
+
+    /// One committed line: crc, decode, member count and seq continuity.
+    fn check_line(
+        &self,
+        meta: &SessionMeta,
+        w: &mut Walk,
+        first: u64,
+        value: &[u8],
+        report: &mut VerifyReport,
+    ) {
+        w.lines += 1;
+        report.lines += 1;
+        if first != w.next_seq {
+            w.problems.push(format!(
+                "line keyed at seq {first} but the previous line ends before seq {}",
+                w.next_seq
+            ));
+        }
+        let line = match decode_line(value) {
+            Ok(line) => line,
+            Err(e) => return w.problems.push(format!("line at seq {first}: {e}")),
+        };
+        if Some(line.meta.batch) != meta.torn_batch {
+            w.plain.extend_from_slice(line.bytes);
+            w.plain.push(b'\n');
+        }
+        let decoded = json::parse(&String::from_utf8_lossy(line.bytes))
+            .map_err(|e| e.to_string())
+            .and_then(decode_record);
+        let events = match decoded {
+            Ok(events) => events,
+            Err(e) => {
+                return w
+                    .problems
+                    .push(format!("line at seq {first} no longer decodes: {e}"))
+            }
+        };
+        report.events += events.len() as u64;
+        if events.len() as u64 != u64::from(line.meta.members) {
+            w.problems.push(format!(
+                "line at seq {first} holds {} events, the index says {}",
+                events.len(),
+                line.meta.members
+            ));
+        }
+        for (k, e) in events.iter().enumerate() {
+            let want = first + k as u64;
+            let seq = e
+                .as_object()
+                .and_then(|o| o.get("seq"))
+                .and_then(json::Value::as_safe_integer);
+            if seq != i64::try_from(want).ok() {
+                w.problems.push(format!(
+                    "event {k} of the line at seq {first} has seq {seq:?}, expected {want}"
+                ));
+            }
+        }
+        w.next_seq = first + events.len() as u64;
+    }
+
+    /// Every session number present in `events` must have metadata.
+    fn verify_no_orphans(&self, report: &mut VerifyReport) -> Result<()> {
+        let sessions = self.cf(CF_SESSIONS)?;
+        let mut ro = ReadOptions::default();
+        ro.set_total_order_seek(true);
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_EVENTS)?, ro);
+        it.seek_to_first();
+        while it.valid() {
+            let Some(k) = it.key() else { break };
+            let Some((number, _, _)) = keys::parse_event_key(k) else {
+                report.problems.push(VerifyProblem {
+                    session: "?".into(),
+                    detail: format!("malformed events key {k:02x?}"),
+                });
+                it.next();
+                continue;
+            };
+            let known = self
+                .db
+                .get_pinned_cf(sessions, keys::number_key(number))
+                .map_err(Error::storage("verifying session numbers"))?;
+            if known.is_none() {
+                report.problems.push(VerifyProblem {
+                    session: format!("#{number}"),
+                    detail: "stored lines belong to no session".into(),
+                });
+            }
+            it.seek(keys::session_end(number));
+        }
+        it.status()
+            .map_err(Error::storage("verifying session numbers"))
+    }
+}
+
+/// Ordinals (frames, tail chunks) must run 0, 1, 2, …
+fn check_ordinal(problems: &mut Vec<String>, what: &str, n: u64, next: &mut u64) {
+    if n != *next {
+        problems.push(format!("{what} {n} found where {what} {next} was expected"));
+    }
+    *next = n + 1;
+}
+
+/// Compare what the walk found with what the metadata promises.
+fn compare_counts(meta: &SessionMeta, w: &mut Walk) {
+    let pairs = [
+        ("committed lines", w.lines, meta.committed_lines),
+        ("events", w.next_seq, meta.events),
+        ("frames", w.frames, meta.frames),
+        ("tail chunks", w.tail_chunks, meta.tail_chunks),
+        (
+            "plaintext bytes",
+            w.plain.len() as u64,
+            meta.plaintext_bytes,
+        ),
+    ];
+    for (what, found, recorded) in pairs {
+        if found != recorded {
+            w.problems.push(format!(
+                "{found} {what} stored, the metadata says {recorded}"
+            ));
+        }
+    }
+    let file_bytes = match meta.source {
+        SourceEncoding::Jsonl => w.plain.len() as u64 + w.stored,
+        SourceEncoding::JsonlZstd => w.stored,
+    };
+    if file_bytes != meta.total_bytes {
+        w.problems.push(format!(
+            "{file_bytes} bytes stored, {} were imported",
+            meta.total_bytes
+        ));
+    }
+    if meta.source == SourceEncoding::JsonlZstd
+        && meta.verdict.is_loadable()
+        && w.framed_plain != w.plain
+    {
+        w.problems
+            .push("the stored frames do not decode to the stored header and lines".into());
+    }
+}

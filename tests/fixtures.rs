@@ -1,0 +1,81 @@
+//! Locating `../shared/fixtures` in place (never copied into the repo), and small helpers.
+
+use std::path::{Path, PathBuf};
+
+use sessionlog::engine::{Options, Store};
+
+/// `<repo>/../shared/fixtures`, or `None` (with a note) when absent outside CI.
+/// Under CI (`CI` set) a missing directory fails the test loudly: CI must never skip silently.
+pub fn fixtures() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but the shared fixtures are missing at {}",
+        dir.display()
+    );
+    eprintln!("note: {} is missing; fixture tests skipped", dir.display());
+    None
+}
+
+/// A fresh store in a temp dir (buffered durability: tests do not measure fsync).
+pub fn temp_store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = Options {
+        durability: sessionlog::engine::Durability::Buffered,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path().join("db"), options).expect("open store");
+    (dir, store)
+}
+
+/// Import bytes held in memory.
+pub fn import_bytes(
+    store: &Store,
+    name: &str,
+    bytes: &[u8],
+    strict: bool,
+) -> sessionlog::engine::Result<sessionlog::engine::ImportReport> {
+    store.import_jsonl(
+        name,
+        bytes,
+        sessionlog::engine::ImportOptions { strict },
+        &mut |_| {},
+    )
+}
+
+/// Export to memory.
+pub fn export_bytes(store: &Store, id: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    store
+        .export_jsonl(id, &mut out)
+        .unwrap_or_else(|e| panic!("export of {id}: {e}"));
+    out
+}
+
+/// `sessionlog events` output, in memory.
+pub fn events_text(store: &Store, id: &str) -> sessionlog::engine::Result<String> {
+    let mut out = String::new();
+    store.events(id, 0, None, &mut |_, e| {
+        sessionlog::codec::json::write_value(&mut out, e);
+        out.push('\n');
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Assert the store holds no session and no stray line.
+pub fn assert_empty(store: &Store) {
+    assert!(
+        store.list().expect("list").is_empty(),
+        "store should hold no session"
+    );
+    let report = store.verify(&[]).expect("verify");
+    assert!(
+        report.problems.is_empty(),
+        "stray data: {:?}",
+        report.problems
+    );
+}

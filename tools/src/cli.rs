@@ -1,0 +1,174 @@
+//! Command-line arguments. Doc comments are the help text.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// sessionlog: an embedded store for DSH agent session logs (byte-exact import and export,
+/// logical event queries).
+#[derive(Parser, Debug)]
+#[command(name = "sessionlog", version, about)]
+pub struct Cli {
+    /// Store directory. Default: $SESSIONLOG_DB, else ./sessionlog-data.
+    #[arg(
+        long,
+        global = true,
+        env = "SESSIONLOG_DB",
+        default_value = "sessionlog-data"
+    )]
+    pub db: PathBuf,
+    /// Durability of writes: `sync` fsyncs before acknowledging, `buffered` leaves it to the OS.
+    #[arg(long, global = true, value_enum, default_value_t = DurabilityArg::Sync)]
+    pub durability: DurabilityArg,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `--durability` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum DurabilityArg {
+    /// fsync before acknowledging.
+    Sync,
+    /// Acknowledge after the WAL write.
+    Buffered,
+}
+
+/// `--format` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FormatArg {
+    /// `session.jsonl`.
+    #[value(name = "jsonl")]
+    Jsonl,
+    /// `session.jsonl.zstd` (DSH's default artifact).
+    #[value(name = "jsonl.zstd")]
+    JsonlZstd,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Import DSH session logs (files, or directories searched recursively for *.jsonl and
+    /// *.jsonl.zstd).
+    Import {
+        /// Refuse any log DSH's strict reader would not load cleanly (nothing is written).
+        #[arg(long)]
+        strict: bool,
+        /// Print one JSON object per input file.
+        #[arg(long)]
+        json: bool,
+        /// Files or directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Write a session's stored bytes, exactly as imported (or converted with --format).
+    Export {
+        /// Session id.
+        id: String,
+        /// Output encoding (default: the encoding the session was imported in).
+        #[arg(long, value_enum)]
+        format: Option<FormatArg>,
+        /// Output file (default: standard output).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Print a session's logical events, one JSON.stringify per line.
+    Events {
+        /// Session id.
+        id: String,
+        /// First seq (inclusive).
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Last seq (inclusive).
+        #[arg(long)]
+        to: Option<u64>,
+    },
+    /// List stored sessions.
+    Ls {
+        /// One JSON object per session.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Re-check crc32s and index consistency (all sessions, or the named ones).
+    Verify {
+        /// Session ids (default: the whole store).
+        ids: Vec<String>,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write synthetic DSH-shaped session files.
+    Gen {
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Number of sessions.
+        #[arg(long, default_value_t = 10)]
+        sessions: u64,
+        /// Random seed (same seed, same bytes).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Approximate events per session.
+        #[arg(long)]
+        events: Option<u64>,
+    },
+    /// Run a benchmark workload and print its figures (and ratios against peers).
+    Bench {
+        #[command(subcommand)]
+        workload: BenchWorkload,
+    },
+}
+
+/// Benchmark workloads.
+#[derive(Subcommand, Debug)]
+pub enum BenchWorkload {
+    /// Import and export a generated corpus, side by side with `cat` of the same files.
+    ImportExport {
+        /// Corpus size to generate, in MB.
+        #[arg(long, default_value_t = 1024)]
+        mb: u64,
+        /// Events per generated session.
+        #[arg(long, default_value_t = 2000)]
+        events: u64,
+        /// Working directory for the corpus and the store (default: a temp dir, removed after).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print one JSON object with the raw figures and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Many sessions appending durably at once (each with one batch in flight), side by side
+    /// with DSH's JSONL and SQLite backends: durable batches/s, events/s, p50/p99
+    /// acknowledgement latency. Honours the global `--durability`.
+    Hosting {
+        /// Concurrent sessions.
+        #[arg(long, default_value_t = 100)]
+        sessions: usize,
+        /// Host threads; each owns every `threads`-th session.
+        #[arg(long, default_value_t = 8)]
+        threads: usize,
+        /// How long each system keeps submitting, in seconds.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Mean events per generated session (a session that runs out restarts under a new id).
+        #[arg(long, default_value_t = 2000)]
+        events: u64,
+        /// Peers to run beside sessionlog, comma-separated.
+        #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PeerArg::Jsonl, PeerArg::Sqlite])]
+        peers: Vec<PeerArg>,
+        /// Working directory for the systems' data (default: a temp dir, removed after).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print one JSON object with the raw figures per system and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `--peers` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PeerArg {
+    /// DSH's JSONL backend: a file per session, each batch appended and fdatasync'ed.
+    Jsonl,
+    /// DSH's SQLite backend: schema 17, WAL, synchronous=FULL, a transaction per batch.
+    Sqlite,
+}

@@ -1,0 +1,257 @@
+//! `sessionlog bench`: workloads measured side by side with their peers in the same run.
+//!
+//! Absolute times on shared machines swing by large factors; the figures that count are the
+//! `ratios` (sessionlog's advantage over the peer, higher is better), taken in one run.
+//!
+//! Workloads: `import-export` (against `cat`) and `hosting` (many sessions appending durably,
+//! against DSH's JSONL and SQLite backends).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use sessionlog_codec::json::{Object, Value};
+use sessionlog_engine::{ImportOptions, Options, Store};
+use sessionlog_tools::gen::{generate, session_bytes, GenOptions};
+use sessionlog_tools::hosting::{self, output, peers::Peer, FeedPool, Host, Workload};
+
+use crate::cmd::import::{collect_inputs, import_all};
+use crate::output::json_line;
+
+/// Files per `cat` invocation (keeps argument lists short).
+const CAT_BATCH: usize = 512;
+
+/// Import and export a generated corpus of at least `mb` MB, side by side with `cat`.
+pub fn import_export(
+    mb: u64,
+    events: u64,
+    dir: Option<PathBuf>,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    let (work, remove_after) = match dir {
+        Some(d) => (d, false),
+        None => (
+            std::env::temp_dir().join(format!("sessionlog-bench-{}", std::process::id())),
+            true,
+        ),
+    };
+    let corpus = work.join("corpus");
+    let target = mb * 1_000_000;
+    let opts = GenOptions {
+        events_per_session: events,
+        torn_fraction: 0.0,
+        ..GenOptions::default()
+    };
+    let estimate = session_bytes(0, &opts).len().max(1) as u64;
+    let sessions = target.div_ceil(estimate) + 1;
+    let opts = GenOptions { sessions, ..opts };
+    eprintln!(
+        "generating ~{mb} MB ({sessions} sessions) in {}",
+        corpus.display()
+    );
+    generate(&corpus, &opts)?;
+    let files = collect_inputs(std::slice::from_ref(&corpus))?;
+    let bytes: u64 = files
+        .iter()
+        .map(|f| f.metadata().map(|m| m.len()))
+        .sum::<Result<u64, _>>()?;
+
+    // Warm the page cache so both sides read the same cached files.
+    run_cat(&files, &work.join("warm.out"))?;
+    let cat_out = work.join("cat.out");
+    let t = Instant::now();
+    run_cat(&files, &cat_out)?;
+    let cat_s = t.elapsed().as_secs_f64();
+
+    let store_dir = work.join("store");
+    let store = Store::open(&store_dir, Options::default())?;
+    let t = Instant::now();
+    let results = import_all(&store, &files, ImportOptions::default(), &|_| {});
+    let import_s = t.elapsed().as_secs_f64();
+    let mut ids = Vec::with_capacity(results.len());
+    for (f, r) in files.iter().zip(results) {
+        ids.push(r.with_context(|| format!("importing {}", f.display()))?.id);
+    }
+
+    let export_out = work.join("export.out");
+    let t = Instant::now();
+    {
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(&export_out)?);
+        for id in &ids {
+            store.export_jsonl(id, &mut out)?;
+        }
+        out.flush()?;
+    }
+    let export_s = t.elapsed().as_secs_f64();
+    let identical = files_equal(&cat_out, &export_out)?;
+    drop(store);
+    if remove_after {
+        std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
+    }
+    if !identical {
+        bail!("exported bytes differ from the corpus: the benchmark is void");
+    }
+
+    let mbps = |s: f64| bytes as f64 / 1e6 / s;
+    let figures = Object::new()
+        .with("workload", "import-export")
+        .with("files", files.len() as i64)
+        .with("bytes", bytes as i64)
+        .with("cat_seconds", cat_s)
+        .with("import_seconds", import_s)
+        .with("export_seconds", export_s)
+        .with("cat_mb_per_s", mbps(cat_s))
+        .with("import_mb_per_s", mbps(import_s))
+        .with("export_mb_per_s", mbps(export_s))
+        .with("export_identical", true)
+        .with(
+            "ratios",
+            Value::Object(
+                Object::new()
+                    .with("export_vs_cat", mbps(export_s) / mbps(cat_s))
+                    .with("import_vs_cat", mbps(import_s) / mbps(cat_s)),
+            ),
+        );
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        json_line(&mut out, figures)?;
+    } else {
+        writeln!(out, "{} files, {:.1} MB", files.len(), bytes as f64 / 1e6)?;
+        writeln!(out, "cat     {:8.1} MB/s", mbps(cat_s))?;
+        writeln!(
+            out,
+            "import  {:8.1} MB/s  ({:.2}x cat)",
+            mbps(import_s),
+            mbps(import_s) / mbps(cat_s)
+        )?;
+        writeln!(
+            out,
+            "export  {:8.1} MB/s  ({:.2}x cat)",
+            mbps(export_s),
+            mbps(export_s) / mbps(cat_s)
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The multi-session hosting benchmark: each system in turn (sessionlog, then the peers) runs
+/// the same workload on the same generated sessions, in its own subdirectory of the work dir.
+///
+/// Sessionlog's host is not written yet: until `hosting::SessionlogHost` exists only the peers
+/// run, and the output says so instead of giving ratios. Adding it is one statement before the
+/// peer loop: `reports.push(run_host(&SessionlogHost::open(&work.join("sessionlog"),
+/// durability)?, &pool, workload, &work)?);` with `fresh_dir` (the ratios follow from its
+/// report's name).
+pub fn hosting(
+    workload: &Workload,
+    events: u64,
+    durability: hosting::Durability,
+    peers: &[Peer],
+    dir: Option<PathBuf>,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    workload.validate()?;
+    let (work, remove_after) = match dir {
+        Some(d) => (d, false),
+        None => (
+            std::env::temp_dir().join(format!("sessionlog-hosting-{}", std::process::id())),
+            true,
+        ),
+    };
+    let opts = GenOptions {
+        events_per_session: events,
+        torn_fraction: 0.0,
+        ..GenOptions::default()
+    };
+    let pool = FeedPool::generate(workload.sessions, &opts)?;
+    let mut reports = Vec::with_capacity(peers.len() + 1);
+    for peer in peers {
+        // Each system runs alone: opened just before its run, closed right after.
+        let host = peer.open(&fresh_dir(&work, peer.name())?, durability)?;
+        reports.push(run_host(host.as_ref(), &pool, workload, &work)?);
+    }
+    if remove_after {
+        std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
+    }
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        json_line(
+            &mut out,
+            output::figures(workload, durability, &pool, &reports),
+        )?;
+    } else {
+        out.write_all(output::table(workload, durability, &pool, &reports).as_bytes())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `work/name`, which must not hold data from an earlier run (sessions would collide).
+fn fresh_dir(work: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    let dir = work.join(name);
+    if dir
+        .read_dir()
+        .is_ok_and(|mut entries| entries.next().is_some())
+    {
+        bail!(
+            "{} holds an earlier run's data: remove it or pick another --dir",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+/// Run one system of the hosting benchmark, saying so on stderr.
+fn run_host(
+    host: &dyn Host,
+    pool: &FeedPool,
+    workload: &Workload,
+    work: &Path,
+) -> anyhow::Result<hosting::Report> {
+    eprintln!(
+        "{}: {} sessions, {} threads, {:.1} s in {}",
+        host.name(),
+        workload.sessions,
+        workload.threads,
+        workload.duration.as_secs_f64(),
+        work.display()
+    );
+    hosting::run(host, pool, workload)
+}
+
+/// `cat FILES > out`, in batches.
+fn run_cat(files: &[PathBuf], out: &Path) -> anyhow::Result<()> {
+    let sink = File::create(out)?;
+    for batch in files.chunks(CAT_BATCH) {
+        let status = Command::new("cat")
+            .args(batch)
+            .stdout(Stdio::from(sink.try_clone()?))
+            .status()
+            .context("running cat")?;
+        if !status.success() {
+            bail!("cat failed: {status}");
+        }
+    }
+    Ok(())
+}
+
+fn files_equal(a: &Path, b: &Path) -> anyhow::Result<bool> {
+    use std::io::Read;
+    let (mut fa, mut fb) = (File::open(a)?, File::open(b)?);
+    if fa.metadata()?.len() != fb.metadata()?.len() {
+        return Ok(false);
+    }
+    let (mut ba, mut bb) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    loop {
+        let n = fa.read(&mut ba)?;
+        if n == 0 {
+            return Ok(true);
+        }
+        fb.read_exact(&mut bb[..n])?;
+        if ba[..n] != bb[..n] {
+            return Ok(false);
+        }
+    }
+}

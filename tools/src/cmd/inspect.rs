@@ -1,0 +1,118 @@
+//! Read-only commands (`events`, `ls`, `verify`) and the generator front end (`gen`).
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use sessionlog_codec::json::{self, Object};
+use sessionlog_engine::Store;
+use sessionlog_tools::gen::{generate, GenOptions};
+
+use crate::output::{json_line, opt};
+
+pub fn events(store: &Store, id: &str, from: u64, to: Option<u64>) -> anyhow::Result<ExitCode> {
+    let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    let mut line = String::new();
+    let mut io_error = None;
+    store
+        .events(id, from, to, &mut |_, event| {
+            line.clear();
+            json::write_value(&mut line, event);
+            line.push('\n');
+            if let Err(e) = out.write_all(line.as_bytes()) {
+                io_error = Some(e);
+                return Err(sessionlog_engine::Error::Options("output closed".into()));
+            }
+            Ok(())
+        })
+        .or_else(|e| match io_error.take() {
+            Some(io) => Err(anyhow::Error::from(io)),
+            None => Err(e.into()),
+        })?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn ls(store: &Store, as_json: bool) -> anyhow::Result<ExitCode> {
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for s in store.list()? {
+        if as_json {
+            let o = Object::new()
+                .with("id", s.id.as_str())
+                .with("createdAt", opt(s.created_at))
+                .with("cwd", opt(s.cwd.as_deref()))
+                .with("verdict", s.verdict.to_string().as_str())
+                .with("events", s.events as i64)
+                .with("bytes", s.bytes as i64);
+            json_line(&mut out, o)?;
+        } else {
+            writeln!(
+                out,
+                "{}\t{}\t{} events\t{} bytes",
+                s.id, s.verdict, s.events, s.bytes
+            )?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn verify(store: &Store, ids: &[String], as_json: bool) -> anyhow::Result<ExitCode> {
+    let report = store.verify(ids)?;
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        let problems = report
+            .problems
+            .iter()
+            .map(|p| {
+                Object::new()
+                    .with("session", p.session.as_str())
+                    .with("problem", p.detail.as_str())
+                    .into()
+            })
+            .collect();
+        let o = Object::new()
+            .with("sessions", report.sessions as i64)
+            .with("lines", report.lines as i64)
+            .with("events", report.events as i64)
+            .with("problems", json::Value::Array(problems));
+        json_line(&mut out, o)?;
+    } else {
+        for p in &report.problems {
+            writeln!(out, "session \"{}\": {}", p.session, p.detail)?;
+        }
+        writeln!(
+            out,
+            "verified {} sessions, {} lines, {} events: {} problems",
+            report.sessions,
+            report.lines,
+            report.events,
+            report.problems.len()
+        )?;
+    }
+    Ok(if report.problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+pub fn gen(out: &Path, sessions: u64, seed: u64, events: Option<u64>) -> anyhow::Result<ExitCode> {
+    let mut opts = GenOptions {
+        sessions,
+        seed,
+        ..GenOptions::default()
+    };
+    if let Some(e) = events {
+        opts.events_per_session = e;
+    }
+    let report = generate(out, &opts)?;
+    println!(
+        "wrote {} sessions, {} events, {} bytes to {}",
+        report.files,
+        report.events,
+        report.bytes,
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}

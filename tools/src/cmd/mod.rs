@@ -1,0 +1,98 @@
+//! One module per subcommand; `run` opens the store and dispatches.
+
+mod bench;
+mod export;
+mod import;
+mod inspect;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use sessionlog_engine::{Durability, Options, Store};
+use sessionlog_tools::hosting::{self, peers::Peer};
+
+use crate::cli::{BenchWorkload, Cli, Command, DurabilityArg, PeerArg};
+
+/// Run one parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let durability = match cli.durability {
+        DurabilityArg::Sync => Durability::Sync,
+        DurabilityArg::Buffered => Durability::Buffered,
+    };
+    let open = || -> anyhow::Result<Store> {
+        let options = Options {
+            durability,
+            ..Options::default()
+        };
+        Store::open(&cli.db, options)
+            .with_context(|| format!("opening the store at {}", cli.db.display()))
+    };
+    match cli.command {
+        Command::Import {
+            strict,
+            json,
+            paths,
+        } => import::run(&open()?, &paths, strict, json),
+        Command::Export { id, format, output } => {
+            export::run(&open()?, &id, format, output.as_deref())
+        }
+        Command::Events { id, from, to } => inspect::events(&open()?, &id, from, to),
+        Command::Ls { json } => inspect::ls(&open()?, json),
+        Command::Verify { ids, json } => inspect::verify(&open()?, &ids, json),
+        Command::Gen {
+            out,
+            sessions,
+            seed,
+            events,
+        } => inspect::gen(&out, sessions, seed, events),
+        Command::Bench { workload } => match workload {
+            BenchWorkload::ImportExport {
+                mb,
+                events,
+                dir,
+                json,
+            } => bench::import_export(mb, events, dir, json),
+            BenchWorkload::Hosting {
+                sessions,
+                threads,
+                seconds,
+                events,
+                peers,
+                dir,
+                json,
+            } => {
+                let duration = std::time::Duration::try_from_secs_f64(seconds)
+                    .with_context(|| format!("--seconds {seconds}"))?;
+                let workload = hosting::Workload {
+                    sessions,
+                    threads,
+                    duration,
+                };
+                let durability = match cli.durability {
+                    DurabilityArg::Sync => hosting::Durability::Sync,
+                    DurabilityArg::Buffered => hosting::Durability::Buffered,
+                };
+                let peers = peers
+                    .into_iter()
+                    .map(|p| match p {
+                        PeerArg::Jsonl => Peer::Jsonl,
+                        PeerArg::Sqlite => Peer::Sqlite,
+                    })
+                    .collect::<Vec<_>>();
+                bench::hosting(&workload, events, durability, &peers, dir, json)
+            }
+        },
+    }
+}
+
+/// A byte-progress bar on stderr; indicatif draws nothing when stderr is not a terminal.
+pub fn progress_bar(total: u64, what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total);
+    let style = indicatif::ProgressStyle::with_template(
+        "{msg} {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar.set_message(what.to_owned());
+    bar
+}

@@ -1,0 +1,259 @@
+//! The hosting driver: `threads` threads, each owning the slots `k` with `k % threads == t`,
+//! submitting in rounds until the run's time is up.
+//!
+//! A round takes the next batch of every slot the thread owns (all are ready: the model is a
+//! saturated host), hands them to [`Host::append`] together, and waits until it returns; each
+//! batch's latency is measured from the round's submission to its acknowledgement. So every
+//! session has exactly one batch in flight and submits its next one only after the previous
+//! was acknowledged, as DSH's per-session write coordinator does. After `duration`, threads
+//! stop submitting; the rounds in flight finish and count.
+//!
+//! Counted: batches and events acknowledged, their JSONL bytes, sessions started during the
+//! run, wall time (first submission to last acknowledgement) and process CPU time.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context};
+
+use super::cpu::process_cpu_time;
+use super::feeds::{session_id, FeedPool, MAX_SLOTS};
+use super::histogram::Histogram;
+use super::{Host, Item, SessionStart};
+use crate::gen::SessionFeed;
+
+/// The shape of a hosting run.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// Concurrent sessions (slots). Default: 100.
+    pub sessions: usize,
+    /// Host threads; slot `k` belongs to thread `k % threads`. Default: 8.
+    pub threads: usize,
+    /// How long threads keep submitting. Default: 10 s.
+    pub duration: Duration,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            sessions: 100,
+            threads: 8,
+            duration: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Workload {
+    /// Reject shapes the driver cannot run.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        ensure!(self.sessions >= 1, "sessions must be at least 1");
+        ensure!(
+            self.sessions <= MAX_SLOTS,
+            "sessions must be at most {MAX_SLOTS}, got {}",
+            self.sessions
+        );
+        ensure!(self.threads >= 1, "threads must be at least 1");
+        ensure!(
+            self.threads <= self.sessions,
+            "threads ({}) must not exceed sessions ({}): a thread without a session idles",
+            self.threads,
+            self.sessions
+        );
+        Ok(())
+    }
+}
+
+/// What one system did in a run.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// The system ([`Host::name`]).
+    pub system: &'static str,
+    /// Batches acknowledged durable.
+    pub batches: u64,
+    /// Logical events in them.
+    pub events: u64,
+    /// Their DSH JSONL bytes (what DSH's JSONL backend would append for them).
+    pub bytes: u64,
+    /// Sessions started inside the run (slots whose feed ran out); excludes the initial ones.
+    pub sessions_started: u64,
+    /// First submission to last acknowledgement.
+    pub wall: Duration,
+    /// Process CPU time used meanwhile (user + system), if known.
+    pub cpu: Option<Duration>,
+    /// Per-batch latency, submission to durable acknowledgement.
+    pub latency: Histogram,
+}
+
+impl Report {
+    /// Durable batches per second of wall time.
+    pub fn batches_per_s(&self) -> f64 {
+        self.batches as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// Durable events per second of wall time.
+    pub fn events_per_s(&self) -> f64 {
+        self.events as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Per-thread tallies.
+#[derive(Default)]
+struct Tally {
+    batches: u64,
+    events: u64,
+    bytes: u64,
+    sessions_started: u64,
+    latency: Histogram,
+}
+
+/// One slot as its owning thread sees it.
+struct Slot<'p> {
+    slot: usize,
+    feed: &'p SessionFeed,
+    cycle: u64,
+    id: String,
+    /// Index of the next batch in `feed`.
+    next: usize,
+}
+
+impl<'p> Slot<'p> {
+    fn new(slot: usize, feed: &'p SessionFeed) -> Self {
+        Slot {
+            slot,
+            feed,
+            cycle: 0,
+            id: session_id(feed, slot, 0),
+            next: 0,
+        }
+    }
+
+    fn create(&self, host: &dyn Host) -> anyhow::Result<()> {
+        let header_line = self.feed.header_line_for(&self.id);
+        let start = SessionStart {
+            slot: self.slot,
+            id: &self.id,
+            header_line: &header_line,
+        };
+        host.create(&start)
+            .with_context(|| format!("{}: creating session {}", host.name(), self.id))
+    }
+
+    /// Move to a fresh session if the feed is used up; returns whether it did.
+    fn roll_over(&mut self, host: &dyn Host) -> anyhow::Result<bool> {
+        if self.next < self.feed.batches.len() {
+            return Ok(false);
+        }
+        self.cycle += 1;
+        self.next = 0;
+        self.id = session_id(self.feed, self.slot, self.cycle);
+        self.create(host)?;
+        Ok(true)
+    }
+}
+
+/// Run `workload` against `host` with sessions from `pool`. Initial sessions are created
+/// before the clock starts. Stops early, with the error, if any append or create fails.
+pub fn run(host: &dyn Host, pool: &FeedPool, workload: &Workload) -> anyhow::Result<Report> {
+    workload.validate()?;
+    let mut per_thread: Vec<Vec<Slot<'_>>> = (0..workload.threads).map(|_| Vec::new()).collect();
+    for k in 0..workload.sessions {
+        let slot = Slot::new(k, pool.feed(k));
+        slot.create(host)?;
+        per_thread[k % workload.threads].push(slot);
+    }
+    let failed = AtomicBool::new(false);
+    let cpu_before = process_cpu_time();
+    let start = Instant::now();
+    let deadline = start + workload.duration;
+    let tallies: Vec<anyhow::Result<Tally>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = per_thread
+            .into_iter()
+            .map(|slots| {
+                let failed = &failed;
+                scope.spawn(move || {
+                    let result = drive(host, slots, deadline, failed);
+                    if result.is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                    result
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a host thread panicked")))
+            })
+            .collect()
+    });
+    let wall = start.elapsed();
+    let cpu = cpu_before
+        .zip(process_cpu_time())
+        .map(|(before, after)| after.saturating_sub(before));
+    let mut total = Tally::default();
+    for tally in tallies {
+        let t = tally?;
+        total.batches += t.batches;
+        total.events += t.events;
+        total.bytes += t.bytes;
+        total.sessions_started += t.sessions_started;
+        total.latency.merge(&t.latency);
+    }
+    Ok(Report {
+        system: host.name(),
+        batches: total.batches,
+        events: total.events,
+        bytes: total.bytes,
+        sessions_started: total.sessions_started,
+        wall,
+        cpu,
+        latency: total.latency,
+    })
+}
+
+/// One host thread: rounds over its slots until `deadline` (or another thread failed).
+fn drive(
+    host: &dyn Host,
+    mut slots: Vec<Slot<'_>>,
+    deadline: Instant,
+    failed: &AtomicBool,
+) -> anyhow::Result<Tally> {
+    let mut tally = Tally::default();
+    let mut acked_at: Vec<Option<Instant>> = Vec::with_capacity(slots.len());
+    while Instant::now() < deadline && !failed.load(Ordering::Relaxed) {
+        for slot in &mut slots {
+            tally.sessions_started += u64::from(slot.roll_over(host)?);
+        }
+        let items: Vec<Item<'_>> = slots
+            .iter()
+            .map(|s| Item {
+                slot: s.slot,
+                id: &s.id,
+                batch: &s.feed.batches[s.next],
+            })
+            .collect();
+        acked_at.clear();
+        acked_at.resize(items.len(), None);
+        let submitted = Instant::now();
+        host.append(&items, &mut |i| {
+            if let Some(slot @ None) = acked_at.get_mut(i) {
+                *slot = Some(Instant::now());
+            }
+        })
+        .with_context(|| format!("{}: appending {} batches", host.name(), items.len()))?;
+        let returned = Instant::now();
+        for (item, at) in items.iter().zip(&acked_at) {
+            tally
+                .latency
+                .record(at.unwrap_or(returned).saturating_duration_since(submitted));
+            tally.batches += 1;
+            tally.events += item.batch.events.len() as u64;
+            tally.bytes += item.batch.text.len() as u64;
+        }
+        for slot in &mut slots {
+            slot.next += 1;
+        }
+    }
+    Ok(tally)
+}

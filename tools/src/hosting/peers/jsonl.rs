@@ -1,0 +1,147 @@
+//! DSH's JSONL backend as a hosting peer (persistence-spec §6.1).
+//!
+//! Layout: `<root>/<session id>/session.jsonl` (DSH nests session directories under a project
+//! directory; one project is modelled). Per session, as DSH does:
+//! - **materialize** (with the first batch): `mkdir` the session directory and fsync `<root>`;
+//!   write header line + first batch to a fresh temp file and fsync it; `link` it to
+//!   `session.jsonl`; fsync the session directory; remove the temp file (unsynced). DSH also
+//!   fsyncs the root's and project's parents on every materialization; those two are left out
+//!   (in the peer's favour).
+//! - **append**: open for append, note the size, write the batch text, `fdatasync`, close; on a
+//!   failed write or sync, truncate back to the noted size. DSH calls `fsync` (`FileHandle.sync`);
+//!   for an append both must commit the new size, so `fdatasync` costs the same or less.
+//!
+//! Batches are written one by one, each synced before the next: one DSH process cannot share a
+//! sync between sessions' files. The batch text is the generator's (`JSON.stringify` of
+//! `pack_chunk_runs`), so the peer spends no CPU serializing.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{anyhow, Context};
+
+use super::super::{Durability, Host, Item, SessionStart};
+
+/// File name of a session log inside its directory.
+const LOG_NAME: &str = "session.jsonl";
+/// Temp name used while materializing.
+const TMP_NAME: &str = "session.jsonl.tmp";
+
+/// DSH's JSONL backend over a root directory.
+#[derive(Debug)]
+pub struct JsonlPeer {
+    root: PathBuf,
+    durability: Durability,
+    /// Header lines of created sessions not yet materialized, by id.
+    pending: Mutex<HashMap<String, String>>,
+}
+
+impl JsonlPeer {
+    /// A peer writing under `root` (created if missing).
+    pub fn open(root: &Path, durability: Durability) -> anyhow::Result<Self> {
+        fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
+        Ok(JsonlPeer {
+            root: root.to_owned(),
+            durability,
+            pending: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Where session `id`'s log lives.
+    pub fn log_path(&self, id: &str) -> PathBuf {
+        self.root.join(id).join(LOG_NAME)
+    }
+
+    fn sync(&self, file: &File) -> std::io::Result<()> {
+        match self.durability {
+            Durability::Sync => file.sync_data(),
+            Durability::Buffered => Ok(()),
+        }
+    }
+
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        match self.durability {
+            Durability::Sync => File::open(dir)?.sync_all(),
+            Durability::Buffered => Ok(()),
+        }
+    }
+
+    /// Publish a new session file holding the header and its first batch.
+    fn materialize(&self, id: &str, header_line: &str, text: &str) -> anyhow::Result<()> {
+        let dir = self.root.join(id);
+        fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        self.sync_dir(&self.root)?;
+        let tmp = dir.join(TMP_NAME);
+        let mut bytes = String::with_capacity(header_line.len() + 1 + text.len());
+        bytes.push_str(header_line);
+        bytes.push('\n');
+        bytes.push_str(text);
+        {
+            let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            file.write_all(bytes.as_bytes())?;
+            self.sync(&file)?;
+        }
+        fs::hard_link(&tmp, dir.join(LOG_NAME))?;
+        self.sync_dir(&dir)?;
+        // Best effort, unsynced, as DSH does.
+        let _ = fs::remove_file(&tmp);
+        Ok(())
+    }
+
+    /// Append one batch to an existing session file.
+    fn append_one(&self, id: &str, text: &str) -> anyhow::Result<()> {
+        let path = self.log_path(id);
+        let mut file = OpenOptions::new().append(true).open(&path)?;
+        let prior = file.metadata()?.len();
+        if let Err(e) = file
+            .write_all(text.as_bytes())
+            .and_then(|()| self.sync(&file))
+        {
+            // Roll back the partial append, as DSH does, and report the write error.
+            let rollback = file.set_len(prior).and_then(|()| file.sync_all());
+            return Err(match rollback {
+                Ok(()) => anyhow!(e),
+                Err(r) => anyhow!(e).context(format!("rolling back also failed: {r}")),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Host for JsonlPeer {
+    fn name(&self) -> &'static str {
+        "jsonl"
+    }
+
+    fn create(&self, start: &SessionStart<'_>) -> anyhow::Result<()> {
+        let mut pending = self
+            .pending
+            .lock()
+            .map_err(|_| anyhow!("pending-session table poisoned"))?;
+        pending.insert(start.id.to_owned(), start.header_line.to_owned());
+        Ok(())
+    }
+
+    fn append(&self, items: &[Item<'_>], acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
+        for (i, item) in items.iter().enumerate() {
+            let header = if item.batch.first_seq == 0 {
+                self.pending
+                    .lock()
+                    .map_err(|_| anyhow!("pending-session table poisoned"))?
+                    .remove(item.id)
+            } else {
+                None
+            };
+            match header {
+                Some(header) => self.materialize(item.id, &header, &item.batch.text),
+                None => self.append_one(item.id, &item.batch.text),
+            }
+            .with_context(|| format!("session {}", item.id))?;
+            acked(i);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,49 @@
+//! The peers sessionlog is measured against: DSH's own storage backends, modelled in Rust so
+//! they run in the same process on the same workload.
+//!
+//! - [`JsonlPeer`]: DSH's default JSONL backend: one file per session, materialized with the
+//!   first batch, every later batch appended and synced before it is acknowledged.
+//! - [`SqlitePeer`]: DSH's opt-in SQLite backend: schema 17, WAL, `synchronous = FULL`, one
+//!   `BEGIN IMMEDIATE … COMMIT` per batch on one connection.
+//!
+//! Both write batch by batch: neither DSH backend can combine sessions' batches.
+
+mod jsonl;
+mod sqlite;
+
+pub use jsonl::JsonlPeer;
+pub use sqlite::SqlitePeer;
+
+use std::path::Path;
+
+use super::{Durability, Host};
+
+/// A peer to run, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// [`JsonlPeer`].
+    Jsonl,
+    /// [`SqlitePeer`].
+    Sqlite,
+}
+
+impl Peer {
+    /// Every peer, in report order.
+    pub const ALL: [Peer; 2] = [Peer::Jsonl, Peer::Sqlite];
+
+    /// The name its reports carry ([`Host::name`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Jsonl => "jsonl",
+            Peer::Sqlite => "sqlite",
+        }
+    }
+
+    /// Open this peer with its data under `dir` (a directory of its own).
+    pub fn open(self, dir: &Path, durability: Durability) -> anyhow::Result<Box<dyn Host>> {
+        Ok(match self {
+            Peer::Jsonl => Box::new(JsonlPeer::open(dir, durability)?),
+            Peer::Sqlite => Box::new(SqlitePeer::open(&dir.join("sessions.db"), durability)?),
+        })
+    }
+}

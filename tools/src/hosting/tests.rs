@@ -1,0 +1,220 @@
+//! Driver and JSONL-peer scenarios: a tiny run counts exactly what was written, and the JSONL
+//! peer's files are the bytes DSH would have written.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::peers::JsonlPeer;
+use super::*;
+use crate::gen::GenOptions;
+
+fn small_pool(slots: usize) -> FeedPool {
+    let opts = GenOptions {
+        events_per_session: 300,
+        torn_fraction: 0.0,
+        seed: 11,
+        ..GenOptions::default()
+    };
+    FeedPool::generate(slots, &opts).expect("generates")
+}
+
+/// Records everything it is asked to do; acknowledges every other item early.
+#[derive(Default)]
+struct Recorder {
+    created: Mutex<Vec<String>>,
+    /// Per session id: the batches' first seqs, in append order.
+    appended: Mutex<HashMap<String, Vec<u64>>>,
+}
+
+impl Host for Recorder {
+    fn name(&self) -> &'static str {
+        "recorder"
+    }
+
+    fn create(&self, start: &SessionStart<'_>) -> anyhow::Result<()> {
+        assert!(start.header_line.contains(start.id));
+        self.created.lock().expect("lock").push(start.id.to_owned());
+        Ok(())
+    }
+
+    fn append(&self, items: &[Item<'_>], acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
+        let mut appended = self.appended.lock().expect("lock");
+        for (i, item) in items.iter().enumerate() {
+            appended
+                .entry(item.id.to_owned())
+                .or_default()
+                .push(item.batch.first_seq);
+            if i % 2 == 0 {
+                acked(i);
+            }
+        }
+        std::thread::sleep(Duration::from_micros(200));
+        Ok(())
+    }
+}
+
+#[test]
+fn tiny_run_counts_what_was_written() {
+    let pool = small_pool(4);
+    let host = Recorder::default();
+    let workload = Workload {
+        sessions: 4,
+        threads: 2,
+        duration: Duration::from_millis(200),
+    };
+    let report = run(&host, &pool, &workload).expect("runs");
+    let appended = host.appended.lock().expect("lock");
+    let created = host.created.lock().expect("lock");
+    let written: usize = appended.values().map(Vec::len).sum();
+    assert!(report.batches > 0);
+    assert_eq!(
+        report.batches, written as u64,
+        "batches acked = batches written"
+    );
+    assert_eq!(report.latency.count(), report.batches);
+    assert!(report.wall >= workload.duration);
+    assert_eq!(created.len() as u64, 4 + report.sessions_started);
+    // Every session got its feed's batches in order, from the first; ids end in
+    // `slot << 28 | cycle` as 12 hex digits.
+    let mut events = 0;
+    for (id, seqs) in appended.iter() {
+        let tag = u64::from_str_radix(&id[id.len() - 12..], 16).expect("hex tag");
+        let feed = pool.feed(usize::try_from(tag >> 28).expect("small slot"));
+        assert!(seqs.len() <= feed.batches.len(), "session {id}");
+        let want: Vec<u64> = feed.batches[..seqs.len()]
+            .iter()
+            .map(|b| b.first_seq)
+            .collect();
+        assert_eq!(seqs, &want, "session {id}");
+        events += feed.batches[..seqs.len()]
+            .iter()
+            .map(|b| b.events.len() as u64)
+            .sum::<u64>();
+    }
+    assert_eq!(report.events, events);
+    assert!(report.batches_per_s() > 0.0 && report.events_per_s() > 0.0);
+}
+
+#[test]
+fn sessions_roll_over_to_fresh_ids() {
+    // One short session per slot so the run has to start new ones.
+    let opts = GenOptions {
+        events_per_session: 20,
+        torn_fraction: 0.0,
+        seed: 2,
+        ..GenOptions::default()
+    };
+    let pool = FeedPool::generate(2, &opts).expect("generates");
+    let host = Recorder::default();
+    let workload = Workload {
+        sessions: 2,
+        threads: 1,
+        duration: Duration::from_millis(100),
+    };
+    let report = run(&host, &pool, &workload).expect("runs");
+    assert!(
+        report.sessions_started > 0,
+        "feeds of a few batches run out"
+    );
+    let created = host.created.lock().expect("lock");
+    let mut unique = created.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), created.len(), "ids are never reused");
+}
+
+#[test]
+fn jsonl_peer_writes_what_dsh_writes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let peer = JsonlPeer::open(dir.path(), Durability::Sync).expect("opens");
+    let pool = small_pool(4);
+    let workload = Workload {
+        sessions: 4,
+        threads: 2,
+        duration: Duration::from_millis(200),
+    };
+    let report = run(&peer, &pool, &workload).expect("runs");
+    assert!(report.batches > 0);
+    let mut batches = 0;
+    let mut body_bytes = 0;
+    for entry in std::fs::read_dir(dir.path()).expect("lists") {
+        let entry = entry.expect("entry");
+        let id = entry.file_name().to_string_lossy().into_owned();
+        let bytes = std::fs::read_to_string(peer.log_path(&id)).expect("a session.jsonl");
+        let names: Vec<_> = std::fs::read_dir(entry.path())
+            .expect("lists")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, ["session.jsonl"], "temp file removed");
+        // Which feed: the one whose header, renamed, starts this file.
+        let feed = (0..pool.len())
+            .map(|k| pool.feed(k))
+            .find(|f| bytes.starts_with(&format!("{}\n", f.header_line_for(&id))))
+            .expect("file starts with a feed's header under its own id");
+        let mut want = format!("{}\n", feed.header_line_for(&id));
+        let body_start = want.len();
+        for batch in &feed.batches {
+            if want.len() >= bytes.len() {
+                break;
+            }
+            want.push_str(&batch.text);
+            batches += 1;
+        }
+        assert_eq!(bytes, want, "session {id}: header + batch texts");
+        body_bytes += (want.len() - body_start) as u64;
+    }
+    assert_eq!(report.batches, batches, "batches acked = batches on disk");
+    assert_eq!(report.bytes, body_bytes);
+}
+
+fn report(system: &'static str, batches: u64) -> Report {
+    let mut latency = Histogram::default();
+    latency.record(Duration::from_millis(2));
+    Report {
+        system,
+        batches,
+        events: batches * 10,
+        bytes: batches * 1000,
+        sessions_started: 0,
+        wall: Duration::from_secs(2),
+        cpu: None,
+        latency,
+    }
+}
+
+#[test]
+fn ratios_need_sessionlog_and_divide_batch_rates() {
+    let pool = small_pool(1);
+    let workload = Workload::default();
+    let peers = [report("jsonl", 100), report("sqlite", 50)];
+    let o = output::figures(&workload, Durability::Sync, &pool, &peers);
+    assert_eq!(o.get("ratios"), Some(&sessionlog_codec::json::Value::Null));
+    assert!(o.get("note").is_some());
+    assert!(output::table(&workload, Durability::Sync, &pool, &peers).contains("not measured"));
+
+    let all = [
+        report("sessionlog", 400),
+        report("jsonl", 100),
+        report("sqlite", 50),
+    ];
+    let ratios = output::ratios(&all).expect("sessionlog measured");
+    assert_eq!(ratios.get("vs_jsonl").and_then(|v| v.as_f64()), Some(4.0));
+    assert_eq!(ratios.get("vs_sqlite").and_then(|v| v.as_f64()), Some(8.0));
+    let o = output::figures(&workload, Durability::Sync, &pool, &all);
+    assert!(o.get("note").is_none());
+    let jsonl = o
+        .get("systems")
+        .and_then(|s| s.as_object())
+        .and_then(|s| s.get("jsonl"))
+        .and_then(|s| s.as_object())
+        .expect("per-system figures");
+    assert_eq!(
+        jsonl.get("batches_per_s").and_then(|v| v.as_f64()),
+        Some(50.0)
+    );
+    assert_eq!(
+        jsonl.get("cpu_seconds"),
+        Some(&sessionlog_codec::json::Value::Null)
+    );
+}
