@@ -14,7 +14,6 @@ fn generated_sessions_round_trip_through_a_directory_import() {
         events_per_session: 800,
         torn_fraction: 0.1,
         seed: 7,
-        ..GenOptions::default()
     };
     let report = generate(&tmp.path().join("corpus"), &opts).expect("generate");
     assert_eq!(report.files, 40);
@@ -58,7 +57,6 @@ fn a_refused_spilled_import_leaves_nothing_and_reopen_is_clean() {
         events_per_session: 3000,
         torn_fraction: 1.0,
         seed: 3,
-        ..GenOptions::default()
     };
     let bytes = session_bytes(0, &opts);
     {

@@ -84,7 +84,7 @@ mod tests {
 
     #[test]
     fn keys_sort_by_session_then_section_then_seq() {
-        let mut keys = vec![
+        let mut keys = [
             event_key(2, LINE, 0),
             event_key(1, TAIL, 0),
             event_key(1, LINE, 256),

@@ -13,22 +13,16 @@ use crate::output::{json_line, opt};
 pub fn events(store: &Store, id: &str, from: u64, to: Option<u64>) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
     let mut line = String::new();
-    let mut io_error = None;
-    store
-        .events(id, from, to, &mut |_, event| {
-            line.clear();
-            json::write_value(&mut line, event);
-            line.push('\n');
-            if let Err(e) = out.write_all(line.as_bytes()) {
-                io_error = Some(e);
-                return Err(sessionlog_engine::Error::Options("output closed".into()));
-            }
-            Ok(())
-        })
-        .or_else(|e| match io_error.take() {
-            Some(io) => Err(anyhow::Error::from(io)),
-            None => Err(e.into()),
-        })?;
+    store.events(id, from, to, &mut |_, event| {
+        line.clear();
+        json::write_value(&mut line, event);
+        line.push('\n');
+        out.write_all(line.as_bytes())
+            .map_err(|source| sessionlog_engine::Error::Io {
+                path: "standard output".into(),
+                source,
+            })
+    })?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
