@@ -12,6 +12,7 @@
 pub mod chunk_rows;
 pub mod dsh_path;
 mod error;
+pub mod event;
 pub mod header;
 pub mod json;
 pub mod known_types;

@@ -131,6 +131,26 @@ impl SurfaceFold {
         Ok(change)
     }
 
+    /// Undo the last applied event, whose result was `change`: a batch that fails midway rolls
+    /// back the events it already folded, newest first, without copying the whole state.
+    /// Undoing anything but the most recent change is a logic error and leaves a wrong state.
+    pub fn undo(&mut self, change: &SurfaceChange) {
+        match change {
+            SurfaceChange::Unchanged => {}
+            SurfaceChange::Appended { .. } => {
+                self.nodes.pop();
+            }
+            SurfaceChange::Replaced(r) => {
+                if let Some(at) = self.position(r.seq) {
+                    self.nodes.splice(at..=at, r.shadowed_seqs.iter().copied());
+                }
+                self.replace_generation = self.replace_generation.saturating_sub(1);
+                self.replacements.pop();
+            }
+        }
+        self.next_seq = self.next_seq.saturating_sub(1);
+    }
+
     /// The surface as DSH's expected-output file writes it, without spaces: `{"nodes":[…],
     /// "replaceGeneration":n,"replacements":[{"seq","start","end","shadowedSeqs"}…]}`.
     pub fn to_json(&self) -> String {

@@ -223,6 +223,35 @@ proptest! {
     }
 }
 
+proptest! {
+    /// Undoing the last k accepted events, newest first, gives exactly the fold of the prefix.
+    #[test]
+    fn undo_restores_the_prefix_fold(
+        actions in prop::collection::vec(action(), 1..40),
+        keep in any::<prop::sample::Index>(),
+    ) {
+        let (candidates, log) = generate(&actions);
+        let mut fold = SurfaceFold::new();
+        let mut states = vec![fold.clone()];
+        let mut changes = Vec::new();
+        let mut accepted: Vec<Value> = Vec::new();
+        for (event, _) in &candidates {
+            let lookup = |s: u64| usize::try_from(s).ok().and_then(|j| log.get(j));
+            if let Ok(change) = fold.apply(event, lookup) {
+                accepted.push(event.clone());
+                changes.push(change);
+                states.push(fold.clone());
+            }
+        }
+        let keep = keep.index(changes.len() + 1);
+        while changes.len() > keep {
+            let change = changes.pop().unwrap_or(SurfaceChange::Unchanged);
+            fold.undo(&change);
+        }
+        prop_assert_eq!(&fold, &states[keep]);
+    }
+}
+
 /// Nodes and shadowed seqs are disjoint and together are exactly the accepted surface events.
 fn check_partition(fold: &SurfaceFold, log: &[Value]) -> std::result::Result<(), TestCaseError> {
     let surface: BTreeSet<u64> = log

@@ -1,0 +1,182 @@
+//! Authoring live events exactly as DSH's `Session.append` builds them.
+//!
+//! A [`NewEvent`] is what a host asks to append; [`NewEvent::author`] runs DSH's append-site
+//! checks that need no log context, in DSH's order (JSON admission of `data`, legacy-format
+//! rejection, admission of the surface metadata), and builds the envelope with DSH's key order
+//! `type, seq, time, data[, sourceEventSeqs][, surfaceOp]`. Surface validation needs the
+//! current surface and is the engine's job (it folds the authored event).
+
+use crate::json::{admit, JsString, Object, Value};
+
+/// One event a host asks to append; the store assigns its seq.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewEvent {
+    /// Event type, e.g. `user/message`.
+    pub ty: String,
+    /// Epoch ms; `None` means now.
+    pub time: Option<i64>,
+    /// The payload.
+    pub data: Value,
+    /// `"append"` or `{"op":"replace","start":S,"end":E}` (surface types only).
+    pub surface_op: Option<Value>,
+    /// Provenance seqs (surface types only).
+    pub source_event_seqs: Option<Value>,
+    /// `"ignorable": true` marks a type readers may skip when they do not know it.
+    pub ignorable: bool,
+}
+
+impl NewEvent {
+    /// Read the CLI/API batch shape `{"type","time"?,"data","surfaceOp"?,"sourceEventSeqs"?,
+    /// "ignorable"?}`. `Err` says which rule the object breaks.
+    pub fn from_value(v: &Value) -> Result<NewEvent, String> {
+        let Value::Object(o) = v else {
+            return Err("an event must be a JSON object".into());
+        };
+        const KEYS: [&str; 6] = [
+            "type",
+            "time",
+            "data",
+            "surfaceOp",
+            "sourceEventSeqs",
+            "ignorable",
+        ];
+        if let Some((k, _)) = o.iter().find(|(k, _)| !KEYS.iter().any(|x| k.eq_str(x))) {
+            return Err(format!("unknown key \"{k}\" (allowed: type, time, data, surfaceOp, sourceEventSeqs, ignorable)"));
+        }
+        let ty = o
+            .get("type")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .ok_or("\"type\" must be a non-empty string")?;
+        let time = match o.get("time") {
+            None => None,
+            Some(t) => Some(
+                t.as_safe_integer()
+                    .ok_or("\"time\" must be a safe integer (epoch ms)")?,
+            ),
+        };
+        let data = o.get("data").cloned().ok_or("\"data\" is required")?;
+        let ignorable = match o.get("ignorable") {
+            None => false,
+            Some(Value::Bool(true)) => true,
+            Some(_) => return Err("\"ignorable\" may only be true".into()),
+        };
+        Ok(NewEvent {
+            ty: ty.to_owned(),
+            time,
+            data,
+            surface_op: o.get("surfaceOp").cloned(),
+            source_event_seqs: o.get("sourceEventSeqs").cloned(),
+            ignorable,
+        })
+    }
+
+    /// Run DSH's context-free append checks and build the envelope at `seq`, with `now` used
+    /// when the event has no time. `Err` is DSH's message.
+    pub fn author(&self, seq: u64, now: i64) -> Result<Value, String> {
+        let ty = &self.ty;
+        if admit(&self.data).is_err() {
+            return Err(format!(
+                "session event \"{ty}\" carries non-JSON-serializable data"
+            ));
+        }
+        if ty == "request/header-delta" {
+            return Err("session event \"request/header-delta\" uses unsupported legacy request/header-delta format".into());
+        }
+        let fallback = self
+            .data
+            .as_object()
+            .and_then(|d| d.get("reason"))
+            .and_then(Value::as_str)
+            == Some("fallback");
+        if ty == "request/header" && fallback {
+            return Err("session event \"request/header\" uses unsupported legacy request/header reason \"fallback\"".into());
+        }
+        let meta_ok = [&self.surface_op, &self.source_event_seqs]
+            .into_iter()
+            .flatten()
+            .all(|v| admit(v).is_ok());
+        if !meta_ok {
+            return Err(format!(
+                "session event \"{ty}\" carries non-JSON-serializable surface metadata"
+            ));
+        }
+        let seq = i64::try_from(seq).map_err(|_| format!("seq {seq} is not a safe integer"))?;
+        let mut e = Object::new()
+            .with("type", ty.as_str())
+            .with("seq", seq)
+            .with("time", self.time.unwrap_or(now))
+            .with("data", self.data.clone());
+        if let Some(s) = &self.source_event_seqs {
+            e.insert(JsString::from("sourceEventSeqs"), s.clone());
+        }
+        if let Some(op) = &self.surface_op {
+            e.insert(JsString::from("surfaceOp"), op.clone());
+        }
+        if self.ignorable {
+            e.insert(JsString::from("ignorable"), Value::Bool(true));
+        }
+        Ok(Value::Object(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::{parse, stringify};
+
+    fn event(text: &str) -> NewEvent {
+        NewEvent::from_value(&parse(text).expect("json")).expect("event")
+    }
+
+    #[test]
+    fn envelope_key_order_is_dsh_s() {
+        let e = event(
+            r#"{"surfaceOp":"append","sourceEventSeqs":[1],"data":{"b":1,"a":2},"type":"user/message","time":7}"#,
+        );
+        assert_eq!(
+            stringify(&e.author(3, 99).expect("authored")),
+            r#"{"type":"user/message","seq":3,"time":7,"data":{"b":1,"a":2},"sourceEventSeqs":[1],"surfaceOp":"append"}"#
+        );
+        let e = event(r#"{"type":"x/y","data":{},"ignorable":true}"#);
+        assert_eq!(
+            stringify(&e.author(0, 5).expect("authored")),
+            r#"{"type":"x/y","seq":0,"time":5,"data":{},"ignorable":true}"#
+        );
+    }
+
+    #[test]
+    fn dsh_append_rules_in_order() {
+        let e = event(r#"{"type":"a/b","data":{"x":-0}}"#);
+        assert_eq!(
+            e.author(0, 0).expect_err("-0"),
+            "session event \"a/b\" carries non-JSON-serializable data"
+        );
+        let e = event(r#"{"type":"request/header-delta","data":{}}"#);
+        assert!(e
+            .author(0, 0)
+            .expect_err("legacy")
+            .contains("legacy request/header-delta format"));
+        let e = event(r#"{"type":"request/header","data":{"reason":"fallback"}}"#);
+        assert!(e
+            .author(0, 0)
+            .expect_err("fallback")
+            .contains("reason \"fallback\""));
+        let e = event(r#"{"type":"user/message","data":{},"sourceEventSeqs":[-0]}"#);
+        assert!(e
+            .author(0, 0)
+            .expect_err("meta")
+            .contains("non-JSON-serializable surface metadata"));
+    }
+
+    #[test]
+    fn batch_shape_errors_name_the_rule() {
+        let bad = |t: &str| NewEvent::from_value(&parse(t).expect("json")).expect_err("bad");
+        assert!(bad("[]").contains("object"));
+        assert!(bad(r#"{"data":{}}"#).contains("type"));
+        assert!(bad(r#"{"type":"a"}"#).contains("data"));
+        assert!(bad(r#"{"type":"a","data":1,"seq":3}"#).contains("unknown key \"seq\""));
+        assert!(bad(r#"{"type":"a","data":1,"time":1.5}"#).contains("time"));
+        assert!(bad(r#"{"type":"a","data":1,"ignorable":false}"#).contains("ignorable"));
+    }
+}
