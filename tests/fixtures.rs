@@ -41,7 +41,10 @@ pub fn import_bytes(
     store.import_jsonl(
         name,
         bytes,
-        sessionlog::engine::ImportOptions { strict },
+        &sessionlog::engine::ImportOptions {
+            strict,
+            ..Default::default()
+        },
         &mut |_| {},
     )
 }

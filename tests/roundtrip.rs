@@ -30,7 +30,7 @@ fn generated_sessions_round_trip_through_a_directory_import() {
             .import_jsonl(
                 &f.display().to_string(),
                 bytes.as_slice(),
-                ImportOptions::default(),
+                &ImportOptions::default(),
                 &mut |_| {},
             )
             .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
@@ -64,7 +64,10 @@ fn a_refused_spilled_import_leaves_nothing_and_reopen_is_clean() {
         match store.import_jsonl(
             "big",
             bytes.as_slice(),
-            ImportOptions { strict: true },
+            &ImportOptions {
+                strict: true,
+                ..Default::default()
+            },
             &mut |_| {},
         ) {
             Err(Error::StrictRejected { verdict, .. }) => assert_eq!(verdict, "torn"),
@@ -78,7 +81,7 @@ fn a_refused_spilled_import_leaves_nothing_and_reopen_is_clean() {
         .import_jsonl(
             "big",
             bytes.as_slice(),
-            ImportOptions::default(),
+            &ImportOptions::default(),
             &mut |_| {},
         )
         .expect("import");

@@ -3,5 +3,6 @@
 mod corpus;
 mod fixtures;
 mod hostile;
+mod root;
 mod roundtrip;
 mod zstd;

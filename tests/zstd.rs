@@ -36,7 +36,7 @@ fn node_vectors_round_trip_and_decode_to_the_dsh_files() {
         let (_t, store) = temp_store();
         let (_t2, plain_store) = temp_store();
         let report = store
-            .import_zstd(name, &bytes, Default::default())
+            .import_zstd(name, &bytes, &Default::default())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let plain_report = import_bytes(&plain_store, stem, &plain, false).expect("plain import");
         assert_eq!(
@@ -142,7 +142,7 @@ fn torn_vectors_are_torn_and_keep_the_complete_frames() {
         let (_t, store) = temp_store();
         let (_t2, plain_store) = temp_store();
         let r = store
-            .import_zstd(&name, &bytes, Default::default())
+            .import_zstd(&name, &bytes, &Default::default())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let p = import_bytes(&plain_store, stem, &plain, false).expect("plain");
         if p.verdict == Verdict::Clean {

@@ -58,8 +58,15 @@ pub struct StoredLine<'a> {
     pub bytes: &'a [u8],
 }
 
-/// Decode and verify a stored line value.
-pub fn decode_line(value: &[u8]) -> Result<StoredLine<'_>> {
+/// Verify a stored line value and return its exact bytes, without decoding the metadata (the
+/// export path: one crc32 pass, no allocation).
+pub fn line_bytes(value: &[u8]) -> Result<&[u8]> {
+    let meta_end = verified_meta_end(value)?;
+    Ok(&value[meta_end..])
+}
+
+/// Check the crc32 and the metadata length; return where the line bytes start.
+fn verified_meta_end(value: &[u8]) -> Result<usize> {
     if value.len() < META_AT {
         return Err(Error::StoredRecord(format!(
             "stored line is {} bytes, shorter than its 8-byte prefix",
@@ -74,12 +81,17 @@ pub fn decode_line(value: &[u8]) -> Result<StoredLine<'_>> {
         )));
     }
     let meta_len = u32::from_be_bytes([value[4], value[5], value[6], value[7]]) as usize;
-    let meta_end = META_AT
+    META_AT
         .checked_add(meta_len)
         .filter(|&e| e <= value.len())
         .ok_or_else(|| {
             Error::StoredRecord(format!("metadata length {meta_len} overruns the record"))
-        })?;
+        })
+}
+
+/// Decode and verify a stored line value.
+pub fn decode_line(value: &[u8]) -> Result<StoredLine<'_>> {
+    let meta_end = verified_meta_end(value)?;
     let (meta, _) =
         bincode::serde::decode_from_slice(&value[META_AT..meta_end], bincode::config::standard())
             .map_err(|e| Error::StoredRecord(format!("line metadata does not decode: {e}")))?;

@@ -67,6 +67,13 @@ pub enum Error {
         /// The session id.
         id: String,
     },
+    /// A file in a DSH session root whose header does not name its location (DSH's identity
+    /// rule); nothing was written.
+    #[error("{0}")]
+    Identity(String),
+    /// A DSH session root that DSH itself would refuse (flat layout, mixed encodings).
+    #[error("{0}")]
+    RootLayout(String),
     /// No such session.
     #[error("no session \"{id}\" in the store")]
     UnknownSession {

@@ -13,7 +13,7 @@
 use std::io::Write;
 
 use rocksdb::{DBRawIteratorWithThreadMode, ReadOptions, DB};
-use sessionlog_codec::stored::decode_line;
+use sessionlog_codec::stored::{decode_line, line_bytes};
 use sessionlog_codec::zstd::FrameCompressor;
 
 use crate::import::checked_bytes;
@@ -96,10 +96,18 @@ impl Store {
                 break;
             }
             if section == keys::LINE {
-                let line =
-                    decode_line(v).map_err(|e| corrupt(meta, format!("line at seq {n}: {e}")))?;
-                if Some(line.meta.batch) != skip_batch {
-                    w.put(line.bytes)?;
+                let line = match skip_batch {
+                    None => Some(line_bytes(v)),
+                    Some(skip) => match decode_line(v) {
+                        Ok(l) if l.meta.batch == skip => None,
+                        other => Some(other.map(|l| l.bytes)),
+                    },
+                };
+                if let Some(bytes) = line
+                    .transpose()
+                    .map_err(|e| corrupt(meta, format!("line at seq {n}: {e}")))?
+                {
+                    w.put(bytes)?;
                     w.put(b"\n")?;
                 }
             } else {
@@ -167,6 +175,9 @@ impl Store {
         let mut ro = ReadOptions::default();
         ro.set_iterate_upper_bound(keys::session_end(number));
         ro.set_prefix_same_as_start(true);
+        // Whole-session scans: read ahead, and keep one-off scans from evicting hot blocks.
+        ro.set_readahead_size(2 << 20);
+        ro.fill_cache(false);
         Ok(self.db.raw_iterator_cf_opt(self.cf(CF_EVENTS)?, ro))
     }
 }

@@ -13,14 +13,16 @@ mod keys;
 mod list;
 mod meta;
 mod options;
+mod root;
 mod store;
 mod verify;
 
 pub use error::{Error, Result};
 pub use export::ExportFormat;
-pub use import::{ImportOptions, ImportReport};
+pub use import::{ImportOptions, ImportReport, RootLocation};
 pub use list::SessionSummary;
 pub use meta::{SourceEncoding, Verdict};
 pub use options::{Durability, Options};
+pub use root::{is_session_root, scan_root, RootScan};
 pub use store::Store;
 pub use verify::{VerifyProblem, VerifyReport};

@@ -112,6 +112,13 @@ impl Store {
             .map_err(Error::storage(context))
     }
 
+    /// Make every write so far durable (fsync the WAL).
+    pub fn sync(&self) -> Result<()> {
+        self.db
+            .flush_wal(true)
+            .map_err(Error::storage("syncing the write-ahead log"))
+    }
+
     /// Commit a batch without fsync (for intermediate import batches that acknowledge nothing).
     pub(crate) fn commit_unsynced(&self, batch: WriteBatch, context: &str) -> Result<()> {
         let mut w = WriteOptions::default();

@@ -71,6 +71,15 @@ pub enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Export every session into a DSH session root (`<out>/--<project>--/<id>/session.*`).
+    ExportAll {
+        /// The root directory to write (existing session files are never overwritten).
+        #[arg(long)]
+        out: PathBuf,
+        /// Output encoding (default: each session's imported encoding).
+        #[arg(long, value_enum)]
+        format: Option<FormatArg>,
+    },
     /// Print a session's logical events, one JSON.stringify per line.
     Events {
         /// Session id.

@@ -21,7 +21,7 @@ impl Store {
         &self,
         source_name: &str,
         mut input: impl BufRead,
-        options: ImportOptions,
+        options: &ImportOptions,
         progress: &mut dyn FnMut(u64),
     ) -> Result<ImportReport> {
         let io = |source| Error::Io {
@@ -45,7 +45,7 @@ impl Store {
             source_name: source_name.into(),
             reason: e.to_string(),
         })?;
-        self.import_session(source_name, &header, |mut w| {
+        self.import_session(source_name, &header, options, |mut w| {
             let header_len = header_line.len() as u64;
             let mut body = BodyIndexer::new(source_name, &header, header_len);
             let mut offset = header_len;
@@ -100,7 +100,7 @@ impl Store {
                 lines: meta.body_lines,
                 bytes: offset,
             };
-            w.finish(meta)?;
+            w.finish(meta, options.defer_sync)?;
             Ok(report)
         })
     }

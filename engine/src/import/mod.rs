@@ -22,11 +22,29 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 /// How to import.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct ImportOptions {
     /// Refuse (write nothing) unless DSH's strict reader would load the log cleanly.
     /// Default: false (store any session log byte-exactly, with its verdict).
     pub strict: bool,
+    /// Commit without waiting for fsync; the caller makes the imports durable together with
+    /// [`Store::sync`] before reporting them (bulk import: one fsync instead of one per file).
+    /// Each session is still atomic. Default: false.
+    pub defer_sync: bool,
+    /// When the file was found in a DSH session root: where, so DSH's identity rule can be
+    /// checked (the header's id and cwd must name this location). Default: none.
+    pub location: Option<RootLocation>,
+}
+
+/// Where a file sits in a DSH session root: `<root>/<project_dir>/<session_dir>/session.*`.
+#[derive(Clone, Debug)]
+pub struct RootLocation {
+    /// The file's path, for messages.
+    pub path: std::path::PathBuf,
+    /// The project directory's name.
+    pub project_dir: String,
+    /// The session directory's name.
+    pub session_dir: String,
 }
 
 /// What an import stored.
@@ -52,7 +70,7 @@ impl Store {
     pub fn import_path(
         &self,
         path: &std::path::Path,
-        options: ImportOptions,
+        options: &ImportOptions,
         progress: &mut dyn FnMut(u64),
     ) -> Result<ImportReport> {
         use std::io::Read;
@@ -81,8 +99,12 @@ impl Store {
         &self,
         source_name: &str,
         header: &Header,
+        options: &ImportOptions,
         body: impl FnOnce(SessionWriter<'_>) -> Result<ImportReport>,
     ) -> Result<ImportReport> {
+        if let Some(location) = &options.location {
+            check_location(location, header)?;
+        }
         let id = header.id.as_wtf8();
         let duplicate = || Error::DuplicateSession {
             source_name: source_name.into(),
@@ -187,9 +209,35 @@ impl BodyIndexer {
     }
 }
 
+/// DSH's identity rule for a file found in a session root: `logPath(root, header.cwd, header.id)`
+/// must be where the file is.
+fn check_location(location: &RootLocation, header: &Header) -> Result<()> {
+    let shown = location.path.display();
+    let cwd = match header.object.get("cwd") {
+        None => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => {
+            return Err(Error::Identity(format!("corrupt session log \"{shown}\": header cwd is not a string, so it names no project directory")));
+        }
+    };
+    let expected =
+        sessionlog_codec::dsh_path::log_path_components(cwd, &header.id).map_err(|_| {
+            Error::Identity(format!(
+                "corrupt session log \"{shown}\": header id cannot name a storage path"
+            ))
+        })?;
+    if expected != (location.project_dir.clone(), location.session_dir.clone()) {
+        return Err(Error::Identity(format!(
+            "corrupt session log \"{shown}\": header id \"{}\" and cwd identify \"{}/{}\"",
+            header.id, expected.0, expected.1
+        )));
+    }
+    Ok(())
+}
+
 /// Refuse a non-clean verdict under `--strict`.
 fn check_strict(
-    options: ImportOptions,
+    options: &ImportOptions,
     source_name: &str,
     header: &Header,
     verdict: &Verdict,

@@ -120,8 +120,8 @@ impl<'s> SessionWriter<'s> {
     }
 
     /// Flush the tail and commit everything with the session's metadata, whose line, frame and
-    /// tail counts are taken from what was written.
-    pub(crate) fn finish(mut self, mut meta: SessionMeta) -> Result<()> {
+    /// tail counts are taken from what was written. With `defer_sync` the commit is not fsynced.
+    pub(crate) fn finish(mut self, mut meta: SessionMeta, defer_sync: bool) -> Result<()> {
         if !self.tail.is_empty() {
             let tail = std::mem::take(&mut self.tail);
             self.put_tail_chunk(&tail)?;
@@ -145,10 +145,12 @@ impl<'s> SessionWriter<'s> {
             self.batch
                 .delete_cf(sessions, keys::pending_key(self.number));
         }
-        self.store.commit(
-            self.batch,
-            &format!("committing session \"{}\"", meta.id_lossy()),
-        )
+        let context = format!("committing session \"{}\"", meta.id_lossy());
+        if defer_sync {
+            self.store.commit_unsynced(self.batch, &context)
+        } else {
+            self.store.commit(self.batch, &context)
+        }
     }
 }
 

@@ -31,7 +31,7 @@ impl Store {
         &self,
         source_name: &str,
         bytes: &[u8],
-        options: ImportOptions,
+        options: &ImportOptions,
     ) -> Result<ImportReport> {
         let not_a_session = |reason: String| Error::NotASession {
             source_name: source_name.into(),
@@ -68,7 +68,7 @@ impl Store {
                 .map(|e| e.to_string());
         }
 
-        self.import_session(source_name, &header, |mut w| {
+        self.import_session(source_name, &header, options, |mut w| {
             let header_len = header_line.len() as u64;
             let mut body = BodyIndexer::new(source_name, &header, header_len);
             let mut late = None;
@@ -166,7 +166,7 @@ impl Store {
                 lines: meta.body_lines,
                 bytes: meta.total_bytes,
             };
-            w.finish(meta)?;
+            w.finish(meta, options.defer_sync)?;
             Ok(report)
         })
     }

@@ -53,7 +53,8 @@ pub fn import_export(
         corpus.display()
     );
     generate(&corpus, &opts)?;
-    let files = collect_inputs(std::slice::from_ref(&corpus))?;
+    let (inputs, _) = collect_inputs(std::slice::from_ref(&corpus))?;
+    let files: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
     let bytes: u64 = files
         .iter()
         .map(|f| f.metadata().map(|m| m.len()))
@@ -69,7 +70,12 @@ pub fn import_export(
     let store_dir = work.join("store");
     let store = Store::open(&store_dir, Options::default())?;
     let t = Instant::now();
-    let results = import_all(&store, &files, ImportOptions::default(), &|_| {});
+    let options = ImportOptions {
+        defer_sync: true,
+        ..ImportOptions::default()
+    };
+    let results = import_all(&store, &inputs, &options, &|_| {});
+    store.sync()?;
     let import_s = t.elapsed().as_secs_f64();
     let mut ids = Vec::with_capacity(results.len());
     for (f, r) in files.iter().zip(results) {

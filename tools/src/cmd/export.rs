@@ -1,4 +1,4 @@
-//! `sessionlog export`: the stored bytes, exactly.
+//! `sessionlog export` (one session, exactly) and `export-all` (the whole store as a DSH root).
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -9,16 +9,20 @@ use sessionlog_engine::{ExportFormat, Store};
 
 use crate::cli::FormatArg;
 
+fn engine_format(format: Option<FormatArg>) -> Option<ExportFormat> {
+    format.map(|f| match f {
+        FormatArg::Jsonl => ExportFormat::Jsonl,
+        FormatArg::JsonlZstd => ExportFormat::JsonlZstd,
+    })
+}
+
 pub fn run(
     store: &Store,
     id: &str,
     format: Option<FormatArg>,
     output: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
-    let format = format.map(|f| match f {
-        FormatArg::Jsonl => ExportFormat::Jsonl,
-        FormatArg::JsonlZstd => ExportFormat::JsonlZstd,
-    });
+    let format = engine_format(format);
     match output {
         None => {
             let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
@@ -47,4 +51,44 @@ pub fn run(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Export every session into a DSH root, one worker per core.
+pub fn run_all(store: &Store, out: &Path, format: Option<FormatArg>) -> anyhow::Result<ExitCode> {
+    let format = engine_format(format);
+    let ids = store.ids()?;
+    let bar = crate::cmd::progress_bar(ids.len() as u64, "exporting");
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg} {wide_bar} {pos}/{len} sessions eta {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let results = crate::cmd::par::map(&ids, |id| {
+        let r = store
+            .export_to_root(out, id, format)
+            .map_err(|e| format!("session \"{id}\": {e}"));
+        bar.inc(1);
+        r
+    });
+    bar.finish_and_clear();
+    let bytes: u64 = results
+        .iter()
+        .filter_map(|r| r.as_ref().ok())
+        .map(|(_, n)| n)
+        .sum();
+    let failures: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    for f in &failures {
+        eprintln!("failed {f}");
+    }
+    println!(
+        "exported {} sessions ({} bytes) to {}, {} failed",
+        ids.len() - failures.len(),
+        bytes,
+        out.display(),
+        failures.len()
+    );
+    Ok(if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -1,33 +1,58 @@
-//! `sessionlog import`: files and directories, in parallel, with progress on a terminal.
+//! `sessionlog import`: files, directories and DSH session roots, in parallel, with progress on
+//! a terminal. Every import commits unsynced; one WAL sync makes them all durable before any is
+//! reported.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
 use sessionlog_codec::json::Object;
-use sessionlog_engine::{Error, ImportOptions, ImportReport, Store};
+use sessionlog_engine::{
+    is_session_root, scan_root, Error, ImportOptions, ImportReport, RootLocation, Store,
+};
 
 use crate::output::{json_line, opt};
 
-/// File name endings searched for inside directories.
+/// File name endings searched for inside plain directories.
 const SESSION_SUFFIXES: [&str; 2] = [".jsonl", ".jsonl.zstd"];
 
+/// Files DSH's root rules refuse, with the reason.
+pub type Refused = Vec<(PathBuf, Error)>;
+
+/// One thing to import: a file, with its place in a DSH root when it came from one.
+pub struct Input {
+    pub path: PathBuf,
+    pub location: Option<RootLocation>,
+}
+
 pub fn run(store: &Store, paths: &[PathBuf], strict: bool, json: bool) -> anyhow::Result<ExitCode> {
-    let files = collect_inputs(paths)?;
-    let total: u64 = files
+    let (inputs, refused) = collect_inputs(paths)?;
+    let total: u64 = inputs
         .iter()
-        .filter_map(|f| f.metadata().ok())
+        .filter_map(|f| f.path.metadata().ok())
         .map(|m| m.len())
         .sum();
     let bar = crate::cmd::progress_bar(total, "importing");
-    let results = import_all(store, &files, ImportOptions { strict }, &|n| bar.inc(n));
+    let options = ImportOptions {
+        strict,
+        defer_sync: true,
+        location: None,
+    };
+    let mut results = import_all(store, &inputs, &options, &|n| bar.inc(n));
+    store.sync()?;
     bar.finish_and_clear();
+    let mut all: Vec<(PathBuf, Result<ImportReport, Error>)> = inputs
+        .into_iter()
+        .map(|i| i.path)
+        .zip(results.drain(..))
+        .collect();
+    all.extend(refused.into_iter().map(|(p, e)| (p, Err(e))));
     let mut out = std::io::stdout().lock();
     let (mut imported, mut rejected, mut events) = (0u64, 0u64, 0u64);
-    for (file, result) in files.iter().zip(&results) {
+    let single = all.len() == 1;
+    for (file, result) in &all {
         let name = file.display().to_string();
         match result {
             Ok(r) => {
@@ -35,7 +60,7 @@ pub fn run(store: &Store, paths: &[PathBuf], strict: bool, json: bool) -> anyhow
                 events += r.events;
                 if json {
                     json_line(&mut out, report_json(&name, Ok(r)))?;
-                } else if files.len() == 1 {
+                } else if single {
                     writeln!(
                         out,
                         "imported {}: {}, {} events, {} lines, {} bytes",
@@ -48,12 +73,12 @@ pub fn run(store: &Store, paths: &[PathBuf], strict: bool, json: bool) -> anyhow
                 if json {
                     json_line(&mut out, report_json(&name, Err(e)))?;
                 } else {
-                    eprintln!("rejected {e}");
+                    eprintln!("rejected {name}: {e}");
                 }
             }
         }
     }
-    if !json && files.len() != 1 {
+    if !json && !single {
         writeln!(
             out,
             "imported {imported} sessions ({events} events), rejected {rejected} files"
@@ -66,48 +91,26 @@ pub fn run(store: &Store, paths: &[PathBuf], strict: bool, json: bool) -> anyhow
     })
 }
 
-/// Import `files` with one worker per core; results in input order.
+/// Import `inputs` with one worker per core; results in input order.
 pub fn import_all(
     store: &Store,
-    files: &[PathBuf],
-    options: ImportOptions,
+    inputs: &[Input],
+    options: &ImportOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Vec<Result<ImportReport, Error>> {
-    let next = AtomicUsize::new(0);
-    let slots: Vec<Mutex<Option<Result<ImportReport, Error>>>> =
-        files.iter().map(|_| Mutex::new(None)).collect();
-    let workers = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .min(files.len())
-        .max(1);
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some(file) = files.get(i) else { break };
-                let result = import_one(store, file, options, progress);
-                if let Ok(mut slot) = slots[i].lock() {
-                    *slot = Some(result);
-                }
-            });
-        }
-    });
-    slots
-        .into_iter()
-        .map(|s| {
-            s.into_inner().ok().flatten().unwrap_or_else(|| {
-                Err(Error::Options(
-                    "an import worker stopped without a result".into(),
-                ))
-            })
-        })
-        .collect()
+    crate::cmd::par::map(inputs, |input| {
+        let options = ImportOptions {
+            location: input.location.clone(),
+            ..options.clone()
+        };
+        import_one(store, &input.path, &options, progress)
+    })
 }
 
 fn import_one(
     store: &Store,
     file: &Path,
-    options: ImportOptions,
+    options: &ImportOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<ImportReport, Error> {
     let reported = AtomicU64::new(0);
@@ -154,18 +157,36 @@ fn rejected_verdict(e: &Error) -> Option<&str> {
     }
 }
 
-/// Expand directories (recursively, sorted) into their session files; keep files as given.
-pub fn collect_inputs(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
+/// Expand directories into their session files: a DSH session root by DSH's layout rules (with
+/// what DSH refuses reported, not imported), any other directory recursively by file suffix.
+/// Files named directly are imported as given.
+pub fn collect_inputs(paths: &[PathBuf]) -> anyhow::Result<(Vec<Input>, Refused)> {
+    let mut inputs = Vec::new();
+    let mut refused = Vec::new();
     for p in paths {
         let meta = std::fs::metadata(p).with_context(|| format!("reading {}", p.display()))?;
-        if meta.is_dir() {
+        if meta.is_dir() && is_session_root(p) {
+            let scan = scan_root(p)?;
+            inputs.extend(scan.sessions.into_iter().map(|l| Input {
+                path: l.path.clone(),
+                location: Some(l),
+            }));
+            refused.extend(scan.refused);
+        } else if meta.is_dir() {
+            let mut files = Vec::new();
             walk(p, &mut files)?;
+            inputs.extend(files.into_iter().map(|path| Input {
+                path,
+                location: None,
+            }));
         } else {
-            files.push(p.clone());
+            inputs.push(Input {
+                path: p.clone(),
+                location: None,
+            });
         }
     }
-    Ok(files)
+    Ok((inputs, refused))
 }
 
 fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {

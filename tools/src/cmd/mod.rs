@@ -4,6 +4,7 @@ mod bench;
 mod export;
 mod import;
 mod inspect;
+mod par;
 
 use std::process::ExitCode;
 
@@ -36,6 +37,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Export { id, format, output } => {
             export::run(&open()?, &id, format, output.as_deref())
         }
+        Command::ExportAll { out, format } => export::run_all(&open()?, &out, format),
         Command::Events { id, from, to } => inspect::events(&open()?, &id, from, to),
         Command::Ls { json } => inspect::ls(&open()?, json),
         Command::Verify { ids, json } => inspect::verify(&open()?, &ids, json),
