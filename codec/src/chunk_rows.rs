@@ -293,24 +293,56 @@ fn build_row(run: &[Delta<'_>]) -> Value {
     )
 }
 
-/// Pack one batch for storage (`packChunkRuns`): each run of ≥[`MIN_RUN`] whitelisted deltas
-/// becomes one row; every other event passes through verbatim, in order.
-pub fn pack_chunk_runs(events: &[Value]) -> Vec<Value> {
+/// One storage record of a packed batch: an event written verbatim (borrowed), or a row.
+#[derive(Debug)]
+pub enum Packed<'a> {
+    /// An event written as itself.
+    Event(&'a Value),
+    /// A packed run.
+    Row(Value),
+}
+
+impl Packed<'_> {
+    /// The record's JSON value.
+    pub fn value(&self) -> &Value {
+        match self {
+            Packed::Event(e) => e,
+            Packed::Row(r) => r,
+        }
+    }
+
+    /// How many events the record holds.
+    pub fn members(&self) -> usize {
+        let Packed::Row(Value::Object(row)) = self else {
+            return 1;
+        };
+        row.get("data")
+            .and_then(Value::as_object)
+            .and_then(|d| d.get("texts").or_else(|| d.get("args")))
+            .and_then(Value::as_array)
+            .map_or(1, <[Value]>::len)
+    }
+}
+
+/// Pack one batch for storage (`packChunkRuns`) without copying the events that stay verbatim:
+/// each run of ≥[`MIN_RUN`] whitelisted deltas becomes one row; every other event passes
+/// through, in order.
+pub fn pack_runs<'a>(events: &'a [Value]) -> Vec<Packed<'a>> {
     let mut out = Vec::with_capacity(events.len());
-    let mut run: Vec<(Delta<'_>, &Value)> = Vec::new();
-    let flush = |run: &mut Vec<(Delta<'_>, &Value)>, out: &mut Vec<Value>| {
+    let mut run: Vec<(Delta<'a>, &'a Value)> = Vec::new();
+    let flush = |run: &mut Vec<(Delta<'a>, &'a Value)>, out: &mut Vec<Packed<'a>>| {
         if run.len() >= MIN_RUN {
-            let deltas: Vec<Delta<'_>> = run.drain(..).map(|(d, _)| d).collect();
-            out.push(build_row(&deltas));
+            let deltas: Vec<Delta<'a>> = run.drain(..).map(|(d, _)| d).collect();
+            out.push(Packed::Row(build_row(&deltas)));
         } else {
-            out.extend(run.drain(..).map(|(_, e)| e.clone()));
+            out.extend(run.drain(..).map(|(_, e)| Packed::Event(e)));
         }
     };
     for event in events {
         match classify(event) {
             None => {
                 flush(&mut run, &mut out);
-                out.push(event.clone());
+                out.push(Packed::Event(event));
             }
             Some(delta) => {
                 let extends = run
@@ -325,6 +357,17 @@ pub fn pack_chunk_runs(events: &[Value]) -> Vec<Value> {
     }
     flush(&mut run, &mut out);
     out
+}
+
+/// [`pack_runs`] as owned values.
+pub fn pack_chunk_runs(events: &[Value]) -> Vec<Value> {
+    pack_runs(events)
+        .into_iter()
+        .map(|p| match p {
+            Packed::Event(e) => e.clone(),
+            Packed::Row(r) => r,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -73,8 +73,8 @@ impl NewEvent {
 
     /// Run DSH's context-free append checks and build the envelope at `seq`, with `now` used
     /// when the event has no time. `Err` is DSH's message.
-    pub fn author(&self, seq: u64, now: i64) -> Result<Value, String> {
-        let ty = &self.ty;
+    pub fn author(self, seq: u64, now: i64) -> Result<Value, String> {
+        let ty = self.ty.as_str();
         if admit(&self.data).is_err() {
             return Err(format!(
                 "session event \"{ty}\" carries non-JSON-serializable data"
@@ -103,15 +103,15 @@ impl NewEvent {
         }
         let seq = i64::try_from(seq).map_err(|_| format!("seq {seq} is not a safe integer"))?;
         let mut e = Object::new()
-            .with("type", ty.as_str())
+            .with("type", ty)
             .with("seq", seq)
             .with("time", self.time.unwrap_or(now))
-            .with("data", self.data.clone());
-        if let Some(s) = &self.source_event_seqs {
-            e.insert(JsString::from("sourceEventSeqs"), s.clone());
+            .with("data", self.data);
+        if let Some(s) = self.source_event_seqs {
+            e.insert(JsString::from("sourceEventSeqs"), s);
         }
-        if let Some(op) = &self.surface_op {
-            e.insert(JsString::from("surfaceOp"), op.clone());
+        if let Some(op) = self.surface_op {
+            e.insert(JsString::from("surfaceOp"), op);
         }
         if self.ignorable {
             e.insert(JsString::from("ignorable"), Value::Bool(true));

@@ -96,12 +96,59 @@ pub enum Error {
         /// The verdict.
         verdict: String,
     },
+    /// An append broke one of DSH's append rules; nothing was written.
+    #[error("session \"{id}\"{}: {rule}; nothing was appended", seq.map(|s| format!(" seq {s}")).unwrap_or_default())]
+    Rejected {
+        /// The session id.
+        id: String,
+        /// The seq the offending event would have taken, when one event is at fault.
+        seq: Option<u64>,
+        /// DSH's rule, in DSH's words where DSH has them.
+        rule: String,
+    },
+    /// The caller's expected next seq is stale; nothing was written.
+    #[error("session \"{id}\": append expected next seq {expected}, but the log's next seq is {actual}; nothing was appended")]
+    StaleSeq {
+        /// The session id.
+        id: String,
+        /// What the caller expected.
+        expected: u64,
+        /// The session's actual next seq.
+        actual: u64,
+    },
+    /// The session cannot take appends in its state.
+    #[error("session \"{id}\" cannot take appends: {reason}")]
+    NotAppendable {
+        /// The session id.
+        id: String,
+        /// Why.
+        reason: String,
+    },
+    /// A durable write failed earlier; the store refuses writes until it is reopened.
+    #[error("the store refuses writes after a failed durable write; reopen it (acknowledged data is intact)")]
+    Poisoned,
+    /// One failure reported to every append that shared its group commit.
+    #[error(transparent)]
+    Shared(std::sync::Arc<Error>),
     /// Invalid options.
     #[error("invalid options: {0}")]
     Options(String),
 }
 
 impl Error {
+    /// A copy of this error for each caller that shared the failed operation.
+    pub(crate) fn duplicate(&self) -> Error {
+        match self {
+            Error::Poisoned => Error::Poisoned,
+            Error::Shared(e) => Error::Shared(std::sync::Arc::clone(e)),
+            Error::Storage { context, source } => Error::Storage {
+                context: context.clone(),
+                source: source.clone(),
+            },
+            other => Error::Shared(std::sync::Arc::new(Error::Options(other.to_string()))),
+        }
+    }
+
     /// Wrap a RocksDB error with what the store was doing.
     pub(crate) fn storage(context: impl Into<String>) -> impl FnOnce(rocksdb::Error) -> Error {
         let context = context.into();

@@ -5,6 +5,7 @@
 //! at write time. See `docs/format.md` for the on-disk layout.
 #![deny(unsafe_code)]
 
+mod append;
 mod error;
 mod events;
 mod export;
@@ -17,6 +18,7 @@ mod root;
 mod store;
 mod verify;
 
+pub use append::{AppendItem, AppendReceipt};
 pub use error::{Error, Result};
 pub use export::ExportFormat;
 pub use import::{ImportOptions, ImportReport, RootLocation};

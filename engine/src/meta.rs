@@ -86,6 +86,8 @@ pub struct SessionMeta {
     /// Batch number of lines recovered from a torn zstd frame: logical, but not part of any
     /// complete frame (DSH's `readRaw` omits them, and so does the `.jsonl` export).
     pub torn_batch: Option<u64>,
+    /// The batch number the next append takes (the header is batch 0).
+    pub next_batch: u64,
     /// How the bytes arrived.
     pub source: SourceEncoding,
     /// Import time, epoch ms.

@@ -27,6 +27,9 @@ pub struct Options {
     pub tail_chunk_bytes: usize,
     /// Background jobs for flush and compaction. Default: 2.
     pub background_jobs: i32,
+    /// Sessions whose write state (next seq, surface) stays in memory; more are evicted and
+    /// reloaded on their next append. Default: 100,000.
+    pub hot_sessions: usize,
 }
 
 impl Default for Options {
@@ -38,6 +41,7 @@ impl Default for Options {
             import_batch_bytes: 8 << 20,
             tail_chunk_bytes: 1 << 20,
             background_jobs: 2,
+            hot_sessions: 100_000,
         }
     }
 }

@@ -35,6 +35,10 @@ pub struct Store {
     pub(crate) options: Options,
     path: PathBuf,
     next_number: AtomicU64,
+    /// Hot per-session write state (see `append/hot.rs`).
+    pub(crate) hot: crate::append::HotCache,
+    /// Set after a failed durable write: the store refuses writes until reopened.
+    pub(crate) poisoned: std::sync::atomic::AtomicBool,
     /// Ids with an import in flight in this process: a second import of the same id waits for
     /// nothing and is refused, so two imports can never both create one id.
     claims: Mutex<HashSet<Vec<u8>>>,
@@ -73,11 +77,14 @@ impl Store {
             "opening the store at {}",
             path.display()
         )))?;
+        let hot = crate::append::HotCache::new(options.hot_sessions);
         let store = Store {
             db,
             options,
             path,
             next_number: AtomicU64::new(0),
+            hot,
+            poisoned: std::sync::atomic::AtomicBool::new(false),
             claims: Mutex::new(HashSet::new()),
         };
         store.recover_interrupted_imports()?;

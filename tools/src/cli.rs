@@ -60,6 +60,30 @@ pub enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
+    /// Create an empty session with a DSH header (written as DSH's writer writes it).
+    Create {
+        /// Session id.
+        id: String,
+        /// The session's project directory (header `cwd`).
+        #[arg(long)]
+        cwd: Option<String>,
+        /// Creation time in epoch ms (default: now).
+        #[arg(long)]
+        created_at: Option<i64>,
+        /// How the session's bytes are kept and exported by default.
+        #[arg(long, value_enum, default_value_t = FormatArg::Jsonl)]
+        encoding: FormatArg,
+    },
+    /// Append one DSH write batch read from standard input: one event per line,
+    /// `{"type","time"?,"data","surfaceOp"?,"sourceEventSeqs"?,"ignorable"?}`. The store assigns
+    /// seqs; `time` defaults to now. The whole batch is appended or nothing is.
+    Append {
+        /// Session id.
+        id: String,
+        /// Fail unless the session's next seq is this (guards against concurrent writers).
+        #[arg(long)]
+        expect_seq: Option<u64>,
+    },
     /// Write a session's stored bytes, exactly as imported (or converted with --format).
     Export {
         /// Session id.

@@ -90,6 +90,7 @@ impl Store {
                 plaintext_bytes: committed_bytes,
                 frames: 0,
                 torn_batch: None,
+                next_batch: BODY_BATCH + 1,
                 source: SourceEncoding::Jsonl,
                 imported_at_ms: now_ms(),
             };

@@ -14,8 +14,8 @@ use sessionlog_codec::known_types::SupportCheck;
 use sessionlog_codec::scanner::{BodyScanner, BodyVerdict, LineOutcome};
 use sessionlog_codec::stored::LineMeta;
 
-pub(crate) use writer::checked_bytes;
 use writer::SessionWriter;
+pub(crate) use writer::{checked_bytes, checked_value};
 
 use crate::meta::Verdict;
 use crate::store::Store;
@@ -95,7 +95,7 @@ impl Store {
 
     /// Claim `header`'s id, refuse duplicates, allocate a number and run `body`; on failure,
     /// remove whatever `body` wrote. The claim is released either way.
-    fn import_session(
+    pub(crate) fn import_session(
         &self,
         source_name: &str,
         header: &Header,
@@ -277,7 +277,7 @@ fn type_tag(events: &[Value]) -> String {
 }
 
 /// Header `createdAt` and `cwd`, for listing.
-fn header_fields(header: &Header) -> (Option<i64>, Option<String>) {
+pub(crate) fn header_fields(header: &Header) -> (Option<i64>, Option<String>) {
     let o = &header.object;
     (
         o.get("createdAt").and_then(Value::as_safe_integer),

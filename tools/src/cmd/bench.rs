@@ -16,6 +16,7 @@ use anyhow::{bail, Context};
 use sessionlog_codec::json::{Object, Value};
 use sessionlog_engine::{ImportOptions, Options, Store};
 use sessionlog_tools::gen::{generate, session_bytes, GenOptions};
+use sessionlog_tools::hosting::sessionlog::SessionlogHost;
 use sessionlog_tools::hosting::{self, output, peers::Peer, FeedPool, Host, Workload};
 
 use crate::cmd::import::{collect_inputs, import_all};
@@ -174,6 +175,9 @@ pub fn hosting(
     };
     let pool = FeedPool::generate(workload.sessions, &opts)?;
     let mut reports = Vec::with_capacity(peers.len() + 1);
+    let host = SessionlogHost::open(&fresh_dir(&work, "sessionlog")?, durability)?;
+    reports.push(run_host(&host, &pool, workload, &work)?);
+    drop(host);
     for peer in peers {
         // Each system runs alone: opened just before its run, closed right after.
         let host = peer.open(&fresh_dir(&work, peer.name())?, durability)?;

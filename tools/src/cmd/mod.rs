@@ -1,5 +1,6 @@
 //! One module per subcommand; `run` opens the store and dispatches.
 
+mod append;
 mod bench;
 mod export;
 mod import;
@@ -38,6 +39,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             export::run(&open()?, &id, format, output.as_deref())
         }
         Command::ExportAll { out, format } => export::run_all(&open()?, &out, format),
+        Command::Create {
+            id,
+            cwd,
+            created_at,
+            encoding,
+        } => append::create(&open()?, id, cwd, created_at, encoding),
+        Command::Append { id, expect_seq } => append::append(&open()?, &id, expect_seq),
         Command::Events { id, from, to } => inspect::events(&open()?, &id, from, to),
         Command::Ls { json } => inspect::ls(&open()?, json),
         Command::Verify { ids, json } => inspect::verify(&open()?, &ids, json),

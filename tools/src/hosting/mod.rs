@@ -19,6 +19,7 @@ mod feeds;
 mod histogram;
 pub mod output;
 pub mod peers;
+pub mod sessionlog;
 
 #[cfg(test)]
 mod tests;

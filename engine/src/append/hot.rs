@@ -1,0 +1,65 @@
+//! Hot per-session write state, cached with a bound, rebuilt from the store on a miss.
+//!
+//! Invariant: a cached [`HotSession`] equals what the store holds for that session whenever its
+//! mutex is not held by a writer: writers update it only after their WriteBatch committed, and
+//! only while holding the session's mutex. That mutex is also what makes appends to one session
+//! sequential (one writer per session), while sessions in other shards proceed in parallel.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, Mutex};
+
+use sessionlog_codec::surface::SurfaceFold;
+
+use crate::meta::SessionMeta;
+
+/// What an append needs to know about its session without reading the log.
+#[derive(Debug)]
+pub(crate) struct HotSession {
+    /// The session's metadata, as committed.
+    pub(crate) meta: SessionMeta,
+    /// The current surface, for validating surface ops.
+    pub(crate) surface: SurfaceFold,
+}
+
+/// A handle to one cached session; lock it to write.
+pub(crate) type HotHandle = Arc<Mutex<Option<HotSession>>>;
+
+/// Number of independently locked shards.
+const SHARDS: usize = 64;
+
+/// The bounded cache of hot sessions.
+pub(crate) struct HotCache {
+    shards: Vec<Mutex<HashMap<Vec<u8>, HotHandle>>>,
+    hasher: RandomState,
+    per_shard: usize,
+}
+
+impl HotCache {
+    /// A cache holding at most about `capacity` sessions.
+    pub(crate) fn new(capacity: usize) -> Self {
+        HotCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: RandomState::new(),
+            per_shard: capacity.div_ceil(SHARDS).max(1),
+        }
+    }
+
+    /// The handle for `id`, created empty (`None` inside) when absent. When the shard is full,
+    /// entries nobody holds are evicted first; an evicted session is simply reloaded later.
+    pub(crate) fn handle(&self, id: &[u8]) -> HotHandle {
+        let shard = &self.shards[self.hasher.hash_one(id) as usize % SHARDS];
+        let mut map = shard
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(h) = map.get(id) {
+            return Arc::clone(h);
+        }
+        if map.len() >= self.per_shard {
+            map.retain(|_, h| Arc::strong_count(h) > 1);
+        }
+        let h: HotHandle = Arc::new(Mutex::new(None));
+        map.insert(id.to_vec(), Arc::clone(&h));
+        h
+    }
+}

@@ -1,0 +1,263 @@
+//! The live append path: many sessions appending DSH write batches, durably, in parallel.
+//!
+//! One call appends one DSH batch per session: the events are checked by DSH's append rules
+//! (JSON admission, legacy formats, surface metadata and surface transitions), given their seqs,
+//! authored exactly as DSH's JSONL writer would write them (envelope key order, chunk runs packed
+//! per batch, `JSON.stringify` text) and stored with the session's updated metadata in one
+//! WriteBatch. [`Store::append_many`] commits the batches of many sessions in one WriteBatch, so
+//! they share one fsync; concurrent callers also share fsyncs through RocksDB's group commit.
+//!
+//! Invariants: a rejected batch writes nothing; an append whose expected seq is stale fails and
+//! writes nothing; appends to one session are serialized by its hot-state mutex (`hot.rs`).
+
+mod hot;
+mod stage;
+
+use std::sync::atomic::Ordering;
+
+pub(crate) use hot::HotCache;
+use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::header::{parse_header, HeaderCheck};
+use sessionlog_codec::zstd::FrameCompressor;
+use stage::Staged;
+
+use crate::meta::{SessionMeta, SourceEncoding, Verdict};
+use crate::store::Store;
+use crate::{Error, Result};
+
+/// One session's batch in an [`Store::append_many`] call.
+#[derive(Clone, Debug)]
+pub struct AppendItem<'a> {
+    /// Session id.
+    pub id: &'a str,
+    /// The seq the caller believes comes next; `None` skips the check.
+    pub expected_next_seq: Option<u64>,
+    /// The batch, in order.
+    pub events: Vec<NewEvent>,
+}
+
+/// What an append stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendReceipt {
+    /// Seq of the batch's first event.
+    pub first_seq: u64,
+    /// Number of events appended (the next seq is `first_seq + count`).
+    pub count: u64,
+}
+
+impl Store {
+    /// Create an empty session whose header line is `header_line` (without `\n`), as DSH's
+    /// writer authors it; it must pass DSH's strict header check. Its bytes are kept as
+    /// `encoding`.
+    pub fn create_session(&self, header_line: &str, encoding: SourceEncoding) -> Result<String> {
+        self.check_writable()?;
+        let header = parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
+            id: String::new(),
+            seq: None,
+            rule: format!("header: {e}"),
+        })?;
+        let id = header.id.to_string_lossy();
+        if header.check != HeaderCheck::Valid {
+            let why = match &header.check {
+                HeaderCheck::Corrupt(m) => (*m).to_owned(),
+                HeaderCheck::Unsupported(m) => m.clone(),
+                HeaderCheck::Valid => String::new(),
+            };
+            return Err(Error::Rejected {
+                id,
+                seq: None,
+                rule: format!("header: {why}"),
+            });
+        }
+        let mut header_record = header_line.as_bytes().to_vec();
+        header_record.push(b'\n');
+        let options = crate::ImportOptions::default();
+        let mut header_frame = Vec::new();
+        if encoding == SourceEncoding::JsonlZstd {
+            FrameCompressor::new()?.compress_into(&header_record, &mut header_frame)?;
+        }
+        self.import_session(&format!("create {id}"), &header, &options, |mut w| {
+            if encoding == SourceEncoding::JsonlZstd {
+                w.put_frame(&header_frame)?;
+            }
+            let (created_at, cwd) = crate::import::header_fields(&header);
+            let len = header_record.len() as u64;
+            let meta = SessionMeta {
+                number: w.number(),
+                id: header.id.as_wtf8().to_vec(),
+                header: header_record.clone(),
+                created_at,
+                cwd,
+                verdict: Verdict::Clean,
+                events: 0,
+                committed_lines: 0,
+                body_lines: 0,
+                committed_bytes: len,
+                tail_bytes: 0,
+                tail_chunks: 0,
+                total_bytes: if encoding == SourceEncoding::JsonlZstd {
+                    header_frame.len() as u64
+                } else {
+                    len
+                },
+                plaintext_bytes: len,
+                frames: 0,
+                torn_batch: None,
+                next_batch: 1,
+                source: encoding,
+                imported_at_ms: crate::import::now_ms(),
+            };
+            let report = crate::ImportReport {
+                id: id.clone(),
+                verdict: Verdict::Clean,
+                events: 0,
+                lines: 0,
+                bytes: len,
+            };
+            w.finish(meta, false)?;
+            Ok(report)
+        })?;
+        Ok(id)
+    }
+
+    /// Append one DSH batch to session `id`.
+    pub fn append(
+        &self,
+        id: &str,
+        expected_next_seq: Option<u64>,
+        events: Vec<NewEvent>,
+    ) -> Result<AppendReceipt> {
+        let item = AppendItem {
+            id,
+            expected_next_seq,
+            events,
+        };
+        self.append_many(vec![item])
+            .pop()
+            .unwrap_or_else(|| Err(Error::Options("no append result".into())))
+    }
+
+    /// Append one batch to each of several distinct sessions, committed together (one WriteBatch,
+    /// one fsync). Each item succeeds or fails on its own rules; a storage failure fails them all.
+    pub fn append_many(&self, mut items: Vec<AppendItem<'_>>) -> Vec<Result<AppendReceipt>> {
+        if let Err(e) = self.check_writable() {
+            return items.iter().map(|_| Err(e.duplicate())).collect();
+        }
+        // Lock sessions in id order so concurrent group appends cannot deadlock.
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by(|&a, &b| items[a].id.cmp(items[b].id));
+        let handles: Vec<_> = order
+            .iter()
+            .map(|&i| self.hot.handle(items[i].id.as_bytes()))
+            .collect();
+        let mut guards: Vec<_> = handles
+            .iter()
+            .map(|h| h.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+            .collect();
+        let mut results: Vec<Option<Result<AppendReceipt>>> = items.iter().map(|_| None).collect();
+        let mut staged: Vec<(usize, Staged)> = Vec::new();
+        let mut batch = rocksdb::WriteBatch::default();
+        for (slot, &i) in order.iter().enumerate() {
+            let id = items[i].id;
+            if order[..slot].iter().any(|&j| items[j].id == id) {
+                results[i] = Some(Err(Error::Rejected {
+                    id: id.into(),
+                    seq: None,
+                    rule: "a session may appear once per append_many call".into(),
+                }));
+                continue;
+            }
+            let expected = items[i].expected_next_seq;
+            let events = std::mem::take(&mut items[i].events);
+            let outcome = self
+                .load_hot(id, &mut guards[slot])
+                .and_then(|hot| stage::stage(self, hot, id, expected, events, &mut batch));
+            match outcome {
+                Ok(s) => staged.push((slot, s)),
+                Err(e) => results[i] = Some(Err(e)),
+            }
+        }
+        if !staged.is_empty() {
+            if let Err(e) = self.commit(batch, "committing appended batches") {
+                self.poisoned.store(true, Ordering::SeqCst);
+                for (slot, s) in staged.drain(..) {
+                    if let Some(hot) = guards[slot].as_mut() {
+                        s.roll_back(hot);
+                    }
+                    results[order[slot]] = Some(Err(e.duplicate()));
+                }
+            }
+        }
+        for (slot, s) in staged {
+            if let Some(hot) = guards[slot].as_mut() {
+                results[order[slot]] = Some(Ok(s.publish(hot)));
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::Options("append produced no result".into()))))
+            .collect()
+    }
+
+    /// Fill an empty hot slot from the store; refuse sessions DSH would not append to.
+    fn load_hot<'g>(
+        &self,
+        id: &str,
+        slot: &'g mut Option<hot::HotSession>,
+    ) -> Result<&'g mut hot::HotSession> {
+        if slot.is_none() {
+            let meta = self.require_meta(id.as_bytes())?;
+            match &meta.verdict {
+                Verdict::Clean => {}
+                Verdict::Torn => {
+                    return Err(Error::NotAppendable {
+                        id: id.into(),
+                        reason: "its log has a torn tail; repair it first (sessionlog repair)"
+                            .into(),
+                    })
+                }
+                v => {
+                    return Err(Error::NotAppendable {
+                        id: id.into(),
+                        reason: format!("DSH's reader refuses its log ({v})"),
+                    })
+                }
+            }
+            let surface = self.fold_surface(&meta)?;
+            *slot = Some(hot::HotSession { meta, surface });
+        }
+        slot.as_mut()
+            .ok_or_else(|| Error::Options("hot session vanished".into()))
+    }
+
+    /// Fold the whole stored log's surface (a cold start; the surface index makes this cheap).
+    fn fold_surface(&self, meta: &SessionMeta) -> Result<sessionlog_codec::surface::SurfaceFold> {
+        let id = meta.id_lossy();
+        let mut fold = sessionlog_codec::surface::SurfaceFold::new();
+        let mut failure = None;
+        self.events(&id, 0, None, &mut |seq, event| {
+            if failure.is_none() {
+                let lookup = |s: u64| self.event_at(meta, s).ok().flatten();
+                if let Err(e) = fold.apply(event, lookup) {
+                    failure = Some(format!(
+                        "its log fails DSH's surface validation at seq {seq}: {e}"
+                    ));
+                }
+            }
+            Ok(())
+        })?;
+        match failure {
+            Some(reason) => Err(Error::NotAppendable { id, reason }),
+            None => Ok(fold),
+        }
+    }
+
+    /// Refuse writes after a failed durable write (until the store is reopened).
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::SeqCst) {
+            Err(Error::Poisoned)
+        } else {
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Staging one session's batch: DSH's append checks, seq assignment, authoring, packing, and the
+//! keys it adds to the shared WriteBatch. Nothing here touches the store's state: the caller
+//! publishes the staged change only after the WriteBatch committed, or rolls it back.
+
+use rocksdb::WriteBatch;
+use sessionlog_codec::chunk_rows::pack_runs;
+use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::json::{self, Value};
+use sessionlog_codec::known_types::is_known;
+use sessionlog_codec::stored::LineMeta;
+use sessionlog_codec::surface::SurfaceChange;
+use sessionlog_codec::zstd::FrameCompressor;
+
+use super::hot::HotSession;
+use super::AppendReceipt;
+use crate::import::{checked_value, now_ms};
+use crate::meta::{SessionMeta, SourceEncoding};
+use crate::store::{Store, CF_EVENTS, CF_SESSIONS};
+use crate::{keys, Error, Result};
+
+/// A batch staged into the WriteBatch, waiting for its commit.
+pub(crate) struct Staged {
+    receipt: AppendReceipt,
+    changes: Vec<SurfaceChange>,
+    meta: Option<SessionMeta>,
+}
+
+impl Staged {
+    /// The commit succeeded: make the hot state match the store.
+    pub(crate) fn publish(self, hot: &mut HotSession) -> AppendReceipt {
+        if let Some(meta) = self.meta {
+            hot.meta = meta;
+        }
+        self.receipt
+    }
+
+    /// The commit failed: undo the surface changes folded while staging.
+    pub(crate) fn roll_back(self, hot: &mut HotSession) {
+        for change in self.changes.iter().rev() {
+            hot.surface.undo(change);
+        }
+    }
+}
+
+/// Check, author and stage `item` against `hot`, adding its keys to `batch`.
+pub(crate) fn stage(
+    store: &Store,
+    hot: &mut HotSession,
+    id: &str,
+    expected_next_seq: Option<u64>,
+    events: Vec<NewEvent>,
+    batch: &mut WriteBatch,
+) -> Result<Staged> {
+    let next = hot.meta.events;
+    if let Some(expected) = expected_next_seq.filter(|&e| e != next) {
+        return Err(Error::StaleSeq {
+            id: id.into(),
+            expected,
+            actual: next,
+        });
+    }
+    let receipt = AppendReceipt {
+        first_seq: next,
+        count: events.len() as u64,
+    };
+    if events.is_empty() {
+        // DSH writes nothing for an empty batch: no line, no frame, no newline.
+        return Ok(Staged {
+            receipt,
+            changes: Vec::new(),
+            meta: None,
+        });
+    }
+    let reject = |seq: u64, rule: String| Error::Rejected {
+        id: id.into(),
+        seq: Some(seq),
+        rule,
+    };
+    let now = now_ms();
+    let mut authored = Vec::with_capacity(events.len());
+    for (k, event) in events.into_iter().enumerate() {
+        let seq = next + k as u64;
+        if !is_known(&event.ty) && !event.ignorable {
+            return Err(reject(seq, format!("event type \"{}\" is unknown to DSH 0.1.0, whose reader refuses a log holding it; mark it \"ignorable\": true", event.ty)));
+        }
+        authored.push(event.author(seq, now).map_err(|rule| reject(seq, rule))?);
+    }
+    let mut changes = Vec::with_capacity(authored.len());
+    for (k, event) in authored.iter().enumerate() {
+        let lookup = |s: u64| match s.checked_sub(next) {
+            Some(i) => usize::try_from(i)
+                .ok()
+                .and_then(|i| authored.get(i))
+                .cloned(),
+            None => store.event_at(&hot.meta, s).ok().flatten(),
+        };
+        match hot.surface.apply(event, lookup) {
+            Ok(change) => changes.push(change),
+            Err(e) => {
+                for change in changes.iter().rev() {
+                    hot.surface.undo(change);
+                }
+                return Err(reject(next + k as u64, e.to_string()));
+            }
+        }
+    }
+    match write_records(store, &hot.meta, &authored, batch) {
+        Ok(meta) => Ok(Staged {
+            receipt,
+            changes,
+            meta: Some(meta),
+        }),
+        Err(e) => {
+            for change in changes.iter().rev() {
+                hot.surface.undo(change);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Pack and serialize the batch as DSH's writer would, stage its lines (and frame), and return
+/// the session metadata as it will be once the batch commits.
+fn write_records(
+    store: &Store,
+    meta: &SessionMeta,
+    authored: &[Value],
+    batch: &mut WriteBatch,
+) -> Result<SessionMeta> {
+    let events_cf = store.cf(CF_EVENTS)?;
+    let mut text = Vec::new();
+    let mut seq = meta.events;
+    let records = pack_runs(authored);
+    let mut line = String::new();
+    for packed in &records {
+        let record = packed.value();
+        line.clear();
+        json::write_value(&mut line, record);
+        let members = packed.members() as u64;
+        let type_tag = record
+            .as_object()
+            .and_then(|o| o.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let line_meta = LineMeta {
+            members: u32::try_from(members).unwrap_or(u32::MAX),
+            batch: meta.next_batch,
+            type_tag,
+        };
+        let value = sessionlog_codec::stored::encode_line(&line_meta, line.as_bytes())?;
+        batch.put_cf(
+            events_cf,
+            keys::event_key(meta.number, keys::LINE, seq),
+            value,
+        );
+        text.extend_from_slice(line.as_bytes());
+        text.push(b'\n');
+        seq += members;
+    }
+    let mut next = meta.clone();
+    next.events = seq;
+    next.committed_lines += records.len() as u64;
+    next.body_lines += records.len() as u64;
+    next.committed_bytes += text.len() as u64;
+    next.plaintext_bytes += text.len() as u64;
+    next.next_batch += 1;
+    match meta.source {
+        SourceEncoding::Jsonl => next.total_bytes += text.len() as u64,
+        SourceEncoding::JsonlZstd => {
+            let mut frame = Vec::new();
+            FrameCompressor::new()?.compress_into(&text, &mut frame)?;
+            batch.put_cf(
+                events_cf,
+                keys::event_key(meta.number, keys::FRAME, meta.frames),
+                checked_value(&frame),
+            );
+            next.frames += 1;
+            next.total_bytes += frame.len() as u64;
+        }
+    }
+    batch.put_cf(
+        store.cf(CF_SESSIONS)?,
+        keys::meta_key(&meta.id),
+        next.encode()?,
+    );
+    Ok(next)
+}

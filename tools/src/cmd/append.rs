@@ -1,0 +1,70 @@
+//! `sessionlog create` and `sessionlog append`: the live write path from the shell.
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::header::{author_header, HeaderFields};
+use sessionlog_codec::json;
+use sessionlog_engine::{SourceEncoding, Store};
+
+use crate::cli::FormatArg;
+
+pub fn create(
+    store: &Store,
+    id: String,
+    cwd: Option<String>,
+    created_at: Option<i64>,
+    encoding: FormatArg,
+) -> anyhow::Result<ExitCode> {
+    let created_at = created_at.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    });
+    let header = author_header(&HeaderFields {
+        id,
+        created_at,
+        cwd,
+        ..HeaderFields::default()
+    });
+    let encoding = match encoding {
+        FormatArg::Jsonl => SourceEncoding::Jsonl,
+        FormatArg::JsonlZstd => SourceEncoding::JsonlZstd,
+    };
+    let id = store.create_session(&header, encoding)?;
+    println!("created {id}");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn append(store: &Store, id: &str, expect_seq: Option<u64>) -> anyhow::Result<ExitCode> {
+    let mut input = String::new();
+    std::io::stdin()
+        .read_to_string(&mut input)
+        .context("reading the batch from standard input")?;
+    let mut events = Vec::new();
+    for (n, line) in input
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let value = json::parse(line).with_context(|| format!("batch line {}: not JSON", n + 1))?;
+        let event = NewEvent::from_value(&value)
+            .map_err(|rule| anyhow::anyhow!("batch line {}: {rule}", n + 1))?;
+        events.push(event);
+    }
+    let receipt = store.append(id, expect_seq, events)?;
+    match receipt.count {
+        0 => println!(
+            "appended nothing (empty batch); next seq {}",
+            receipt.first_seq
+        ),
+        n => println!(
+            "appended seqs {}..={} to {id}",
+            receipt.first_seq,
+            receipt.first_seq + n - 1
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,89 @@
+//! sessionlog as a hosting-benchmark system: every round's batches of one host thread go to
+//! [`Store::append_many`], so they are validated, authored and committed together (one
+//! WriteBatch, one fsync), and concurrent threads share fsyncs through RocksDB's group commit.
+//! The host hands sessionlog logical events, as DSH's `Session.append` receives them; sessionlog
+//! authors the lines itself (the JSONL peer gets the pre-serialized text, which flatters it).
+
+use std::path::Path;
+
+use anyhow::Context;
+use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::json::Value;
+use sessionlog_engine::{AppendItem, Options, SourceEncoding, Store};
+
+use super::{Durability, Host, Item, SessionStart};
+
+/// The store under test.
+pub struct SessionlogHost {
+    store: Store,
+}
+
+impl SessionlogHost {
+    /// Open a fresh store in `dir`.
+    pub fn open(dir: &Path, durability: Durability) -> anyhow::Result<Self> {
+        let durability = match durability {
+            Durability::Sync => sessionlog_engine::Durability::Sync,
+            Durability::Buffered => sessionlog_engine::Durability::Buffered,
+        };
+        let store = Store::open(
+            dir,
+            Options {
+                durability,
+                ..Options::default()
+            },
+        )?;
+        Ok(SessionlogHost { store })
+    }
+}
+
+/// A logical event as the host's `append(type, data, opts)` call would pass it.
+fn new_event(event: &Value) -> anyhow::Result<NewEvent> {
+    let o = event.as_object().context("feed event is not an object")?;
+    Ok(NewEvent {
+        ty: o
+            .get("type")
+            .and_then(Value::as_str)
+            .context("feed event has no type")?
+            .to_owned(),
+        time: o.get("time").and_then(Value::as_safe_integer),
+        data: o.get("data").cloned().unwrap_or(Value::Null),
+        surface_op: o.get("surfaceOp").cloned(),
+        source_event_seqs: o.get("sourceEventSeqs").cloned(),
+        ignorable: matches!(o.get("ignorable"), Some(Value::Bool(true))),
+    })
+}
+
+impl Host for SessionlogHost {
+    fn name(&self) -> &'static str {
+        "sessionlog"
+    }
+
+    fn create(&self, start: &SessionStart<'_>) -> anyhow::Result<()> {
+        self.store
+            .create_session(start.header_line, SourceEncoding::Jsonl)?;
+        Ok(())
+    }
+
+    fn append(&self, items: &[Item<'_>], _acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
+        let batch: Vec<AppendItem<'_>> = items
+            .iter()
+            .map(|i| {
+                let events = i
+                    .batch
+                    .events
+                    .iter()
+                    .map(new_event)
+                    .collect::<anyhow::Result<_>>()?;
+                Ok(AppendItem {
+                    id: i.id,
+                    expected_next_seq: Some(i.batch.first_seq),
+                    events,
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        for (item, result) in items.iter().zip(self.store.append_many(batch)) {
+            result.with_context(|| format!("appending to session {}", item.id))?;
+        }
+        Ok(())
+    }
+}
