@@ -1,5 +1,6 @@
 //! sessionlog's integration tests: one binary, one module per area.
 
+mod append;
 mod corpus;
 mod fixtures;
 mod hostile;

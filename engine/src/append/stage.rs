@@ -80,10 +80,12 @@ pub(crate) fn stage(
     let mut authored = Vec::with_capacity(events.len());
     for (k, event) in events.into_iter().enumerate() {
         let seq = next + k as u64;
-        if !is_known(&event.ty) && !event.ignorable {
-            return Err(reject(seq, format!("event type \"{}\" is unknown to DSH 0.1.0, whose reader refuses a log holding it; mark it \"ignorable\": true", event.ty)));
-        }
+        let unknown = !is_known(&event.ty) && !event.ignorable;
+        let ty = event.ty.clone();
         authored.push(event.author(seq, now).map_err(|rule| reject(seq, rule))?);
+        if unknown {
+            return Err(reject(seq, format!("event type \"{ty}\" is unknown to DSH 0.1.0, whose reader refuses a log holding it; mark it \"ignorable\": true")));
+        }
     }
     let mut changes = Vec::with_capacity(authored.len());
     for (k, event) in authored.iter().enumerate() {

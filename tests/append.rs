@@ -1,0 +1,315 @@
+//! The live append path: generated batches appended live export exactly as DSH's JSONL writer
+//! would have written them; every DSH append rule rejects with its message and leaves the store
+//! unchanged; concurrent appenders never produce a gap or a duplicate seq.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use sessionlog::codec::event::NewEvent;
+use sessionlog::codec::json::{self, Value};
+use sessionlog::codec::zstd::compress_frame;
+use sessionlog::engine::{
+    AppendItem, Durability, Error, ExportFormat, Options, SourceEncoding, Store,
+};
+use sessionlog_tools::gen::{session_batches, GenOptions};
+
+use crate::fixtures::{events_text, export_bytes, temp_store};
+
+const HEADER: &str =
+    r#"{"type":"session","version":0,"id":"a","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
+
+fn new_event(v: &Value) -> NewEvent {
+    let o = v.as_object().expect("event object");
+    NewEvent {
+        ty: o
+            .get("type")
+            .and_then(Value::as_str)
+            .expect("type")
+            .to_owned(),
+        time: o.get("time").and_then(Value::as_safe_integer),
+        data: o.get("data").cloned().expect("data"),
+        surface_op: o.get("surfaceOp").cloned(),
+        source_event_seqs: o.get("sourceEventSeqs").cloned(),
+        ignorable: matches!(o.get("ignorable"), Some(Value::Bool(true))),
+    }
+}
+
+fn ev(text: &str) -> NewEvent {
+    NewEvent::from_value(&json::parse(text).expect("json")).expect("event")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    /// Live appends of generated batches, after a reopen, export byte-for-byte what DSH's JSONL
+    /// backend writes for the same batches (the JSONL peer's file), and as `.jsonl.zstd` what
+    /// Node's zlib writes (a header frame plus one frame per batch).
+    #[test]
+    fn live_appends_export_what_dsh_writes(index in 0u64..1000, events in 60u64..600) {
+        let opts = GenOptions { sessions: 1, events_per_session: events, seed: 21, torn_fraction: 0.0 };
+        let feed = session_batches(index, &opts);
+        let dir = tempfile::tempdir().expect("tmp");
+        let options = Options { durability: Durability::Buffered, ..Options::default() };
+        for encoding in [SourceEncoding::Jsonl, SourceEncoding::JsonlZstd] {
+            let path = dir.path().join(format!("{encoding:?}"));
+            {
+                let store = Store::open(&path, options.clone()).expect("open");
+                store.create_session(&feed.header_line, encoding).expect("create");
+                for batch in &feed.batches {
+                    let r = store.append(&feed.id, Some(batch.first_seq), batch.events.iter().map(new_event).collect()).expect("append");
+                    prop_assert_eq!(r.first_seq, batch.first_seq);
+                }
+            }
+            let store = Store::open(&path, options.clone()).expect("reopen");
+            let mut dsh = format!("{}\n", feed.header_line).into_bytes();
+            let mut frames = compress_frame(&dsh).expect("frame");
+            for b in &feed.batches {
+                dsh.extend_from_slice(b.text.as_bytes());
+                frames.extend(compress_frame(b.text.as_bytes()).expect("frame"));
+            }
+            let mut plain = Vec::new();
+            store.export(&feed.id, Some(ExportFormat::Jsonl), &mut plain).expect("export");
+            prop_assert!(plain == dsh, "plain export differs from DSH's bytes");
+            let mut zstd = Vec::new();
+            store.export(&feed.id, Some(ExportFormat::JsonlZstd), &mut zstd).expect("export");
+            prop_assert!(zstd == frames, "zstd export differs from Node's frames");
+            let v = store.verify(&[]).expect("verify");
+            prop_assert!(v.problems.is_empty(), "{:?}", v.problems);
+        }
+    }
+}
+
+/// A store with session "a" holding a user message at seq 0, an assistant message at 1 and a
+/// tool result at 2 (all on the surface).
+fn seeded() -> (tempfile::TempDir, Store) {
+    let (dir, store) = temp_store();
+    store
+        .create_session(HEADER, SourceEncoding::Jsonl)
+        .expect("create");
+    let batch = vec![
+        ev(
+            r#"{"type":"user/message","time":2,"data":{"content":[],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#,
+        ),
+        ev(
+            r#"{"type":"assistant/message","time":3,"data":{"turn":1,"step":1,"message":{"id":"a1","role":"assistant","source":{"kind":"model","provider":"p","model":"m"},"content":[{"type":"text","text":"x"}]}},"surfaceOp":"append","sourceEventSeqs":[]}"#,
+        ),
+        ev(
+            r#"{"type":"tool/result","time":4,"data":{"turn":1,"step":1,"message":{"id":"t1","role":"user","source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"out"}],"isError":false}]}},"surfaceOp":"append","sourceEventSeqs":[1]}"#,
+        ),
+    ];
+    store.append("a", Some(0), batch).expect("seed batch");
+    (dir, store)
+}
+
+#[test]
+fn every_append_rule_rejects_with_its_message_and_writes_nothing() {
+    let cases: &[(&str, &str)] = &[
+        (
+            r#"{"type":"hook/result","data":{"x":-0}}"#,
+            "carries non-JSON-serializable data",
+        ),
+        (
+            r#"{"type":"request/header-delta","data":{}}"#,
+            "unsupported legacy request/header-delta format",
+        ),
+        (
+            r#"{"type":"request/header","data":{"reason":"fallback"}}"#,
+            "legacy request/header reason \"fallback\"",
+        ),
+        (
+            r#"{"type":"turn/start","data":{"turn":2},"surfaceOp":"append"}"#,
+            "is not surface-eligible and cannot carry surfaceOp",
+        ),
+        (
+            r#"{"type":"turn/start","data":{"turn":2},"sourceEventSeqs":[0]}"#,
+            "cannot carry sourceEventSeqs",
+        ),
+        (
+            r#"{"type":"user/message","data":{"id":"u2","role":"user","content":[],"source":{"kind":"user"}}}"#,
+            "requires a surfaceOp marker",
+        ),
+        (
+            r#"{"type":"user/message","data":{"id":"u2"},"surfaceOp":"prepend"}"#,
+            "carries an invalid surfaceOp",
+        ),
+        (
+            r#"{"type":"user/message","data":{"id":"u2"},"surfaceOp":{"op":"replace","start":0}}"#,
+            "carries an invalid replace surfaceOp",
+        ),
+        (
+            r#"{"type":"user/message","data":{"id":"u2"},"surfaceOp":{"op":"replace","start":7,"end":7},"sourceEventSeqs":[0]}"#,
+            "start seq 7 not found in surface",
+        ),
+        (
+            r#"{"type":"user/message","data":{"id":"u2"},"surfaceOp":{"op":"replace","start":2,"end":0},"sourceEventSeqs":[0,1,2]}"#,
+            "is after end seq",
+        ),
+        (
+            r#"{"type":"user/message","data":{"id":"u2"},"surfaceOp":{"op":"replace","start":0,"end":1},"sourceEventSeqs":[0]}"#,
+            "must include every shadowed surface node; missing 1",
+        ),
+        (
+            r#"{"type":"user/message","data":{"id":"u2"},"surfaceOp":"append","sourceEventSeqs":[0,0]}"#,
+            "must not contain duplicates",
+        ),
+        (
+            r#"{"type":"user/message","data":{"id":"u2"},"surfaceOp":"append","sourceEventSeqs":[9]}"#,
+            "must reference earlier events",
+        ),
+        (
+            r#"{"type":"user/message","data":{"id":"u2"},"surfaceOp":"append","sourceEventSeqs":[]}"#,
+            "must not be empty except on assistant/message",
+        ),
+        (
+            r#"{"type":"tool/result","data":{"turn":1,"step":1,"message":{"id":"t2","role":"user","source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","content":[],"isError":false}]}},"surfaceOp":{"op":"replace","start":2,"end":2},"sourceEventSeqs":[2]}"#,
+            "tool/result surface replacement may change only content",
+        ),
+        (
+            r#"{"type":"tool/result","data":{"turn":1,"step":1,"message":{"id":"t1","role":"user","source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","content":[],"isError":false}]}},"surfaceOp":{"op":"replace","start":1,"end":2},"sourceEventSeqs":[1,2]}"#,
+            "tool/result surface replacement must rewrite exactly one current node",
+        ),
+        (
+            r#"{"type":"future/thing","data":{}}"#,
+            "unknown to DSH 0.1.0",
+        ),
+    ];
+    for (event, message) in cases {
+        let (_d, store) = seeded();
+        let before = export_bytes(&store, "a");
+        // The offending event rides last in a batch whose first events are valid: all or nothing.
+        let batch = vec![ev(r#"{"type":"turn/start","data":{"turn":2}}"#), ev(event)];
+        match store.append("a", Some(3), batch) {
+            Err(Error::Rejected { id, seq, rule }) => {
+                assert_eq!((id.as_str(), seq), ("a", Some(4)), "{event}");
+                assert!(
+                    rule.contains(message),
+                    "{event}: {rule} should say {message}"
+                );
+            }
+            other => panic!("{event}: expected a rejection, got {other:?}"),
+        }
+        assert_eq!(
+            export_bytes(&store, "a"),
+            before,
+            "{event}: the store changed"
+        );
+        // The surface is unchanged too: a valid replace over the original nodes still works.
+        let replace = ev(
+            r#"{"type":"user/message","data":{"id":"s1","role":"user","content":[],"source":{"kind":"compact"}},"surfaceOp":{"op":"replace","start":0,"end":1},"sourceEventSeqs":[0,1]}"#,
+        );
+        store
+            .append("a", Some(3), vec![replace])
+            .unwrap_or_else(|e| panic!("{event}: state leaked: {e}"));
+    }
+}
+
+#[test]
+fn a_tool_result_rewrite_keeping_the_id_is_accepted() {
+    let (_d, store) = seeded();
+    let rewrite = ev(
+        r#"{"type":"tool/result","data":{"turn":1,"step":1,"message":{"id":"t1","role":"user","source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"[pruned]"}],"isError":false}]}},"surfaceOp":{"op":"replace","start":2,"end":2},"sourceEventSeqs":[2]}"#,
+    );
+    let r = store.append("a", Some(3), vec![rewrite]).expect("rewrite");
+    assert_eq!(r.first_seq, 3);
+}
+
+#[test]
+fn stale_expected_seq_and_empty_batches() {
+    let (_d, store) = seeded();
+    let before = export_bytes(&store, "a");
+    match store.append(
+        "a",
+        Some(2),
+        vec![ev(r#"{"type":"turn/start","data":{"turn":2}}"#)],
+    ) {
+        Err(Error::StaleSeq {
+            expected, actual, ..
+        }) => assert_eq!((expected, actual), (2, 3)),
+        other => panic!("expected StaleSeq, got {other:?}"),
+    }
+    let r = store.append("a", Some(3), Vec::new()).expect("empty batch");
+    assert_eq!((r.first_seq, r.count), (3, 0));
+    assert_eq!(
+        export_bytes(&store, "a"),
+        before,
+        "an empty batch writes nothing"
+    );
+    assert!(matches!(
+        store.append("nope", None, Vec::new()),
+        Err(Error::UnknownSession { .. })
+    ));
+}
+
+#[test]
+fn appends_to_a_torn_import_are_refused_until_repaired() {
+    let (_d, store) = temp_store();
+    let text = format!("{HEADER}\n{{\"type\":\"turn/start\",\"seq\":0,\"time\":1,\"data\":{{\"turn\":1}}}}\n{{\"type\":");
+    crate::fixtures::import_bytes(&store, "torn", text.as_bytes(), false).expect("import");
+    match store.append(
+        "a",
+        None,
+        vec![ev(r#"{"type":"turn/start","data":{"turn":2}}"#)],
+    ) {
+        Err(Error::NotAppendable { reason, .. }) => assert!(reason.contains("torn"), "{reason}"),
+        other => panic!("expected NotAppendable, got {other:?}"),
+    }
+}
+
+#[test]
+fn concurrent_appenders_never_leave_gaps_or_duplicates() {
+    let (_d, store) = temp_store();
+    let store = Arc::new(store);
+    for s in 0..4 {
+        let header = HEADER.replace("\"id\":\"a\"", &format!("\"id\":\"s{s}\""));
+        store
+            .create_session(&header, SourceEncoding::Jsonl)
+            .expect("create");
+    }
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                let mut ok = 0;
+                for i in 0..200 {
+                    let id = format!("s{}", (t + i) % 4);
+                    // Racing writers on one session: expected seqs are read, then may be stale.
+                    let batch = vec![ev(&format!(
+                        r#"{{"type":"hook/result","data":{{"t":{t},"i":{i}}}}}"#
+                    ))];
+                    if i % 3 == 0 {
+                        let items = vec![AppendItem {
+                            id: &id,
+                            expected_next_seq: None,
+                            events: batch,
+                        }];
+                        ok += store
+                            .append_many(items)
+                            .into_iter()
+                            .filter(Result::is_ok)
+                            .count();
+                    } else if store.append(&id, None, batch).is_ok() {
+                        ok += 1;
+                    }
+                }
+                ok
+            })
+        })
+        .collect();
+    let total: usize = threads.into_iter().map(|t| t.join().expect("thread")).sum();
+    assert_eq!(total, 8 * 200);
+    let mut events = 0;
+    for s in 0..4 {
+        let text = events_text(&store, &format!("s{s}")).expect("events");
+        for (i, line) in text.lines().enumerate() {
+            let v = json::parse(line).expect("event");
+            assert_eq!(
+                v.as_object()
+                    .and_then(|o| o.get("seq"))
+                    .and_then(Value::as_safe_integer),
+                Some(i as i64)
+            );
+        }
+        events += text.lines().count();
+    }
+    assert_eq!(events, 8 * 200);
+    assert!(store.verify(&[]).expect("verify").problems.is_empty());
+}
