@@ -1,16 +1,21 @@
-//! What the engine keeps per stored line, and its on-disk encoding.
+//! What the engine keeps of committed lines: blocks of consecutive lines of one write batch.
 //!
-//! Layout of one stored line value (all integers big-endian):
+//! A block's text is exactly the file's bytes for those lines, each with its `\n`, so export
+//! copies blocks without touching lines. Grouping lines keeps the number of stored keys (and so
+//! per-key costs on import, append and scan) low: an appended DSH batch is one block; an
+//! imported body is cut into blocks of bounded size. Layout of a block value (integers
+//! big-endian):
 //!
 //! | offset | size | field                                                        |
 //! |--------|------|--------------------------------------------------------------|
 //! | 0      | 4    | crc32 of everything after this field                         |
-//! | 4      | 4    | `meta_len`: length of the bincode [`LineMeta`] that follows  |
-//! | 8      | n    | bincode [`LineMeta`] (standard config)                       |
-//! | 8 + n  | rest | the line's exact bytes, without its `\n`                     |
+//! | 4      | 4    | `meta_len`: length of the bincode [`BlockMeta`] that follows |
+//! | 8      | n    | bincode [`BlockMeta`] (standard config)                      |
+//! | 8 + n  | rest | the lines' exact bytes, each followed by `\n`                |
 //!
-//! The raw bytes come last so export can slice them out without copying; the crc covers the
-//! metadata and the bytes, so a flipped bit anywhere is detected before anything is served.
+//! Invariants: `members` has one entry per line; a line holds no `\n` (lines are split on it);
+//! the crc covers metadata and text, so a flipped bit anywhere is detected before anything is
+//! served.
 
 use serde::{Deserialize, Serialize};
 
@@ -20,56 +25,78 @@ const CRC_AT: usize = 0;
 const META_LEN_AT: usize = 4;
 const META_AT: usize = 8;
 
-/// Per-line metadata stored beside the exact bytes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LineMeta {
-    /// Logical events this line holds (1, or N for a packed row).
-    pub members: u32,
-    /// The write batch (zstd frame) this line was written in.
+/// Per-block metadata stored before the text.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockMeta {
+    /// The write batch (zstd frame) these lines were written in.
     pub batch: u64,
-    /// The record's `type` (event type or row tag).
-    pub type_tag: String,
+    /// Logical events per line (1, or N for a packed row), in line order.
+    pub members: Vec<u32>,
 }
 
-/// Encode a stored line.
-pub fn encode_line(meta: &LineMeta, bytes: &[u8]) -> Result<Vec<u8>> {
+/// Encode a block from its metadata and text (`\n`-terminated lines).
+pub fn encode_block(meta: &BlockMeta, text: &[u8]) -> Result<Vec<u8>> {
     let meta_bytes = bincode::serde::encode_to_vec(meta, bincode::config::standard())
-        .map_err(|e| Error::StoredRecord(format!("line metadata does not encode: {e}")))?;
-    let mut out = Vec::with_capacity(META_AT + meta_bytes.len() + bytes.len());
+        .map_err(|e| Error::StoredRecord(format!("block metadata does not encode: {e}")))?;
+    let meta_len = u32::try_from(meta_bytes.len())
+        .map_err(|_| Error::StoredRecord("block metadata exceeds 4 GiB".into()))?;
+    let mut out = Vec::with_capacity(META_AT + meta_bytes.len() + text.len());
     out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(
-        &u32::try_from(meta_bytes.len())
-            .unwrap_or(u32::MAX)
-            .to_be_bytes(),
-    );
+    out.extend_from_slice(&meta_len.to_be_bytes());
     out.extend_from_slice(&meta_bytes);
-    out.extend_from_slice(bytes);
+    out.extend_from_slice(text);
     let crc = crc32fast::hash(&out[META_LEN_AT..]);
     out[CRC_AT..META_LEN_AT].copy_from_slice(&crc.to_be_bytes());
     Ok(out)
 }
 
-/// A decoded view of a stored line value.
+/// A decoded view of a stored block.
 #[derive(Debug)]
-pub struct StoredLine<'a> {
+pub struct StoredBlock<'a> {
     /// The metadata.
-    pub meta: LineMeta,
-    /// The exact line bytes (no `\n`).
-    pub bytes: &'a [u8],
+    pub meta: BlockMeta,
+    /// The lines' exact bytes, each with its `\n`.
+    pub text: &'a [u8],
 }
 
-/// Verify a stored line value and return its exact bytes, without decoding the metadata (the
-/// export path: one crc32 pass, no allocation).
-pub fn line_bytes(value: &[u8]) -> Result<&[u8]> {
+impl<'a> StoredBlock<'a> {
+    /// The lines (without `\n`) with their member counts. A block whose line count disagrees with
+    /// its metadata yields what it has; [`decode_block`] has already refused such a block.
+    pub fn lines(&self) -> impl Iterator<Item = (&'a [u8], u32)> + '_ {
+        let text: &'a [u8] = self.text;
+        text.split(|&b| b == b'\n')
+            .zip(self.meta.members.iter().copied())
+    }
+}
+
+/// Verify a block and return its text, without decoding the metadata (the export path: one
+/// crc32 pass, no allocation).
+pub fn block_text(value: &[u8]) -> Result<&[u8]> {
+    Ok(&value[verified_meta_end(value)?..])
+}
+
+/// Decode and verify a stored block.
+pub fn decode_block(value: &[u8]) -> Result<StoredBlock<'_>> {
     let meta_end = verified_meta_end(value)?;
-    Ok(&value[meta_end..])
+    let (meta, _): (BlockMeta, usize) =
+        bincode::serde::decode_from_slice(&value[META_AT..meta_end], bincode::config::standard())
+            .map_err(|e| Error::StoredRecord(format!("block metadata does not decode: {e}")))?;
+    let text = &value[meta_end..];
+    let lines = text.iter().filter(|&&b| b == b'\n').count();
+    if lines != meta.members.len() || text.last().is_some_and(|&b| b != b'\n') {
+        return Err(Error::StoredRecord(format!(
+            "block holds {lines} lines but its metadata lists {}",
+            meta.members.len()
+        )));
+    }
+    Ok(StoredBlock { meta, text })
 }
 
-/// Check the crc32 and the metadata length; return where the line bytes start.
+/// Check the crc32 and the metadata length; return where the text starts.
 fn verified_meta_end(value: &[u8]) -> Result<usize> {
     if value.len() < META_AT {
         return Err(Error::StoredRecord(format!(
-            "stored line is {} bytes, shorter than its 8-byte prefix",
+            "stored block is {} bytes, shorter than its 8-byte prefix",
             value.len()
         )));
     }
@@ -85,20 +112,8 @@ fn verified_meta_end(value: &[u8]) -> Result<usize> {
         .checked_add(meta_len)
         .filter(|&e| e <= value.len())
         .ok_or_else(|| {
-            Error::StoredRecord(format!("metadata length {meta_len} overruns the record"))
+            Error::StoredRecord(format!("metadata length {meta_len} overruns the block"))
         })
-}
-
-/// Decode and verify a stored line value.
-pub fn decode_line(value: &[u8]) -> Result<StoredLine<'_>> {
-    let meta_end = verified_meta_end(value)?;
-    let (meta, _) =
-        bincode::serde::decode_from_slice(&value[META_AT..meta_end], bincode::config::standard())
-            .map_err(|e| Error::StoredRecord(format!("line metadata does not decode: {e}")))?;
-    Ok(StoredLine {
-        meta,
-        bytes: &value[meta_end..],
-    })
 }
 
 #[cfg(test)]
@@ -107,25 +122,46 @@ mod tests {
 
     #[test]
     fn round_trip_and_every_bit_flip_is_detected() {
-        let meta = LineMeta {
-            members: 3,
+        let meta = BlockMeta {
             batch: 7,
-            type_tag: "text-chunks".into(),
+            members: vec![1, 3],
         };
-        let enc = encode_line(&meta, b"{\"a\":1}").expect("encodes");
-        let dec = decode_line(&enc).expect("decodes");
+        let text = b"{\"a\":1}\n{\"b\":2}\n";
+        let enc = encode_block(&meta, text).expect("encodes");
+        let dec = decode_block(&enc).expect("decodes");
         assert_eq!(dec.meta, meta);
-        assert_eq!(dec.bytes, b"{\"a\":1}");
+        assert_eq!(dec.text, text);
+        assert_eq!(
+            dec.lines().collect::<Vec<_>>(),
+            [(&b"{\"a\":1}"[..], 1), (&b"{\"b\":2}"[..], 3)]
+        );
+        assert_eq!(block_text(&enc).expect("text"), text);
         for i in 0..enc.len() * 8 {
             let mut bad = enc.clone();
             bad[i / 8] ^= 1 << (i % 8);
-            assert!(decode_line(&bad).is_err(), "flip of bit {i} went unnoticed");
+            assert!(
+                decode_block(&bad).is_err(),
+                "flip of bit {i} went unnoticed"
+            );
         }
         for cut in 0..enc.len() {
             assert!(
-                decode_line(&enc[..cut]).is_err(),
+                decode_block(&enc[..cut]).is_err(),
                 "truncation at {cut} went unnoticed"
             );
         }
+    }
+
+    #[test]
+    fn line_count_must_match_the_metadata() {
+        let enc = encode_block(
+            &BlockMeta {
+                batch: 1,
+                members: vec![1],
+            },
+            b"a\nb\n",
+        )
+        .expect("encodes");
+        assert!(decode_block(&enc).is_err());
     }
 }

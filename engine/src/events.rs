@@ -2,7 +2,7 @@
 
 use sessionlog_codec::chunk_rows::decode_record;
 use sessionlog_codec::json::{self, Value};
-use sessionlog_codec::stored::decode_line;
+use sessionlog_codec::stored::decode_block;
 
 use crate::export::corrupt;
 use crate::keys;
@@ -17,21 +17,29 @@ impl Store {
             return Ok(None);
         }
         let mut it = self.session_iter(meta.number)?;
-        it.seek_for_prev(keys::event_key(meta.number, keys::LINE, seq));
+        it.seek_for_prev(keys::event_key(meta.number, keys::BLOCK, seq));
         let (Some(k), Some(v)) = (it.key(), it.value()) else {
             return Ok(None);
         };
-        let Some((_, keys::LINE, first)) = keys::parse_event_key(k) else {
+        let Some((_, keys::BLOCK, first)) = keys::parse_event_key(k) else {
             return Ok(None);
         };
-        let line =
-            decode_line(v).map_err(|e| corrupt(meta, format!("line at seq {first}: {e}")))?;
-        let value = json::parse(&String::from_utf8_lossy(line.bytes))?;
-        let members =
-            decode_record(value).map_err(|e| corrupt(meta, format!("line at seq {first}: {e}")))?;
-        Ok(usize::try_from(seq - first)
-            .ok()
-            .and_then(|i| members.into_iter().nth(i)))
+        let block =
+            decode_block(v).map_err(|e| corrupt(meta, format!("block at seq {first}: {e}")))?;
+        let mut line_seq = first;
+        for (line, members) in block.lines() {
+            let end = line_seq + u64::from(members);
+            if seq < end {
+                let value = json::parse(&String::from_utf8_lossy(line))?;
+                let events = decode_record(value)
+                    .map_err(|e| corrupt(meta, format!("line at seq {line_seq}: {e}")))?;
+                return Ok(usize::try_from(seq - line_seq)
+                    .ok()
+                    .and_then(|i| events.into_iter().nth(i)));
+            }
+            line_seq = end;
+        }
+        Ok(None)
     }
 
     /// Call `each` with every logical event of `id` whose seq is in `from..=to` (in order).
@@ -49,8 +57,8 @@ impl Store {
             return Ok(());
         }
         let mut it = self.session_iter(meta.number)?;
-        // The line holding `from` is the last line whose first seq is ≤ from.
-        it.seek_for_prev(keys::event_key(meta.number, keys::LINE, from));
+        // The block holding `from` is the last block whose first seq is ≤ from.
+        it.seek_for_prev(keys::event_key(meta.number, keys::BLOCK, from));
         if !it.valid() {
             it.seek(keys::session_start(meta.number));
         }
@@ -58,22 +66,29 @@ impl Store {
             let (Some(k), Some(v)) = (it.key(), it.value()) else {
                 break;
             };
-            let Some((_, keys::LINE, first)) = keys::parse_event_key(k) else {
+            let Some((_, keys::BLOCK, first)) = keys::parse_event_key(k) else {
                 break;
             };
             if first >= end {
                 break;
             }
-            let line =
-                decode_line(v).map_err(|e| corrupt(&meta, format!("line at seq {first}: {e}")))?;
-            let value = json::parse(&String::from_utf8_lossy(line.bytes))?;
-            let members = decode_record(value)
-                .map_err(|e| corrupt(&meta, format!("line at seq {first}: {e}")))?;
-            for (k, event) in members.iter().enumerate() {
-                let seq = first + k as u64;
-                if seq >= from && seq < end {
-                    each(seq, event)?;
+            let block = decode_block(v)
+                .map_err(|e| corrupt(&meta, format!("block at seq {first}: {e}")))?;
+            let mut line_seq = first;
+            for (line, members) in block.lines() {
+                let line_end = line_seq + u64::from(members);
+                if line_end > from && line_seq < end {
+                    let value = json::parse(&String::from_utf8_lossy(line))?;
+                    let events = decode_record(value)
+                        .map_err(|e| corrupt(&meta, format!("line at seq {line_seq}: {e}")))?;
+                    for (k, event) in events.iter().enumerate() {
+                        let seq = line_seq + k as u64;
+                        if seq >= from && seq < end {
+                            each(seq, event)?;
+                        }
+                    }
                 }
+                line_seq = line_end;
             }
             it.next();
         }

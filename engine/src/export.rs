@@ -13,7 +13,7 @@
 use std::io::Write;
 
 use rocksdb::{DBRawIteratorWithThreadMode, ReadOptions, DB};
-use sessionlog_codec::stored::{decode_line, line_bytes};
+use sessionlog_codec::stored::{block_text, decode_block};
 use sessionlog_codec::zstd::FrameCompressor;
 
 use crate::import::checked_bytes;
@@ -49,7 +49,7 @@ impl Store {
         match (meta.source, format) {
             (SourceEncoding::Jsonl, None | Some(ExportFormat::Jsonl)) => {
                 w.put(&meta.header)?;
-                self.copy_section(&meta, keys::LINE, &mut w, None)?;
+                self.copy_section(&meta, keys::BLOCK, &mut w, None)?;
                 self.copy_section(&meta, keys::TAIL, &mut w, None)?;
                 w.expect(meta.total_bytes)?;
             }
@@ -60,7 +60,7 @@ impl Store {
             }
             (SourceEncoding::JsonlZstd, Some(ExportFormat::Jsonl)) => {
                 w.put(&meta.header)?;
-                self.copy_section(&meta, keys::LINE, &mut w, meta.torn_batch)?;
+                self.copy_section(&meta, keys::BLOCK, &mut w, meta.torn_batch)?;
                 w.expect(meta.plaintext_bytes)?;
             }
             (SourceEncoding::Jsonl, Some(ExportFormat::JsonlZstd)) => {
@@ -75,8 +75,8 @@ impl Store {
         self.export(id, None, out)
     }
 
-    /// Copy one section of a session's range: LINEs with `\n` appended (skipping `skip_batch`),
-    /// FRAMEs and TAIL chunks verbatim.
+    /// Copy one section of a session's range verbatim (BLOCK texts, skipping blocks of
+    /// `skip_batch`; FRAMEs; TAIL chunks).
     fn copy_section(
         &self,
         meta: &SessionMeta,
@@ -95,21 +95,18 @@ impl Store {
             if s != section {
                 break;
             }
-            if section == keys::LINE {
-                let line = match skip_batch {
-                    None => Some(line_bytes(v)),
-                    Some(skip) => match decode_line(v) {
-                        Ok(l) if l.meta.batch == skip => None,
-                        other => Some(other.map(|l| l.bytes)),
-                    },
+            if section == keys::BLOCK {
+                let text = match skip_batch {
+                    None => block_text(v),
+                    Some(skip) => decode_block(v).map(|b| {
+                        if b.meta.batch == skip {
+                            &[][..]
+                        } else {
+                            b.text
+                        }
+                    }),
                 };
-                if let Some(bytes) = line
-                    .transpose()
-                    .map_err(|e| corrupt(meta, format!("line at seq {n}: {e}")))?
-                {
-                    w.put(bytes)?;
-                    w.put(b"\n")?;
-                }
+                w.put(text.map_err(|e| corrupt(meta, format!("block at seq {n}: {e}")))?)?;
             } else {
                 let bytes = checked_bytes(v).ok_or_else(|| {
                     corrupt(
@@ -137,25 +134,24 @@ impl Store {
         let mut plain = Vec::new();
         let mut batch = None;
         let mut it = self.session_iter(meta.number)?;
-        it.seek(keys::event_key(meta.number, keys::LINE, 0));
+        it.seek(keys::event_key(meta.number, keys::BLOCK, 0));
         while it.valid() {
             let (Some(k), Some(v)) = (it.key(), it.value()) else {
                 break;
             };
-            let Some((_, keys::LINE, n)) = keys::parse_event_key(k) else {
+            let Some((_, keys::BLOCK, n)) = keys::parse_event_key(k) else {
                 break;
             };
-            let line =
-                decode_line(v).map_err(|e| corrupt(meta, format!("line at seq {n}: {e}")))?;
-            if batch.is_some_and(|b| b != line.meta.batch) {
+            let block =
+                decode_block(v).map_err(|e| corrupt(meta, format!("block at seq {n}: {e}")))?;
+            if batch.is_some_and(|b| b != block.meta.batch) {
                 frame.clear();
                 compressor.compress_into(&plain, &mut frame)?;
                 w.put(&frame)?;
                 plain.clear();
             }
-            batch = Some(line.meta.batch);
-            plain.extend_from_slice(line.bytes);
-            plain.push(b'\n');
+            batch = Some(block.meta.batch);
+            plain.extend_from_slice(block.text);
             it.next();
         }
         it.status().map_err(Error::storage(format!(

@@ -5,17 +5,17 @@
 //! | bytes | field                                              |
 //! |-------|----------------------------------------------------|
 //! | 0..8  | session number                                     |
-//! | 8     | section: [`LINE`], [`FRAME`] or [`TAIL`]           |
-//! | 9..17 | LINE: first seq of the line; FRAME, TAIL: ordinal  |
+//! | 8     | section: [`BLOCK`], [`FRAME`] or [`TAIL`]          |
+//! | 9..17 | BLOCK: first seq of its first line; FRAME, TAIL: ordinal |
 //!
-//! LINE < FRAME < TAIL, so each export is one forward scan: a `.jsonl` import's file is its
-//! LINEs then its TAIL; a `.jsonl.zstd` import's file is its FRAMEs then its TAIL.
+//! BLOCK < FRAME < TAIL, so each export is one forward scan: a `.jsonl` session's file is its
+//! BLOCKs then its TAIL; a `.jsonl.zstd` import's file is its FRAMEs then its TAIL.
 //!
 //! `sessions` CF: `S ‖ id` → session metadata; `N ‖ number` → id; `P ‖ number` → an import in
 //! progress (its partial writes are removed at open); `C` → the next session number.
 
-/// Section byte of committed lines.
-pub const LINE: u8 = 0;
+/// Section byte of blocks of committed lines (`codec::stored`).
+pub const BLOCK: u8 = 0;
 /// Section byte of verbatim zstd frames.
 pub const FRAME: u8 = 1;
 /// Section byte of tail chunks (bytes past the committed region, as in the file).
@@ -85,16 +85,16 @@ mod tests {
     #[test]
     fn keys_sort_by_session_then_section_then_seq() {
         let mut keys = [
-            event_key(2, LINE, 0),
+            event_key(2, BLOCK, 0),
             event_key(1, TAIL, 0),
-            event_key(1, LINE, 256),
-            event_key(1, LINE, 3),
+            event_key(1, BLOCK, 256),
+            event_key(1, BLOCK, 3),
         ];
         keys.sort();
         let parsed: Vec<_> = keys.iter().filter_map(|k| parse_event_key(k)).collect();
         assert_eq!(
             parsed,
-            [(1, LINE, 3), (1, LINE, 256), (1, TAIL, 0), (2, LINE, 0)]
+            [(1, BLOCK, 3), (1, BLOCK, 256), (1, TAIL, 0), (2, BLOCK, 0)]
         );
     }
 }

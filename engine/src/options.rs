@@ -23,6 +23,9 @@ pub struct Options {
     /// Import commits its WriteBatch whenever it holds this many bytes, bounding memory.
     /// Default: 8 MiB.
     pub import_batch_bytes: usize,
+    /// Imported lines are stored in blocks of about this many bytes (an appended batch is always
+    /// one block). Default: 64 KiB.
+    pub block_bytes: usize,
     /// Uncommitted tail bytes are stored in chunks of this size. Default: 1 MiB.
     pub tail_chunk_bytes: usize,
     /// Background jobs for flush and compaction. Default: 2.
@@ -39,6 +42,7 @@ impl Default for Options {
             block_cache_bytes: 256 << 20,
             write_buffer_bytes: 64 << 20,
             import_batch_bytes: 8 << 20,
+            block_bytes: 64 << 10,
             tail_chunk_bytes: 1 << 20,
             background_jobs: 2,
             hot_sessions: 100_000,

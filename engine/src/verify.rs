@@ -11,7 +11,7 @@ use rocksdb::ReadOptions;
 use sessionlog_codec::chunk_rows::decode_record;
 use sessionlog_codec::header::parse_header;
 use sessionlog_codec::json;
-use sessionlog_codec::stored::decode_line;
+use sessionlog_codec::stored::decode_block;
 use sessionlog_codec::zstd::FrameDecoder;
 
 use crate::import::checked_bytes;
@@ -112,7 +112,7 @@ impl Store {
                 break;
             };
             match keys::parse_event_key(k) {
-                Some((_, keys::LINE, first)) => self.check_line(meta, &mut w, first, v, report),
+                Some((_, keys::BLOCK, first)) => self.check_block(meta, &mut w, first, v, report),
                 Some((_, keys::FRAME, n)) => {
                     check_ordinal(&mut w.problems, "frame", n, &mut w.frames);
                     match checked_bytes(v) {
@@ -148,8 +148,8 @@ impl Store {
         Ok(())
     }
 
-    /// One committed line: crc, decode, member count and seq continuity.
-    fn check_line(
+    /// One block: crc, line count, and per line decode, member count and seq continuity.
+    fn check_block(
         &self,
         meta: &SessionMeta,
         w: &mut Walk,
@@ -157,54 +157,57 @@ impl Store {
         value: &[u8],
         report: &mut VerifyReport,
     ) {
-        w.lines += 1;
-        report.lines += 1;
         if first != w.next_seq {
             w.problems.push(format!(
-                "line keyed at seq {first} but the previous line ends before seq {}",
+                "block keyed at seq {first} but the previous block ends before seq {}",
                 w.next_seq
             ));
         }
-        let line = match decode_line(value) {
-            Ok(line) => line,
-            Err(e) => return w.problems.push(format!("line at seq {first}: {e}")),
+        let block = match decode_block(value) {
+            Ok(block) => block,
+            Err(e) => return w.problems.push(format!("block at seq {first}: {e}")),
         };
-        if Some(line.meta.batch) != meta.torn_batch {
-            w.plain.extend_from_slice(line.bytes);
-            w.plain.push(b'\n');
+        if Some(block.meta.batch) != meta.torn_batch {
+            w.plain.extend_from_slice(block.text);
         }
-        let decoded = json::parse(&String::from_utf8_lossy(line.bytes))
-            .map_err(|e| e.to_string())
-            .and_then(decode_record);
-        let events = match decoded {
-            Ok(events) => events,
-            Err(e) => {
-                return w
-                    .problems
-                    .push(format!("line at seq {first} no longer decodes: {e}"))
-            }
-        };
-        report.events += events.len() as u64;
-        if events.len() as u64 != u64::from(line.meta.members) {
-            w.problems.push(format!(
-                "line at seq {first} holds {} events, the index says {}",
-                events.len(),
-                line.meta.members
-            ));
-        }
-        for (k, e) in events.iter().enumerate() {
-            let want = first + k as u64;
-            let seq = e
-                .as_object()
-                .and_then(|o| o.get("seq"))
-                .and_then(json::Value::as_safe_integer);
-            if seq != i64::try_from(want).ok() {
+        let mut line_seq = first;
+        for (line, members) in block.lines() {
+            w.lines += 1;
+            report.lines += 1;
+            let decoded = json::parse(&String::from_utf8_lossy(line))
+                .map_err(|e| e.to_string())
+                .and_then(decode_record);
+            let events = match decoded {
+                Ok(events) => events,
+                Err(e) => {
+                    w.problems
+                        .push(format!("line at seq {line_seq} no longer decodes: {e}"));
+                    line_seq += u64::from(members);
+                    continue;
+                }
+            };
+            report.events += events.len() as u64;
+            if events.len() as u64 != u64::from(members) {
                 w.problems.push(format!(
-                    "event {k} of the line at seq {first} has seq {seq:?}, expected {want}"
+                    "line at seq {line_seq} holds {} events, the index says {members}",
+                    events.len()
                 ));
             }
+            for (k, e) in events.iter().enumerate() {
+                let want = line_seq + k as u64;
+                let seq = e
+                    .as_object()
+                    .and_then(|o| o.get("seq"))
+                    .and_then(json::Value::as_safe_integer);
+                if seq != i64::try_from(want).ok() {
+                    w.problems.push(format!(
+                        "event {k} of the line at seq {line_seq} has seq {seq:?}, expected {want}"
+                    ));
+                }
+            }
+            line_seq += events.len() as u64;
         }
-        w.next_seq = first + events.len() as u64;
+        w.next_seq = line_seq;
     }
 
     /// Every session number present in `events` must have metadata.

@@ -7,7 +7,7 @@ use sessionlog_codec::chunk_rows::pack_runs;
 use sessionlog_codec::event::NewEvent;
 use sessionlog_codec::json::{self, Value};
 use sessionlog_codec::known_types::is_known;
-use sessionlog_codec::stored::LineMeta;
+use sessionlog_codec::stored::{encode_block, BlockMeta};
 use sessionlog_codec::surface::SurfaceChange;
 use sessionlog_codec::zstd::FrameCompressor;
 
@@ -130,36 +130,23 @@ fn write_records(
     batch: &mut WriteBatch,
 ) -> Result<SessionMeta> {
     let events_cf = store.cf(CF_EVENTS)?;
-    let mut text = Vec::new();
-    let mut seq = meta.events;
+    let mut text = String::new();
     let records = pack_runs(authored);
-    let mut line = String::new();
+    let mut block = BlockMeta {
+        batch: meta.next_batch,
+        members: Vec::with_capacity(records.len()),
+    };
     for packed in &records {
-        let record = packed.value();
-        line.clear();
-        json::write_value(&mut line, record);
-        let members = packed.members() as u64;
-        let type_tag = record
-            .as_object()
-            .and_then(|o| o.get("type"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let line_meta = LineMeta {
-            members: u32::try_from(members).unwrap_or(u32::MAX),
-            batch: meta.next_batch,
-            type_tag,
-        };
-        let value = sessionlog_codec::stored::encode_line(&line_meta, line.as_bytes())?;
-        batch.put_cf(
-            events_cf,
-            keys::event_key(meta.number, keys::LINE, seq),
-            value,
-        );
-        text.extend_from_slice(line.as_bytes());
-        text.push(b'\n');
-        seq += members;
+        json::write_value(&mut text, packed.value());
+        text.push('\n');
+        block
+            .members
+            .push(u32::try_from(packed.members()).unwrap_or(u32::MAX));
     }
+    let text = text.into_bytes();
+    let seq = meta.events + block.members.iter().map(|&m| u64::from(m)).sum::<u64>();
+    let key = keys::event_key(meta.number, keys::BLOCK, meta.events);
+    batch.put_cf(events_cf, key, encode_block(&block, &text)?);
     let mut next = meta.clone();
     next.events = seq;
     next.committed_lines += records.len() as u64;

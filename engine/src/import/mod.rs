@@ -12,7 +12,6 @@ use sessionlog_codec::header::{Header, HeaderCheck};
 use sessionlog_codec::json::Value;
 use sessionlog_codec::known_types::SupportCheck;
 use sessionlog_codec::scanner::{BodyScanner, BodyVerdict, LineOutcome};
-use sessionlog_codec::stored::LineMeta;
 
 use writer::SessionWriter;
 pub(crate) use writer::{checked_bytes, checked_value};
@@ -182,12 +181,8 @@ impl BodyIndexer {
             self.support.observe(&self.id, e);
         }
         let first_seq = self.scanner.events() - events.len() as u64;
-        let meta = LineMeta {
-            members: u32::try_from(events.len()).unwrap_or(u32::MAX),
-            batch,
-            type_tag: type_tag(&events),
-        };
-        w.put_line(first_seq, &meta, bytes)?;
+        let members = u32::try_from(events.len()).unwrap_or(u32::MAX);
+        w.put_line(first_seq, members, batch, bytes)?;
         Ok(true)
     }
 
@@ -250,30 +245,6 @@ fn check_strict(
         });
     }
     Ok(())
-}
-
-/// The record's type tag: the event's `type` for a scalar line (empty if it has none), the row
-/// tag for a packed row (rows expand to `assistant/chunk` members).
-fn type_tag(events: &[Value]) -> String {
-    let field =
-        |v: Option<&Value>, k: &str| v.and_then(Value::as_object).and_then(|o| o.get(k)).cloned();
-    let first = events.first();
-    let ty = field(first, "type")
-        .and_then(|t| t.as_str().map(str::to_owned))
-        .unwrap_or_default();
-    if events.len() == 1 {
-        return ty;
-    }
-    let chunk = field(field(first, "data").as_ref(), "chunk");
-    match field(chunk.as_ref(), "type")
-        .as_ref()
-        .and_then(Value::as_str)
-    {
-        Some("text-delta") => "text-chunks",
-        Some("reasoning-delta") => "reasoning-chunks",
-        _ => "tool-call-chunks",
-    }
-    .to_owned()
 }
 
 /// Header `createdAt` and `cwd`, for listing.

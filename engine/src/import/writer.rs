@@ -11,7 +11,7 @@
 //! [`Options::import_batch_bytes`]: crate::Options::import_batch_bytes
 
 use rocksdb::WriteBatch;
-use sessionlog_codec::stored::{encode_line, LineMeta};
+use sessionlog_codec::stored::{encode_block, BlockMeta};
 
 use crate::keys;
 use crate::meta::SessionMeta;
@@ -26,6 +26,8 @@ pub(crate) struct SessionWriter<'s> {
     bytes: usize,
     spilled: bool,
     tail: Vec<u8>,
+    /// The block being filled: its first seq, metadata and text.
+    block: Option<(u64, BlockMeta, Vec<u8>)>,
     /// Tail chunks written so far.
     pub(crate) tail_chunks: u64,
     /// Tail bytes written or buffered so far.
@@ -45,6 +47,7 @@ impl<'s> SessionWriter<'s> {
             bytes: 0,
             spilled: false,
             tail: Vec::new(),
+            block: None,
             tail_chunks: 0,
             tail_bytes: 0,
             lines: 0,
@@ -52,11 +55,45 @@ impl<'s> SessionWriter<'s> {
         }
     }
 
-    /// Store a committed line keyed by its first seq.
-    pub(crate) fn put_line(&mut self, first_seq: u64, meta: &LineMeta, bytes: &[u8]) -> Result<()> {
-        let value = encode_line(meta, bytes)?;
-        self.put(keys::event_key(self.number, keys::LINE, first_seq), value)?;
+    /// Store a committed line (without `\n`) holding `members` events from `first_seq` on, written
+    /// in `batch`. Lines are grouped into blocks of one batch, bounded by
+    /// [`Options::block_bytes`](crate::Options::block_bytes).
+    pub(crate) fn put_line(
+        &mut self,
+        first_seq: u64,
+        members: u32,
+        batch: u64,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let full = self.block.as_ref().is_some_and(|(_, meta, text)| {
+            meta.batch != batch || text.len() >= self.store.options.block_bytes
+        });
+        if full {
+            self.flush_block()?;
+        }
+        let (_, meta, text) = self.block.get_or_insert_with(|| {
+            (
+                first_seq,
+                BlockMeta {
+                    batch,
+                    members: Vec::new(),
+                },
+                Vec::new(),
+            )
+        });
+        meta.members.push(members);
+        text.extend_from_slice(bytes);
+        text.push(b'\n');
         self.lines += 1;
+        Ok(())
+    }
+
+    /// Store the block being filled, if any.
+    fn flush_block(&mut self) -> Result<()> {
+        if let Some((first_seq, meta, text)) = self.block.take() {
+            let value = encode_block(&meta, &text)?;
+            self.put(keys::event_key(self.number, keys::BLOCK, first_seq), value)?;
+        }
         Ok(())
     }
 
@@ -70,6 +107,7 @@ impl<'s> SessionWriter<'s> {
 
     /// Append bytes to the uncommitted tail (stored in chunks).
     pub(crate) fn put_tail(&mut self, bytes: &[u8]) -> Result<()> {
+        self.flush_block()?;
         self.tail.extend_from_slice(bytes);
         self.tail_bytes += bytes.len() as u64;
         let chunk_size = self.store.options.tail_chunk_bytes;
@@ -122,6 +160,7 @@ impl<'s> SessionWriter<'s> {
     /// Flush the tail and commit everything with the session's metadata, whose line, frame and
     /// tail counts are taken from what was written. With `defer_sync` the commit is not fsynced.
     pub(crate) fn finish(mut self, mut meta: SessionMeta, defer_sync: bool) -> Result<()> {
+        self.flush_block()?;
         if !self.tail.is_empty() {
             let tail = std::mem::take(&mut self.tail);
             self.put_tail_chunk(&tail)?;
