@@ -4,6 +4,7 @@ mod append;
 mod corpus;
 mod fixtures;
 mod hostile;
+mod reader;
 mod root;
 mod roundtrip;
 mod zstd;

@@ -64,11 +64,14 @@ pub fn is_known(ty: &str) -> bool {
     KNOWN.binary_search(&ty).is_ok() || NORMALIZED_LEGACY.contains(&ty)
 }
 
-/// Collects the first refusal over the committed events of a session, in DSH's order: the legacy
-/// rejects are checked over the whole log before any unknown-type check.
+/// Collects the first refusal over the committed events of a session, in DSH's order
+/// (`assertSupportedEvents`, then the unknown-type check): the first `request/header-delta` of the
+/// whole log, else its first `mode/set`, else its first `request/header` with reason
+/// `"fallback"`, else its first unknown type not marked ignorable.
 #[derive(Debug, Default)]
 pub struct SupportCheck {
-    legacy: Option<String>,
+    /// The first refusal of each legacy kind, in DSH's priority order.
+    legacy: [Option<String>; 3],
     unknown: Option<String>,
 }
 
@@ -78,22 +81,22 @@ impl SupportCheck {
         let Some(o) = event.as_object() else { return };
         let ty = o.get("type").and_then(Value::as_str).unwrap_or("");
         let seq = o.get("seq").map(json::js_string_of).unwrap_or_default();
-        if self.legacy.is_none() {
-            let fallback = ty == "request/header"
-                && o.get("data")
-                    .and_then(Value::as_object)
-                    .and_then(|d| d.get("reason"))
-                    .and_then(Value::as_str)
-                    == Some("fallback");
-            self.legacy = match ty {
-                "request/header-delta" | "mode/set" => {
-                    Some(format!("session \"{id}\" contains unsupported legacy {ty} event at seq {seq}"))
-                }
-                _ if fallback => Some(format!(
-                    "session \"{id}\" contains unsupported legacy request/header reason \"fallback\" at seq {seq}"
-                )),
-                _ => None,
-            };
+        let fallback = ty == "request/header"
+            && o.get("data")
+                .and_then(Value::as_object)
+                .and_then(|d| d.get("reason"))
+                .and_then(Value::as_str)
+                == Some("fallback");
+        let legacy = match ty {
+            "request/header-delta" => Some((0, format!("legacy {ty} event"))),
+            "mode/set" => Some((1, format!("legacy {ty} event"))),
+            _ if fallback => Some((2, "legacy request/header reason \"fallback\"".to_owned())),
+            _ => None,
+        };
+        if let Some((rank, what)) = legacy {
+            self.legacy[rank].get_or_insert_with(|| {
+                format!("session \"{id}\" contains unsupported {what} at seq {seq}")
+            });
         }
         let ignorable = matches!(o.get("ignorable"), Some(Value::Bool(true)));
         if self.unknown.is_none()
@@ -114,7 +117,12 @@ impl SupportCheck {
 
     /// The refusal DSH would raise, if any.
     pub fn refusal(&self) -> Option<&str> {
-        self.legacy.as_deref().or(self.unknown.as_deref())
+        self.legacy
+            .iter()
+            .flatten()
+            .next()
+            .or(self.unknown.as_ref())
+            .map(String::as_str)
     }
 }
 

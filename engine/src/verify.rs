@@ -118,7 +118,10 @@ impl Store {
                     match checked_bytes(v) {
                         Some(b) => {
                             w.stored += b.len() as u64;
-                            if let Err(e) = decoder.decode_frame(b, 0, &mut w.framed_plain) {
+                            // A frame failing validation can be a corrupt log's verdict
+                            // itself; the crc32 above still guards its stored bytes.
+                            let decoded = decoder.decode_frame(b, 0, &mut w.framed_plain);
+                            if let (Err(e), true) = (decoded, meta.verdict.is_loadable()) {
                                 w.problems.push(format!("frame {n} no longer decodes: {e}"));
                             }
                         }
