@@ -5,6 +5,7 @@ mod corpus;
 mod fixtures;
 mod hostile;
 mod reader;
+mod repair;
 mod root;
 mod roundtrip;
 mod zstd;

@@ -84,6 +84,16 @@ pub enum Command {
         #[arg(long)]
         expect_seq: Option<u64>,
     },
+    /// Repair a session as DSH does on load: cut a torn tail, close an interrupted turn.
+    Repair {
+        /// Session id.
+        id: String,
+    },
+    /// Resume a session: repair it, then append `session/end-seed` unless the log ends with one.
+    Resume {
+        /// Session id.
+        id: String,
+    },
     /// Write a session's stored bytes, exactly as imported (or converted with --format).
     Export {
         /// Session id.

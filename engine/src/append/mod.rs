@@ -11,7 +11,7 @@
 //! writes nothing; appends to one session are serialized by its hot-state mutex (`hot.rs`).
 
 mod hot;
-mod stage;
+pub(crate) mod stage;
 
 use std::sync::atomic::Ordering;
 

@@ -123,7 +123,7 @@ pub(crate) fn stage(
 
 /// Pack and serialize the batch as DSH's writer would, stage its lines (and frame), and return
 /// the session metadata as it will be once the batch commits.
-fn write_records(
+pub(crate) fn write_records(
     store: &Store,
     meta: &SessionMeta,
     authored: &[Value],

@@ -1,4 +1,4 @@
-//! `sessionlog create` and `sessionlog append`: the live write path from the shell.
+//! `sessionlog create`, `append`, `repair` and `resume`: the live write path from the shell.
 
 use std::io::Read;
 use std::process::ExitCode;
@@ -66,5 +66,25 @@ pub fn append(store: &Store, id: &str, expect_seq: Option<u64>) -> anyhow::Resul
             receipt.first_seq + n - 1
         ),
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn repair(store: &Store, id: &str, resume: bool) -> anyhow::Result<ExitCode> {
+    let r = if resume {
+        store.resume(id)?
+    } else {
+        store.repair(id)?
+    };
+    println!(
+        "{id}: cut {} torn bytes, re-appended {} recovered events, appended {} closers{}",
+        r.cut_bytes,
+        r.recovered,
+        r.closers,
+        if r.end_seed {
+            " and a session/end-seed"
+        } else {
+            ""
+        }
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -46,6 +46,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             encoding,
         } => append::create(&open()?, id, cwd, created_at, encoding),
         Command::Append { id, expect_seq } => append::append(&open()?, &id, expect_seq),
+        Command::Repair { id } => append::repair(&open()?, &id, false),
+        Command::Resume { id } => append::repair(&open()?, &id, true),
         Command::Events { id, from, to } => inspect::events(&open()?, &id, from, to),
         Command::Ls { json } => inspect::ls(&open()?, json),
         Command::Verify { ids, json } => inspect::verify(&open()?, &ids, json),

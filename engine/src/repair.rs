@@ -1,0 +1,177 @@
+//! Crash repair and resume with DSH's semantics (persistence-spec §4.4–4.6).
+//!
+//! Repair cuts a torn tail (the TAIL keys; for zstd imports also the lines recovered from the
+//! torn final frame, which DSH re-serializes) and appends one batch: the recovered events, then
+//! the closers of an interrupted turn (`codec::repair`). Bytes before the cut never change.
+//! Resume repairs, then appends one `session/end-seed` batch unless the log already ends with
+//! one. Both run under the session's write lock and drop its hot state, which reloads from the
+//! store on the next append.
+
+use rocksdb::WriteBatch;
+use sessionlog_codec::json::Value;
+use sessionlog_codec::repair::{end_seed, needs_end_seed, OpenTurn};
+use sessionlog_codec::stored::decode_block;
+
+use crate::append::stage::write_records;
+use crate::export::corrupt;
+use crate::keys;
+use crate::meta::{SessionMeta, Verdict};
+use crate::store::{Store, CF_EVENTS};
+use crate::{Error, Result};
+
+/// What a repair or resume did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RepairReport {
+    /// Bytes cut from the end of the stored file (the torn tail).
+    pub cut_bytes: u64,
+    /// Events re-appended from a torn zstd frame.
+    pub recovered: u64,
+    /// Closer events appended for an interrupted turn.
+    pub closers: u64,
+    /// Whether a `session/end-seed` batch was appended (resume only).
+    pub end_seed: bool,
+}
+
+/// The blocks of lines recovered from a torn zstd frame.
+#[derive(Default)]
+struct TornBlocks {
+    keys: Vec<[u8; keys::EVENT_KEY_LEN]>,
+    lines: u64,
+    events: usize,
+}
+
+impl Store {
+    /// Repair session `id` as DSH does on load: cut a torn tail, close an interrupted turn.
+    pub fn repair(&self, id: &str) -> Result<RepairReport> {
+        self.repair_or_resume(id, false)
+    }
+
+    /// Resume session `id`: repair it, then mark the seed boundary with `session/end-seed`.
+    pub fn resume(&self, id: &str) -> Result<RepairReport> {
+        self.repair_or_resume(id, true)
+    }
+
+    fn repair_or_resume(&self, id: &str, resume: bool) -> Result<RepairReport> {
+        self.check_writable()?;
+        let handle = self.hot.handle(id.as_bytes());
+        let mut hot = handle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut meta = self.require_meta(id.as_bytes())?;
+        if !meta.verdict.is_loadable() {
+            return Err(Error::NotAppendable {
+                id: id.into(),
+                reason: format!(
+                    "DSH's reader refuses its log ({}); there is nothing it would repair",
+                    meta.verdict
+                ),
+            });
+        }
+        let mut report = RepairReport::default();
+        let (events, torn) = self.events_for_repair(&meta)?;
+        let mut batch = WriteBatch::default();
+        let events_cf = self.cf(CF_EVENTS)?;
+        let recovered: Vec<Value> = events[events.len().saturating_sub(torn.events)..].to_vec();
+        if meta.tail_bytes > 0 || !torn.keys.is_empty() {
+            batch.delete_range_cf(
+                events_cf,
+                keys::event_key(meta.number, keys::TAIL, 0),
+                keys::event_key(meta.number, keys::TAIL, u64::MAX),
+            );
+            for key in &torn.keys {
+                batch.delete_cf(events_cf, key);
+            }
+            report.cut_bytes = meta.tail_bytes;
+            report.recovered = recovered.len() as u64;
+            meta.total_bytes -= meta.tail_bytes;
+            meta.events -= recovered.len() as u64;
+            meta.committed_lines -= torn.lines;
+            meta.committed_bytes = meta.plaintext_bytes;
+            meta.tail_bytes = 0;
+            meta.tail_chunks = 0;
+            meta.torn_batch = None;
+        }
+        meta.verdict = Verdict::Clean;
+        meta.body_lines = meta.committed_lines;
+        let mut open = OpenTurn::new();
+        for e in &events {
+            open.observe(e);
+        }
+        if let Some(e) = open.type_error() {
+            return Err(Error::NotAppendable {
+                id: id.into(),
+                reason: format!("DSH's closer scan fails on its log: {e}"),
+            });
+        }
+        let last_time = events
+            .last()
+            .and_then(Value::as_object)
+            .and_then(|o| o.get("time"));
+        let closers = open.closers(events.len() as u64, last_time);
+        report.closers = closers.len() as u64;
+        let mut repaired: Vec<Value> = recovered;
+        repaired.extend(closers);
+        let mut last = events.last().cloned();
+        if !repaired.is_empty() {
+            last = repaired.last().cloned();
+            meta = write_records(self, &meta, &repaired, &mut batch)?;
+        } else if report.cut_bytes > 0 {
+            batch.put_cf(
+                self.cf(crate::store::CF_SESSIONS)?,
+                keys::meta_key(&meta.id),
+                meta.encode()?,
+            );
+        }
+        if resume && needs_end_seed(last.as_ref()) {
+            let seed = end_seed(meta.events, crate::import::now_ms());
+            write_records(self, &meta, std::slice::from_ref(&seed), &mut batch)?;
+            report.end_seed = true;
+        }
+        if !batch.is_empty() {
+            self.commit(batch, &format!("repairing session \"{id}\""))?;
+            *hot = None;
+        }
+        Ok(report)
+    }
+
+    /// Every committed event, and the blocks holding lines recovered from a torn zstd frame
+    /// (DSH cuts and re-serializes those; they are the log's last events).
+    fn events_for_repair(&self, meta: &SessionMeta) -> Result<(Vec<Value>, TornBlocks)> {
+        let mut events = Vec::new();
+        self.events(&meta.id_lossy(), 0, None, &mut |_, e| {
+            events.push(e.clone());
+            Ok(())
+        })?;
+        let mut recovered = TornBlocks::default();
+        if let Some(torn) = meta.torn_batch {
+            let mut it = self.session_iter(meta.number)?;
+            it.seek(keys::event_key(meta.number, keys::BLOCK, 0));
+            while it.valid() {
+                let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                    break;
+                };
+                let Some((_, keys::BLOCK, first)) = keys::parse_event_key(k) else {
+                    break;
+                };
+                let block = decode_block(v)
+                    .map_err(|e| corrupt(meta, format!("block at seq {first}: {e}")))?;
+                if block.meta.batch == torn {
+                    recovered
+                        .keys
+                        .push(keys::event_key(meta.number, keys::BLOCK, first));
+                    recovered.lines += block.meta.members.len() as u64;
+                    recovered.events += block
+                        .meta
+                        .members
+                        .iter()
+                        .map(|&m| m as usize)
+                        .sum::<usize>();
+                }
+                it.next();
+            }
+            it.status()
+                .map_err(Error::storage("reading a torn session"))?;
+        }
+        Ok((events, recovered))
+    }
+}
