@@ -18,7 +18,7 @@ use crate::fixtures::{events_text, export_bytes, temp_store};
 const HEADER: &str =
     r#"{"type":"session","version":0,"id":"a","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
 
-fn new_event(v: &Value) -> NewEvent {
+pub fn new_event(v: &Value) -> NewEvent {
     let o = v.as_object().expect("event object");
     NewEvent {
         ty: o

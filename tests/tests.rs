@@ -8,4 +8,5 @@ mod reader;
 mod repair;
 mod root;
 mod roundtrip;
+mod surface;
 mod zstd;

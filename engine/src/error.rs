@@ -130,6 +130,24 @@ pub enum Error {
     /// One failure reported to every append that shared its group commit.
     #[error(transparent)]
     Shared(std::sync::Arc<Error>),
+    /// DSH's own code throws on this session's surface at the requested point.
+    #[error("session \"{id}\": DSH's surface projection fails: {reason}")]
+    SurfaceFailed {
+        /// The session id.
+        id: String,
+        /// DSH's message.
+        reason: String,
+    },
+    /// A seq past the end of the log.
+    #[error("session \"{id}\" has {events} events; seq {seq} is past its end")]
+    OutOfRange {
+        /// The session id.
+        id: String,
+        /// The seq asked for.
+        seq: u64,
+        /// Events in the log.
+        events: u64,
+    },
     /// Invalid options.
     #[error("invalid options: {0}")]
     Options(String),

@@ -12,7 +12,7 @@
 
 use std::io::Write;
 
-use rocksdb::{DBRawIteratorWithThreadMode, ReadOptions, DB};
+use rocksdb::{DBRawIteratorWithThreadMode, DB};
 use sessionlog_codec::stored::{block_text, decode_block};
 use sessionlog_codec::zstd::FrameCompressor;
 
@@ -168,9 +168,7 @@ impl Store {
 
     /// A raw iterator bounded to one session's `events` range.
     pub(crate) fn session_iter(&self, number: u64) -> Result<DBRawIteratorWithThreadMode<'_, DB>> {
-        let mut ro = ReadOptions::default();
-        ro.set_iterate_upper_bound(keys::session_end(number));
-        ro.set_prefix_same_as_start(true);
+        let mut ro = self.bounded(number);
         // Whole-session scans: read ahead, and keep one-off scans from evicting hot blocks.
         ro.set_readahead_size(2 << 20);
         ro.fill_cache(false);

@@ -17,6 +17,7 @@ mod options;
 mod repair;
 mod root;
 mod store;
+mod surface;
 mod verify;
 
 pub use append::{AppendItem, AppendReceipt};
@@ -29,4 +30,5 @@ pub use options::{Durability, Options};
 pub use repair::RepairReport;
 pub use root::{is_session_root, scan_root, RootScan};
 pub use store::Store;
+pub use surface::SurfaceView;
 pub use verify::{VerifyProblem, VerifyReport};

@@ -88,6 +88,11 @@ pub struct SessionMeta {
     pub torn_batch: Option<u64>,
     /// The batch number the next append takes (the header is batch 0).
     pub next_batch: u64,
+    /// The first event DSH's surface fold refuses (seq, DSH's message): surface queries at or
+    /// past it fail, and the session takes no appends.
+    pub surface_error: Option<(u64, String)>,
+    /// Surface ops indexed since the last surface snapshot (the snapshot policy's counter).
+    pub surface_since_snapshot: u64,
     /// How the bytes arrived.
     pub source: SourceEncoding,
     /// Import time, epoch ms.

@@ -12,7 +12,7 @@ use sessionlog_codec::json::Value;
 use sessionlog_codec::repair::{end_seed, needs_end_seed, OpenTurn};
 use sessionlog_codec::stored::decode_block;
 
-use crate::append::stage::write_records;
+use crate::append::stage::{fold_batch, write_records};
 use crate::export::corrupt;
 use crate::keys;
 use crate::meta::{SessionMeta, Verdict};
@@ -112,9 +112,14 @@ impl Store {
         let mut repaired: Vec<Value> = recovered;
         repaired.extend(closers);
         let mut last = events.last().cloned();
+        let mut fold = match meta.events {
+            0 => sessionlog_codec::surface::SurfaceFold::new(),
+            n => self.surface_fold_at(&meta, n - 1)?,
+        };
         if !repaired.is_empty() {
             last = repaired.last().cloned();
-            meta = write_records(self, &meta, &repaired, &mut batch)?;
+            let folded = self.fold_for_repair(&meta, &mut fold, &repaired)?;
+            meta = write_records(self, &meta, &repaired, &folded, &mut batch)?;
         } else if report.cut_bytes > 0 {
             batch.put_cf(
                 self.cf(crate::store::CF_SESSIONS)?,
@@ -123,8 +128,9 @@ impl Store {
             );
         }
         if resume && needs_end_seed(last.as_ref()) {
-            let seed = end_seed(meta.events, crate::import::now_ms());
-            write_records(self, &meta, std::slice::from_ref(&seed), &mut batch)?;
+            let seed = [end_seed(meta.events, crate::import::now_ms())];
+            let folded = self.fold_for_repair(&meta, &mut fold, &seed)?;
+            write_records(self, &meta, &seed, &folded, &mut batch)?;
             report.end_seed = true;
         }
         if !batch.is_empty() {
@@ -132,6 +138,22 @@ impl Store {
             *hot = None;
         }
         Ok(report)
+    }
+
+    /// Fold repair events into the surface; DSH's own closers never break its rules, so a
+    /// refusal means the stored log is inconsistent.
+    fn fold_for_repair(
+        &self,
+        meta: &SessionMeta,
+        fold: &mut sessionlog_codec::surface::SurfaceFold,
+        events: &[Value],
+    ) -> Result<crate::append::stage::Folded> {
+        fold_batch(self, meta, fold, events).map_err(|(seq, rule)| {
+            corrupt(
+                meta,
+                format!("repair event at seq {seq} breaks the surface: {rule}"),
+            )
+        })
     }
 
     /// Every committed event, and the blocks holding lines recovered from a torn zstd frame

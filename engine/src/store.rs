@@ -135,6 +135,14 @@ impl Store {
             .map_err(Error::storage(context))
     }
 
+    /// Read options bounded to one session's range (prefix-seek on its session number).
+    pub(crate) fn bounded(&self, number: u64) -> rocksdb::ReadOptions {
+        let mut ro = rocksdb::ReadOptions::default();
+        ro.set_iterate_upper_bound(keys::session_end(number));
+        ro.set_prefix_same_as_start(true);
+        ro
+    }
+
     /// Metadata of `id`, if stored.
     pub(crate) fn meta(&self, id: &[u8]) -> Result<Option<SessionMeta>> {
         let cf = self.cf(CF_SESSIONS)?;

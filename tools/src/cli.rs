@@ -125,6 +125,33 @@ pub enum Command {
         #[arg(long)]
         to: Option<u64>,
     },
+    /// The model-visible surface after seq N: node seqs, replaceGeneration, replacements.
+    Surface {
+        /// Session id.
+        id: String,
+        /// The seq to look at (default: the last event).
+        #[arg(long)]
+        at: Option<u64>,
+        /// Print one JSON object `{"nodes","replaceGeneration","replacements"}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The messages the model saw after seq N (DSH's deriveMessages), one JSON.stringify per line.
+    Messages {
+        /// Session id.
+        id: String,
+        /// The seq to look at (default: the last event).
+        #[arg(long)]
+        at: Option<u64>,
+    },
+    /// The human transcript up to seq N: append-origin surface events, one per line.
+    Transcript {
+        /// Session id.
+        id: String,
+        /// The seq to look at (default: the last event).
+        #[arg(long)]
+        at: Option<u64>,
+    },
     /// List stored sessions.
     Ls {
         /// One JSON object per session.

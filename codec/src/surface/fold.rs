@@ -36,7 +36,7 @@ pub struct Replacement {
 }
 
 /// What one event did to the surface.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SurfaceChange {
     /// Not a surface event: the node list is unchanged.
     Unchanged,
@@ -78,6 +78,43 @@ impl SurfaceFold {
             next_seq: base_seq,
             ..Self::default()
         }
+    }
+
+    /// A fold resumed from a stored snapshot: `nodes` and `replace_generation` after the event at
+    /// `next_seq - 1`, without the replacement history (the engine keeps that separately).
+    pub fn from_snapshot(next_seq: u64, nodes: Vec<u64>, replace_generation: u64) -> Self {
+        SurfaceFold {
+            next_seq,
+            nodes,
+            replace_generation,
+            replacements: Vec::new(),
+        }
+    }
+
+    /// Re-apply a change a fold produced, without re-validating it: rebuilding a surface from
+    /// its index. Events between stored changes changed nothing, so the next seq moves to the
+    /// change's seq + 1.
+    pub fn redo(&mut self, change: &SurfaceChange) {
+        match change {
+            SurfaceChange::Unchanged => {}
+            SurfaceChange::Appended { seq } => {
+                self.nodes.push(*seq);
+                self.next_seq = *seq;
+            }
+            SurfaceChange::Replaced(r) => {
+                let at = r
+                    .shadowed_seqs
+                    .first()
+                    .and_then(|&s| self.position(s))
+                    .unwrap_or(self.nodes.len());
+                let end = (at + r.shadowed_seqs.len()).min(self.nodes.len());
+                self.nodes.splice(at..end, [r.seq]);
+                self.replace_generation += 1;
+                self.replacements.push(r.clone());
+                self.next_seq = r.seq;
+            }
+        }
+        self.next_seq += 1;
     }
 
     /// Current surface node seqs in model order.

@@ -104,6 +104,8 @@ impl Store {
                 frames: 0,
                 torn_batch: None,
                 next_batch: 1,
+                surface_error: None,
+                surface_since_snapshot: 0,
                 source: encoding,
                 imported_at_ms: crate::import::now_ms(),
             };
@@ -230,25 +232,17 @@ impl Store {
             .ok_or_else(|| Error::Options("hot session vanished".into()))
     }
 
-    /// Fold the whole stored log's surface (a cold start; the surface index makes this cheap).
+    /// The current surface from the index (nearest snapshot, then the ops after it).
     fn fold_surface(&self, meta: &SessionMeta) -> Result<sessionlog_codec::surface::SurfaceFold> {
-        let id = meta.id_lossy();
-        let mut fold = sessionlog_codec::surface::SurfaceFold::new();
-        let mut failure = None;
-        self.events(&id, 0, None, &mut |seq, event| {
-            if failure.is_none() {
-                let lookup = |s: u64| self.event_at(meta, s).ok().flatten();
-                if let Err(e) = fold.apply(event, lookup) {
-                    failure = Some(format!(
-                        "its log fails DSH's surface validation at seq {seq}: {e}"
-                    ));
-                }
-            }
-            Ok(())
-        })?;
-        match failure {
-            Some(reason) => Err(Error::NotAppendable { id, reason }),
-            None => Ok(fold),
+        if let Some((seq, reason)) = &meta.surface_error {
+            return Err(Error::NotAppendable {
+                id: meta.id_lossy(),
+                reason: format!("its log fails DSH's surface validation at seq {seq}: {reason}"),
+            });
+        }
+        match meta.events {
+            0 => Ok(sessionlog_codec::surface::SurfaceFold::new()),
+            n => self.surface_fold_at(meta, n - 1),
         }
     }
 

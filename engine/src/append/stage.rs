@@ -8,14 +8,15 @@ use sessionlog_codec::event::NewEvent;
 use sessionlog_codec::json::{self, Value};
 use sessionlog_codec::known_types::is_known;
 use sessionlog_codec::stored::{encode_block, BlockMeta};
-use sessionlog_codec::surface::SurfaceChange;
+use sessionlog_codec::surface::{SurfaceChange, SurfaceFold};
 use sessionlog_codec::zstd::FrameCompressor;
 
 use super::hot::HotSession;
 use super::AppendReceipt;
 use crate::import::{checked_value, now_ms};
 use crate::meta::{SessionMeta, SourceEncoding};
-use crate::store::{Store, CF_EVENTS, CF_SESSIONS};
+use crate::store::{Store, CF_EVENTS, CF_SESSIONS, CF_SURFACE};
+use crate::surface::SurfaceIndexer;
 use crate::{keys, Error, Result};
 
 /// A batch staged into the WriteBatch, waiting for its commit.
@@ -87,38 +88,80 @@ pub(crate) fn stage(
             return Err(reject(seq, format!("event type \"{ty}\" is unknown to DSH 0.1.0, whose reader refuses a log holding it; mark it \"ignorable\": true")));
         }
     }
-    let mut changes = Vec::with_capacity(authored.len());
-    for (k, event) in authored.iter().enumerate() {
-        let lookup = |s: u64| match s.checked_sub(next) {
-            Some(i) => usize::try_from(i)
-                .ok()
-                .and_then(|i| authored.get(i))
-                .cloned(),
-            None => store.event_at(&hot.meta, s).ok().flatten(),
-        };
-        match hot.surface.apply(event, lookup) {
-            Ok(change) => changes.push(change),
-            Err(e) => {
-                for change in changes.iter().rev() {
-                    hot.surface.undo(change);
-                }
-                return Err(reject(next + k as u64, e.to_string()));
-            }
-        }
-    }
-    match write_records(store, &hot.meta, &authored, batch) {
+    let folded = fold_batch(store, &hot.meta, &mut hot.surface, &authored)
+        .map_err(|(seq, rule)| reject(seq, rule))?;
+    match write_records(store, &hot.meta, &authored, &folded, batch) {
         Ok(meta) => Ok(Staged {
             receipt,
-            changes,
+            changes: folded.changes,
             meta: Some(meta),
         }),
         Err(e) => {
-            for change in changes.iter().rev() {
+            for change in folded.changes.iter().rev() {
                 hot.surface.undo(change);
             }
             Err(e)
         }
     }
+}
+
+/// A batch folded into the surface: the changes (for rollback) and the surface-index records.
+pub(crate) struct Folded {
+    changes: Vec<SurfaceChange>,
+    puts: Vec<([u8; keys::EVENT_KEY_LEN], Vec<u8>)>,
+    since_snapshot: u64,
+}
+
+/// Fold `authored` (seqs from `meta.events` on) into `fold` by DSH's surface rules, collecting
+/// the surface-index records. On a refusal the fold is rolled back and the offending seq and
+/// DSH's message are returned.
+pub(crate) fn fold_batch(
+    store: &Store,
+    meta: &SessionMeta,
+    fold: &mut SurfaceFold,
+    authored: &[Value],
+) -> std::result::Result<Folded, (u64, String)> {
+    let next = meta.events;
+    let mut indexer = SurfaceIndexer {
+        since_snapshot: meta.surface_since_snapshot,
+    };
+    let mut folded = Folded {
+        changes: Vec::with_capacity(authored.len()),
+        puts: Vec::new(),
+        since_snapshot: 0,
+    };
+    for (k, event) in authored.iter().enumerate() {
+        let seq = next + k as u64;
+        let lookup = |s: u64| match s.checked_sub(next) {
+            Some(i) => usize::try_from(i)
+                .ok()
+                .and_then(|i| authored.get(i))
+                .cloned(),
+            None => store.event_at(meta, s).ok().flatten(),
+        };
+        let outcome = fold
+            .apply(event, lookup)
+            .map_err(|e| e.to_string())
+            .and_then(|change| {
+                let mut put = |key, value| {
+                    folded.puts.push((key, value));
+                    Ok(())
+                };
+                let recorded = indexer
+                    .record(meta.number, seq, &change, fold, &mut put)
+                    .map_err(|e| e.to_string());
+                folded.changes.push(change);
+                recorded
+            });
+        if let Err(rule) = outcome {
+            for change in folded.changes.iter().rev() {
+                fold.undo(change);
+            }
+            return Err((seq, rule));
+        }
+    }
+    folded.since_snapshot = indexer.since_snapshot;
+    Ok(folded)
 }
 
 /// Pack and serialize the batch as DSH's writer would, stage its lines (and frame), and return
@@ -127,9 +170,14 @@ pub(crate) fn write_records(
     store: &Store,
     meta: &SessionMeta,
     authored: &[Value],
+    surface: &Folded,
     batch: &mut WriteBatch,
 ) -> Result<SessionMeta> {
     let events_cf = store.cf(CF_EVENTS)?;
+    let surface_cf = store.cf(CF_SURFACE)?;
+    for (key, value) in &surface.puts {
+        batch.put_cf(surface_cf, key, value);
+    }
     let mut text = String::new();
     let records = pack_runs(authored);
     let mut block = BlockMeta {
@@ -149,6 +197,7 @@ pub(crate) fn write_records(
     batch.put_cf(events_cf, key, encode_block(&block, &text)?);
     let mut next = meta.clone();
     next.events = seq;
+    next.surface_since_snapshot = surface.since_snapshot;
     next.committed_lines += records.len() as u64;
     next.body_lines += records.len() as u64;
     next.committed_bytes += text.len() as u64;

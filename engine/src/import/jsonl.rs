@@ -90,6 +90,8 @@ impl Store {
                 plaintext_bytes: committed_bytes,
                 frames: 0,
                 torn_batch: None,
+                surface_error: body.surface.error.clone(),
+                surface_since_snapshot: body.surface.indexer.since_snapshot,
                 next_batch: BODY_BATCH + 1,
                 source: SourceEncoding::Jsonl,
                 imported_at_ms: now_ms(),

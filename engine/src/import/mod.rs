@@ -145,6 +145,7 @@ struct BodyIndexer {
     support: SupportCheck,
     source_name: String,
     id: sessionlog_codec::json::JsString,
+    surface: crate::surface::SurfaceBuilder,
 }
 
 impl BodyIndexer {
@@ -152,6 +153,7 @@ impl BodyIndexer {
         BodyIndexer {
             scanner: BodyScanner::new(header_len),
             support: SupportCheck::default(),
+            surface: crate::surface::SurfaceBuilder::default(),
             source_name: source_name.into(),
             id: header.id.clone(),
         }
@@ -177,10 +179,15 @@ impl BodyIndexer {
         let LineOutcome::Committed(events) = outcome else {
             return Ok(false);
         };
-        for e in &events {
-            self.support.observe(&self.id, e);
-        }
         let first_seq = self.scanner.events() - events.len() as u64;
+        let number = w.number();
+        for (k, e) in events.iter().enumerate() {
+            self.support.observe(&self.id, e);
+            self.surface
+                .apply(number, first_seq + k as u64, e, &mut |key, value| {
+                    w.put_surface(key, value)
+                })?;
+        }
         let members = u32::try_from(events.len()).unwrap_or(u32::MAX);
         w.put_line(first_seq, members, batch, bytes)?;
         Ok(true)

@@ -97,6 +97,18 @@ impl<'s> SessionWriter<'s> {
         Ok(())
     }
 
+    /// Store a surface-index record (see `surface/mod.rs`).
+    pub(crate) fn put_surface(
+        &mut self,
+        key: [u8; keys::EVENT_KEY_LEN],
+        value: Vec<u8>,
+    ) -> Result<()> {
+        self.bytes += key.len() + value.len();
+        self.batch
+            .put_cf(self.store.cf(crate::store::CF_SURFACE)?, key, value);
+        Ok(())
+    }
+
     /// Store one complete zstd frame, verbatim.
     pub(crate) fn put_frame(&mut self, frame: &[u8]) -> Result<()> {
         let key = keys::event_key(self.number, keys::FRAME, self.frames);

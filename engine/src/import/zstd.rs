@@ -156,6 +156,8 @@ impl Store {
                 plaintext_bytes: committed_bytes.min(plain_end),
                 frames: 0,
                 torn_batch,
+                surface_error: body.surface.error.clone(),
+                surface_since_snapshot: body.surface.indexer.since_snapshot,
                 next_batch: scan.frames.len() as u64 + u64::from(scan.torn_start.is_some()),
                 source: SourceEncoding::JsonlZstd,
                 imported_at_ms: now_ms(),

@@ -27,6 +27,43 @@ pub fn events(store: &Store, id: &str, from: u64, to: Option<u64>) -> anyhow::Re
     Ok(ExitCode::SUCCESS)
 }
 
+pub fn surface(
+    store: &Store,
+    id: &str,
+    at: Option<u64>,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    let view = store.surface_at(id, at)?;
+    if as_json {
+        println!("{}", view.to_json());
+    } else {
+        let nodes: Vec<String> = view.nodes.iter().map(u64::to_string).collect();
+        println!("nodes: {}", nodes.join(" "));
+        println!("replaceGeneration: {}", view.replace_generation);
+        for r in &view.replacements {
+            println!(
+                "replacement at seq {}: {}..={} shadowed {:?}",
+                r.seq, r.start, r.end, r.shadowed_seqs
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Print values as JSONL, one `JSON.stringify` per line.
+pub fn values(values: &[json::Value]) -> anyhow::Result<ExitCode> {
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut line = String::new();
+    for v in values {
+        line.clear();
+        json::write_value(&mut line, v);
+        line.push('\n');
+        out.write_all(line.as_bytes())?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn ls(store: &Store, as_json: bool) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::new(std::io::stdout().lock());
     for s in store.list()? {

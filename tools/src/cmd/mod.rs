@@ -49,6 +49,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Repair { id } => append::repair(&open()?, &id, false),
         Command::Resume { id } => append::repair(&open()?, &id, true),
         Command::Events { id, from, to } => inspect::events(&open()?, &id, from, to),
+        Command::Surface { id, at, json } => inspect::surface(&open()?, &id, at, json),
+        Command::Messages { id, at } => inspect::values(&open()?.messages_at(&id, at)?),
+        Command::Transcript { id, at } => inspect::values(&open()?.transcript(&id, at)?),
         Command::Ls { json } => inspect::ls(&open()?, json),
         Command::Verify { ids, json } => inspect::verify(&open()?, &ids, json),
         Command::Gen {

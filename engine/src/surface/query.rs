@@ -1,0 +1,215 @@
+//! Point-in-time surface queries: nearest snapshot ≤ N, then the ops in (snapshot, N].
+//! Cost O(log n + k): one seek, at most a quarter of the nodes' worth of ops (see the snapshot
+//! policy), and the answer itself.
+
+use sessionlog_codec::json::{self, Object, Value};
+use sessionlog_codec::surface::{derive_messages, Replacement, SurfaceChange, SurfaceFold};
+
+use super::{decode, Snapshot, OP, REPL, SNAP};
+use crate::keys::{event_key, parse_event_key};
+use crate::meta::SessionMeta;
+use crate::store::{Store, CF_SURFACE};
+use crate::{Error, Result};
+
+/// The surface after event N.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SurfaceView {
+    /// Current surface nodes (event seqs) in model order.
+    pub nodes: Vec<u64>,
+    /// Replacements so far.
+    pub replace_generation: u64,
+    /// Every replacement up to N, in log order.
+    pub replacements: Vec<Replacement>,
+}
+
+impl SurfaceView {
+    /// `{"nodes","replaceGeneration","replacements"}` as DSH's surface files spell it.
+    pub fn to_json(&self) -> String {
+        let ints = |v: &[u64]| Value::Array(v.iter().map(|&n| Value::from(n as f64)).collect());
+        let replacements = self
+            .replacements
+            .iter()
+            .map(|r| {
+                Value::Object(
+                    Object::new()
+                        .with("seq", r.seq as f64)
+                        .with("start", r.start as f64)
+                        .with("end", r.end as f64)
+                        .with("shadowedSeqs", ints(&r.shadowed_seqs)),
+                )
+            })
+            .collect();
+        json::stringify(&Value::Object(
+            Object::new()
+                .with("nodes", ints(&self.nodes))
+                .with("replaceGeneration", self.replace_generation as f64)
+                .with("replacements", Value::Array(replacements)),
+        ))
+    }
+}
+
+impl Store {
+    /// The surface after event `at` (default: the last event).
+    pub fn surface_at(&self, id: &str, at: Option<u64>) -> Result<SurfaceView> {
+        let meta = self.require_meta(id.as_bytes())?;
+        let Some(at) = resolve_at(&meta, at)? else {
+            return Ok(SurfaceView {
+                nodes: Vec::new(),
+                replace_generation: 0,
+                replacements: Vec::new(),
+            });
+        };
+        let fold = self.surface_fold_at(&meta, at)?;
+        let mut replacements = Vec::new();
+        self.scan_surface(&meta, REPL, at, &mut |_, v| {
+            replacements.push(decode::<Replacement>(&meta.id_lossy(), v)?);
+            Ok(())
+        })?;
+        Ok(SurfaceView {
+            nodes: fold.nodes().to_vec(),
+            replace_generation: fold.replace_generation(),
+            replacements,
+        })
+    }
+
+    /// The model-visible messages after event `at`, as DSH's `deriveMessages()` returns them.
+    pub fn messages_at(&self, id: &str, at: Option<u64>) -> Result<Vec<Value>> {
+        let meta = self.require_meta(id.as_bytes())?;
+        let Some(at) = resolve_at(&meta, at)? else {
+            return Ok(Vec::new());
+        };
+        let fold = self.surface_fold_at(&meta, at)?;
+        let mut failure = None;
+        let lookup = |seq: u64| match self.event_at(&meta, seq) {
+            Ok(e) => e,
+            Err(e) => {
+                failure.get_or_insert(e);
+                None
+            }
+        };
+        let messages = derive_messages(fold.nodes(), lookup).map_err(|e| Error::SurfaceFailed {
+            id: id.into(),
+            reason: e.to_string(),
+        });
+        match failure {
+            Some(e) => Err(e),
+            None => messages,
+        }
+    }
+
+    /// The human transcript up to event `at`: every append-origin surface event, whole, in log
+    /// order (shadowed or not).
+    pub fn transcript(&self, id: &str, at: Option<u64>) -> Result<Vec<Value>> {
+        let meta = self.require_meta(id.as_bytes())?;
+        let Some(at) = resolve_at(&meta, at)? else {
+            return Ok(Vec::new());
+        };
+        let mut seqs = Vec::new();
+        self.scan_surface(&meta, OP, at, &mut |seq, v| {
+            if matches!(
+                decode::<SurfaceChange>(&meta.id_lossy(), v)?,
+                SurfaceChange::Appended { .. }
+            ) {
+                seqs.push(seq);
+            }
+            Ok(())
+        })?;
+        let mut out = Vec::with_capacity(seqs.len());
+        for seq in seqs {
+            out.push(self.event_at(&meta, seq)?.ok_or_else(|| Error::Corrupt {
+                id: id.into(),
+                detail: format!("surface index names seq {seq}, which the log does not hold"),
+            })?);
+        }
+        Ok(out)
+    }
+
+    /// The fold after event `at`: nearest snapshot ≤ `at`, then the ops after it.
+    pub(crate) fn surface_fold_at(&self, meta: &SessionMeta, at: u64) -> Result<SurfaceFold> {
+        let id = meta.id_lossy();
+        if let Some((seq, reason)) = &meta.surface_error {
+            if at >= *seq {
+                return Err(Error::SurfaceFailed {
+                    id,
+                    reason: reason.clone(),
+                });
+            }
+        }
+        let cf = self.cf(CF_SURFACE)?;
+        let mut it = self.db.raw_iterator_cf_opt(cf, self.bounded(meta.number));
+        it.seek_for_prev(event_key(meta.number, SNAP, at));
+        let mut fold = SurfaceFold::new();
+        let mut from = 0;
+        if let (Some(k), Some(v)) = (it.key(), it.value()) {
+            if let Some((_, SNAP, seq)) = parse_event_key(k) {
+                let snap: Snapshot = decode(&id, v)?;
+                fold =
+                    SurfaceFold::from_snapshot(snap.next_seq, snap.nodes, snap.replace_generation);
+                from = seq + 1;
+            }
+        }
+        it.status()
+            .map_err(Error::storage(format!("reading the surface of \"{id}\"")))?;
+        let mut it = self.db.raw_iterator_cf_opt(cf, self.bounded(meta.number));
+        it.seek(event_key(meta.number, OP, from));
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            match parse_event_key(k) {
+                Some((_, OP, seq)) if seq <= at => fold.redo(&decode::<SurfaceChange>(&id, v)?),
+                _ => break,
+            }
+            it.next();
+        }
+        it.status()
+            .map_err(Error::storage(format!("reading the surface of \"{id}\"")))?;
+        Ok(SurfaceFold::from_snapshot(
+            at + 1,
+            fold.nodes().to_vec(),
+            fold.replace_generation(),
+        ))
+    }
+
+    /// Visit every record of `section` with seq ≤ `at`, in seq order.
+    fn scan_surface(
+        &self,
+        meta: &SessionMeta,
+        section: u8,
+        at: u64,
+        each: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let mut it = self
+            .db
+            .raw_iterator_cf_opt(self.cf(CF_SURFACE)?, self.bounded(meta.number));
+        it.seek(event_key(meta.number, section, 0));
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            match parse_event_key(k) {
+                Some((_, s, seq)) if s == section && seq <= at => each(seq, v)?,
+                _ => break,
+            }
+            it.next();
+        }
+        it.status().map_err(Error::storage(format!(
+            "reading the surface of \"{}\"",
+            meta.id_lossy()
+        )))
+    }
+}
+
+/// `at` defaulted to the last event and checked against the log; `None` for an empty log.
+fn resolve_at(meta: &SessionMeta, at: Option<u64>) -> Result<Option<u64>> {
+    match (at, meta.events) {
+        (_, 0) => Ok(None),
+        (None, n) => Ok(Some(n - 1)),
+        (Some(a), n) if a < n => Ok(Some(a)),
+        (Some(a), n) => Err(Error::OutOfRange {
+            id: meta.id_lossy(),
+            seq: a,
+            events: n,
+        }),
+    }
+}

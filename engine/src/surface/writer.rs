@@ -1,0 +1,105 @@
+//! Maintaining the surface index while events are written (import and append).
+
+use sessionlog_codec::surface::{SurfaceChange, SurfaceFold};
+
+use super::{encode, Snapshot, OP, REPL, SNAP, SNAPSHOT_MIN_OPS};
+use crate::keys::event_key;
+use crate::Result;
+
+/// Turns the fold's changes into surface-index keys. `since_snapshot` counts the ops written
+/// after the last snapshot (persisted in the session's metadata so appends continue the policy).
+#[derive(Debug, Default)]
+pub(crate) struct SurfaceIndexer {
+    pub(crate) since_snapshot: u64,
+}
+
+impl SurfaceIndexer {
+    /// The keys and values to write for event `seq`, whose change `change` has been applied to
+    /// `fold`; `put` receives each.
+    pub(crate) fn record(
+        &mut self,
+        number: u64,
+        seq: u64,
+        change: &SurfaceChange,
+        fold: &SurfaceFold,
+        put: &mut dyn FnMut([u8; crate::keys::EVENT_KEY_LEN], Vec<u8>) -> Result<()>,
+    ) -> Result<()> {
+        let replaced = match change {
+            SurfaceChange::Unchanged => return Ok(()),
+            SurfaceChange::Appended { .. } => false,
+            SurfaceChange::Replaced(r) => {
+                put(event_key(number, REPL, seq), encode(r)?)?;
+                true
+            }
+        };
+        put(event_key(number, OP, seq), encode(change)?)?;
+        self.since_snapshot += 1;
+        let threshold = SNAPSHOT_MIN_OPS.max(fold.nodes().len() as u64 / 4);
+        if replaced || self.since_snapshot >= threshold {
+            let snapshot = Snapshot {
+                next_seq: fold.next_seq(),
+                nodes: fold.nodes().to_vec(),
+                replace_generation: fold.replace_generation(),
+            };
+            put(event_key(number, SNAP, seq), encode(&snapshot)?)?;
+            self.since_snapshot = 0;
+        }
+        Ok(())
+    }
+}
+
+/// The surface fold of a log being imported: applies each committed event, indexes the change,
+/// and remembers what a later `tool/result` rewrite needs to look up. Stops at the first event
+/// DSH's fold refuses and keeps that refusal: queries past it fail the way DSH's code does.
+#[derive(Debug, Default)]
+pub(crate) struct SurfaceBuilder {
+    pub(crate) fold: SurfaceFold,
+    pub(crate) indexer: SurfaceIndexer,
+    /// Current surface events a rewrite may target: whole `tool/result` events, and the type
+    /// alone of the others (all DSH's rewrite rule reads of them).
+    current: std::collections::HashMap<u64, sessionlog_codec::json::Value>,
+    /// The seq and DSH's message of the first event the fold refused.
+    pub(crate) error: Option<(u64, String)>,
+}
+
+impl SurfaceBuilder {
+    /// Fold and index committed event `seq`.
+    pub(crate) fn apply(
+        &mut self,
+        number: u64,
+        seq: u64,
+        event: &sessionlog_codec::json::Value,
+        put: &mut dyn FnMut([u8; crate::keys::EVENT_KEY_LEN], Vec<u8>) -> Result<()>,
+    ) -> Result<()> {
+        use sessionlog_codec::json::{Object, Value};
+        if self.error.is_some() {
+            return Ok(());
+        }
+        let current = &self.current;
+        match self.fold.apply(event, |s| current.get(&s).cloned()) {
+            Err(e) => self.error = Some((seq, e.to_string())),
+            Ok(change) => {
+                if let SurfaceChange::Replaced(r) = &change {
+                    for s in &r.shadowed_seqs {
+                        self.current.remove(s);
+                    }
+                }
+                if !matches!(change, SurfaceChange::Unchanged) {
+                    let ty = event
+                        .as_object()
+                        .and_then(|o| o.get("type"))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    let kept = if ty == "tool/result" {
+                        event.clone()
+                    } else {
+                        Value::Object(Object::new().with("type", ty))
+                    };
+                    self.current.insert(seq, kept);
+                }
+                self.indexer.record(number, seq, &change, &self.fold, put)?;
+            }
+        }
+        Ok(())
+    }
+}
