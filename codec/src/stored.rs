@@ -69,6 +69,16 @@ impl<'a> StoredBlock<'a> {
     }
 }
 
+/// The lines of a block's text, without their `\n`.
+pub fn split_lines(text: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
+    let mut start = 0;
+    memchr::memchr_iter(b'\n', text).map(move |end| {
+        let line = &text[start..end];
+        start = end + 1;
+        line
+    })
+}
+
 /// Verify a block and return its text, without decoding the metadata (the export path: one
 /// crc32 pass, no allocation).
 pub fn block_text(value: &[u8]) -> Result<&[u8]> {
@@ -82,7 +92,7 @@ pub fn decode_block(value: &[u8]) -> Result<StoredBlock<'_>> {
         bincode::serde::decode_from_slice(&value[META_AT..meta_end], bincode::config::standard())
             .map_err(|e| Error::StoredRecord(format!("block metadata does not decode: {e}")))?;
     let text = &value[meta_end..];
-    let lines = text.iter().filter(|&&b| b == b'\n').count();
+    let lines = memchr::memchr_iter(b'\n', text).count();
     if lines != meta.members.len() || text.last().is_some_and(|&b| b != b'\n') {
         return Err(Error::StoredRecord(format!(
             "block holds {lines} lines but its metadata lists {}",

@@ -2,7 +2,7 @@
 
 use sessionlog_codec::chunk_rows::decode_record;
 use sessionlog_codec::json::{self, Value};
-use sessionlog_codec::stored::decode_block;
+use sessionlog_codec::stored::{decode_block, split_lines};
 
 use crate::export::corrupt;
 use crate::keys;
@@ -13,33 +13,68 @@ use crate::{Error, Result};
 impl Store {
     /// The logical event at `seq` of a session, if the committed region holds it.
     pub(crate) fn event_at(&self, meta: &SessionMeta, seq: u64) -> Result<Option<Value>> {
-        if seq >= meta.events {
-            return Ok(None);
-        }
+        Ok(self.events_at(meta, &[seq])?.pop().flatten())
+    }
+
+    /// The logical events at `seqs` (any order, repeats allowed), each `None` past the committed
+    /// region. Seqs are visited in sorted order so each block is read and verified once.
+    pub(crate) fn events_at(&self, meta: &SessionMeta, seqs: &[u64]) -> Result<Vec<Option<Value>>> {
+        let mut order: Vec<usize> = (0..seqs.len()).collect();
+        order.sort_unstable_by_key(|&i| seqs[i]);
+        let mut out: Vec<Option<Value>> = vec![None; seqs.len()];
         let mut it = self.session_iter(meta.number)?;
-        it.seek_for_prev(keys::event_key(meta.number, keys::BLOCK, seq));
-        let (Some(k), Some(v)) = (it.key(), it.value()) else {
-            return Ok(None);
-        };
-        let Some((_, keys::BLOCK, first)) = keys::parse_event_key(k) else {
-            return Ok(None);
-        };
-        let block =
-            decode_block(v).map_err(|e| corrupt(meta, format!("block at seq {first}: {e}")))?;
-        let mut line_seq = first;
-        for (line, members) in block.lines() {
-            let end = line_seq + u64::from(members);
-            if seq < end {
-                let value = json::parse(&String::from_utf8_lossy(line))?;
-                let events = decode_record(value)
-                    .map_err(|e| corrupt(meta, format!("line at seq {line_seq}: {e}")))?;
-                return Ok(usize::try_from(seq - line_seq)
-                    .ok()
-                    .and_then(|i| events.into_iter().nth(i)));
+        // The verified block in hand: its first seq, the seq after its end, members and text.
+        let mut held: Option<(u64, u64, Vec<u32>, Vec<u8>)> = None;
+        for i in order {
+            let seq = seqs[i];
+            if seq >= meta.events {
+                continue;
             }
-            line_seq = end;
+            if !held
+                .as_ref()
+                .is_some_and(|(first, end, _, _)| (*first..*end).contains(&seq))
+            {
+                it.seek_for_prev(keys::event_key(meta.number, keys::BLOCK, seq));
+                let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                    continue;
+                };
+                let Some((_, keys::BLOCK, first)) = keys::parse_event_key(k) else {
+                    continue;
+                };
+                let block = decode_block(v)
+                    .map_err(|e| corrupt(meta, format!("block at seq {first}: {e}")))?;
+                let end = first
+                    + block
+                        .meta
+                        .members
+                        .iter()
+                        .map(|&m| u64::from(m))
+                        .sum::<u64>();
+                held = Some((first, end, block.meta.members, block.text.to_vec()));
+            }
+            let Some((first, _, members, text)) = &held else {
+                continue;
+            };
+            let mut line_seq = *first;
+            for (line, &members) in split_lines(text).zip(members) {
+                let end = line_seq + u64::from(members);
+                if seq < end {
+                    let value = json::parse(&String::from_utf8_lossy(line))?;
+                    let events = decode_record(value)
+                        .map_err(|e| corrupt(meta, format!("line at seq {line_seq}: {e}")))?;
+                    out[i] = usize::try_from(seq - line_seq)
+                        .ok()
+                        .and_then(|k| events.into_iter().nth(k));
+                    break;
+                }
+                line_seq = end;
+            }
         }
-        Ok(None)
+        it.status().map_err(Error::storage(format!(
+            "reading session \"{}\"",
+            meta.id_lossy()
+        )))?;
+        Ok(out)
     }
 
     /// Call `each` with every logical event of `id` whose seq is in `from..=to` (in order).

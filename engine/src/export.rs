@@ -84,7 +84,7 @@ impl Store {
         w: &mut Counting<'_>,
         skip_batch: Option<u64>,
     ) -> Result<()> {
-        let mut it = self.session_iter(meta.number)?;
+        let mut it = self.scan_iter(meta.number)?;
         it.seek(keys::event_key(meta.number, section, 0));
         while it.valid() {
             let (Some(k), Some(v)) = (it.key(), it.value()) else {
@@ -133,7 +133,7 @@ impl Store {
         w.put(&frame)?;
         let mut plain = Vec::new();
         let mut batch = None;
-        let mut it = self.session_iter(meta.number)?;
+        let mut it = self.scan_iter(meta.number)?;
         it.seek(keys::event_key(meta.number, keys::BLOCK, 0));
         while it.valid() {
             let (Some(k), Some(v)) = (it.key(), it.value()) else {
@@ -168,8 +168,13 @@ impl Store {
 
     /// A raw iterator bounded to one session's `events` range.
     pub(crate) fn session_iter(&self, number: u64) -> Result<DBRawIteratorWithThreadMode<'_, DB>> {
+        Ok(self.db.raw_iterator_cf_opt(self.cf(CF_EVENTS)?, self.bounded(number)))
+    }
+
+    /// An iterator for a whole-session scan (export, verify): it reads ahead, and does not fill
+    /// the block cache, so one-off scans do not evict the blocks queries keep hot.
+    pub(crate) fn scan_iter(&self, number: u64) -> Result<DBRawIteratorWithThreadMode<'_, DB>> {
         let mut ro = self.bounded(number);
-        // Whole-session scans: read ahead, and keep one-off scans from evicting hot blocks.
         ro.set_readahead_size(2 << 20);
         ro.fill_cache(false);
         Ok(self.db.raw_iterator_cf_opt(self.cf(CF_EVENTS)?, ro))

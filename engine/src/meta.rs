@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 
 /// The format version of [`SessionMeta`] records; a reader refuses versions it does not know.
-const META_VERSION: u8 = 1;
+const META_VERSION: u8 = 2;
 
 /// DSH's strict-reader verdict on a stored log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

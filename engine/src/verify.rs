@@ -105,7 +105,7 @@ impl Store {
                 .push("stored header does not name this session".into()),
         }
         let mut decoder = FrameDecoder::new()?;
-        let mut it = self.session_iter(meta.number)?;
+        let mut it = self.scan_iter(meta.number)?;
         it.seek(keys::session_start(meta.number));
         while it.valid() {
             let (Some(k), Some(v)) = (it.key(), it.value()) else {

@@ -191,6 +191,22 @@ pub enum Command {
 /// Benchmark workloads.
 #[derive(Subcommand, Debug)]
 pub enum BenchWorkload {
+    /// Point-in-time queries (`messages_at`) at random seqs of sessions of growing size, side by
+    /// side with a full replay from the store and with DSH's way: load the JSONL file and fold it.
+    Pit {
+        /// Session sizes in events (each gets one generated session).
+        #[arg(long, value_delimiter = ',', default_values_t = [10_000u64, 100_000, 1_000_000])]
+        sizes: Vec<u64>,
+        /// Queries per size for sessionlog (the peers run fewer on large sessions, see output).
+        #[arg(long, default_value_t = 200)]
+        queries: u64,
+        /// Working directory (default: a temp dir, removed after).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print one JSON object with the raw figures and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
     /// Import and export a generated corpus, side by side with `cat` of the same files.
     ImportExport {
         /// Corpus size to generate, in MB.

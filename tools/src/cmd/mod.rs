@@ -6,6 +6,7 @@ mod export;
 mod import;
 mod inspect;
 mod par;
+mod pit;
 
 use std::process::ExitCode;
 
@@ -61,6 +62,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             events,
         } => inspect::gen(&out, sessions, seed, events),
         Command::Bench { workload } => match workload {
+            BenchWorkload::Pit {
+                sizes,
+                queries,
+                dir,
+                json,
+            } => pit::run(&sizes, queries, dir, json),
             BenchWorkload::ImportExport {
                 mb,
                 events,
