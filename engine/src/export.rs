@@ -168,7 +168,9 @@ impl Store {
 
     /// A raw iterator bounded to one session's `events` range.
     pub(crate) fn session_iter(&self, number: u64) -> Result<DBRawIteratorWithThreadMode<'_, DB>> {
-        Ok(self.db.raw_iterator_cf_opt(self.cf(CF_EVENTS)?, self.bounded(number)))
+        Ok(self
+            .db
+            .raw_iterator_cf_opt(self.cf(CF_EVENTS)?, self.bounded(number)))
     }
 
     /// An iterator for a whole-session scan (export, verify): it reads ahead, and does not fill

@@ -207,8 +207,12 @@ pub enum BenchWorkload {
         #[arg(long)]
         json: bool,
     },
-    /// Import and export a generated corpus, side by side with `cat` of the same files.
+    /// Import and export a generated corpus, side by side with `cat` of the same files (or
+    /// `zstd -dc` with --zstd).
     ImportExport {
+        /// Use a `.jsonl.zstd` corpus (DSH's default artifact) and compare with `zstd -dc`.
+        #[arg(long)]
+        zstd: bool,
         /// Corpus size to generate, in MB.
         #[arg(long, default_value_t = 1024)]
         mb: u64,

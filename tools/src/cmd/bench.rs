@@ -15,7 +15,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use sessionlog_codec::json::{Object, Value};
 use sessionlog_engine::{ImportOptions, Options, Store};
-use sessionlog_tools::gen::{generate, session_bytes, GenOptions};
+use sessionlog_tools::gen::{generate, session_batches, session_bytes, GenOptions};
 use sessionlog_tools::hosting::sessionlog::SessionlogHost;
 use sessionlog_tools::hosting::{self, output, peers::Peer, FeedPool, Host, Workload};
 
@@ -25,10 +25,13 @@ use crate::output::json_line;
 /// Files per `cat` invocation (keeps argument lists short).
 const CAT_BATCH: usize = 512;
 
-/// Import and export a generated corpus of at least `mb` MB, side by side with `cat`.
+/// Import and export a generated corpus of at least `mb` MB (of plaintext), side by side with
+/// `cat` of the same files, or with `zstd -dc` when the corpus is `.jsonl.zstd` (header frame plus
+/// one Node-identical frame per write batch, as DSH writes them).
 pub fn import_export(
     mb: u64,
     events: u64,
+    zstd: bool,
     dir: Option<PathBuf>,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
@@ -53,19 +56,26 @@ pub fn import_export(
         "generating ~{mb} MB ({sessions} sessions) in {}",
         corpus.display()
     );
-    generate(&corpus, &opts)?;
+    let bytes = if zstd {
+        generate_zstd(&corpus, &opts)?
+    } else {
+        generate(&corpus, &opts)?.bytes
+    };
     let (inputs, _) = collect_inputs(std::slice::from_ref(&corpus))?;
     let files: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
-    let bytes: u64 = files
-        .iter()
-        .map(|f| f.metadata().map(|m| m.len()))
-        .sum::<Result<u64, _>>()?;
+    let peer = if zstd {
+        ["zstd", "-dcq"].as_slice()
+    } else {
+        ["cat"].as_slice()
+    };
 
-    // Warm the page cache so both sides read the same cached files.
-    run_cat(&files, &work.join("warm.out"))?;
-    let cat_out = work.join("cat.out");
+    // The files as stored (the export must reproduce them), which also warms the page cache so
+    // both sides read the same cached files.
+    let reference = work.join("reference.out");
+    run_peer(&["cat"], &files, &reference)?;
+    let cat_out = work.join("peer.out");
     let t = Instant::now();
-    run_cat(&files, &cat_out)?;
+    run_peer(peer, &files, &cat_out)?;
     let cat_s = t.elapsed().as_secs_f64();
 
     let store_dir = work.join("store");
@@ -93,7 +103,7 @@ pub fn import_export(
         out.flush()?;
     }
     let export_s = t.elapsed().as_secs_f64();
-    let identical = files_equal(&cat_out, &export_out)?;
+    let identical = files_equal(&reference, &export_out)?;
     drop(store);
     if remove_after {
         std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
@@ -103,14 +113,23 @@ pub fn import_export(
     }
 
     let mbps = |s: f64| bytes as f64 / 1e6 / s;
+    let peer_name = peer[0];
     let figures = Object::new()
-        .with("workload", "import-export")
+        .with(
+            "workload",
+            if zstd {
+                "import-export-zstd"
+            } else {
+                "import-export"
+            },
+        )
+        .with("peer", peer.join(" ").as_str())
+        .with("plaintext_bytes", bytes as i64)
         .with("files", files.len() as i64)
-        .with("bytes", bytes as i64)
-        .with("cat_seconds", cat_s)
+        .with("peer_seconds", cat_s)
         .with("import_seconds", import_s)
         .with("export_seconds", export_s)
-        .with("cat_mb_per_s", mbps(cat_s))
+        .with("peer_mb_per_s", mbps(cat_s))
         .with("import_mb_per_s", mbps(import_s))
         .with("export_mb_per_s", mbps(export_s))
         .with("export_identical", true)
@@ -118,8 +137,14 @@ pub fn import_export(
             "ratios",
             Value::Object(
                 Object::new()
-                    .with("export_vs_cat", mbps(export_s) / mbps(cat_s))
-                    .with("import_vs_cat", mbps(import_s) / mbps(cat_s)),
+                    .with(
+                        &format!("export_vs_{peer_name}"),
+                        mbps(export_s) / mbps(cat_s),
+                    )
+                    .with(
+                        &format!("import_vs_{peer_name}"),
+                        mbps(import_s) / mbps(cat_s),
+                    ),
             ),
         );
     let mut out = std::io::stdout().lock();
@@ -127,16 +152,16 @@ pub fn import_export(
         json_line(&mut out, figures)?;
     } else {
         writeln!(out, "{} files, {:.1} MB", files.len(), bytes as f64 / 1e6)?;
-        writeln!(out, "cat     {:8.1} MB/s", mbps(cat_s))?;
+        writeln!(out, "{peer_name:<7} {:8.1} MB/s (plaintext)", mbps(cat_s))?;
         writeln!(
             out,
-            "import  {:8.1} MB/s  ({:.2}x cat)",
+            "import  {:8.1} MB/s  ({:.2}x peer)",
             mbps(import_s),
             mbps(import_s) / mbps(cat_s)
         )?;
         writeln!(
             out,
-            "export  {:8.1} MB/s  ({:.2}x cat)",
+            "export  {:8.1} MB/s  ({:.2}x peer)",
             mbps(export_s),
             mbps(export_s) / mbps(cat_s)
         )?;
@@ -231,17 +256,38 @@ fn run_host(
     hosting::run(host, pool, workload)
 }
 
-/// `cat FILES > out`, in batches.
-fn run_cat(files: &[PathBuf], out: &Path) -> anyhow::Result<()> {
+/// Write a `.jsonl.zstd` corpus: per session a header frame and one frame per write batch.
+/// Returns the plaintext size.
+fn generate_zstd(dir: &Path, opts: &GenOptions) -> anyhow::Result<u64> {
+    std::fs::create_dir_all(dir)?;
+    let mut compressor = sessionlog_codec::zstd::FrameCompressor::new()?;
+    let mut plain = 0u64;
+    for i in 0..opts.sessions {
+        let feed = session_batches(i, opts);
+        let header = format!("{}\n", feed.header_line);
+        let mut bytes = compressor.compress(header.as_bytes())?;
+        plain += header.len() as u64;
+        for b in &feed.batches {
+            compressor.compress_into(b.text.as_bytes(), &mut bytes)?;
+            plain += b.text.len() as u64;
+        }
+        std::fs::write(dir.join(format!("{}.jsonl.zstd", feed.id)), bytes)?;
+    }
+    Ok(plain)
+}
+
+/// `PEER FILES > out` (`cat` or `zstd -dc`), in batches of files.
+fn run_peer(peer: &[&str], files: &[PathBuf], out: &Path) -> anyhow::Result<()> {
     let sink = File::create(out)?;
     for batch in files.chunks(CAT_BATCH) {
-        let status = Command::new("cat")
+        let status = Command::new(peer[0])
+            .args(&peer[1..])
             .args(batch)
             .stdout(Stdio::from(sink.try_clone()?))
             .status()
-            .context("running cat")?;
+            .with_context(|| format!("running {}", peer[0]))?;
         if !status.success() {
-            bail!("cat failed: {status}");
+            bail!("{} failed: {status}", peer[0]);
         }
     }
     Ok(())

@@ -69,11 +69,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 json,
             } => pit::run(&sizes, queries, dir, json),
             BenchWorkload::ImportExport {
+                zstd,
                 mb,
                 events,
                 dir,
                 json,
-            } => bench::import_export(mb, events, dir, json),
+            } => bench::import_export(mb, events, zstd, dir, json),
             BenchWorkload::Hosting {
                 sessions,
                 threads,
