@@ -8,5 +8,6 @@ mod reader;
 mod repair;
 mod root;
 mod roundtrip;
+mod state;
 mod surface;
 mod zstd;

@@ -16,6 +16,7 @@ pub mod event;
 pub mod header;
 pub mod json;
 pub mod known_types;
+pub mod projection;
 pub mod repair;
 pub mod scanner;
 pub mod stored;

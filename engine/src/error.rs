@@ -148,6 +148,36 @@ pub enum Error {
         /// Events in the log.
         events: u64,
     },
+    /// A recorded request differs from the one the log reconstructs.
+    #[error("session \"{id}\" turn {turn} step {step}: log reconstruction mismatch at {what}")]
+    ReconstructionMismatch {
+        /// The session id.
+        id: String,
+        /// The turn.
+        turn: i64,
+        /// The step.
+        step: i64,
+        /// The first differing field (`header.<key>`) or message (`messages[i]`).
+        what: String,
+    },
+    /// The log holds no such step.
+    #[error("session \"{id}\" has no dispatched step {step} in turn {turn}")]
+    NoSuchStep {
+        /// The session id.
+        id: String,
+        /// The turn.
+        turn: i64,
+        /// The step.
+        step: i64,
+    },
+    /// No projection unit by that name.
+    #[error("no projection unit \"{unit}\" (known units: {known})")]
+    UnknownUnit {
+        /// The name asked for.
+        unit: String,
+        /// The known units.
+        known: String,
+    },
     /// Invalid options.
     #[error("invalid options: {0}")]
     Options(String),

@@ -152,6 +152,39 @@ pub enum Command {
         #[arg(long)]
         at: Option<u64>,
     },
+    /// A projection unit's state after seq N (units: title, todos, tokenUsage, turns,
+    /// requestHeader, requestContext, activity, inbox).
+    State {
+        /// Session id.
+        id: String,
+        /// The unit.
+        unit: String,
+        /// The seq to look at (default: the last event).
+        #[arg(long)]
+        at: Option<u64>,
+    },
+    /// The request step S of turn T was sent: `{"header","messages"}` rebuilt from the log.
+    Request {
+        /// Session id.
+        id: String,
+        /// Turn number.
+        #[arg(long)]
+        turn: i64,
+        /// Step number.
+        #[arg(long)]
+        step: i64,
+    },
+    /// Check a recorded request (JSON on standard input) against the log's reconstruction.
+    CheckRequest {
+        /// Session id.
+        id: String,
+        /// Turn number.
+        #[arg(long)]
+        turn: i64,
+        /// Step number.
+        #[arg(long)]
+        step: i64,
+    },
     /// List stored sessions.
     Ls {
         /// One JSON object per session.

@@ -20,6 +20,8 @@ pub(crate) struct HotSession {
     pub(crate) meta: SessionMeta,
     /// The current surface, for validating surface ops.
     pub(crate) surface: SurfaceFold,
+    /// Every projection unit's state, for writing checkpoints with the events.
+    pub(crate) projections: sessionlog_codec::projection::ProjectionSet,
 }
 
 /// A handle to one cached session; lock it to write.

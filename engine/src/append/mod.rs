@@ -226,7 +226,12 @@ impl Store {
                 }
             }
             let surface = self.fold_surface(&meta)?;
-            *slot = Some(hot::HotSession { meta, surface });
+            let projections = self.projection_set(&meta)?;
+            *slot = Some(hot::HotSession {
+                meta,
+                surface,
+                projections,
+            });
         }
         slot.as_mut()
             .ok_or_else(|| Error::Options("hot session vanished".into()))

@@ -7,6 +7,7 @@ use sessionlog_codec::chunk_rows::pack_runs;
 use sessionlog_codec::event::NewEvent;
 use sessionlog_codec::json::{self, Value};
 use sessionlog_codec::known_types::is_known;
+use sessionlog_codec::projection::ProjectionSet;
 use sessionlog_codec::stored::{encode_block, BlockMeta};
 use sessionlog_codec::surface::{SurfaceChange, SurfaceFold};
 use sessionlog_codec::zstd::FrameCompressor;
@@ -15,7 +16,8 @@ use super::hot::HotSession;
 use super::AppendReceipt;
 use crate::import::{checked_value, now_ms};
 use crate::meta::{SessionMeta, SourceEncoding};
-use crate::store::{Store, CF_EVENTS, CF_SESSIONS, CF_SURFACE};
+use crate::projection::ProjectionWriter;
+use crate::store::{Store, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE};
 use crate::surface::SurfaceIndexer;
 use crate::{keys, Error, Result};
 
@@ -23,14 +25,15 @@ use crate::{keys, Error, Result};
 pub(crate) struct Staged {
     receipt: AppendReceipt,
     changes: Vec<SurfaceChange>,
-    meta: Option<SessionMeta>,
+    meta: Option<(SessionMeta, ProjectionSet)>,
 }
 
 impl Staged {
     /// The commit succeeded: make the hot state match the store.
     pub(crate) fn publish(self, hot: &mut HotSession) -> AppendReceipt {
-        if let Some(meta) = self.meta {
+        if let Some((meta, projections)) = self.meta {
             hot.meta = meta;
+            hot.projections = projections;
         }
         self.receipt
     }
@@ -90,11 +93,29 @@ pub(crate) fn stage(
     }
     let folded = fold_batch(store, &hot.meta, &mut hot.surface, &authored)
         .map_err(|(seq, rule)| reject(seq, rule))?;
-    match write_records(store, &hot.meta, &authored, &folded, batch) {
-        Ok(meta) => Ok(Staged {
+    let written = write_records(store, &hot.meta, &authored, &folded, batch).and_then(|meta| {
+        let mut projections = ProjectionWriter {
+            set: hot.projections.clone(),
+        };
+        let cf = store.cf(CF_CHECKPOINTS)?;
+        for (k, event) in authored.iter().enumerate() {
+            projections.apply(
+                meta.number,
+                hot.meta.events + k as u64,
+                event,
+                &mut |key, value| {
+                    batch.put_cf(cf, key, value);
+                    Ok(())
+                },
+            )?;
+        }
+        Ok((meta, projections.set))
+    });
+    match written {
+        Ok(staged) => Ok(Staged {
             receipt,
             changes: folded.changes,
-            meta: Some(meta),
+            meta: Some(staged),
         }),
         Err(e) => {
             for change in folded.changes.iter().rev() {

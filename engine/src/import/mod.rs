@@ -146,6 +146,7 @@ struct BodyIndexer {
     source_name: String,
     id: sessionlog_codec::json::JsString,
     surface: crate::surface::SurfaceBuilder,
+    projections: crate::projection::ProjectionWriter,
 }
 
 impl BodyIndexer {
@@ -154,6 +155,7 @@ impl BodyIndexer {
             scanner: BodyScanner::new(header_len),
             support: SupportCheck::default(),
             surface: crate::surface::SurfaceBuilder::default(),
+            projections: crate::projection::ProjectionWriter::new(header_seed_length(header)),
             source_name: source_name.into(),
             id: header.id.clone(),
         }
@@ -183,10 +185,12 @@ impl BodyIndexer {
         let number = w.number();
         for (k, e) in events.iter().enumerate() {
             self.support.observe(&self.id, e);
+            let seq = first_seq + k as u64;
             self.surface
-                .apply(number, first_seq + k as u64, e, &mut |key, value| {
-                    w.put_surface(key, value)
-                })?;
+                .apply(number, seq, e, &mut |key, value| w.put_surface(key, value))?;
+            self.projections.apply(number, seq, e, &mut |key, value| {
+                w.put_checkpoint(key, value)
+            })?;
         }
         let members = u32::try_from(events.len()).unwrap_or(u32::MAX);
         w.put_line(first_seq, members, batch, bytes)?;
@@ -235,6 +239,16 @@ fn check_location(location: &RootLocation, header: &Header) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The header's `seedLength` (0 when absent).
+fn header_seed_length(header: &Header) -> u64 {
+    header
+        .object
+        .get("seedLength")
+        .and_then(Value::as_safe_integer)
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0)
 }
 
 /// Refuse a non-clean verdict under `--strict`.

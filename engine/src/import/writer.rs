@@ -103,9 +103,21 @@ impl<'s> SessionWriter<'s> {
         key: [u8; keys::EVENT_KEY_LEN],
         value: Vec<u8>,
     ) -> Result<()> {
+        self.put_in(crate::store::CF_SURFACE, key, value)
+    }
+
+    /// Store a projection checkpoint (see `projection.rs`).
+    pub(crate) fn put_checkpoint(
+        &mut self,
+        key: [u8; keys::EVENT_KEY_LEN],
+        value: Vec<u8>,
+    ) -> Result<()> {
+        self.put_in(crate::store::CF_CHECKPOINTS, key, value)
+    }
+
+    fn put_in(&mut self, cf: &str, key: [u8; keys::EVENT_KEY_LEN], value: Vec<u8>) -> Result<()> {
         self.bytes += key.len() + value.len();
-        self.batch
-            .put_cf(self.store.cf(crate::store::CF_SURFACE)?, key, value);
+        self.batch.put_cf(self.store.cf(cf)?, key, value);
         Ok(())
     }
 

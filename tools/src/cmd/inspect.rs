@@ -64,6 +64,15 @@ pub fn values(values: &[json::Value]) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+pub fn check_request(store: &Store, id: &str, turn: i64, step: i64) -> anyhow::Result<ExitCode> {
+    let mut input = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)?;
+    let recorded = json::parse(input.trim())?;
+    store.check_request(id, turn, step, &recorded)?;
+    println!("request of turn {turn} step {step} matches the log");
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn ls(store: &Store, as_json: bool) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::new(std::io::stdout().lock());
     for s in store.list()? {

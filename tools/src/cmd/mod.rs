@@ -53,6 +53,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Surface { id, at, json } => inspect::surface(&open()?, &id, at, json),
         Command::Messages { id, at } => inspect::values(&open()?.messages_at(&id, at)?),
         Command::Transcript { id, at } => inspect::values(&open()?.transcript(&id, at)?),
+        Command::State { id, unit, at } => inspect::values(&[open()?.state_at(&id, &unit, at)?]),
+        Command::Request { id, turn, step } => {
+            inspect::values(&[open()?.request(&id, turn, step)?])
+        }
+        Command::CheckRequest { id, turn, step } => {
+            inspect::check_request(&open()?, &id, turn, step)
+        }
         Command::Ls { json } => inspect::ls(&open()?, json),
         Command::Verify { ids, json } => inspect::verify(&open()?, &ids, json),
         Command::Gen {

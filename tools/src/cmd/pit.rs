@@ -115,6 +115,13 @@ pub fn run(
             ours.push(t.elapsed());
             std::hint::black_box(m);
         }
+        let mut state = Vec::new();
+        for n in seqs(events, queries, 3) {
+            let t = Instant::now();
+            let v = store.state_at(&id, "tokenUsage", Some(n))?;
+            state.push(t.elapsed());
+            std::hint::black_box(v);
+        }
         let peer_n = seqs(events, peer_queries(events, queries), 2);
         let mut from_store = Vec::new();
         for &n in &peer_n {
@@ -135,20 +142,27 @@ pub fn run(
             dsh.push(t.elapsed());
             std::hint::black_box(m);
         }
-        let (ours, from_store, dsh) = (latency(ours), latency(from_store), latency(dsh));
+        let (ours, state, from_store, dsh) = (
+            latency(ours),
+            latency(state),
+            latency(from_store),
+            latency(dsh),
+        );
         if !as_json {
             writeln!(
                 out,
-                "{events:>9} events  sessionlog p50 {:>9.1} us p99 {:>9.1} us  replay p50 {:>11.1} us  dsh-load p50 {:>11.1} us  ({:.0}x, {:.0}x)",
+                "{events:>9} events  messages_at p50 {:>8.1} us p99 {:>8.1} us  state_at p50 {:>8.1} us p99 {:>8.1} us  replay p50 {:>11.1} us  dsh-load p50 {:>11.1} us  ({:.0}x, {:.0}x)",
                 ours.p50_us,
                 ours.p99_us,
+                state.p50_us,
+                state.p99_us,
                 from_store.p50_us,
                 dsh.p50_us,
                 from_store.p50_us / ours.p50_us,
                 dsh.p50_us / ours.p50_us
             )?;
         }
-        rows.push((events, ours, from_store, dsh));
+        rows.push((events, ours, state, from_store, dsh));
     }
     drop(store);
     if remove_after {
@@ -157,18 +171,19 @@ pub fn run(
     if as_json {
         let sizes: Vec<Value> = rows
             .iter()
-            .map(|(events, ours, replay, dsh)| {
+            .map(|(events, ours, state, replay, dsh)| {
                 Value::Object(
                     Object::new()
                         .with("events", *events as i64)
                         .with("sessionlog_messages_at", latency_json(ours))
+                        .with("sessionlog_state_at_tokenUsage", latency_json(state))
                         .with("replay_from_store", latency_json(replay))
                         .with("dsh_load_and_fold", latency_json(dsh)),
                 )
             })
             .collect();
         let mut ratios = Object::new();
-        for (events, ours, replay, dsh) in &rows {
+        for (events, ours, _, replay, dsh) in &rows {
             ratios = ratios
                 .with(&format!("vs_replay_{events}"), replay.p50_us / ours.p50_us)
                 .with(&format!("vs_dsh_load_{events}"), dsh.p50_us / ours.p50_us);

@@ -1,0 +1,410 @@
+//! The unit table. Each unit: a key, a version, an initial state, an `apply` that folds one
+//! event, and a `view` of the state. States are JSON values in JS key order.
+
+use crate::json::{Object, Value};
+use crate::surface::RequestHeaderFold;
+
+/// One projection unit.
+pub struct Unit {
+    /// The name queries use.
+    pub key: &'static str,
+    /// Bumped whenever the state's meaning changes; checkpoints of another version are ignored.
+    pub version: u8,
+    init: fn(u64) -> Value,
+    apply: fn(&mut Value, u64, &Value),
+    view: fn(&Value) -> Value,
+}
+
+impl Unit {
+    /// The initial state.
+    pub fn init(&self, seed_length: u64) -> Value {
+        (self.init)(seed_length)
+    }
+
+    /// Fold the event at `seq`.
+    pub fn apply(&self, state: &mut Value, seq: u64, event: &Value) {
+        (self.apply)(state, seq, event);
+    }
+
+    /// What a query returns for `state`.
+    pub fn view(&self, state: &Value) -> Value {
+        (self.view)(state)
+    }
+}
+
+impl std::fmt::Debug for Unit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Unit({} v{})", self.key, self.version)
+    }
+}
+
+/// Every unit, in checkpoint order (a unit's index is part of its checkpoint key: append only).
+pub static UNITS: [Unit; 8] = [
+    Unit {
+        key: "title",
+        version: 1,
+        init: null,
+        apply: title,
+        view: same,
+    },
+    Unit {
+        key: "todos",
+        version: 2,
+        init: null,
+        apply: todos,
+        view: same,
+    },
+    Unit {
+        key: "tokenUsage",
+        version: 1,
+        init: usage_init,
+        apply: usage,
+        view: usage_view,
+    },
+    Unit {
+        key: "turns",
+        version: 1,
+        init: empty_list,
+        apply: turns,
+        view: same,
+    },
+    Unit {
+        key: "requestHeader",
+        version: 1,
+        init: null,
+        apply: request_header,
+        view: same,
+    },
+    Unit {
+        key: "requestContext",
+        version: 1,
+        init: null,
+        apply: request_context,
+        view: same,
+    },
+    Unit {
+        key: "activity",
+        version: 1,
+        init: activity_init,
+        apply: activity,
+        view: same,
+    },
+    Unit {
+        key: "inbox",
+        version: 1,
+        init: inbox_init,
+        apply: inbox,
+        view: inbox_view,
+    },
+];
+
+fn null(_: u64) -> Value {
+    Value::Null
+}
+
+fn empty_list(_: u64) -> Value {
+    Value::Array(Vec::new())
+}
+
+fn same(state: &Value) -> Value {
+    state.clone()
+}
+
+fn ty(event: &Value) -> &str {
+    event
+        .as_object()
+        .and_then(|o| o.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+fn data(event: &Value) -> Option<&Object> {
+    event
+        .as_object()
+        .and_then(|o| o.get("data"))
+        .and_then(Value::as_object)
+}
+
+fn time(event: &Value) -> Value {
+    event
+        .as_object()
+        .and_then(|o| o.get("time"))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// `title`: the latest `session/title`'s title (DSH's session-title unit, last-wins).
+fn title(state: &mut Value, _: u64, event: &Value) {
+    if ty(event) == "session/title" {
+        if let Some(t @ Value::String(_)) = data(event).and_then(|d| d.get("title")) {
+            *state = t.clone();
+        }
+    }
+}
+
+/// `todos`: the latest `todo/write` list; a `turn/start` clears it (DSH's tool-todo unit).
+fn todos(state: &mut Value, _: u64, event: &Value) {
+    match ty(event) {
+        "todo/write" => {
+            if let Some(list @ Value::Array(_)) = data(event).and_then(|d| d.get("todos")) {
+                *state = list.clone();
+            }
+        }
+        "turn/start" => *state = Value::Null,
+        _ => {}
+    }
+}
+
+const BUCKETS: [&str; 4] = [
+    "uncachedInputTokens",
+    "outputTokens",
+    "cacheReadTokens",
+    "cacheWriteTokens",
+];
+
+fn zero_buckets() -> Value {
+    Value::Object(BUCKETS.iter().fold(Object::new(), |o, k| o.with(k, 0.0)))
+}
+
+fn usage_init(_: u64) -> Value {
+    Value::Object(
+        Object::new()
+            .with("totals", zero_buckets())
+            .with("last", Value::Null),
+    )
+}
+
+fn usage_view(state: &Value) -> Value {
+    state
+        .as_object()
+        .and_then(|o| o.get("totals"))
+        .cloned()
+        .unwrap_or_else(zero_buckets)
+}
+
+/// `tokenUsage`: DSH's token-meter fold. Samples come from `assistant/chunk` usage chunks and
+/// `assistant/message.usage`; a repeated sample for the same (turn, step) replaces the previous
+/// one instead of adding to it.
+fn usage(state: &mut Value, _: u64, event: &Value) {
+    let Some(d) = data(event) else { return };
+    let sample = match ty(event) {
+        "assistant/chunk" => d
+            .get("chunk")
+            .and_then(Value::as_object)
+            .filter(|c| c.get("type").and_then(Value::as_str) == Some("usage"))
+            .and_then(|c| c.get("usage")),
+        "assistant/message" => d.get("usage"),
+        _ => None,
+    };
+    let Some(Value::Object(u)) = sample else {
+        return;
+    };
+    let num = |k: &str| u.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let next = [
+        num("inputTokens"),
+        num("outputTokens"),
+        num("cacheReadTokens"),
+        num("cacheWriteTokens"),
+    ];
+    let (turn, step) = (
+        d.get("turn").cloned().unwrap_or(Value::Null),
+        d.get("step").cloned().unwrap_or(Value::Null),
+    );
+    let Value::Object(s) = state else { return };
+    let previous: Option<[f64; 4]> = s
+        .get("last")
+        .and_then(Value::as_object)
+        .filter(|l| l.get("turn") == Some(&turn) && l.get("step") == Some(&step))
+        .and_then(|l| l.get("buckets"))
+        .map(buckets_of);
+    if previous == Some(next) {
+        return;
+    }
+    let totals = s.get("totals").map(buckets_of).unwrap_or([0.0; 4]);
+    let prev = previous.unwrap_or([0.0; 4]);
+    let sum: Vec<f64> = (0..4).map(|i| totals[i] - prev[i] + next[i]).collect();
+    let as_buckets = |v: &[f64]| {
+        Value::Object(
+            BUCKETS
+                .iter()
+                .zip(v)
+                .fold(Object::new(), |o, (k, n)| o.with(k, *n)),
+        )
+    };
+    let last = Object::new()
+        .with("turn", turn)
+        .with("step", step)
+        .with("buckets", as_buckets(&next));
+    *state = Value::Object(
+        Object::new()
+            .with("totals", as_buckets(&sum))
+            .with("last", Value::Object(last)),
+    );
+}
+
+fn buckets_of(v: &Value) -> [f64; 4] {
+    let o = v.as_object();
+    BUCKETS.map(|k| {
+        o.and_then(|o| o.get(k))
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0)
+    })
+}
+
+/// `turns`: one entry per `turn/start`, closed by its `turn/end`: turn, start seq/time, end
+/// seq/time and reason (`null` while open), and the number of steps started.
+fn turns(state: &mut Value, seq: u64, event: &Value) {
+    let Value::Array(list) = state else { return };
+    let Some(d) = data(event) else { return };
+    match ty(event) {
+        "turn/start" => list.push(Value::Object(
+            Object::new()
+                .with("turn", d.get("turn").cloned().unwrap_or(Value::Null))
+                .with("startSeq", seq as f64)
+                .with("startTime", time(event))
+                .with("endSeq", Value::Null)
+                .with("endTime", Value::Null)
+                .with("reason", Value::Null)
+                .with("steps", 0.0),
+        )),
+        "step/start" => {
+            if let Some(Value::Object(t)) = list.last_mut() {
+                let steps = t.get("steps").and_then(Value::as_f64).unwrap_or(0.0);
+                t.insert("steps".into(), Value::from(steps + 1.0));
+            }
+        }
+        "turn/end" => {
+            let open = list.iter_mut().rev().find_map(|t| match t {
+                Value::Object(o)
+                    if o.get("endSeq") == Some(&Value::Null) && o.get("turn") == d.get("turn") =>
+                {
+                    Some(o)
+                }
+                _ => None,
+            });
+            if let Some(t) = open {
+                t.insert("endSeq".into(), Value::from(seq as f64));
+                t.insert("endTime".into(), time(event));
+                t.insert(
+                    "reason".into(),
+                    d.get("reason").cloned().unwrap_or(Value::Null),
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `requestHeader`: DSH's canonical header of the latest `request/header`.
+fn request_header(state: &mut Value, _: u64, event: &Value) {
+    if ty(event) != "request/header" {
+        return;
+    }
+    let mut fold = RequestHeaderFold::new();
+    if fold.apply(event).is_ok() {
+        if let Some(h) = fold.header() {
+            *state = h.clone();
+        }
+    }
+}
+
+/// `requestContext`: the latest `request/context` payload (DSH's `Session.requestContext()`).
+fn request_context(state: &mut Value, _: u64, event: &Value) {
+    if ty(event) == "request/context" {
+        if let Some(d) = event.as_object().and_then(|o| o.get("data")) {
+            *state = d.clone();
+        }
+    }
+}
+
+fn activity_init(_: u64) -> Value {
+    Value::Object(
+        Object::new()
+            .with("blank", true)
+            .with("lastPromptAt", Value::Null),
+    )
+}
+
+/// `activity`: DSH's `sessionListMetadata` — `blank` until a `turn/start`, and `lastPromptAt`
+/// the time of the latest `user/message` a human wrote (`source.kind == "user"`).
+fn activity(state: &mut Value, _: u64, event: &Value) {
+    let Value::Object(s) = state else { return };
+    match ty(event) {
+        "turn/start" => s.insert("blank".into(), Value::Bool(false)),
+        "user/message" => {
+            let human = data(event)
+                .and_then(|d| d.get("source"))
+                .and_then(Value::as_object)
+                .and_then(|s| s.get("kind"))
+                .and_then(Value::as_str)
+                == Some("user");
+            if human {
+                s.insert("lastPromptAt".into(), time(event));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn inbox_init(seed_length: u64) -> Value {
+    Value::Object(
+        Object::new()
+            .with("from", seed_length as f64)
+            .with("next-turn", Value::Array(Vec::new()))
+            .with("next-step", Value::Array(Vec::new())),
+    )
+}
+
+fn inbox_view(state: &Value) -> Value {
+    let o = state.as_object();
+    let list = |k: &str| {
+        o.and_then(|o| o.get(k))
+            .cloned()
+            .unwrap_or(Value::Array(Vec::new()))
+    };
+    Value::Object(
+        Object::new()
+            .with("next-turn", list("next-turn"))
+            .with("next-step", list("next-step")),
+    )
+}
+
+/// `inbox`: DSH's queue fold — `agent/inbox/spliced {target, start, removedCount?, inserted}`
+/// splices the target list, from the header's `seedLength` on.
+fn inbox(state: &mut Value, seq: u64, event: &Value) {
+    if ty(event) != "agent/inbox/spliced" {
+        return;
+    }
+    let Value::Object(s) = state else { return };
+    if (seq as f64) < s.get("from").and_then(Value::as_f64).unwrap_or(0.0) {
+        return;
+    }
+    let Some(d) = data(event) else { return };
+    let Some(target) = d
+        .get("target")
+        .and_then(Value::as_str)
+        .filter(|t| *t == "next-turn" || *t == "next-step")
+    else {
+        return;
+    };
+    let index = |k: &str| {
+        d.get(k)
+            .and_then(Value::as_safe_integer)
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(0)
+    };
+    let inserted = d
+        .get("inserted")
+        .and_then(Value::as_array)
+        .map(<[Value]>::to_vec)
+        .unwrap_or_default();
+    let mut list = s
+        .get(target)
+        .and_then(Value::as_array)
+        .map(<[Value]>::to_vec)
+        .unwrap_or_default();
+    let start = index("start").min(list.len());
+    let end = (start + index("removedCount")).min(list.len());
+    list.splice(start..end, inserted);
+    s.insert(target.into(), Value::Array(list));
+}

@@ -1,0 +1,177 @@
+//! Projection checkpoints (`checkpoints` CF) and `state_at`: a unit's state at any seq from the
+//! nearest checkpoint ≤ N plus a fold of the events after it.
+//!
+//! Key `number ‖ unit index ‖ seq` → `[unit version][JSON.stringify(state)]`. Every unit is
+//! checkpointed after each `turn/end` and after every [`CHECKPOINT_EVERY`]th event (a stateless
+//! rule: seq + 1 divisible by it), in the same WriteBatch as the event, so a checkpoint never
+//! covers an event the log does not hold. A checkpoint whose version byte is not the unit's
+//! current version is never read: the fold starts earlier instead (at worst from the beginning).
+
+use sessionlog_codec::json::{self, Value};
+use sessionlog_codec::projection::{ProjectionSet, UNITS};
+
+use crate::keys::{event_key, parse_event_key, EVENT_KEY_LEN};
+use crate::meta::SessionMeta;
+use crate::store::{Store, CF_CHECKPOINTS};
+use crate::{Error, Result};
+
+/// Events between two periodic checkpoints.
+pub const CHECKPOINT_EVERY: u64 = 200;
+
+/// Folds committed events into every unit and emits checkpoints by the policy above.
+#[derive(Debug)]
+pub(crate) struct ProjectionWriter {
+    pub(crate) set: ProjectionSet,
+}
+
+impl ProjectionWriter {
+    pub(crate) fn new(seed_length: u64) -> Self {
+        ProjectionWriter {
+            set: ProjectionSet::new(seed_length),
+        }
+    }
+
+    /// Fold event `seq`; when it is a checkpoint point, `put` every unit's checkpoint.
+    pub(crate) fn apply(
+        &mut self,
+        number: u64,
+        seq: u64,
+        event: &Value,
+        put: &mut dyn FnMut([u8; EVENT_KEY_LEN], Vec<u8>) -> Result<()>,
+    ) -> Result<()> {
+        self.set.apply(seq, event);
+        let turn_end = event
+            .as_object()
+            .and_then(|o| o.get("type"))
+            .and_then(Value::as_str)
+            == Some("turn/end");
+        if turn_end || (seq + 1) % CHECKPOINT_EVERY == 0 {
+            for (i, (unit, state)) in UNITS.iter().zip(&self.set.states).enumerate() {
+                let mut value = vec![unit.version];
+                value.extend_from_slice(json::stringify(state).as_bytes());
+                put(event_key(number, unit_section(i), seq), value)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn unit_section(index: usize) -> u8 {
+    u8::try_from(index).unwrap_or(u8::MAX)
+}
+
+/// The header's `seedLength` (0 when absent).
+pub(crate) fn seed_length(meta: &SessionMeta) -> u64 {
+    let line = meta.header.strip_suffix(b"\n").unwrap_or(&meta.header);
+    json::parse(&String::from_utf8_lossy(line))
+        .ok()
+        .and_then(|h| {
+            h.as_object()
+                .and_then(|o| o.get("seedLength"))
+                .and_then(Value::as_safe_integer)
+        })
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0)
+}
+
+impl Store {
+    /// The state (view) of projection unit `unit` after event `at` (default: the last event).
+    pub fn state_at(&self, id: &str, unit: &str, at: Option<u64>) -> Result<Value> {
+        let meta = self.require_meta(id.as_bytes())?;
+        let (index, u) = ProjectionSet::unit(unit).ok_or_else(|| Error::UnknownUnit {
+            unit: unit.into(),
+            known: UNITS.iter().map(|u| u.key).collect::<Vec<_>>().join(", "),
+        })?;
+        let seed = seed_length(&meta);
+        let Some(at) = (match (at, meta.events) {
+            (_, 0) => None,
+            (None, n) => Some(n - 1),
+            (Some(a), n) if a < n => Some(a),
+            (Some(a), n) => {
+                return Err(Error::OutOfRange {
+                    id: id.into(),
+                    seq: a,
+                    events: n,
+                })
+            }
+        }) else {
+            return Ok(u.view(&u.init(seed)));
+        };
+        let (mut state, from) = self
+            .nearest_checkpoint(&meta, index, at)?
+            .unwrap_or_else(|| (u.init(seed), 0));
+        self.events(id, from, Some(at), &mut |seq, e| {
+            u.apply(&mut state, seq, e);
+            Ok(())
+        })?;
+        Ok(u.view(&state))
+    }
+
+    /// Every unit's state after the session's last event: each from its nearest checkpoint, the
+    /// events after the oldest of them folded once.
+    pub(crate) fn projection_set(&self, meta: &SessionMeta) -> Result<ProjectionSet> {
+        let mut set = ProjectionSet::new(seed_length(meta));
+        let Some(at) = meta.events.checked_sub(1) else {
+            return Ok(set);
+        };
+        let mut from = Vec::with_capacity(UNITS.len());
+        for index in 0..UNITS.len() {
+            match self.nearest_checkpoint(meta, index, at)? {
+                Some((state, next)) => {
+                    set.states[index] = state;
+                    from.push(next);
+                }
+                None => from.push(0),
+            }
+        }
+        let start = from.iter().copied().min().unwrap_or(0);
+        self.events(&meta.id_lossy(), start, Some(at), &mut |seq, e| {
+            for (i, unit) in UNITS.iter().enumerate() {
+                if seq >= from[i] {
+                    unit.apply(&mut set.states[i], seq, e);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(set)
+    }
+
+    /// The latest readable checkpoint of unit `index` at or before `at`: its state and the seq
+    /// to fold from.
+    fn nearest_checkpoint(
+        &self,
+        meta: &SessionMeta,
+        index: usize,
+        at: u64,
+    ) -> Result<Option<(Value, u64)>> {
+        let version = UNITS[index].version;
+        let section = unit_section(index);
+        let mut it = self
+            .db
+            .raw_iterator_cf_opt(self.cf(CF_CHECKPOINTS)?, self.bounded(meta.number));
+        it.seek_for_prev(event_key(meta.number, section, at));
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            let Some((_, s, seq)) = parse_event_key(k) else {
+                break;
+            };
+            if s != section {
+                break;
+            }
+            if let Some((&ver, text)) = v.split_first() {
+                if ver == version {
+                    let state = json::parse(&String::from_utf8_lossy(text))?;
+                    return Ok(Some((state, seq + 1)));
+                }
+            }
+            it.prev();
+        }
+        it.status().map_err(Error::storage(format!(
+            "reading checkpoints of \"{}\"",
+            meta.id_lossy()
+        )))?;
+        Ok(None)
+    }
+}

@@ -1,0 +1,120 @@
+//! Projection units at any seq (nearest checkpoint + tail fold) against a naive fold of the
+//! prefix, for imported and live-appended sessions; DSH's request-header fold on the corpus;
+//! request reconstruction and its mismatch check.
+
+use proptest::prelude::*;
+use sessionlog::codec::json::{self, Object, Value};
+use sessionlog::codec::projection::{fold, UNITS};
+use sessionlog::engine::{Error, SourceEncoding, CHECKPOINT_EVERY};
+use sessionlog_tools::gen::{session_batches, session_bytes, GenOptions};
+
+use crate::fixtures::{fixtures, import_bytes, temp_store};
+
+fn all_events(store: &sessionlog::engine::Store, id: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    store
+        .events(id, 0, None, &mut |_, e| {
+            out.push(e.clone());
+            Ok(())
+        })
+        .expect("events");
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 4, ..ProptestConfig::default() })]
+    #[test]
+    fn every_unit_at_every_seq_equals_a_naive_fold(index in 0u64..300, events in 300u64..1200) {
+        let opts = GenOptions { sessions: 1, events_per_session: events, seed: 9, torn_fraction: 0.0 };
+        let (_d, store) = temp_store();
+        let r = import_bytes(&store, "gen", &session_bytes(index, &opts), false).expect("import");
+        let feed = session_batches(index, &opts);
+        let (_d2, live) = temp_store();
+        live.create_session(&feed.header_line, SourceEncoding::Jsonl).expect("create");
+        for b in &feed.batches {
+            live.append(&feed.id, Some(b.first_seq), b.events.iter().map(crate::append::new_event).collect()).expect("append");
+        }
+        let log = all_events(&store, &r.id);
+        prop_assert!(log.len() as u64 > CHECKPOINT_EVERY);
+        for unit in &UNITS {
+            for n in (0..log.len()).step_by(11).chain([log.len() - 1]) {
+                let naive = json::stringify(&fold(unit.key, 0, &log[..=n]).expect("unit"));
+                let ours = json::stringify(&store.state_at(&r.id, unit.key, Some(n as u64)).expect("state"));
+                prop_assert_eq!(&ours, &naive, "{} at {}", unit.key, n);
+                let live_state = json::stringify(&live.state_at(&feed.id, unit.key, Some(n as u64)).expect("live state"));
+                prop_assert_eq!(&live_state, &naive, "live {} at {}", unit.key, n);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_request_header_unit_equals_dsh_s_fold_on_the_corpus() {
+    let Some(dir) = fixtures() else { return };
+    let expected = dir.join("dsh-expected");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&expected).expect("dir") {
+        let name = entry.expect("e").file_name().into_string().expect("utf8");
+        let Some(stem) = name.strip_suffix(".request-header.json") else {
+            continue;
+        };
+        let want = std::fs::read_to_string(expected.join(&name)).expect("expected");
+        let bytes = std::fs::read(dir.join("dsh").join(format!("{stem}.jsonl"))).expect("fixture");
+        let (_d, store) = temp_store();
+        let r = import_bytes(&store, stem, &bytes, false).expect("import");
+        let got =
+            json::stringify(&store.state_at(&r.id, "requestHeader", None).expect("state")) + "\n";
+        assert_eq!(got, want, "{stem}");
+        checked += 1;
+    }
+    assert_eq!(checked, 159);
+}
+
+#[test]
+fn a_recorded_request_checks_against_the_log() {
+    let opts = GenOptions {
+        sessions: 1,
+        events_per_session: 400,
+        seed: 4,
+        torn_fraction: 0.0,
+    };
+    let (_d, store) = temp_store();
+    let r = import_bytes(&store, "gen", &session_bytes(3, &opts), false).expect("import");
+    let request = store.request(&r.id, 1, 1).expect("request");
+    store
+        .check_request(&r.id, 1, 1, &request)
+        .expect("the reconstruction checks against itself");
+    let o = request.as_object().expect("object");
+    let mut messages = o
+        .get("messages")
+        .and_then(Value::as_array)
+        .expect("messages")
+        .to_vec();
+    assert!(!messages.is_empty());
+    messages.push(Value::Null);
+    let tampered = Value::Object(
+        Object::new()
+            .with("header", o.get("header").cloned().expect("header"))
+            .with("messages", Value::Array(messages.clone())),
+    );
+    match store.check_request(&r.id, 1, 1, &tampered) {
+        Err(Error::ReconstructionMismatch { what, .. }) => {
+            assert_eq!(what, format!("messages[{}]", messages.len() - 1))
+        }
+        other => panic!("expected a mismatch, got {other:?}"),
+    }
+    let header = Value::Object(Object::new().with("config", Value::Null));
+    let tampered = Value::Object(
+        Object::new()
+            .with("header", header)
+            .with("messages", o.get("messages").cloned().expect("m")),
+    );
+    match store.check_request(&r.id, 1, 1, &tampered) {
+        Err(Error::ReconstructionMismatch { what, .. }) => assert_eq!(what, "header.config"),
+        other => panic!("expected a mismatch, got {other:?}"),
+    }
+    assert!(matches!(
+        store.state_at(&r.id, "nope", None),
+        Err(Error::UnknownUnit { .. })
+    ));
+}
