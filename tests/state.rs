@@ -24,7 +24,7 @@ fn all_events(store: &sessionlog::engine::Store, id: &str) -> Vec<Value> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 4, ..ProptestConfig::default() })]
     #[test]
-    fn every_unit_at_every_seq_equals_a_naive_fold(index in 0u64..300, events in 300u64..1200) {
+    fn every_unit_at_every_seq_equals_a_naive_fold(index in 0u64..300, events in 600u64..1200) {
         let opts = GenOptions { sessions: 1, events_per_session: events, seed: 9, torn_fraction: 0.0 };
         let (_d, store) = temp_store();
         let r = import_bytes(&store, "gen", &session_bytes(index, &opts), false).expect("import");
