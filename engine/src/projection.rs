@@ -56,6 +56,16 @@ impl ProjectionWriter {
     }
 }
 
+/// Whether every unit is checkpointed after event `seq` (the policy in the module docs).
+pub(crate) fn is_checkpoint_point(seq: u64, event: &Value) -> bool {
+    (seq + 1) % CHECKPOINT_EVERY == 0
+        || event
+            .as_object()
+            .and_then(|o| o.get("type"))
+            .and_then(Value::as_str)
+            == Some("turn/end")
+}
+
 fn unit_section(index: usize) -> u8 {
     u8::try_from(index).unwrap_or(u8::MAX)
 }

@@ -16,7 +16,7 @@ use super::hot::HotSession;
 use super::AppendReceipt;
 use crate::import::{checked_value, now_ms};
 use crate::meta::{SessionMeta, SourceEncoding};
-use crate::projection::ProjectionWriter;
+use crate::projection::{is_checkpoint_point, ProjectionWriter};
 use crate::store::{Store, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE};
 use crate::surface::SurfaceIndexer;
 use crate::{keys, Error, Result};
@@ -25,15 +25,30 @@ use crate::{keys, Error, Result};
 pub(crate) struct Staged {
     receipt: AppendReceipt,
     changes: Vec<SurfaceChange>,
-    meta: Option<(SessionMeta, ProjectionSet)>,
+    meta: Option<(SessionMeta, Projections)>,
+}
+
+/// How the hot projection state catches up once the batch commits.
+enum Projections {
+    /// Already folded (the batch held a checkpoint point): replace the hot state.
+    Folded(ProjectionSet),
+    /// These events, first seq = the batch's, still to be folded into the hot state.
+    Pending(Vec<Value>),
 }
 
 impl Staged {
     /// The commit succeeded: make the hot state match the store.
     pub(crate) fn publish(self, hot: &mut HotSession) -> AppendReceipt {
         if let Some((meta, projections)) = self.meta {
+            match projections {
+                Projections::Folded(set) => hot.projections = set,
+                Projections::Pending(events) => {
+                    for (k, e) in events.iter().enumerate() {
+                        hot.projections.apply(self.receipt.first_seq + k as u64, e);
+                    }
+                }
+            }
             hot.meta = meta;
-            hot.projections = projections;
         }
         self.receipt
     }
@@ -93,29 +108,42 @@ pub(crate) fn stage(
     }
     let folded = fold_batch(store, &hot.meta, &mut hot.surface, &authored)
         .map_err(|(seq, rule)| reject(seq, rule))?;
+    let first = hot.meta.events;
     let written = write_records(store, &hot.meta, &authored, &folded, batch).and_then(|meta| {
-        let mut projections = ProjectionWriter {
-            set: hot.projections.clone(),
-        };
-        let cf = store.cf(CF_CHECKPOINTS)?;
-        for (k, event) in authored.iter().enumerate() {
-            projections.apply(
-                meta.number,
-                hot.meta.events + k as u64,
-                event,
-                &mut |key, value| {
+        // Checkpoints are needed only at checkpoint points (rare): only then is the projection
+        // state copied and folded here; otherwise the hot state folds the events on publish.
+        let checkpoint = authored
+            .iter()
+            .enumerate()
+            .any(|(k, e)| is_checkpoint_point(first + k as u64, e));
+        let projections = if checkpoint {
+            let mut writer = ProjectionWriter {
+                set: hot.projections.clone(),
+            };
+            let cf = store.cf(CF_CHECKPOINTS)?;
+            for (k, event) in authored.iter().enumerate() {
+                writer.apply(meta.number, first + k as u64, event, &mut |key, value| {
                     batch.put_cf(cf, key, value);
                     Ok(())
-                },
-            )?;
-        }
-        Ok((meta, projections.set))
+                })?;
+            }
+            Projections::Folded(writer.set)
+        } else {
+            Projections::Pending(Vec::new())
+        };
+        Ok((meta, projections))
     });
     match written {
-        Ok(staged) => Ok(Staged {
+        Ok((meta, projections)) => Ok(Staged {
             receipt,
             changes: folded.changes,
-            meta: Some(staged),
+            meta: Some((
+                meta,
+                match projections {
+                    Projections::Pending(_) => Projections::Pending(authored),
+                    folded => folded,
+                },
+            )),
         }),
         Err(e) => {
             for change in folded.changes.iter().rev() {
