@@ -118,40 +118,57 @@ impl From<Object> for Value {
     }
 }
 
-/// A JS string stored as WTF-8 bytes (see the module invariants).
-#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct JsString(Vec<u8>);
+/// A JS string stored as WTF-8 bytes (see the module invariants). A string without lone
+/// surrogates is kept as a Rust `String`, so [`JsString::as_str`] costs nothing; the
+/// representation is canonical (lone surrogates ⇔ `Wtf8`), so equality and order are the bytes'.
+#[derive(Clone)]
+pub struct JsString(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Utf8(String),
+    Wtf8(Vec<u8>),
+}
 
 impl JsString {
     /// Wrap bytes already in WTF-8 form. The caller guarantees the encoding.
     pub(crate) fn from_wtf8_unchecked(bytes: Vec<u8>) -> Self {
-        JsString(bytes)
+        match String::from_utf8(bytes) {
+            Ok(s) => JsString(Repr::Utf8(s)),
+            Err(e) => JsString(Repr::Wtf8(e.into_bytes())),
+        }
     }
 
     /// The WTF-8 bytes.
     pub fn as_wtf8(&self) -> &[u8] {
-        &self.0
+        match &self.0 {
+            Repr::Utf8(s) => s.as_bytes(),
+            Repr::Wtf8(b) => b,
+        }
     }
 
     /// The string as UTF-8, or `None` when it holds a lone surrogate.
     pub fn as_str(&self) -> Option<&str> {
-        std::str::from_utf8(&self.0).ok()
+        match &self.0 {
+            Repr::Utf8(s) => Some(s),
+            Repr::Wtf8(_) => None,
+        }
     }
 
     /// The string with lone surrogates replaced by U+FFFD (for messages, never for data).
     pub fn to_string_lossy(&self) -> String {
-        String::from_utf8_lossy(&self.0).into_owned()
+        String::from_utf8_lossy(self.as_wtf8()).into_owned()
     }
 
     /// Whether this string equals `s`.
     pub fn eq_str(&self, s: &str) -> bool {
-        self.0 == s.as_bytes()
+        self.as_wtf8() == s.as_bytes()
     }
 
     /// The number of UTF-16 code units (JS `length`).
     pub fn utf16_len(&self) -> usize {
         // A 4-byte sequence is two code units; every other scalar (or lone surrogate) is one.
-        self.0
+        self.as_wtf8()
             .iter()
             .map(|&b| match b {
                 0xF0..=0xF7 => 2,
@@ -162,15 +179,47 @@ impl JsString {
     }
 }
 
+impl Default for JsString {
+    fn default() -> Self {
+        JsString(Repr::Utf8(String::new()))
+    }
+}
+
+impl PartialEq for JsString {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_wtf8() == other.as_wtf8()
+    }
+}
+
+impl Eq for JsString {}
+
+impl std::hash::Hash for JsString {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_wtf8().hash(state);
+    }
+}
+
+impl PartialOrd for JsString {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for JsString {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_wtf8().cmp(other.as_wtf8())
+    }
+}
+
 impl From<&str> for JsString {
     fn from(s: &str) -> Self {
-        JsString(s.as_bytes().to_vec())
+        JsString(Repr::Utf8(s.to_owned()))
     }
 }
 
 impl From<String> for JsString {
     fn from(s: String) -> Self {
-        JsString(s.into_bytes())
+        JsString(Repr::Utf8(s))
     }
 }
 
