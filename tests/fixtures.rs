@@ -82,3 +82,15 @@ pub fn assert_empty(store: &Store) {
         report.problems
     );
 }
+
+/// Every logical event of a stored session, by a full scan.
+pub fn all_events(store: &Store, id: &str) -> Vec<sessionlog::codec::json::Value> {
+    let mut out = Vec::new();
+    store
+        .events(id, 0, None, &mut |_, e| {
+            out.push(e.clone());
+            Ok(())
+        })
+        .expect("events");
+    out
+}

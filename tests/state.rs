@@ -8,18 +8,7 @@ use sessionlog::codec::projection::{fold, UNITS};
 use sessionlog::engine::{Error, SourceEncoding, CHECKPOINT_EVERY};
 use sessionlog_tools::gen::{session_batches, session_bytes, GenOptions};
 
-use crate::fixtures::{fixtures, import_bytes, temp_store};
-
-fn all_events(store: &sessionlog::engine::Store, id: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    store
-        .events(id, 0, None, &mut |_, e| {
-            out.push(e.clone());
-            Ok(())
-        })
-        .expect("events");
-    out
-}
+use crate::fixtures::{all_events, fixtures, import_bytes, temp_store};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 4, ..ProptestConfig::default() })]

@@ -10,7 +10,7 @@ use sessionlog::codec::surface::replay;
 use sessionlog::engine::{Error, SourceEncoding};
 use sessionlog_tools::gen::{session_batches, session_bytes, GenOptions};
 
-use crate::fixtures::{fixtures, import_bytes, temp_store};
+use crate::fixtures::{all_events, fixtures, import_bytes, temp_store};
 
 fn jsonl(values: &[Value]) -> String {
     values.iter().map(|v| json::stringify(v) + "\n").collect()
@@ -97,18 +97,6 @@ fn corpus_views_equal_dsh_s_at_the_end_and_at_every_pit_line() {
     }
     assert_eq!((views, failing), (159, 10));
     assert!(pits >= 150, "only {pits} pit lines checked");
-}
-
-/// Every logical event of a stored session, by a full scan.
-fn all_events(store: &sessionlog::engine::Store, id: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    store
-        .events(id, 0, None, &mut |_, e| {
-            out.push(e.clone());
-            Ok(())
-        })
-        .expect("events");
-    out
 }
 
 proptest! {

@@ -10,6 +10,8 @@
 //! Fixtures are read in place from `<repo>/../shared/fixtures` (or `$SESSIONLOG_FIXTURES`); when
 //! missing the tests note it and pass, unless `CI` is set.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -19,20 +21,7 @@ use sessionlog_codec::repair::{end_seed, interrupted_turn_closers, needs_end_see
 const TOOL_OUTCOME_UNKNOWN: &str = "dsh/examples__headless-agent__tests__semantic-checkpoint-snapshots__tool-outcome-unknown__session.expected.jsonl";
 
 fn fixtures() -> Option<PathBuf> {
-    let dir = std::env::var_os("SESSIONLOG_FIXTURES").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
-        PathBuf::from,
-    );
-    if dir.join("dsh-expected").is_dir() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "fixtures missing at {}",
-        dir.display()
-    );
-    eprintln!("note: fixtures missing at {}; skipping", dir.display());
-    None
+    common::fixtures_with("dsh-expected")
 }
 
 fn read(path: &Path) -> String {

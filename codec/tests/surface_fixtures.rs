@@ -14,6 +14,8 @@
 //! place from `<repo>/../shared/fixtures` (or `$SESSIONLOG_FIXTURES`); when missing the tests note
 //! it and pass, unless `CI` is set.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -24,21 +26,7 @@ use sessionlog_codec::surface::{
 use sessionlog_codec::Error;
 
 fn expected_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("SESSIONLOG_FIXTURES").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
-        PathBuf::from,
-    );
-    let expected = dir.join("dsh-expected");
-    if expected.join("derive-errors.json").is_file() {
-        return Some(expected);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "fixtures missing at {}",
-        dir.display()
-    );
-    eprintln!("note: fixtures missing at {}; skipping", dir.display());
-    None
+    common::fixtures_with("dsh-expected/derive-errors.json").map(|d| d.join("dsh-expected"))
 }
 
 fn read(path: &Path) -> String {

@@ -10,6 +10,8 @@
 //! Fixtures are read in place from `<repo>/../shared/fixtures` (or `$SESSIONLOG_FIXTURES`). When
 //! they are missing the tests note it and pass, unless `CI` is set.
 
+mod common;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -19,20 +21,7 @@ use sessionlog_codec::zstd::{
 use sessionlog_codec::Result;
 
 fn fixtures() -> Option<PathBuf> {
-    let dir = std::env::var_os("SESSIONLOG_FIXTURES").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
-        PathBuf::from,
-    );
-    if dir.join("dsh-zstd/index.json").is_file() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "fixtures missing at {}",
-        dir.display()
-    );
-    eprintln!("note: fixtures missing at {}; skipping", dir.display());
-    None
+    common::fixtures_with("dsh-zstd/index.json")
 }
 
 fn read(path: &Path) -> Vec<u8> {

@@ -100,6 +100,42 @@ pub struct SessionMeta {
 }
 
 impl SessionMeta {
+    /// The metadata of a session with no body yet: header fields for listing, no events, no
+    /// lines, verdict clean, batch 1 next. Writers set what their body adds.
+    pub(crate) fn new(
+        number: u64,
+        header: &sessionlog_codec::header::Header,
+        header_record: Vec<u8>,
+        source: SourceEncoding,
+    ) -> Self {
+        use sessionlog_codec::json::Value;
+        let o = &header.object;
+        let len = header_record.len() as u64;
+        SessionMeta {
+            number,
+            id: header.id.as_wtf8().to_vec(),
+            header: header_record,
+            created_at: o.get("createdAt").and_then(Value::as_safe_integer),
+            cwd: o.get("cwd").and_then(Value::as_str).map(str::to_owned),
+            verdict: Verdict::Clean,
+            events: 0,
+            committed_lines: 0,
+            body_lines: 0,
+            committed_bytes: len,
+            tail_bytes: 0,
+            tail_chunks: 0,
+            total_bytes: len,
+            plaintext_bytes: len,
+            frames: 0,
+            torn_batch: None,
+            next_batch: 1,
+            surface_error: None,
+            surface_since_snapshot: 0,
+            source,
+            imported_at_ms: crate::import::now_ms(),
+        }
+    }
+
     /// The id for messages (lossy for lone surrogates).
     pub fn id_lossy(&self) -> String {
         String::from_utf8_lossy(&self.id).into_owned()

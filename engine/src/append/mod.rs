@@ -80,44 +80,11 @@ impl Store {
             if encoding == SourceEncoding::JsonlZstd {
                 w.put_frame(&header_frame)?;
             }
-            let (created_at, cwd) = crate::import::header_fields(&header);
-            let len = header_record.len() as u64;
-            let meta = SessionMeta {
-                number: w.number(),
-                id: header.id.as_wtf8().to_vec(),
-                header: header_record.clone(),
-                created_at,
-                cwd,
-                verdict: Verdict::Clean,
-                events: 0,
-                committed_lines: 0,
-                body_lines: 0,
-                committed_bytes: len,
-                tail_bytes: 0,
-                tail_chunks: 0,
-                total_bytes: if encoding == SourceEncoding::JsonlZstd {
-                    header_frame.len() as u64
-                } else {
-                    len
-                },
-                plaintext_bytes: len,
-                frames: 0,
-                torn_batch: None,
-                next_batch: 1,
-                surface_error: None,
-                surface_since_snapshot: 0,
-                source: encoding,
-                imported_at_ms: crate::import::now_ms(),
-            };
-            let report = crate::ImportReport {
-                id: id.clone(),
-                verdict: Verdict::Clean,
-                events: 0,
-                lines: 0,
-                bytes: len,
-            };
-            w.finish(meta, false)?;
-            Ok(report)
+            let mut meta = SessionMeta::new(w.number(), &header, header_record.clone(), encoding);
+            if encoding == SourceEncoding::JsonlZstd {
+                meta.total_bytes = header_frame.len() as u64;
+            }
+            w.finish(meta, false)
         })?;
         Ok(id)
     }

@@ -6,7 +6,7 @@ use std::io::BufRead;
 
 use sessionlog_codec::header::parse_header;
 
-use super::{check_strict, header_fields, now_ms, BodyIndexer, ImportOptions, ImportReport};
+use super::{check_strict, BodyIndexer, ImportOptions, ImportReport};
 use crate::meta::{SessionMeta, SourceEncoding};
 use crate::store::Store;
 use crate::{Error, Result};
@@ -72,39 +72,24 @@ impl Store {
             }
             let verdict = body.verdict(&header, None, offset);
             check_strict(options, source_name, &header, &verdict)?;
-            let (created_at, cwd) = header_fields(&header);
             let meta = SessionMeta {
-                number: w.number(),
-                id: header.id.as_wtf8().to_vec(),
-                header: header_line.clone(),
-                created_at,
-                cwd,
-                verdict: verdict.clone(),
+                verdict,
                 events: body.scanner.events(),
-                committed_lines: w.lines,
                 body_lines: body.scanner.lines(),
                 committed_bytes,
-                tail_bytes: w.tail_bytes,
-                tail_chunks: 0,
                 total_bytes: offset,
                 plaintext_bytes: committed_bytes,
-                frames: 0,
-                torn_batch: None,
                 surface_error: body.surface.error.clone(),
                 surface_since_snapshot: body.surface.indexer.since_snapshot,
                 next_batch: BODY_BATCH + 1,
-                source: SourceEncoding::Jsonl,
-                imported_at_ms: now_ms(),
+                ..SessionMeta::new(
+                    w.number(),
+                    &header,
+                    header_line.clone(),
+                    SourceEncoding::Jsonl,
+                )
             };
-            let report = ImportReport {
-                id: header.id.to_string_lossy(),
-                verdict,
-                events: meta.events,
-                lines: meta.body_lines,
-                bytes: offset,
-            };
-            w.finish(meta, options.defer_sync)?;
-            Ok(report)
+            w.finish(meta, options.defer_sync)
         })
     }
 }

@@ -268,15 +268,6 @@ fn check_strict(
     Ok(())
 }
 
-/// Header `createdAt` and `cwd`, for listing.
-pub(crate) fn header_fields(header: &Header) -> (Option<i64>, Option<String>) {
-    let o = &header.object;
-    (
-        o.get("createdAt").and_then(Value::as_safe_integer),
-        o.get("cwd").and_then(Value::as_str).map(str::to_owned),
-    )
-}
-
 /// Wall-clock epoch milliseconds.
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()

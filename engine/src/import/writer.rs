@@ -183,7 +183,11 @@ impl<'s> SessionWriter<'s> {
 
     /// Flush the tail and commit everything with the session's metadata, whose line, frame and
     /// tail counts are taken from what was written. With `defer_sync` the commit is not fsynced.
-    pub(crate) fn finish(mut self, mut meta: SessionMeta, defer_sync: bool) -> Result<()> {
+    pub(crate) fn finish(
+        mut self,
+        mut meta: SessionMeta,
+        defer_sync: bool,
+    ) -> Result<crate::ImportReport> {
         self.flush_block()?;
         if !self.tail.is_empty() {
             let tail = std::mem::take(&mut self.tail);
@@ -210,10 +214,17 @@ impl<'s> SessionWriter<'s> {
         }
         let context = format!("committing session \"{}\"", meta.id_lossy());
         if defer_sync {
-            self.store.commit_unsynced(self.batch, &context)
+            self.store.commit_unsynced(self.batch, &context)?;
         } else {
-            self.store.commit(self.batch, &context)
+            self.store.commit(self.batch, &context)?;
         }
+        Ok(crate::ImportReport {
+            id: meta.id_lossy(),
+            verdict: meta.verdict.clone(),
+            events: meta.events,
+            lines: meta.body_lines,
+            bytes: meta.total_bytes,
+        })
     }
 }
 

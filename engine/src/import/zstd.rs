@@ -17,7 +17,7 @@ use sessionlog_codec::zstd::{
 };
 
 use super::writer::SessionWriter;
-use super::{check_strict, header_fields, now_ms, BodyIndexer, ImportOptions, ImportReport};
+use super::{check_strict, BodyIndexer, ImportOptions, ImportReport};
 use crate::meta::{SessionMeta, SourceEncoding, Verdict};
 use crate::store::Store;
 use crate::{Error, Result};
@@ -137,40 +137,26 @@ impl Store {
                 }
             };
             check_strict(options, source_name, &header, &verdict)?;
-            let (created_at, cwd) = header_fields(&header);
             let committed_bytes = body.scanner.committed_bytes();
             let meta = SessionMeta {
-                number: w.number(),
-                id: header.id.as_wtf8().to_vec(),
-                header: header_line.clone(),
-                created_at,
-                cwd,
-                verdict: verdict.clone(),
+                verdict,
                 events: body.scanner.events(),
-                committed_lines: 0,
                 body_lines: body.scanner.lines(),
                 committed_bytes,
-                tail_bytes: 0,
-                tail_chunks: 0,
                 total_bytes: bytes.len() as u64,
                 plaintext_bytes: committed_bytes.min(plain_end),
-                frames: 0,
                 torn_batch,
                 surface_error: body.surface.error.clone(),
                 surface_since_snapshot: body.surface.indexer.since_snapshot,
                 next_batch: scan.frames.len() as u64 + u64::from(scan.torn_start.is_some()),
-                source: SourceEncoding::JsonlZstd,
-                imported_at_ms: now_ms(),
+                ..SessionMeta::new(
+                    w.number(),
+                    &header,
+                    header_line.clone(),
+                    SourceEncoding::JsonlZstd,
+                )
             };
-            let report = ImportReport {
-                id: header.id.to_string_lossy(),
-                verdict,
-                events: meta.events,
-                lines: meta.body_lines,
-                bytes: meta.total_bytes,
-            };
-            w.finish(meta, options.defer_sync)?;
-            Ok(report)
+            w.finish(meta, options.defer_sync)
         })
     }
 }

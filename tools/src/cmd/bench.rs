@@ -35,13 +35,7 @@ pub fn import_export(
     dir: Option<PathBuf>,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (work, remove_after) = match dir {
-        Some(d) => (d, false),
-        None => (
-            std::env::temp_dir().join(format!("sessionlog-bench-{}", std::process::id())),
-            true,
-        ),
-    };
+    let (work, remove_after) = crate::cmd::work_dir(dir, "bench");
     let corpus = work.join("corpus");
     let target = mb * 1_000_000;
     let opts = GenOptions {
@@ -186,13 +180,7 @@ pub fn hosting(
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
     workload.validate()?;
-    let (work, remove_after) = match dir {
-        Some(d) => (d, false),
-        None => (
-            std::env::temp_dir().join(format!("sessionlog-hosting-{}", std::process::id())),
-            true,
-        ),
-    };
+    let (work, remove_after) = crate::cmd::work_dir(dir, "hosting");
     let opts = GenOptions {
         events_per_session: events,
         torn_fraction: 0.0,

@@ -126,3 +126,15 @@ pub fn progress_bar(total: u64, what: &str) -> indicatif::ProgressBar {
     bar.set_message(what.to_owned());
     bar
 }
+
+/// A benchmark's working directory: the one given (kept), or a fresh temp dir (removed after:
+/// the `bool`).
+pub fn work_dir(dir: Option<std::path::PathBuf>, workload: &str) -> (std::path::PathBuf, bool) {
+    match dir {
+        Some(d) => (d, false),
+        None => (
+            std::env::temp_dir().join(format!("sessionlog-{workload}-{}", std::process::id())),
+            true,
+        ),
+    }
+}

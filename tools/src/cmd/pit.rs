@@ -80,13 +80,7 @@ pub fn run(
     dir: Option<PathBuf>,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (work, remove_after) = match dir {
-        Some(d) => (d, false),
-        None => (
-            std::env::temp_dir().join(format!("sessionlog-pit-{}", std::process::id())),
-            true,
-        ),
-    };
+    let (work, remove_after) = crate::cmd::work_dir(dir, "pit");
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let store = Store::open(work.join("store"), Options::default())?;
     let mut rows = Vec::new();

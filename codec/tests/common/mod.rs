@@ -1,0 +1,23 @@
+//! What the codec's fixture tests share: locating `<repo>/../shared/fixtures` in place (override
+//! with `SESSIONLOG_FIXTURES`). When it is missing the tests print a note and pass, except under
+//! CI (`CI` set), where a missing fixture directory fails loudly.
+
+use std::path::{Path, PathBuf};
+
+/// The fixtures directory when it holds `probe`, else `None` (outside CI).
+pub fn fixtures_with(probe: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("SESSIONLOG_FIXTURES").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
+        PathBuf::from,
+    );
+    if dir.join(probe).exists() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "fixtures missing at {}",
+        dir.display()
+    );
+    eprintln!("note: fixtures missing at {}; skipping", dir.display());
+    None
+}
