@@ -1,9 +1,15 @@
 //! sessionlog's integration tests: one binary, one module per area.
 
 mod append;
+mod concurrency;
 mod corpus;
+mod corruption;
+mod crash;
+mod faults;
 mod fixtures;
 mod hostile;
+mod hostile_props;
+mod listing;
 mod reader;
 mod repair;
 mod root;

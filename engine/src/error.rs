@@ -124,6 +124,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The store is open elsewhere: another process, or another handle in this process. RocksDB
+    /// allows one writer per directory; nothing was opened.
+    #[error("the store at {} is in use by another process or handle; close it first ({source})", path.display())]
+    Locked {
+        /// The store directory.
+        path: PathBuf,
+        /// RocksDB's lock error.
+        source: rocksdb::Error,
+    },
     /// A durable write failed earlier; the store refuses writes until it is reopened.
     #[error("the store refuses writes after a failed durable write; reopen it (acknowledged data is intact)")]
     Poisoned,

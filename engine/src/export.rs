@@ -12,14 +12,14 @@
 
 use std::io::Write;
 
-use rocksdb::{DBRawIteratorWithThreadMode, DB};
+use rocksdb::{DBRawIteratorWithThreadMode, Snapshot, DB};
 use sessionlog_codec::stored::{block_text, decode_block};
 use sessionlog_codec::zstd::FrameCompressor;
 
 use crate::import::checked_bytes;
 use crate::keys;
 use crate::meta::{SessionMeta, SourceEncoding};
-use crate::store::{Store, CF_EVENTS};
+use crate::store::{Store, CF_EVENTS, CF_SESSIONS};
 use crate::{Error, Result};
 
 /// The two DSH artifact encodings.
@@ -40,7 +40,11 @@ impl Store {
         format: Option<ExportFormat>,
         out: &mut dyn Write,
     ) -> Result<u64> {
-        let meta = self.require_meta(id.as_bytes())?;
+        // One snapshot for the metadata and every block read: a batch appended meanwhile is
+        // neither half-seen nor counted against the size the metadata promises.
+        let snap = self.db.snapshot();
+        let meta = self.meta_at(id, &snap)?;
+        let snap = Some(&snap);
         let mut w = Counting {
             out,
             written: 0,
@@ -49,22 +53,22 @@ impl Store {
         match (meta.source, format) {
             (SourceEncoding::Jsonl, None | Some(ExportFormat::Jsonl)) => {
                 w.put(&meta.header)?;
-                self.copy_section(&meta, keys::BLOCK, &mut w, None)?;
-                self.copy_section(&meta, keys::TAIL, &mut w, None)?;
+                self.copy_section(&meta, snap, keys::BLOCK, &mut w, None)?;
+                self.copy_section(&meta, snap, keys::TAIL, &mut w, None)?;
                 w.expect(meta.total_bytes)?;
             }
             (SourceEncoding::JsonlZstd, None | Some(ExportFormat::JsonlZstd)) => {
-                self.copy_section(&meta, keys::FRAME, &mut w, None)?;
-                self.copy_section(&meta, keys::TAIL, &mut w, None)?;
+                self.copy_section(&meta, snap, keys::FRAME, &mut w, None)?;
+                self.copy_section(&meta, snap, keys::TAIL, &mut w, None)?;
                 w.expect(meta.total_bytes)?;
             }
             (SourceEncoding::JsonlZstd, Some(ExportFormat::Jsonl)) => {
                 w.put(&meta.header)?;
-                self.copy_section(&meta, keys::BLOCK, &mut w, meta.torn_batch)?;
+                self.copy_section(&meta, snap, keys::BLOCK, &mut w, meta.torn_batch)?;
                 w.expect(meta.plaintext_bytes)?;
             }
             (SourceEncoding::Jsonl, Some(ExportFormat::JsonlZstd)) => {
-                self.write_frames(&meta, &mut w)?
+                self.write_frames(&meta, snap, &mut w)?
             }
         }
         Ok(w.written)
@@ -80,11 +84,12 @@ impl Store {
     fn copy_section(
         &self,
         meta: &SessionMeta,
+        snap: Option<&Snapshot<'_>>,
         section: u8,
         w: &mut Counting<'_>,
         skip_batch: Option<u64>,
     ) -> Result<()> {
-        let mut it = self.scan_iter(meta.number)?;
+        let mut it = self.scan_iter_at(meta.number, snap)?;
         it.seek(keys::event_key(meta.number, section, 0));
         while it.valid() {
             let (Some(k), Some(v)) = (it.key(), it.value()) else {
@@ -126,14 +131,19 @@ impl Store {
 
     /// Author DSH frames for a session stored as plain lines: header frame, then one frame per
     /// stored batch, in order.
-    fn write_frames(&self, meta: &SessionMeta, w: &mut Counting<'_>) -> Result<()> {
+    fn write_frames(
+        &self,
+        meta: &SessionMeta,
+        snap: Option<&Snapshot<'_>>,
+        w: &mut Counting<'_>,
+    ) -> Result<()> {
         let mut compressor = FrameCompressor::new()?;
         let mut frame = Vec::new();
         compressor.compress_into(&meta.header, &mut frame)?;
         w.put(&frame)?;
         let mut plain = Vec::new();
         let mut batch = None;
-        let mut it = self.scan_iter(meta.number)?;
+        let mut it = self.scan_iter_at(meta.number, snap)?;
         it.seek(keys::event_key(meta.number, keys::BLOCK, 0));
         while it.valid() {
             let (Some(k), Some(v)) = (it.key(), it.value()) else {
@@ -176,10 +186,35 @@ impl Store {
     /// An iterator for a whole-session scan (export, verify): it reads ahead, and does not fill
     /// the block cache, so one-off scans do not evict the blocks queries keep hot.
     pub(crate) fn scan_iter(&self, number: u64) -> Result<DBRawIteratorWithThreadMode<'_, DB>> {
+        self.scan_iter_at(number, None)
+    }
+
+    /// [`Store::scan_iter`], reading at `snap` when given.
+    fn scan_iter_at(
+        &self,
+        number: u64,
+        snap: Option<&Snapshot<'_>>,
+    ) -> Result<DBRawIteratorWithThreadMode<'_, DB>> {
         let mut ro = self.bounded(number);
+        if let Some(snap) = snap {
+            ro.set_snapshot(snap);
+        }
         ro.set_readahead_size(2 << 20);
         ro.fill_cache(false);
         Ok(self.db.raw_iterator_cf_opt(self.cf(CF_EVENTS)?, ro))
+    }
+}
+
+impl Store {
+    /// Metadata of `id` as of `snap`, or `UnknownSession`.
+    fn meta_at(&self, id: &str, snap: &Snapshot<'_>) -> Result<SessionMeta> {
+        let got = snap
+            .get_pinned_cf(self.cf(CF_SESSIONS)?, keys::meta_key(id.as_bytes()))
+            .map_err(Error::storage(format!("reading session \"{id}\"")))?;
+        match got {
+            Some(bytes) => SessionMeta::decode(id.as_bytes(), &bytes),
+            None => Err(Error::UnknownSession { id: id.into() }),
+        }
     }
 }
 

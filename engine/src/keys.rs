@@ -75,6 +75,25 @@ pub fn pending_key(session: u64) -> Vec<u8> {
     k
 }
 
+/// `A ‖ !activity ‖ number`: the activity index, most recent first (no activity sorts last).
+pub fn activity_key(activity_ms: Option<i64>, number: u64) -> Vec<u8> {
+    order_key(b'A', activity_ms, number)
+}
+
+/// `R ‖ !created ‖ number`: the creation index, newest first.
+pub fn created_key(created_ms: Option<i64>, number: u64) -> Vec<u8> {
+    order_key(b'R', created_ms, number)
+}
+
+fn order_key(tag: u8, time_ms: Option<i64>, number: u64) -> Vec<u8> {
+    let t = u64::try_from(time_ms.unwrap_or(0).max(0)).unwrap_or(0);
+    let mut k = Vec::with_capacity(17);
+    k.push(tag);
+    k.extend_from_slice(&(u64::MAX - t).to_be_bytes());
+    k.extend_from_slice(&number.to_be_bytes());
+    k
+}
+
 /// The next-session-number counter.
 pub const COUNTER_KEY: &[u8] = b"C";
 

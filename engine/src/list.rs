@@ -21,6 +21,10 @@ pub struct SessionSummary {
     pub events: u64,
     /// Stored bytes (as exported).
     pub bytes: u64,
+    /// Time of the last human prompt.
+    pub activity_ms: Option<i64>,
+    /// When it was deleted, if it was.
+    pub deleted_at_ms: Option<i64>,
 }
 
 impl From<&SessionMeta> for SessionSummary {
@@ -32,11 +36,83 @@ impl From<&SessionMeta> for SessionSummary {
             verdict: m.verdict.clone(),
             events: m.events,
             bytes: m.total_bytes,
+            activity_ms: m.activity_ms,
+            deleted_at_ms: m.deleted_at_ms,
         }
     }
 }
 
+/// Listing orders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListOrder {
+    /// Most recent human activity first (sessions never prompted last).
+    Activity,
+    /// Newest `createdAt` first.
+    Created,
+}
+
+/// One page of a listing.
+#[derive(Clone, Debug)]
+pub struct ListPage {
+    /// The sessions, in order (deleted ones are skipped).
+    pub sessions: Vec<SessionSummary>,
+    /// Pass as `after` to get the next page; `None` at the end.
+    pub next: Option<Vec<u8>>,
+    /// Index keys read to build the page (the cost of a page is O(limit), not O(store)).
+    pub keys_read: u64,
+}
+
 impl Store {
+    /// A page of at most `limit` live sessions in `order`, starting after cursor `after`. Reads
+    /// the order's index from the cursor on and the metadata of the sessions it names.
+    pub fn list_page(
+        &self,
+        order: ListOrder,
+        limit: usize,
+        after: Option<&[u8]>,
+    ) -> Result<ListPage> {
+        let tag = match order {
+            ListOrder::Activity => b'A',
+            ListOrder::Created => b'R',
+        };
+        let cf = self.cf(CF_SESSIONS)?;
+        let mut ro = rocksdb::ReadOptions::default();
+        ro.set_iterate_upper_bound(vec![tag + 1]);
+        let mut it = self.db.raw_iterator_cf_opt(cf, ro);
+        match after {
+            Some(cursor) => {
+                it.seek(cursor);
+                if it.key() == Some(cursor) {
+                    it.next();
+                }
+            }
+            None => it.seek([tag]),
+        }
+        let mut page = ListPage {
+            sessions: Vec::new(),
+            next: None,
+            keys_read: 0,
+        };
+        while it.valid() && page.sessions.len() < limit {
+            let (Some(k), Some(id)) = (it.key(), it.value()) else {
+                break;
+            };
+            page.keys_read += 1;
+            if let Some(meta) = self.meta(id)? {
+                if meta.deleted_at_ms.is_none() {
+                    page.sessions.push(SessionSummary::from(&meta));
+                }
+            }
+            page.next = Some(k.to_vec());
+            it.next();
+        }
+        if !it.valid() {
+            page.next = None;
+        }
+        it.status().map_err(Error::storage("listing sessions"))?;
+        Ok(page)
+    }
+
     /// Every stored session, ordered by id.
     pub fn list(&self) -> Result<Vec<SessionSummary>> {
         let mut out = Vec::new();

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 
 /// The format version of [`SessionMeta`] records; a reader refuses versions it does not know.
-const META_VERSION: u8 = 2;
+const META_VERSION: u8 = 3;
 
 /// DSH's strict-reader verdict on a stored log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +97,11 @@ pub struct SessionMeta {
     pub source: SourceEncoding,
     /// Import time, epoch ms.
     pub imported_at_ms: i64,
+    /// Time of the last `user/message` a human wrote (`source.kind == "user"`): the listing's
+    /// activity order. Titles, end-seeds, repairs and compactions never move it.
+    pub activity_ms: Option<i64>,
+    /// When the session was deleted (hidden from listings, still exportable, restorable).
+    pub deleted_at_ms: Option<i64>,
 }
 
 impl SessionMeta {
@@ -133,6 +138,8 @@ impl SessionMeta {
             surface_since_snapshot: 0,
             source,
             imported_at_ms: crate::import::now_ms(),
+            activity_ms: None,
+            deleted_at_ms: None,
         }
     }
 

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Direction,
-    IteratorMode, SliceTransform, WriteBatch, WriteOptions, DB,
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
+    DBRecoveryMode, Direction, IteratorMode, SliceTransform, WriteBatch, WriteOptions, DB,
 };
 
 use crate::keys;
@@ -66,6 +66,10 @@ impl Store {
         db_opts.create_if_missing(true);
         db_opts.create_missing_column_families(true);
         db_opts.set_paranoid_checks(true);
+        // A torn last WAL record (power loss mid-write: never acknowledged) is dropped; damage
+        // anywhere else fails the open. RocksDB's default, point-in-time recovery, would stop
+        // replay at the damage and silently lose every acknowledged write after it.
+        db_opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
         db_opts.increase_parallelism(options.background_jobs);
         db_opts.set_max_background_jobs(options.background_jobs);
         db_opts.set_bytes_per_sync(1 << 20);
@@ -73,10 +77,19 @@ impl Store {
         let cfs = [CF_SESSIONS, CF_EVENTS, CF_SURFACE, CF_CHECKPOINTS]
             .into_iter()
             .map(|name| ColumnFamilyDescriptor::new(name, cf_options(name, &options, &cache)));
-        let db = DB::open_cf_descriptors(&db_opts, &path, cfs).map_err(Error::storage(format!(
-            "opening the store at {}",
-            path.display()
-        )))?;
+        let db = DB::open_cf_descriptors(&db_opts, &path, cfs).map_err(|source| {
+            // RocksDB's messages: "While lock file: …/LOCK: Resource temporarily unavailable"
+            // (another process) and "lock hold by current process" (another handle here).
+            let text = source.to_string();
+            if text.contains("While lock file") || text.contains("lock hold by current process") {
+                Error::Locked {
+                    path: path.clone(),
+                    source,
+                }
+            } else {
+                Error::storage(format!("opening the store at {}", path.display()))(source)
+            }
+        })?;
         let hot = crate::append::HotCache::new(options.hot_sessions);
         let store = Store {
             db,

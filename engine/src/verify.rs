@@ -88,10 +88,19 @@ impl Store {
             plain: meta.header.clone(),
             ..Walk::default()
         };
-        let mapped = self
+        // Unreadable data (a RocksDB checksum failure) is this session's problem: report it
+        // under its name and go on with the other sessions.
+        let mapped = match self
             .db
             .get_cf(self.cf(CF_SESSIONS)?, keys::number_key(meta.number))
-            .map_err(Error::storage(format!("verifying session \"{id}\"")))?;
+        {
+            Ok(m) => m,
+            Err(e) => {
+                w.problems
+                    .push(format!("its number map cannot be read: {e}"));
+                None
+            }
+        };
         if mapped.as_deref() != Some(meta.id.as_slice()) {
             w.problems.push(format!(
                 "session number {} does not map back to this id",
@@ -139,9 +148,12 @@ impl Store {
             }
             it.next();
         }
-        it.status()
-            .map_err(Error::storage(format!("verifying session \"{id}\"")))?;
-        compare_counts(meta, &mut w);
+        match it.status() {
+            Ok(()) => compare_counts(meta, &mut w),
+            Err(e) => w
+                .problems
+                .push(format!("its stored data cannot be read: {e}")),
+        }
         report
             .problems
             .extend(w.problems.into_iter().map(|detail| VerifyProblem {
@@ -242,8 +254,14 @@ impl Store {
             }
             it.seek(keys::session_end(number));
         }
-        it.status()
-            .map_err(Error::storage("verifying session numbers"))
+        // Damaged blocks are named per session by `verify_session`; here they only cut the scan.
+        if let Err(e) = it.status() {
+            report.problems.push(VerifyProblem {
+                session: "?".into(),
+                detail: format!("the session-number scan stopped at unreadable data: {e}"),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -33,6 +33,15 @@ pub enum DurabilityArg {
     Buffered,
 }
 
+/// `ls --order` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum OrderArg {
+    /// Most recent human prompt first.
+    Activity,
+    /// Newest `createdAt` first.
+    Created,
+}
+
 /// `--format` values.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FormatArg {
@@ -185,11 +194,40 @@ pub enum Command {
         #[arg(long)]
         step: i64,
     },
-    /// List stored sessions.
+    /// List live sessions, most recent human activity first (or newest first with --order
+    /// created), a page at a time.
     Ls {
-        /// One JSON object per session.
+        /// Sort order.
+        #[arg(long, value_enum, default_value_t = OrderArg::Activity)]
+        order: OrderArg,
+        /// Sessions per page (default: all).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Continue after this cursor (printed at the end of a limited page).
+        #[arg(long)]
+        after: Option<String>,
+        /// One JSON object per session (and `{"next": CURSOR}` last when more remain).
         #[arg(long)]
         json: bool,
+    },
+    /// Hide a session from listings (it stays exportable; undelete restores it).
+    Delete {
+        /// Session id.
+        id: String,
+    },
+    /// Restore a deleted session.
+    Undelete {
+        /// Session id.
+        id: String,
+    },
+    /// Remove deleted sessions for good and reclaim their space.
+    Purge {
+        /// Only sessions deleted at least this long ago, e.g. `30d`, `12h`, `0s`.
+        #[arg(long, default_value = "0s")]
+        older_than: String,
+        /// Say what would be removed, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Re-check crc32s and index consistency (all sessions, or the named ones).
     Verify {
@@ -213,6 +251,44 @@ pub enum Command {
         /// Approximate events per session.
         #[arg(long)]
         events: Option<u64>,
+    },
+    /// Crash harness: a child process appends durably from several threads while this process
+    /// SIGKILLs it at random moments, reopens the store and checks that every acknowledged batch
+    /// is there, seqs have no gap or duplicate, `verify` is clean and export matches the events.
+    /// The store is `<dir>/db`; the global `--db` is ignored.
+    Stress {
+        /// Kill/reopen cycles.
+        #[arg(long, default_value_t = 200)]
+        cycles: u64,
+        /// Appending threads in the child.
+        #[arg(long, default_value_t = 4)]
+        threads: usize,
+        /// Sessions each child thread keeps open at once.
+        #[arg(long, default_value_t = 4)]
+        sessions_per_thread: usize,
+        /// Mean events per generated session.
+        #[arg(long, default_value_t = 300)]
+        events: u64,
+        /// Longest time a child runs before it is killed, in ms (each kill is at a random
+        /// moment from 50 ms up to this).
+        #[arg(long, default_value_t = 600)]
+        max_kill_ms: u64,
+        /// Start a fresh store every this many cycles (bounds the cost of each check).
+        #[arg(long, default_value_t = 10)]
+        cycles_per_store: u64,
+        /// Generator and kill-timing seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Working directory (default: a temp dir, removed after a successful run; kept on
+        /// failure).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print the totals as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Internal: run as the child worker on `<dir>` (the parent passes this).
+        #[arg(long, hide = true)]
+        worker: bool,
     },
     /// Run a benchmark workload and print its figures (and ratios against peers).
     Bench {

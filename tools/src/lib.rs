@@ -3,7 +3,9 @@
 //! - [`gen`]: the deterministic DSH-shaped workload generator behind `sessionlog gen`.
 //! - [`hosting`]: the multi-session hosting benchmark behind `sessionlog bench hosting`, with
 //!   DSH's JSONL and SQLite backends as peers.
+//! - [`stress`]: the kill -9 crash harness behind `sessionlog stress` and the crash test.
 #![forbid(unsafe_code)]
 
 pub mod gen;
 pub mod hosting;
+pub mod stress;

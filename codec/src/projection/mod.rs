@@ -36,6 +36,12 @@ impl ProjectionSet {
         }
     }
 
+    /// The view of unit `key` in this set.
+    pub fn view(&self, key: &str) -> Option<Value> {
+        let (i, unit) = Self::unit(key)?;
+        Some(unit.view(&self.states[i]))
+    }
+
     /// The unit named `key`, with its index.
     pub fn unit(key: &str) -> Option<(usize, &'static Unit)> {
         UNITS.iter().enumerate().find(|(_, u)| u.key == key)

@@ -246,6 +246,12 @@ pub(crate) fn write_records(
     batch.put_cf(events_cf, key, encode_block(&block, &text)?);
     let mut next = meta.clone();
     next.events = seq;
+    if let Some(t) = last_human_prompt(authored) {
+        let sessions = store.cf(CF_SESSIONS)?;
+        batch.delete_cf(sessions, keys::activity_key(meta.activity_ms, meta.number));
+        batch.put_cf(sessions, keys::activity_key(Some(t), meta.number), &meta.id);
+        next.activity_ms = Some(t);
+    }
     next.surface_since_snapshot = surface.since_snapshot;
     next.committed_lines += records.len() as u64;
     next.body_lines += records.len() as u64;
@@ -272,4 +278,19 @@ pub(crate) fn write_records(
         next.encode()?,
     );
     Ok(next)
+}
+
+/// The time of the batch's last `user/message` a human wrote (`source.kind == "user"`).
+fn last_human_prompt(events: &[Value]) -> Option<i64> {
+    events.iter().rev().find_map(|e| {
+        let o = e.as_object()?;
+        let d = o.get("data")?.as_object()?;
+        let human = o.get("type")?.as_str()? == "user/message"
+            && d.get("source")?.as_object()?.get("kind")?.as_str()? == "user";
+        if human {
+            o.get("time")?.as_safe_integer()
+        } else {
+            None
+        }
+    })
 }

@@ -81,6 +81,7 @@ impl Store {
                 plaintext_bytes: committed_bytes,
                 surface_error: body.surface.error.clone(),
                 surface_since_snapshot: body.surface.indexer.since_snapshot,
+                activity_ms: body.activity(),
                 next_batch: BODY_BATCH + 1,
                 ..SessionMeta::new(
                     w.number(),

@@ -197,6 +197,16 @@ impl BodyIndexer {
         Ok(true)
     }
 
+    /// The time of the last human `user/message` committed (the listing's activity).
+    fn activity(&self) -> Option<i64> {
+        self.projections
+            .set
+            .view("activity")?
+            .as_object()?
+            .get("lastPromptAt")?
+            .as_safe_integer()
+    }
+
     /// The verdict, given the header's and any container-level (zstd) refusal.
     fn verdict(&self, header: &Header, container: Option<String>, body_len: u64) -> Verdict {
         match (&header.check, container) {

@@ -205,6 +205,16 @@ impl<'s> SessionWriter<'s> {
             .put_cf(sessions, keys::number_key(self.number), &meta.id);
         self.batch.put_cf(
             sessions,
+            keys::activity_key(meta.activity_ms, self.number),
+            &meta.id,
+        );
+        self.batch.put_cf(
+            sessions,
+            keys::created_key(meta.created_at, self.number),
+            &meta.id,
+        );
+        self.batch.put_cf(
+            sessions,
             keys::COUNTER_KEY,
             self.store.counter_after(self.number),
         );

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use sessionlog_codec::json::{self, Object};
-use sessionlog_engine::Store;
+use sessionlog_engine::{ListOrder, Store};
+
+use crate::cli::OrderArg;
 use sessionlog_tools::gen::{generate, GenOptions};
 
 use crate::output::{json_line, opt};
@@ -73,13 +75,26 @@ pub fn check_request(store: &Store, id: &str, turn: i64, step: i64) -> anyhow::R
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn ls(store: &Store, as_json: bool) -> anyhow::Result<ExitCode> {
+pub fn ls(
+    store: &Store,
+    order: OrderArg,
+    limit: Option<usize>,
+    after: Option<&str>,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    let order = match order {
+        OrderArg::Activity => ListOrder::Activity,
+        OrderArg::Created => ListOrder::Created,
+    };
+    let cursor = after.map(decode_hex).transpose()?;
+    let page = store.list_page(order, limit.unwrap_or(usize::MAX), cursor.as_deref())?;
     let mut out = BufWriter::new(std::io::stdout().lock());
-    for s in store.list()? {
+    for s in &page.sessions {
         if as_json {
             let o = Object::new()
                 .with("id", s.id.as_str())
                 .with("createdAt", opt(s.created_at))
+                .with("activityAt", opt(s.activity_ms))
                 .with("cwd", opt(s.cwd.as_deref()))
                 .with("verdict", s.verdict.to_string().as_str())
                 .with("events", s.events as i64)
@@ -93,8 +108,79 @@ pub fn ls(store: &Store, as_json: bool) -> anyhow::Result<ExitCode> {
             )?;
         }
     }
+    if let (Some(next), Some(_)) = (&page.next, limit) {
+        let hex: String = next.iter().map(|b| format!("{b:02x}")).collect();
+        if as_json {
+            json_line(&mut out, Object::new().with("next", hex.as_str()))?;
+        } else {
+            writeln!(out, "more: --after {hex}")?;
+        }
+    }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn decode_hex(s: &str) -> anyhow::Result<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        anyhow::bail!("--after: a cursor is an even number of hex digits");
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&s[i..i + 2], 16)
+                .map_err(|_| anyhow::anyhow!("--after: \"{s}\" is not a cursor"))
+        })
+        .collect()
+}
+
+pub fn retain(store: &Store, id: &str, delete: bool) -> anyhow::Result<ExitCode> {
+    if delete {
+        store.delete(id)?;
+        println!("deleted {id} (hidden; `sessionlog undelete {id}` restores it, `sessionlog purge` removes it)");
+    } else {
+        store.undelete(id)?;
+        println!("restored {id}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn purge(store: &Store, older_than: &str, dry_run: bool) -> anyhow::Result<ExitCode> {
+    let ms = parse_duration_ms(older_than)?;
+    let r = store.purge(ms, dry_run)?;
+    let verb = if dry_run { "would remove" } else { "removed" };
+    println!(
+        "{verb} {} sessions ({} bytes of logs)",
+        r.sessions.len(),
+        r.session_bytes
+    );
+    for id in &r.sessions {
+        println!("  {id}");
+    }
+    if !dry_run && !r.sessions.is_empty() {
+        println!(
+            "live SST bytes {} -> {} (reclaimed {})",
+            r.sst_bytes_before,
+            r.sst_bytes_after,
+            r.sst_bytes_before.saturating_sub(r.sst_bytes_after)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `30d`, `12h`, `15m`, `10s` → milliseconds.
+fn parse_duration_ms(s: &str) -> anyhow::Result<i64> {
+    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: i64 = n
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--older-than: \"{s}\" is not a duration like 30d or 12h"))?;
+    let per = match unit {
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => anyhow::bail!("--older-than: unit of \"{s}\" must be s, m, h or d"),
+    };
+    Ok(n.saturating_mul(per))
 }
 
 pub fn verify(store: &Store, ids: &[String], as_json: bool) -> anyhow::Result<ExitCode> {

@@ -7,6 +7,7 @@ mod import;
 mod inspect;
 mod par;
 mod pit;
+mod stress;
 
 use std::process::ExitCode;
 
@@ -60,7 +61,18 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::CheckRequest { id, turn, step } => {
             inspect::check_request(&open()?, &id, turn, step)
         }
-        Command::Ls { json } => inspect::ls(&open()?, json),
+        Command::Ls {
+            order,
+            limit,
+            after,
+            json,
+        } => inspect::ls(&open()?, order, limit, after.as_deref(), json),
+        Command::Delete { id } => inspect::retain(&open()?, &id, true),
+        Command::Undelete { id } => inspect::retain(&open()?, &id, false),
+        Command::Purge {
+            older_than,
+            dry_run,
+        } => inspect::purge(&open()?, &older_than, dry_run),
         Command::Verify { ids, json } => inspect::verify(&open()?, &ids, json),
         Command::Gen {
             out,
@@ -68,6 +80,28 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             seed,
             events,
         } => inspect::gen(&out, sessions, seed, events),
+        Command::Stress {
+            cycles,
+            threads,
+            sessions_per_thread,
+            events,
+            max_kill_ms,
+            cycles_per_store,
+            seed,
+            dir,
+            json,
+            worker,
+        } => {
+            let opts = sessionlog_tools::stress::StressOptions {
+                threads,
+                sessions_per_thread,
+                events_per_session: events,
+                seed,
+                cycles_per_store,
+                ..Default::default()
+            };
+            stress::run(&opts, cycles, max_kill_ms, dir, json, worker)
+        }
         Command::Bench { workload } => match workload {
             BenchWorkload::Pit {
                 sizes,

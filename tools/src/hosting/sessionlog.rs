@@ -37,7 +37,7 @@ impl SessionlogHost {
 }
 
 /// A logical event as the host's `append(type, data, opts)` call would pass it.
-fn new_event(event: &Value) -> anyhow::Result<NewEvent> {
+pub(crate) fn new_event(event: &Value) -> anyhow::Result<NewEvent> {
     let o = event.as_object().context("feed event is not an object")?;
     Ok(NewEvent {
         ty: o

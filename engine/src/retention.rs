@@ -1,0 +1,127 @@
+//! Retention: delete (hide, still exportable), undelete, and purge (remove for good, reclaiming
+//! space with range deletes and a compaction of the freed ranges).
+
+use rocksdb::WriteBatch;
+
+use crate::keys;
+use crate::meta::SessionMeta;
+use crate::store::{Store, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE};
+use crate::{Error, Result};
+
+/// What a purge removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PurgeReport {
+    /// Sessions removed (or that would be, with `dry_run`).
+    pub sessions: Vec<String>,
+    /// Their stored file bytes.
+    pub session_bytes: u64,
+    /// Live SST bytes before and after the purge's compaction (0 with `dry_run`).
+    pub sst_bytes_before: u64,
+    /// See `sst_bytes_before`.
+    pub sst_bytes_after: u64,
+}
+
+impl Store {
+    /// Mark session `id` deleted: hidden from listings, still exportable, restorable.
+    pub fn delete(&self, id: &str) -> Result<()> {
+        self.set_deleted(id, Some(crate::import::now_ms()))
+    }
+
+    /// Restore a deleted session.
+    pub fn undelete(&self, id: &str) -> Result<()> {
+        self.set_deleted(id, None)
+    }
+
+    fn set_deleted(&self, id: &str, at: Option<i64>) -> Result<()> {
+        self.check_writable()?;
+        let handle = self.hot.handle(id.as_bytes());
+        let mut hot = handle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut meta = self.require_meta(id.as_bytes())?;
+        meta.deleted_at_ms = at;
+        let mut batch = WriteBatch::default();
+        batch.put_cf(
+            self.cf(CF_SESSIONS)?,
+            keys::meta_key(&meta.id),
+            meta.encode()?,
+        );
+        self.commit(batch, &format!("marking session \"{id}\""))?;
+        *hot = None;
+        Ok(())
+    }
+
+    /// Remove for good every deleted session deleted more than `older_than_ms` ago.
+    pub fn purge(&self, older_than_ms: i64, dry_run: bool) -> Result<PurgeReport> {
+        self.check_writable()?;
+        let cutoff = crate::import::now_ms().saturating_sub(older_than_ms);
+        let mut victims: Vec<SessionMeta> = Vec::new();
+        self.for_each_meta(&mut |m| {
+            if m.deleted_at_ms.is_some_and(|t| t <= cutoff) {
+                victims.push(m.clone());
+            }
+            Ok(())
+        })?;
+        let mut report = PurgeReport {
+            sessions: victims.iter().map(SessionMeta::id_lossy).collect(),
+            session_bytes: victims.iter().map(|m| m.total_bytes).sum(),
+            ..PurgeReport::default()
+        };
+        if dry_run || victims.is_empty() {
+            return Ok(report);
+        }
+        self.flush_all()?;
+        report.sst_bytes_before = self.sst_bytes()?;
+        let sessions = self.cf(CF_SESSIONS)?;
+        let mut batch = WriteBatch::default();
+        for m in &victims {
+            self.delete_number_range(&mut batch, m.number)?;
+            batch.delete_cf(sessions, keys::meta_key(&m.id));
+            batch.delete_cf(sessions, keys::number_key(m.number));
+            batch.delete_cf(sessions, keys::activity_key(m.activity_ms, m.number));
+            batch.delete_cf(sessions, keys::created_key(m.created_at, m.number));
+        }
+        self.commit(batch, "purging deleted sessions")?;
+        self.db
+            .flush_cf(sessions)
+            .map_err(Error::storage("flushing after a purge"))?;
+        for name in [CF_EVENTS, CF_SURFACE, CF_CHECKPOINTS] {
+            let cf = self.cf(name)?;
+            self.db
+                .flush_cf(cf)
+                .map_err(Error::storage("flushing after a purge"))?;
+            for m in &victims {
+                self.db.compact_range_cf(
+                    cf,
+                    Some(keys::session_start(m.number)),
+                    Some(keys::session_end(m.number)),
+                );
+            }
+        }
+        report.sst_bytes_after = self.sst_bytes()?;
+        Ok(report)
+    }
+
+    /// Flush every memtable, so SST sizes describe all the data.
+    fn flush_all(&self) -> Result<()> {
+        for name in [CF_SESSIONS, CF_EVENTS, CF_SURFACE, CF_CHECKPOINTS] {
+            self.db
+                .flush_cf(self.cf(name)?)
+                .map_err(Error::storage("flushing memtables"))?;
+        }
+        Ok(())
+    }
+
+    /// Live SST bytes over all column families.
+    fn sst_bytes(&self) -> Result<u64> {
+        let mut total = 0;
+        for name in [CF_SESSIONS, CF_EVENTS, CF_SURFACE, CF_CHECKPOINTS] {
+            total += self
+                .db
+                .property_int_value_cf(self.cf(name)?, "rocksdb.live-sst-files-size")
+                .map_err(Error::storage("reading SST sizes"))?
+                .unwrap_or(0);
+        }
+        Ok(total)
+    }
+}

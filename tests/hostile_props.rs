@@ -1,0 +1,276 @@
+//! Hostile input as properties: DSH corpus files mutated (bit flips, truncation, splicing,
+//! duplicated lines, huge numbers, deep nesting, invalid UTF-8) and fed to `.jsonl` and
+//! `.jsonl.zstd` import, to the live append path (`NewEvent::from_value` on mutated events) and to
+//! the JSON codec. Never a panic or a hang: either a clean import whose export is byte-identical
+//! and whose `verify` is clean, or a clear error that leaves the store without that session.
+//! Cases per property: 48 normally, 1000 with `SESSIONLOG_NIGHTLY=1`.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use proptest::prelude::*;
+use sessionlog::codec::event::NewEvent;
+use sessionlog::codec::json;
+use sessionlog::engine::{ImportOptions, SourceEncoding};
+
+use crate::fixtures::{assert_empty, fixtures, temp_store};
+
+/// Corpus files by kind: `.jsonl` and `.jsonl.zstd`.
+struct Corpus {
+    jsonl: Vec<Vec<u8>>,
+    zstd: Vec<Vec<u8>>,
+}
+
+fn corpus() -> Option<&'static Corpus> {
+    static CORPUS: OnceLock<Option<Corpus>> = OnceLock::new();
+    CORPUS
+        .get_or_init(|| {
+            let dir = fixtures()?;
+            let read = |sub: &str, ext: &str| -> Vec<Vec<u8>> {
+                let mut paths: Vec<_> = std::fs::read_dir(dir.join(sub))
+                    .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+                    .unwrap_or_default();
+                paths.retain(|p: &std::path::PathBuf| p.to_string_lossy().ends_with(ext));
+                paths.sort();
+                paths
+                    .iter()
+                    .map(|p: &std::path::PathBuf| {
+                        std::fs::read(Path::new(p)).expect("read fixture")
+                    })
+                    .collect()
+            };
+            let c = Corpus {
+                jsonl: read("dsh", ".jsonl"),
+                zstd: read("dsh-zstd", ".jsonl.zstd"),
+            };
+            (!c.jsonl.is_empty() && !c.zstd.is_empty()).then_some(c)
+        })
+        .as_ref()
+}
+
+fn cases() -> u32 {
+    if std::env::var_os("SESSIONLOG_NIGHTLY").is_some_and(|v| v == "1") {
+        1000
+    } else {
+        48
+    }
+}
+
+/// One mutation; positions and picks are reduced modulo the input's size.
+#[derive(Clone, Debug)]
+enum Mutation {
+    BitFlip(usize, u8),
+    Truncate(usize),
+    Splice(usize, usize, usize),
+    DuplicateLine(usize),
+    HugeNumber(usize, usize),
+    DeepNesting(usize, usize),
+    InvalidUtf8(usize, usize),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    let big = 0usize..1 << 20;
+    prop_oneof![
+        (big.clone(), 0u8..8).prop_map(|(p, b)| Mutation::BitFlip(p, b)),
+        big.clone().prop_map(Mutation::Truncate),
+        (big.clone(), big.clone(), big.clone()).prop_map(|(f, a, b)| Mutation::Splice(f, a, b)),
+        big.clone().prop_map(Mutation::DuplicateLine),
+        (big.clone(), 0usize..6).prop_map(|(p, n)| Mutation::HugeNumber(p, n)),
+        (big.clone(), 0usize..4).prop_map(|(p, d)| Mutation::DeepNesting(p, d)),
+        (big, 0usize..4).prop_map(|(p, k)| Mutation::InvalidUtf8(p, k)),
+    ]
+}
+
+const HUGE: [&str; 6] = [
+    "1e400",
+    "-1e400",
+    "123456789012345678901234567890",
+    "9007199254740993",
+    "-0",
+    "0.000000000000000000000000000000000000000000000000001",
+];
+const DEPTHS: [usize; 4] = [64, 999, 1001, 100_000];
+const BAD_UTF8: [&[u8]; 4] = [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80"];
+
+/// Byte offsets just after each occurrence of `needle`.
+fn after_each(bytes: &[u8], needle: &[u8]) -> Vec<usize> {
+    bytes
+        .windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i + needle.len())
+        .collect()
+}
+
+fn apply(bytes: &mut Vec<u8>, m: &Mutation, others: &[Vec<u8>]) {
+    if bytes.is_empty() {
+        return;
+    }
+    let n = bytes.len();
+    match *m {
+        Mutation::BitFlip(p, b) => bytes[p % n] ^= 1 << b,
+        Mutation::Truncate(p) => bytes.truncate(p % n),
+        Mutation::Splice(f, a, b) => {
+            let other = &others[f % others.len()];
+            bytes.truncate(a % n);
+            if !other.is_empty() {
+                bytes.extend_from_slice(&other[b % other.len()..]);
+            }
+        }
+        Mutation::DuplicateLine(p) => {
+            let starts: Vec<usize> = std::iter::once(0).chain(after_each(bytes, b"\n")).collect();
+            let s = starts[p % starts.len()];
+            let e = bytes[s..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .map_or(n, |i| s + i + 1);
+            let line = bytes[s..e].to_vec();
+            bytes.splice(e..e, line);
+        }
+        Mutation::HugeNumber(p, k) => {
+            let spots = after_each(bytes, b"\":");
+            if let Some(&at) = spots.get(p % spots.len().max(1)) {
+                let end = bytes[at..]
+                    .iter()
+                    .position(|c| !(c.is_ascii_digit() || *c == b'-' || *c == b'.'))
+                    .map_or(n, |i| at + i);
+                bytes.splice(at..end, HUGE[k].bytes());
+            }
+        }
+        Mutation::DeepNesting(p, d) => {
+            let spots = after_each(bytes, b"{");
+            if let Some(&at) = spots.get(p % spots.len().max(1)) {
+                let depth = DEPTHS[d];
+                let mut v = b"\"deep\":".to_vec();
+                v.extend(std::iter::repeat_n(b'[', depth));
+                v.extend(std::iter::repeat_n(b']', depth));
+                v.push(b',');
+                bytes.splice(at..at, v);
+            }
+        }
+        Mutation::InvalidUtf8(p, k) => {
+            let at = p % n;
+            bytes.splice(at..at, BAD_UTF8[k].iter().copied());
+        }
+    }
+}
+
+/// Import `bytes` with `import`; a clean import exports byte-identically and verifies, a failed
+/// one leaves the store empty.
+fn import_or_refuse(
+    bytes: &[u8],
+    import: impl Fn(
+        &sessionlog::engine::Store,
+        &[u8],
+    ) -> sessionlog::engine::Result<sessionlog::engine::ImportReport>,
+) -> Result<(), TestCaseError> {
+    let (_tmp, store) = temp_store();
+    match import(&store, bytes) {
+        Ok(report) => {
+            let mut out = Vec::new();
+            store.export(&report.id, None, &mut out).map_err(|e| {
+                TestCaseError::fail(format!("export after a clean import failed: {e}"))
+            })?;
+            prop_assert!(out == bytes, "export is not byte-identical");
+            let v = store.verify(&[]).expect("verify");
+            prop_assert!(v.problems.is_empty(), "{:?}", v.problems);
+        }
+        Err(e) => {
+            prop_assert!(!e.to_string().is_empty());
+            assert_empty(&store);
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn mutated_jsonl_imports_cleanly_or_is_refused(
+        file in 0usize..10_000,
+        muts in prop::collection::vec(mutation(), 1..4),
+    ) {
+        let Some(c) = corpus() else { return Ok(()) };
+        let mut bytes = c.jsonl[file % c.jsonl.len()].clone();
+        for m in &muts {
+            apply(&mut bytes, m, &c.jsonl);
+        }
+        import_or_refuse(&bytes, |store, b| {
+            store.import_jsonl("mutated", b, &ImportOptions::default(), &mut |_| {})
+        })?;
+    }
+
+    #[test]
+    fn mutated_zstd_imports_cleanly_or_is_refused(
+        file in 0usize..10_000,
+        muts in prop::collection::vec(mutation(), 1..3),
+    ) {
+        let Some(c) = corpus() else { return Ok(()) };
+        let mut bytes = c.zstd[file % c.zstd.len()].clone();
+        for m in &muts {
+            apply(&mut bytes, m, &c.zstd);
+        }
+        import_or_refuse(&bytes, |store, b| {
+            store.import_zstd("mutated", b, &ImportOptions::default())
+        })?;
+    }
+
+    /// Mutated corpus events through the JSON codec and the live append path.
+    #[test]
+    fn mutated_events_append_atomically_or_are_refused(
+        file in 0usize..10_000,
+        line in 0usize..10_000,
+        muts in prop::collection::vec(mutation(), 1..3),
+    ) {
+        let Some(c) = corpus() else { return Ok(()) };
+        let source = &c.jsonl[file % c.jsonl.len()];
+        let lines: Vec<&[u8]> = source.split(|&b| b == b'\n').filter(|l| !l.is_empty()).skip(1).collect();
+        let Some(&picked) = lines.get(line % lines.len().max(1)) else { return Ok(()) };
+        let mut bytes = picked.to_vec();
+        for m in &muts {
+            apply(&mut bytes, m, &c.jsonl);
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        // The codec: a parsed value stringifies to text that parses back to the same text.
+        let Ok(value) = json::parse(&text) else { return Ok(()) };
+        let once = json::stringify(&value);
+        let again = json::parse(&once).map_err(|e| TestCaseError::fail(format!("reparse: {e}")))?;
+        prop_assert_eq!(json::stringify(&again), once);
+        // The append path: DSH's envelope keys only (seq is the store's to assign).
+        let value = match value.as_object() {
+            Some(o) => {
+                let mut kept = json::Object::new();
+                for (k, v) in o.iter().filter(|(k, _)| !k.eq_str("seq")) {
+                    kept.insert(k.clone(), v.clone());
+                }
+                json::Value::Object(kept)
+            }
+            None => value,
+        };
+        let Ok(event) = NewEvent::from_value(&value) else { return Ok(()) };
+        let (_tmp, store) = temp_store();
+        let header = r#"{"type":"session","version":0,"id":"m","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
+        store.create_session(header, SourceEncoding::Jsonl).expect("create");
+        let appended = store.append("m", Some(0), vec![event]);
+        let events = crate::fixtures::events_text(&store, "m").expect("events");
+        let mut exported = Vec::new();
+        store.export("m", None, &mut exported).expect("export");
+        match appended {
+            Ok(r) => {
+                prop_assert_eq!(events.lines().count() as u64, r.count);
+                let head = format!("{header}\n");
+                prop_assert!(exported.starts_with(head.as_bytes()));
+                prop_assert!(exported.len() > header.len() + 1);
+            }
+            Err(e) => {
+                prop_assert!(!e.to_string().is_empty());
+                prop_assert!(events.is_empty(), "a refused batch left events");
+                let head = format!("{header}\n");
+                prop_assert_eq!(exported, head.into_bytes());
+            }
+        }
+        let v = store.verify(&[]).expect("verify");
+        prop_assert!(v.problems.is_empty(), "{:?}", v.problems);
+    }
+}

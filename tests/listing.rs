@@ -1,0 +1,194 @@
+//! Listing by human activity and by creation, a page at a time; delete, undelete and purge.
+
+use sessionlog::codec::event::NewEvent;
+use sessionlog::codec::json;
+use sessionlog::engine::{ListOrder, SourceEncoding, Store};
+use sessionlog_tools::gen::{session_bytes, GenOptions};
+
+use crate::fixtures::{export_bytes, import_bytes, temp_store};
+
+fn ev(text: &str) -> NewEvent {
+    NewEvent::from_value(&json::parse(text).expect("json")).expect("event")
+}
+
+fn header(id: &str, created: i64) -> String {
+    format!(
+        r#"{{"type":"session","version":0,"id":"{id}","createdAt":{created},"cwd":"/w","delegationDepth":0}}"#
+    )
+}
+
+fn prompt(time: i64, kind: &str) -> NewEvent {
+    ev(&format!(
+        r#"{{"type":"user/message","time":{time},"data":{{"content":[],"source":{{"kind":"{kind}"}},"role":"user","id":"m{time}"}},"surfaceOp":"append"}}"#
+    ))
+}
+
+fn ids(store: &Store, order: ListOrder) -> Vec<String> {
+    store
+        .list_page(order, usize::MAX, None)
+        .expect("list")
+        .sessions
+        .into_iter()
+        .map(|s| s.id)
+        .collect()
+}
+
+#[test]
+fn activity_is_the_last_human_prompt_and_nothing_else_moves_it() {
+    let (_d, store) = temp_store();
+    for (id, created) in [("a", 1), ("b", 2), ("c", 3), ("quiet", 4)] {
+        store
+            .create_session(&header(id, created), SourceEncoding::Jsonl)
+            .expect("create");
+    }
+    store
+        .append("a", None, vec![prompt(100, "user")])
+        .expect("a");
+    store
+        .append("b", None, vec![prompt(300, "user")])
+        .expect("b");
+    store
+        .append("c", None, vec![prompt(200, "user")])
+        .expect("c");
+    assert_eq!(ids(&store, ListOrder::Activity), ["b", "c", "a", "quiet"]);
+    // Later non-human events never move a session: a title, an end-seed, a compaction summary.
+    store
+        .append(
+            "a",
+            None,
+            vec![ev(
+                r#"{"type":"session/title","time":900,"data":{"title":"t"}}"#,
+            )],
+        )
+        .expect("title");
+    store
+        .append(
+            "a",
+            None,
+            vec![ev(r#"{"type":"session/end-seed","time":901,"data":{}}"#)],
+        )
+        .expect("end-seed");
+    store
+        .append("a", None, vec![prompt(902, "compact")])
+        .expect("compaction copy");
+    assert_eq!(ids(&store, ListOrder::Activity), ["b", "c", "a", "quiet"]);
+    store
+        .append("a", None, vec![prompt(400, "user")])
+        .expect("a again");
+    assert_eq!(ids(&store, ListOrder::Activity), ["a", "b", "c", "quiet"]);
+    assert_eq!(ids(&store, ListOrder::Created), ["quiet", "c", "b", "a"]);
+}
+
+#[test]
+fn imported_sessions_are_ordered_by_their_last_prompt_and_pages_cost_their_size() {
+    let (_d, store) = temp_store();
+    let opts = GenOptions {
+        sessions: 30,
+        events_per_session: 120,
+        seed: 12,
+        torn_fraction: 0.0,
+    };
+    let mut expected = Vec::new();
+    for i in 0..30 {
+        let r = import_bytes(&store, "gen", &session_bytes(i, &opts), false).expect("import");
+        let prompt = sessionlog::codec::projection::fold(
+            "activity",
+            0,
+            &crate::fixtures::all_events(&store, &r.id),
+        )
+        .and_then(|v| {
+            v.as_object()
+                .and_then(|o| o.get("lastPromptAt"))
+                .and_then(json::Value::as_safe_integer)
+        });
+        expected.push((std::cmp::Reverse(prompt.unwrap_or(0)), r.id));
+    }
+    expected.sort();
+    let want: Vec<String> = expected.into_iter().map(|(_, id)| id).collect();
+    let mut got = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .list_page(ListOrder::Activity, 7, after.as_deref())
+            .expect("page");
+        assert!(
+            page.keys_read <= 7,
+            "a page of 7 read {} index keys",
+            page.keys_read
+        );
+        got.extend(page.sessions.into_iter().map(|s| s.id));
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(got, want);
+}
+
+#[test]
+fn delete_hides_undelete_restores_purge_reclaims() {
+    let (_d, store) = temp_store();
+    let opts = GenOptions {
+        sessions: 3,
+        events_per_session: 3000,
+        seed: 13,
+        torn_fraction: 0.0,
+    };
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(
+            import_bytes(&store, "gen", &session_bytes(i, &opts), false)
+                .expect("import")
+                .id,
+        );
+    }
+    let kept = export_bytes(&store, &ids[0]);
+    store.delete(&ids[1]).expect("delete");
+    assert_eq!(
+        store
+            .list_page(ListOrder::Activity, 10, None)
+            .expect("list")
+            .sessions
+            .len(),
+        2
+    );
+    assert!(
+        !export_bytes(&store, &ids[1]).is_empty(),
+        "a deleted session stays exportable"
+    );
+    store.undelete(&ids[1]).expect("undelete");
+    assert_eq!(
+        store
+            .list_page(ListOrder::Activity, 10, None)
+            .expect("list")
+            .sessions
+            .len(),
+        3
+    );
+    store.delete(&ids[1]).expect("delete");
+    store.delete(&ids[2]).expect("delete");
+    let dry = store.purge(0, true).expect("dry run");
+    assert_eq!(dry.sessions.len(), 2);
+    assert_eq!(
+        store.list().expect("list").len(),
+        3,
+        "a dry run removes nothing"
+    );
+    assert!(
+        store
+            .purge(3_600_000, false)
+            .expect("purge")
+            .sessions
+            .is_empty(),
+        "nothing was deleted an hour ago"
+    );
+    let r = store.purge(0, false).expect("purge");
+    assert_eq!(r.sessions.len(), 2);
+    assert!(
+        r.sst_bytes_after < r.sst_bytes_before,
+        "purge reclaimed nothing: {r:?}"
+    );
+    assert_eq!(store.list().expect("list").len(), 1);
+    assert_eq!(export_bytes(&store, &ids[0]), kept);
+    assert!(store.verify(&[]).expect("verify").problems.is_empty());
+}
