@@ -162,7 +162,7 @@ pub enum Command {
         at: Option<u64>,
     },
     /// A projection unit's state after seq N (units: title, todos, tokenUsage, turns,
-    /// requestHeader, requestContext, activity, inbox).
+    /// requestHeader, requestContext, activity, inbox, goal).
     State {
         /// Session id.
         id: String,

@@ -3,10 +3,11 @@
 //!
 //! Each unit is DSH's fold of the same name where DSH has one (`title`, `todos`, `tokenUsage`,
 //! `sessionListMetadata` as `activity`, the request-header fold, `request/context`, the inbox
-//! splice fold), plus `turns`, a turn list the engine adds. States are JSON values, so a
+//! splice fold, `goal`), plus `turns`, a turn list the engine adds. States are JSON values, so a
 //! checkpoint is the state's `JSON.stringify` text behind the unit's version: a version change
 //! makes old checkpoints unreadable by construction instead of misread.
 
+mod goal;
 mod units;
 
 pub use units::{Unit, UNITS};

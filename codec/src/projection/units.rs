@@ -39,7 +39,7 @@ impl std::fmt::Debug for Unit {
 }
 
 /// Every unit, in checkpoint order (a unit's index is part of its checkpoint key: append only).
-pub static UNITS: [Unit; 8] = [
+pub static UNITS: [Unit; 9] = [
     Unit {
         key: "title",
         version: 1,
@@ -95,6 +95,13 @@ pub static UNITS: [Unit; 8] = [
         init: inbox_init,
         apply: inbox,
         view: inbox_view,
+    },
+    Unit {
+        key: "goal",
+        version: 4,
+        init: null,
+        apply: super::goal::apply,
+        view: same,
     },
 ];
 
