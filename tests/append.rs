@@ -19,19 +19,7 @@ const HEADER: &str =
     r#"{"type":"session","version":0,"id":"a","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
 
 pub fn new_event(v: &Value) -> NewEvent {
-    let o = v.as_object().expect("event object");
-    NewEvent {
-        ty: o
-            .get("type")
-            .and_then(Value::as_str)
-            .expect("type")
-            .to_owned(),
-        time: o.get("time").and_then(Value::as_safe_integer),
-        data: o.get("data").cloned().expect("data"),
-        surface_op: o.get("surfaceOp").cloned(),
-        source_event_seqs: o.get("sourceEventSeqs").cloned(),
-        ignorable: matches!(o.get("ignorable"), Some(Value::Bool(true))),
-    }
+    NewEvent::from_logged(v).expect("a generated event")
 }
 
 fn ev(text: &str) -> NewEvent {

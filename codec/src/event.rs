@@ -71,6 +71,26 @@ impl NewEvent {
         })
     }
 
+    /// The event a logged event was appended as: its type, time, data, surface metadata and
+    /// `ignorable` marker, without its seq (replaying a log into another session or store).
+    pub fn from_logged(event: &Value) -> Result<NewEvent, String> {
+        let o = event
+            .as_object()
+            .ok_or("a logged event must be a JSON object")?;
+        Ok(NewEvent {
+            ty: o
+                .get("type")
+                .and_then(Value::as_str)
+                .ok_or("a logged event needs a string type")?
+                .to_owned(),
+            time: o.get("time").and_then(Value::as_safe_integer),
+            data: o.get("data").cloned().ok_or("a logged event needs data")?,
+            surface_op: o.get("surfaceOp").cloned(),
+            source_event_seqs: o.get("sourceEventSeqs").cloned(),
+            ignorable: matches!(o.get("ignorable"), Some(Value::Bool(true))),
+        })
+    }
+
     /// Run DSH's context-free append checks and build the envelope at `seq`, with `now` used
     /// when the event has no time. `Err` is DSH's message.
     pub fn author(self, seq: u64, now: i64) -> Result<Value, String> {

@@ -36,21 +36,9 @@ impl SessionlogHost {
     }
 }
 
-/// A logical event as the host's `append(type, data, opts)` call would pass it.
+/// A logged event as the host's `append(type, data, opts)` call would pass it.
 pub(crate) fn new_event(event: &Value) -> anyhow::Result<NewEvent> {
-    let o = event.as_object().context("feed event is not an object")?;
-    Ok(NewEvent {
-        ty: o
-            .get("type")
-            .and_then(Value::as_str)
-            .context("feed event has no type")?
-            .to_owned(),
-        time: o.get("time").and_then(Value::as_safe_integer),
-        data: o.get("data").cloned().unwrap_or(Value::Null),
-        surface_op: o.get("surfaceOp").cloned(),
-        source_event_seqs: o.get("sourceEventSeqs").cloned(),
-        ignorable: matches!(o.get("ignorable"), Some(Value::Bool(true))),
-    })
+    NewEvent::from_logged(event).map_err(anyhow::Error::msg)
 }
 
 impl Host for SessionlogHost {
