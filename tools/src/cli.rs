@@ -319,7 +319,8 @@ pub enum BenchWorkload {
     /// Import and export a generated corpus, side by side with `cat` of the same files (or
     /// `zstd -dc` with --zstd).
     ImportExport {
-        /// Use a `.jsonl.zstd` corpus (DSH's default artifact) and compare with `zstd -dc`.
+        /// Use a `.jsonl.zstd` corpus laid out as a DSH session root (DSH's default artifact) and
+        /// compare with `zstd -dc`.
         #[arg(long)]
         zstd: bool,
         /// Corpus size to generate, in MB.

@@ -244,10 +244,10 @@ fn run_host(
     hosting::run(host, pool, workload)
 }
 
-/// Write a `.jsonl.zstd` corpus: per session a header frame and one frame per write batch.
-/// Returns the plaintext size.
+/// Write a `.jsonl.zstd` corpus as a DSH session root
+/// (`<dir>/--<project>--/<id>/session.jsonl.zstd`): per session a header frame and one frame per
+/// write batch. Returns the plaintext size.
 fn generate_zstd(dir: &Path, opts: &GenOptions) -> anyhow::Result<u64> {
-    std::fs::create_dir_all(dir)?;
     let mut compressor = sessionlog_codec::zstd::FrameCompressor::new()?;
     let mut plain = 0u64;
     for i in 0..opts.sessions {
@@ -259,7 +259,19 @@ fn generate_zstd(dir: &Path, opts: &GenOptions) -> anyhow::Result<u64> {
             compressor.compress_into(b.text.as_bytes(), &mut bytes)?;
             plain += b.text.len() as u64;
         }
-        std::fs::write(dir.join(format!("{}.jsonl.zstd", feed.id)), bytes)?;
+        let header_value = sessionlog_codec::json::parse(&feed.header_line)?;
+        let cwd = header_value
+            .as_object()
+            .and_then(|o| o.get("cwd"))
+            .and_then(Value::as_str);
+        let (project, session) =
+            sessionlog_codec::dsh_path::log_path_components(cwd, feed.id.as_str())?;
+        let session_dir = dir.join(project).join(session);
+        std::fs::create_dir_all(&session_dir)?;
+        std::fs::write(
+            session_dir.join(sessionlog_codec::dsh_path::ZSTD_FILE_NAME),
+            bytes,
+        )?;
     }
     Ok(plain)
 }
