@@ -43,7 +43,7 @@ impl Store {
         // One snapshot for the metadata and every block read: a batch appended meanwhile is
         // neither half-seen nor counted against the size the metadata promises.
         let snap = self.db.snapshot();
-        let meta = self.meta_at(id, &snap)?;
+        let meta = self.meta_at(id.as_bytes(), &snap)?;
         let snap = Some(&snap);
         let mut w = Counting {
             out,
@@ -183,14 +183,10 @@ impl Store {
             .raw_iterator_cf_opt(self.cf(CF_EVENTS)?, self.bounded(number)))
     }
 
-    /// An iterator for a whole-session scan (export, verify): it reads ahead, and does not fill
-    /// the block cache, so one-off scans do not evict the blocks queries keep hot.
-    pub(crate) fn scan_iter(&self, number: u64) -> Result<DBRawIteratorWithThreadMode<'_, DB>> {
-        self.scan_iter_at(number, None)
-    }
-
-    /// [`Store::scan_iter`], reading at `snap` when given.
-    fn scan_iter_at(
+    /// An iterator for a whole-session scan (export, verify), reading at `snap` when given: it
+    /// reads ahead, and does not fill the block cache, so one-off scans do not evict the blocks
+    /// queries keep hot.
+    pub(crate) fn scan_iter_at(
         &self,
         number: u64,
         snap: Option<&Snapshot<'_>>,
@@ -207,13 +203,14 @@ impl Store {
 
 impl Store {
     /// Metadata of `id` as of `snap`, or `UnknownSession`.
-    fn meta_at(&self, id: &str, snap: &Snapshot<'_>) -> Result<SessionMeta> {
+    pub(crate) fn meta_at(&self, id: &[u8], snap: &Snapshot<'_>) -> Result<SessionMeta> {
+        let shown = String::from_utf8_lossy(id).into_owned();
         let got = snap
-            .get_pinned_cf(self.cf(CF_SESSIONS)?, keys::meta_key(id.as_bytes()))
-            .map_err(Error::storage(format!("reading session \"{id}\"")))?;
+            .get_pinned_cf(self.cf(CF_SESSIONS)?, keys::meta_key(id))
+            .map_err(Error::storage(format!("reading session \"{shown}\"")))?;
         match got {
-            Some(bytes) => SessionMeta::decode(id.as_bytes(), &bytes),
-            None => Err(Error::UnknownSession { id: id.into() }),
+            Some(bytes) => SessionMeta::decode(id, &bytes),
+            None => Err(Error::UnknownSession { id: shown }),
         }
     }
 }

@@ -81,9 +81,13 @@ impl Store {
         Ok(report)
     }
 
-    fn verify_session(&self, meta: &SessionMeta, report: &mut VerifyReport) -> Result<()> {
+    fn verify_session(&self, listed: &SessionMeta, report: &mut VerifyReport) -> Result<()> {
         report.sessions += 1;
-        let id = meta.id_lossy();
+        let id = listed.id_lossy();
+        // One snapshot for the metadata and every read, so appends running meanwhile are not
+        // mistaken for disagreements between the metadata and the blocks.
+        let snap = self.db.snapshot();
+        let meta = &self.meta_at(&listed.id, &snap)?;
         let mut w = Walk {
             plain: meta.header.clone(),
             ..Walk::default()
@@ -114,7 +118,7 @@ impl Store {
                 .push("stored header does not name this session".into()),
         }
         let mut decoder = FrameDecoder::new()?;
-        let mut it = self.scan_iter(meta.number)?;
+        let mut it = self.scan_iter_at(meta.number, Some(&snap))?;
         it.seek(keys::session_start(meta.number));
         while it.valid() {
             let (Some(k), Some(v)) = (it.key(), it.value()) else {
