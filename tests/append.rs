@@ -301,3 +301,59 @@ fn concurrent_appenders_never_leave_gaps_or_duplicates() {
     assert_eq!(events, 8 * 200);
     assert!(store.verify(&[]).expect("verify").problems.is_empty());
 }
+
+#[test]
+fn strict_mode_enforces_dsh_s_invariants_and_generated_sessions_obey_them() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let options = Options {
+        durability: Durability::Buffered,
+        strict_appends: true,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), options).expect("open");
+    let opts = GenOptions {
+        sessions: 3,
+        events_per_session: 400,
+        seed: 31,
+        torn_fraction: 0.0,
+    };
+    for i in 0..3 {
+        let feed = session_batches(i, &opts);
+        store
+            .create_session(&feed.header_line, SourceEncoding::Jsonl)
+            .expect("create");
+        for b in &feed.batches {
+            store
+                .append(
+                    &feed.id,
+                    Some(b.first_seq),
+                    b.events.iter().map(new_event).collect(),
+                )
+                .expect("a generated batch obeys the invariants");
+        }
+    }
+    store
+        .create_session(HEADER, SourceEncoding::Jsonl)
+        .expect("create");
+    let before = export_bytes(&store, "a");
+    let batch = vec![
+        ev(r#"{"type":"turn/start","data":{"turn":1}}"#),
+        ev(r#"{"type":"step/start","data":{"turn":1,"step":2}}"#),
+    ];
+    match store.append("a", Some(0), batch) {
+        Err(Error::Rejected { seq, rule, .. }) => {
+            assert_eq!(seq, Some(1));
+            assert!(
+                rule.ends_with("step/start expected step 1 in turn 1, got 2"),
+                "{rule}"
+            );
+        }
+        other => panic!("expected an invariant rejection, got {other:?}"),
+    }
+    assert_eq!(export_bytes(&store, "a"), before);
+    let ok = vec![
+        ev(r#"{"type":"turn/start","data":{"turn":1}}"#),
+        ev(r#"{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}"#),
+    ];
+    store.append("a", Some(0), ok).expect("a well-formed turn");
+}

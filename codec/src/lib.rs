@@ -14,6 +14,7 @@ pub mod dsh_path;
 mod error;
 pub mod event;
 pub mod header;
+pub mod invariant;
 pub mod json;
 pub mod known_types;
 pub mod projection;

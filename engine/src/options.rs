@@ -30,6 +30,10 @@ pub struct Options {
     pub tail_chunk_bytes: usize,
     /// Background jobs for flush and compaction. Default: 2.
     pub background_jobs: i32,
+    /// Check DSH's invariant companion on every append (turn/step numbering and enclosure,
+    /// tool call/result pairing); a violating batch is rejected whole. Default: false (DSH's
+    /// `Session.append` rules only).
+    pub strict_appends: bool,
     /// Sessions whose write state (next seq, surface) stays in memory; more are evicted and
     /// reloaded on their next append. Default: 100,000.
     pub hot_sessions: usize,
@@ -46,6 +50,7 @@ impl Default for Options {
             tail_chunk_bytes: 1 << 20,
             background_jobs: 2,
             hot_sessions: 100_000,
+            strict_appends: false,
         }
     }
 }

@@ -92,6 +92,10 @@ pub enum Command {
         /// Fail unless the session's next seq is this (guards against concurrent writers).
         #[arg(long)]
         expect_seq: Option<u64>,
+        /// Also enforce DSH's invariant companion (turn/step numbering and enclosure, tool
+        /// call/result pairing).
+        #[arg(long)]
+        strict: bool,
     },
     /// Repair a session as DSH does on load: cut a torn tail, close an interrupted turn.
     Repair {

@@ -22,6 +22,8 @@ pub(crate) struct HotSession {
     pub(crate) surface: SurfaceFold,
     /// Every projection unit's state, for writing checkpoints with the events.
     pub(crate) projections: sessionlog_codec::projection::ProjectionSet,
+    /// DSH's invariant trace over the whole log, kept only in strict mode.
+    pub(crate) invariants: Option<sessionlog_codec::invariant::InvariantTrace>,
 }
 
 /// A handle to one cached session; lock it to write.

@@ -194,10 +194,16 @@ impl Store {
             }
             let surface = self.fold_surface(&meta)?;
             let projections = self.projection_set(&meta)?;
+            let invariants = if self.options.strict_appends {
+                Some(self.invariant_trace(&meta)?)
+            } else {
+                None
+            };
             *slot = Some(hot::HotSession {
                 meta,
                 surface,
                 projections,
+                invariants,
             });
         }
         slot.as_mut()
@@ -215,6 +221,33 @@ impl Store {
         match meta.events {
             0 => Ok(sessionlog_codec::surface::SurfaceFold::new()),
             n => self.surface_fold_at(meta, n - 1),
+        }
+    }
+
+    /// DSH's invariant trace over the stored log; a log that already violates it takes no
+    /// strict appends.
+    fn invariant_trace(
+        &self,
+        meta: &SessionMeta,
+    ) -> Result<sessionlog_codec::invariant::InvariantTrace> {
+        let mut trace = sessionlog_codec::invariant::InvariantTrace::default();
+        let mut failure = None;
+        self.events(&meta.id_lossy(), 0, None, &mut |seq, e| {
+            if failure.is_none() {
+                if let Err(m) = trace.check(e) {
+                    failure = Some(format!(
+                        "its log already violates DSH's invariants at seq {seq}: {m}"
+                    ));
+                }
+            }
+            Ok(())
+        })?;
+        match failure {
+            Some(reason) => Err(Error::NotAppendable {
+                id: meta.id_lossy(),
+                reason,
+            }),
+            None => Ok(trace),
         }
     }
 

@@ -26,6 +26,8 @@ pub(crate) struct Staged {
     receipt: AppendReceipt,
     changes: Vec<SurfaceChange>,
     meta: Option<(SessionMeta, Projections)>,
+    /// The invariant trace after the batch (strict mode).
+    invariants: Option<sessionlog_codec::invariant::InvariantTrace>,
 }
 
 /// How the hot projection state catches up once the batch commits.
@@ -49,6 +51,9 @@ impl Staged {
                 }
             }
             hot.meta = meta;
+        }
+        if self.invariants.is_some() {
+            hot.invariants = self.invariants;
         }
         self.receipt
     }
@@ -88,6 +93,7 @@ pub(crate) fn stage(
             receipt,
             changes: Vec::new(),
             meta: None,
+            invariants: None,
         });
     }
     let reject = |seq: u64, rule: String| Error::Rejected {
@@ -106,6 +112,18 @@ pub(crate) fn stage(
             return Err(reject(seq, format!("event type \"{ty}\" is unknown to DSH 0.1.0, whose reader refuses a log holding it; mark it \"ignorable\": true")));
         }
     }
+    let invariants = match &hot.invariants {
+        Some(trace) => {
+            let mut trace = trace.clone();
+            for (k, event) in authored.iter().enumerate() {
+                trace
+                    .check(event)
+                    .map_err(|rule| reject(next + k as u64, rule))?;
+            }
+            Some(trace)
+        }
+        None => None,
+    };
     let folded = fold_batch(store, &hot.meta, &mut hot.surface, &authored)
         .map_err(|(seq, rule)| reject(seq, rule))?;
     let first = hot.meta.events;
@@ -137,6 +155,7 @@ pub(crate) fn stage(
         Ok((meta, projections)) => Ok(Staged {
             receipt,
             changes: folded.changes,
+            invariants,
             meta: Some((
                 meta,
                 match projections {

@@ -23,14 +23,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         DurabilityArg::Sync => Durability::Sync,
         DurabilityArg::Buffered => Durability::Buffered,
     };
-    let open = || -> anyhow::Result<Store> {
+    let open_with = |strict_appends: bool| -> anyhow::Result<Store> {
         let options = Options {
             durability,
+            strict_appends,
             ..Options::default()
         };
         Store::open(&cli.db, options)
             .with_context(|| format!("opening the store at {}", cli.db.display()))
     };
+    let open = || open_with(false);
     match cli.command {
         Command::Import {
             strict,
@@ -47,7 +49,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             created_at,
             encoding,
         } => append::create(&open()?, id, cwd, created_at, encoding),
-        Command::Append { id, expect_seq } => append::append(&open()?, &id, expect_seq),
+        Command::Append {
+            id,
+            expect_seq,
+            strict,
+        } => append::append(&open_with(strict)?, &id, expect_seq),
         Command::Repair { id } => append::repair(&open()?, &id, false),
         Command::Resume { id } => append::repair(&open()?, &id, true),
         Command::Events { id, from, to } => inspect::events(&open()?, &id, from, to),
