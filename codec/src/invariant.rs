@@ -168,10 +168,8 @@ impl InvariantTrace {
                     ));
                 }
             }
-            "todo/write" | "request/header" | "request/context" => {
-                if self.open_turn.is_none() {
-                    return Err(format!("{ty} appended outside any open turn (core execution events must be turn-enclosed)"));
-                }
+            "todo/write" | "request/header" | "request/context" if self.open_turn.is_none() => {
+                return Err(format!("{ty} appended outside any open turn (core execution events must be turn-enclosed)"));
             }
             _ => {}
         }
