@@ -74,6 +74,7 @@ impl Store {
         db_opts.set_max_background_jobs(options.background_jobs);
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_wal_bytes_per_sync(1 << 20);
+        db_opts.set_enable_pipelined_write(true);
         let cfs = [CF_SESSIONS, CF_EVENTS, CF_SURFACE, CF_CHECKPOINTS]
             .into_iter()
             .map(|name| ColumnFamilyDescriptor::new(name, cf_options(name, &options, &cache)));
