@@ -13,8 +13,7 @@ use super::{millis, Durability, FeedPool, Report, Workload};
 /// Name of sessionlog's report, the numerator of every ratio.
 pub const SESSIONLOG: &str = "sessionlog";
 /// Printed when no sessionlog report is present.
-pub const NO_SESSIONLOG: &str = "sessionlog not measured: no SessionlogHost yet \
-     (tools/src/hosting/sessionlog.rs); peers only, no ratios";
+pub const NO_SESSIONLOG: &str = "sessionlog was not among the reports: peers only, no ratios";
 
 /// The run's figures as one JSON object.
 pub fn figures(
