@@ -7,6 +7,7 @@ mod corruption;
 mod crash;
 mod faults;
 mod fixtures;
+mod fork;
 mod hostile;
 mod hostile_props;
 mod listing;

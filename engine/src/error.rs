@@ -179,6 +179,14 @@ pub enum Error {
         /// The step.
         step: i64,
     },
+    /// A fork DSH would refuse, with DSH's code (`OPEN_TURN`, `INVALID_BOUNDARY`, …).
+    #[error("{code}: {message}")]
+    Fork {
+        /// DSH's `SessionForkError` code.
+        code: &'static str,
+        /// DSH's message.
+        message: String,
+    },
     /// No projection unit by that name.
     #[error("no projection unit \"{unit}\" (known units: {known})")]
     UnknownUnit {

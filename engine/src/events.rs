@@ -19,22 +19,49 @@ impl Store {
     /// The logical events at `seqs` (any order, repeats allowed), each `None` past the committed
     /// region. Seqs are visited in sorted order so each block is read and verified once.
     pub(crate) fn events_at(&self, meta: &SessionMeta, seqs: &[u64]) -> Result<Vec<Option<Value>>> {
+        let mut out: Vec<Option<Value>> = vec![None; seqs.len()];
+        for seg in self.segments(meta)? {
+            let picked: Vec<usize> = (0..seqs.len())
+                .filter(|&i| (seg.from..seg.end).contains(&seqs[i]))
+                .collect();
+            if picked.is_empty() {
+                continue;
+            }
+            let sub: Vec<u64> = picked.iter().map(|&i| seqs[i]).collect();
+            for (i, e) in picked
+                .into_iter()
+                .zip(self.events_at_in(meta, seg.number, seg.end, &sub)?)
+            {
+                out[i] = e;
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Store::events_at`] within one stored stretch (`number`, seqs below `end`).
+    fn events_at_in(
+        &self,
+        meta: &SessionMeta,
+        number: u64,
+        end: u64,
+        seqs: &[u64],
+    ) -> Result<Vec<Option<Value>>> {
         let mut order: Vec<usize> = (0..seqs.len()).collect();
         order.sort_unstable_by_key(|&i| seqs[i]);
         let mut out: Vec<Option<Value>> = vec![None; seqs.len()];
-        let mut it = self.session_iter(meta.number)?;
+        let mut it = self.session_iter(number)?;
         // The verified block in hand: its first seq, the seq after its end, members and text.
         let mut held: Option<(u64, u64, Vec<u32>, Vec<u8>)> = None;
         for i in order {
             let seq = seqs[i];
-            if seq >= meta.events {
+            if seq >= end {
                 continue;
             }
             if !held
                 .as_ref()
                 .is_some_and(|(first, end, _, _)| (*first..*end).contains(&seq))
             {
-                it.seek_for_prev(keys::event_key(meta.number, keys::BLOCK, seq));
+                it.seek_for_prev(keys::event_key(number, keys::BLOCK, seq));
                 let (Some(k), Some(v)) = (it.key(), it.value()) else {
                     continue;
                 };
@@ -87,15 +114,42 @@ impl Store {
         each: &mut dyn FnMut(u64, &Value) -> Result<()>,
     ) -> Result<()> {
         let meta = self.require_meta(id.as_bytes())?;
+        self.events_of(&meta, from, to, each)
+    }
+
+    /// [`Store::events`] of a session whose metadata is in hand; a fork's inherited prefix is
+    /// read from its parent's storage.
+    pub(crate) fn events_of(
+        &self,
+        meta: &SessionMeta,
+        from: u64,
+        to: Option<u64>,
+        each: &mut dyn FnMut(u64, &Value) -> Result<()>,
+    ) -> Result<()> {
         let end = to.map_or(meta.events, |t| t.saturating_add(1).min(meta.events));
-        if from >= end {
-            return Ok(());
+        for seg in self.segments(meta)? {
+            let (a, b) = (from.max(seg.from), end.min(seg.end));
+            if a < b {
+                self.events_in(meta, seg.number, a, b, each)?;
+            }
         }
-        let mut it = self.session_iter(meta.number)?;
+        Ok(())
+    }
+
+    /// The events with seqs in `from..end` stored under session number `number`.
+    fn events_in(
+        &self,
+        meta: &SessionMeta,
+        number: u64,
+        from: u64,
+        end: u64,
+        each: &mut dyn FnMut(u64, &Value) -> Result<()>,
+    ) -> Result<()> {
+        let mut it = self.session_iter(number)?;
         // The block holding `from` is the last block whose first seq is ≤ from.
-        it.seek_for_prev(keys::event_key(meta.number, keys::BLOCK, from));
+        it.seek_for_prev(keys::event_key(number, keys::BLOCK, from));
         if !it.valid() {
-            it.seek(keys::session_start(meta.number));
+            it.seek(keys::session_start(number));
         }
         while it.valid() {
             let (Some(k), Some(v)) = (it.key(), it.value()) else {
@@ -107,15 +161,15 @@ impl Store {
             if first >= end {
                 break;
             }
-            let block = decode_block(v)
-                .map_err(|e| corrupt(&meta, format!("block at seq {first}: {e}")))?;
+            let block =
+                decode_block(v).map_err(|e| corrupt(meta, format!("block at seq {first}: {e}")))?;
             let mut line_seq = first;
             for (line, members) in block.lines() {
                 let line_end = line_seq + u64::from(members);
                 if line_end > from && line_seq < end {
                     let value = json::parse(&String::from_utf8_lossy(line))?;
                     let events = decode_record(value)
-                        .map_err(|e| corrupt(&meta, format!("line at seq {line_seq}: {e}")))?;
+                        .map_err(|e| corrupt(meta, format!("line at seq {line_seq}: {e}")))?;
                     for (k, event) in events.iter().enumerate() {
                         let seq = line_seq + k as u64;
                         if seq >= from && seq < end {
@@ -127,8 +181,9 @@ impl Store {
             }
             it.next();
         }
-        it.status()
-            .map_err(Error::storage(format!("reading session \"{id}\"")))?;
-        Ok(())
+        it.status().map_err(Error::storage(format!(
+            "reading session \"{}\"",
+            meta.id_lossy()
+        )))
     }
 }

@@ -51,6 +51,13 @@ impl Store {
             id: &meta,
         };
         match (meta.source, format) {
+            (SourceEncoding::Jsonl, None | Some(ExportFormat::Jsonl)) if meta.fork_of.is_some() => {
+                // A fork's file: header, the seed batch re-serialized from the parent, then its
+                // own lines. Its size is only known once written, so there is nothing to check.
+                w.put(&meta.header)?;
+                self.seed_text(&meta, &mut |text| w.put(text))?;
+                self.copy_section(&meta, snap, keys::BLOCK, &mut w, None)?;
+            }
             (SourceEncoding::Jsonl, None | Some(ExportFormat::Jsonl)) => {
                 w.put(&meta.header)?;
                 self.copy_section(&meta, snap, keys::BLOCK, &mut w, None)?;
@@ -141,8 +148,13 @@ impl Store {
         let mut frame = Vec::new();
         compressor.compress_into(&meta.header, &mut frame)?;
         w.put(&frame)?;
+        // A fork's seed batch (batch 1) starts with the inherited events, re-serialized.
         let mut plain = Vec::new();
-        let mut batch = None;
+        self.seed_text(meta, &mut |text| {
+            plain.extend_from_slice(text);
+            Ok(())
+        })?;
+        let mut batch = (!plain.is_empty()).then_some(1);
         let mut it = self.scan_iter_at(meta.number, snap)?;
         it.seek(keys::event_key(meta.number, keys::BLOCK, 0));
         while it.valid() {

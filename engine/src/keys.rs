@@ -94,6 +94,14 @@ fn order_key(tag: u8, time_ms: Option<i64>, number: u64) -> Vec<u8> {
     k
 }
 
+/// `F ‖ parent number ‖ child number`: a fork reads its parent's prefix (value: child id).
+pub fn fork_key(parent: u64, child: u64) -> Vec<u8> {
+    let mut k = vec![b'F'];
+    k.extend_from_slice(&parent.to_be_bytes());
+    k.extend_from_slice(&child.to_be_bytes());
+    k
+}
+
 /// The next-session-number counter.
 pub const COUNTER_KEY: &[u8] = b"C";
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 
 /// The format version of [`SessionMeta`] records; a reader refuses versions it does not know.
-const META_VERSION: u8 = 3;
+const META_VERSION: u8 = 4;
 
 /// DSH's strict-reader verdict on a stored log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,6 +102,20 @@ pub struct SessionMeta {
     pub activity_ms: Option<i64>,
     /// When the session was deleted (hidden from listings, still exportable, restorable).
     pub deleted_at_ms: Option<i64>,
+    /// For a fork: the parent whose first `seed` events this session shares (read from the
+    /// parent's storage, never copied).
+    pub fork_of: Option<ForkBase>,
+}
+
+/// Where a fork's inherited prefix lives.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkBase {
+    /// The parent's session number.
+    pub number: u64,
+    /// The parent's id.
+    pub id: Vec<u8>,
+    /// Events inherited (the header's `seedLength`): seqs `0..seed`.
+    pub seed: u64,
 }
 
 impl SessionMeta {
@@ -140,6 +154,7 @@ impl SessionMeta {
             imported_at_ms: crate::import::now_ms(),
             activity_ms: None,
             deleted_at_ms: None,
+            fork_of: None,
         }
     }
 

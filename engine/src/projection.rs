@@ -46,10 +46,11 @@ impl ProjectionWriter {
             .and_then(Value::as_str)
             == Some("turn/end");
         if turn_end || (seq + 1) % CHECKPOINT_EVERY == 0 {
-            for (i, (unit, state)) in UNITS.iter().zip(&self.set.states).enumerate() {
-                let mut value = vec![unit.version];
-                value.extend_from_slice(json::stringify(state).as_bytes());
-                put(event_key(number, unit_section(i), seq), value)?;
+            for (i, state) in self.set.states.iter().enumerate() {
+                put(
+                    event_key(number, unit_section(i), seq),
+                    checkpoint_value(i, state),
+                )?;
             }
         }
         Ok(())
@@ -66,7 +67,15 @@ pub(crate) fn is_checkpoint_point(seq: u64, event: &Value) -> bool {
             == Some("turn/end")
 }
 
-fn unit_section(index: usize) -> u8 {
+/// A checkpoint value: the unit's version, then its state's `JSON.stringify`.
+pub(crate) fn checkpoint_value(index: usize, state: &Value) -> Vec<u8> {
+    let mut value = vec![UNITS[index].version];
+    value.extend_from_slice(json::stringify(state).as_bytes());
+    value
+}
+
+/// The checkpoint key section of unit `index`.
+pub(crate) fn unit_section(index: usize) -> u8 {
     u8::try_from(index).unwrap_or(u8::MAX)
 }
 
@@ -110,7 +119,7 @@ impl Store {
         let (mut state, from) = self
             .nearest_checkpoint(&meta, index, at)?
             .unwrap_or_else(|| (u.init(seed), 0));
-        self.events(id, from, Some(at), &mut |seq, e| {
+        self.events_of(&meta, from, Some(at), &mut |seq, e| {
             u.apply(&mut state, seq, e);
             Ok(())
         })?;
@@ -120,10 +129,15 @@ impl Store {
     /// Every unit's state after the session's last event: each from its nearest checkpoint, the
     /// events after the oldest of them folded once.
     pub(crate) fn projection_set(&self, meta: &SessionMeta) -> Result<ProjectionSet> {
+        match meta.events.checked_sub(1) {
+            Some(at) => self.projection_set_at(meta, at),
+            None => Ok(ProjectionSet::new(seed_length(meta))),
+        }
+    }
+
+    /// Every unit's state after event `at`.
+    pub(crate) fn projection_set_at(&self, meta: &SessionMeta, at: u64) -> Result<ProjectionSet> {
         let mut set = ProjectionSet::new(seed_length(meta));
-        let Some(at) = meta.events.checked_sub(1) else {
-            return Ok(set);
-        };
         let mut from = Vec::with_capacity(UNITS.len());
         for index in 0..UNITS.len() {
             match self.nearest_checkpoint(meta, index, at)? {
@@ -135,7 +149,7 @@ impl Store {
             }
         }
         let start = from.iter().copied().min().unwrap_or(0);
-        self.events(&meta.id_lossy(), start, Some(at), &mut |seq, e| {
+        self.events_of(meta, start, Some(at), &mut |seq, e| {
             for (i, unit) in UNITS.iter().enumerate() {
                 if seq >= from[i] {
                     unit.apply(&mut set.states[i], seq, e);

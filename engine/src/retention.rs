@@ -13,6 +13,8 @@ use crate::{Error, Result};
 pub struct PurgeReport {
     /// Sessions removed (or that would be, with `dry_run`).
     pub sessions: Vec<String>,
+    /// Deleted sessions kept, with why (a live fork reads their prefix).
+    pub kept: Vec<(String, String)>,
     /// Their stored file bytes.
     pub session_bytes: u64,
     /// Live SST bytes before and after the purge's compaction (0 with `dry_run`).
@@ -62,7 +64,35 @@ impl Store {
             }
             Ok(())
         })?;
+        // A parent whose prefix a live fork still reads stays (and so do its ancestors).
+        let mut kept = Vec::new();
+        loop {
+            let doomed: std::collections::HashSet<Vec<u8>> =
+                victims.iter().map(|m| m.id.clone()).collect();
+            let mut guarded = None;
+            for (i, m) in victims.iter().enumerate() {
+                if let Some(child) = self
+                    .children(m.number)?
+                    .into_iter()
+                    .find(|c| !doomed.contains(c))
+                {
+                    guarded = Some((i, String::from_utf8_lossy(&child).into_owned()));
+                    break;
+                }
+            }
+            match guarded {
+                Some((i, child)) => {
+                    let m = victims.remove(i);
+                    kept.push((
+                        m.id_lossy(),
+                        format!("the live fork \"{child}\" reads its prefix"),
+                    ));
+                }
+                None => break,
+            }
+        }
         let mut report = PurgeReport {
+            kept,
             sessions: victims.iter().map(SessionMeta::id_lossy).collect(),
             session_bytes: victims.iter().map(|m| m.total_bytes).sum(),
             ..PurgeReport::default()
@@ -76,6 +106,9 @@ impl Store {
         let mut batch = WriteBatch::default();
         for m in &victims {
             self.delete_number_range(&mut batch, m.number)?;
+            if let Some(base) = &m.fork_of {
+                batch.delete_cf(sessions, keys::fork_key(base.number, m.number));
+            }
             batch.delete_cf(sessions, keys::meta_key(&m.id));
             batch.delete_cf(sessions, keys::number_key(m.number));
             batch.delete_cf(sessions, keys::activity_key(m.activity_ms, m.number));

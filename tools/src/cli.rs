@@ -214,6 +214,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Fork a session after event SEQ (default: its last event); the child shares the prefix.
+    Fork {
+        /// The session to fork.
+        source: String,
+        /// The new session's id.
+        new_id: String,
+        /// The last inherited seq.
+        #[arg(long)]
+        at: Option<u64>,
+    },
+    /// A session's lineage: ancestors and descendants with their fork boundaries.
+    Tree {
+        /// Session id.
+        id: String,
+    },
     /// Hide a session from listings (it stays exportable; undelete restores it).
     Delete {
         /// Session id.

@@ -106,6 +106,12 @@ impl<'s> SessionWriter<'s> {
         self.put_in(crate::store::CF_SURFACE, key, value)
     }
 
+    /// Store a key of the `sessions` CF with the session (e.g. a fork's lineage key).
+    pub(crate) fn put_session_key(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<()> {
+        self.batch.put_cf(self.store.cf(CF_SESSIONS)?, key, value);
+        Ok(())
+    }
+
     /// Store a projection checkpoint (see `projection.rs`).
     pub(crate) fn put_checkpoint(
         &mut self,

@@ -126,6 +126,9 @@ impl Store {
 
     /// The fold after event `at`: nearest snapshot ≤ `at`, then the ops after it.
     pub(crate) fn surface_fold_at(&self, meta: &SessionMeta, at: u64) -> Result<SurfaceFold> {
+        if let Some(base) = meta.fork_of.as_ref().filter(|b| at < b.seed) {
+            return self.surface_fold_at(&self.require_meta(&base.id)?, at);
+        }
         let id = meta.id_lossy();
         if let Some((seq, reason)) = &meta.surface_error {
             if at >= *seq {
@@ -179,24 +182,33 @@ impl Store {
         at: u64,
         each: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<()> {
-        let mut it = self
-            .db
-            .raw_iterator_cf_opt(self.cf(CF_SURFACE)?, self.bounded(meta.number));
-        it.seek(event_key(meta.number, section, 0));
-        while it.valid() {
-            let (Some(k), Some(v)) = (it.key(), it.value()) else {
-                break;
+        for seg in self.segments(meta)? {
+            let Some(last) = seg.end.checked_sub(1).map(|l| l.min(at)) else {
+                continue;
             };
-            match parse_event_key(k) {
-                Some((_, s, seq)) if s == section && seq <= at => each(seq, v)?,
-                _ => break,
+            if seg.from > last {
+                continue;
             }
-            it.next();
+            let mut it = self
+                .db
+                .raw_iterator_cf_opt(self.cf(CF_SURFACE)?, self.bounded(seg.number));
+            it.seek(event_key(seg.number, section, seg.from));
+            while it.valid() {
+                let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                    break;
+                };
+                match parse_event_key(k) {
+                    Some((_, s, seq)) if s == section && seq <= last => each(seq, v)?,
+                    _ => break,
+                }
+                it.next();
+            }
+            it.status().map_err(Error::storage(format!(
+                "reading the surface of \"{}\"",
+                meta.id_lossy()
+            )))?;
         }
-        it.status().map_err(Error::storage(format!(
-            "reading the surface of \"{}\"",
-            meta.id_lossy()
-        )))
+        Ok(())
     }
 }
 

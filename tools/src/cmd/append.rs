@@ -1,4 +1,4 @@
-//! `sessionlog create`, `append`, `repair` and `resume`: the live write path from the shell.
+//! `sessionlog create`, `append`, `repair`, `resume` and `fork`: the write path from the shell.
 
 use std::io::Read;
 use std::process::ExitCode;
@@ -82,6 +82,26 @@ pub fn repair(store: &Store, id: &str, resume: bool) -> anyhow::Result<ExitCode>
         r.closers,
         if r.end_seed {
             " and a session/end-seed"
+        } else {
+            ""
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn fork(
+    store: &Store,
+    source: &str,
+    new_id: &str,
+    at: Option<u64>,
+) -> anyhow::Result<ExitCode> {
+    let r = store.fork(source, at, new_id)?;
+    println!(
+        "forked {source} into {} ({} events inherited{})",
+        r.id,
+        r.seed,
+        if r.end_seed {
+            ", session/end-seed appended"
         } else {
             ""
         }

@@ -133,6 +133,20 @@ fn decode_hex(s: &str) -> anyhow::Result<Vec<u8>> {
         .collect()
 }
 
+pub fn tree(store: &Store, id: &str) -> anyhow::Result<ExitCode> {
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for e in store.lineage(id)? {
+        let o = Object::new()
+            .with("id", e.id.as_str())
+            .with("depth", e.depth)
+            .with("parent", opt(e.parent.as_deref()))
+            .with("seedLength", opt(e.seed.map(|s| s as i64)));
+        json_line(&mut out, o)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn retain(store: &Store, id: &str, delete: bool) -> anyhow::Result<ExitCode> {
     if delete {
         store.delete(id)?;
@@ -155,6 +169,9 @@ pub fn purge(store: &Store, older_than: &str, dry_run: bool) -> anyhow::Result<E
     );
     for id in &r.sessions {
         println!("  {id}");
+    }
+    for (id, why) in &r.kept {
+        println!("kept {id}: {why}");
     }
     if !dry_run && !r.sessions.is_empty() {
         println!(

@@ -73,6 +73,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             after,
             json,
         } => inspect::ls(&open()?, order, limit, after.as_deref(), json),
+        Command::Fork { source, new_id, at } => append::fork(&open()?, &source, &new_id, at),
+        Command::Tree { id } => inspect::tree(&open()?, &id),
         Command::Delete { id } => inspect::retain(&open()?, &id, true),
         Command::Undelete { id } => inspect::retain(&open()?, &id, false),
         Command::Purge {

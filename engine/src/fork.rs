@@ -1,0 +1,333 @@
+//! Fork and lineage. A fork shares its parent's prefix instead of copying it: the child's
+//! metadata names the parent and the number of inherited events, and every read of seqs below
+//! that boundary goes to the parent's storage (recursively for forks of forks). Forking costs
+//! O(1) in the parent's size: the child gets a header, its `session/end-seed`, one surface
+//! snapshot and one checkpoint per projection unit at the boundary, and an `F` lineage key.
+//!
+//! The child's file, as exported, is what DSH writes for a fork: the child header, then one seed
+//! batch (the inherited events re-serialized by `JSON.stringify` and packed as one batch,
+//! followed by the end-seed), then the child's own batches.
+
+use sessionlog_codec::chunk_rows::pack_runs;
+use sessionlog_codec::header::{author_header, parse_header, HeaderFields};
+use sessionlog_codec::json::{self, Value};
+use sessionlog_codec::projection::ProjectionSet;
+use sessionlog_codec::repair::{end_seed, needs_end_seed};
+
+use crate::keys;
+use crate::meta::{ForkBase, SessionMeta, SourceEncoding, Verdict};
+use crate::projection::{checkpoint_value, is_checkpoint_point};
+use crate::store::{Store, CF_SESSIONS};
+use crate::surface::{encode, Snapshot, SNAP};
+use crate::{Error, ImportOptions, Result};
+
+/// Events re-serialized per packing pass when writing a fork's seed batch (a pass always ends
+/// after a non-chunk event, so no packed run is cut).
+const SEED_PASS_EVENTS: usize = 4096;
+
+/// One stretch of a session's log and the storage (session number) that holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Segment {
+    pub(crate) number: u64,
+    pub(crate) from: u64,
+    pub(crate) end: u64,
+}
+
+/// What `fork` created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForkReport {
+    /// The child's id.
+    pub id: String,
+    /// Events inherited (`seedLength`).
+    pub seed: u64,
+    /// Whether a `session/end-seed` was appended after the seed.
+    pub end_seed: bool,
+}
+
+/// One session in a lineage tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineageEntry {
+    /// Session id.
+    pub id: String,
+    /// Its parent, if it is a fork.
+    pub parent: Option<String>,
+    /// Events it inherited from its parent.
+    pub seed: Option<u64>,
+    /// Distance from the session asked about: negative for ancestors, positive for descendants.
+    pub depth: i64,
+}
+
+impl Store {
+    /// Where `meta`'s events live, in seq order.
+    pub(crate) fn segments(&self, meta: &SessionMeta) -> Result<Vec<Segment>> {
+        let own_from = meta.fork_of.as_ref().map_or(0, |b| b.seed);
+        let mut segs = match &meta.fork_of {
+            None => Vec::new(),
+            Some(base) => {
+                let parent = self.require_meta(&base.id)?;
+                let mut inherited = self.segments(&parent)?;
+                inherited.retain_mut(|s| {
+                    s.end = s.end.min(base.seed);
+                    s.from < s.end
+                });
+                inherited
+            }
+        };
+        segs.push(Segment {
+            number: meta.number,
+            from: own_from,
+            end: meta.events,
+        });
+        Ok(segs)
+    }
+
+    /// Fork `source` after event `boundary` (default: its last event) into a new session `new_id`
+    /// (DSH `SessionStore.fork`).
+    pub fn fork(&self, source: &str, boundary: Option<u64>, new_id: &str) -> Result<ForkReport> {
+        self.check_writable()?;
+        let fail = |code: &'static str, message: String| Err(Error::Fork { code, message });
+        if self.meta(new_id.as_bytes())?.is_some() {
+            return fail(
+                "SESSION_ALREADY_EXISTS",
+                format!("session \"{new_id}\" already exists"),
+            );
+        }
+        let parent = self.meta(source.as_bytes())?.ok_or_else(|| Error::Fork {
+            code: "SESSION_NOT_FOUND",
+            message: format!("session \"{source}\" not found"),
+        })?;
+        if parent.verdict != Verdict::Clean || parent.surface_error.is_some() {
+            return fail(
+                "SESSION_NOT_LOADABLE",
+                format!(
+                    "session \"{source}\" cannot be forked: DSH would not load it ({})",
+                    parent.verdict
+                ),
+            );
+        }
+        let seed = match (boundary, parent.events) {
+            (None, n) => n,
+            (Some(b), n) if b < n => b + 1,
+            (Some(b), n) => {
+                let last = n
+                    .checked_sub(1)
+                    .map_or_else(|| "none".to_owned(), |l| l.to_string());
+                return fail("INVALID_BOUNDARY", format!("fork boundary {b} does not exist in session \"{source}\" (last seq: {last})"));
+            }
+        };
+        if let Some(at) = seed.checked_sub(1) {
+            let turns = self.state_at(source, "turns", Some(at))?;
+            let open = turns
+                .as_array()
+                .and_then(|t| t.last())
+                .and_then(Value::as_object)
+                .filter(|t| t.get("endSeq") == Some(&Value::Null));
+            if let Some(t) = open {
+                let turn = t.get("turn").map(json::js_string_of).unwrap_or_default();
+                return fail(
+                    "OPEN_TURN",
+                    format!(
+                        "fork boundary {at} in session \"{source}\" ends inside open turn {turn}"
+                    ),
+                );
+            }
+        }
+        let last = match seed.checked_sub(1) {
+            Some(at) => self.event_at(&parent, at)?,
+            None => None,
+        };
+        let with_end_seed = needs_end_seed(last.as_ref());
+        let parent_header = parse_header(
+            parent.header.strip_suffix(b"\n").unwrap_or(&parent.header),
+        )
+        .map_err(|e| Error::Corrupt {
+            id: source.into(),
+            detail: format!("stored header: {e}"),
+        })?;
+        let cwd = parent_header
+            .object
+            .get("cwd")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let now = crate::import::now_ms();
+        let header_line = author_header(&HeaderFields {
+            id: new_id.into(),
+            created_at: now,
+            cwd,
+            parent_session: Some(source.into()),
+            seed_length: Some(i64::try_from(seed).unwrap_or(i64::MAX)),
+            ..HeaderFields::default()
+        });
+        let header = parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
+            id: new_id.into(),
+            seq: None,
+            rule: format!("header: {e}"),
+        })?;
+        let mut projections = match seed.checked_sub(1) {
+            Some(at) => self.projection_set_at(&parent, at)?,
+            None => ProjectionSet::new(seed),
+        };
+        // The child's inbox only reads splices from its own seedLength on.
+        if let Some((i, unit)) = ProjectionSet::unit("inbox") {
+            projections.states[i] = unit.init(seed);
+        }
+        let snapshot = match seed.checked_sub(1) {
+            Some(at) => {
+                let fold = self.surface_fold_at(&parent, at)?;
+                Some(Snapshot {
+                    next_seq: seed,
+                    nodes: fold.nodes().to_vec(),
+                    replace_generation: fold.replace_generation(),
+                })
+            }
+            None => None,
+        };
+        let mut record = header_line.clone().into_bytes();
+        record.push(b'\n');
+        self.import_session(
+            &format!("fork {new_id}"),
+            &header,
+            &ImportOptions::default(),
+            |mut w| {
+                let number = w.number();
+                if let (Some(at), Some(snap)) = (seed.checked_sub(1), &snapshot) {
+                    w.put_surface(keys::event_key(number, SNAP, at), encode(snap)?)?;
+                    for (i, state) in projections.states.iter().enumerate() {
+                        w.put_checkpoint(
+                            keys::event_key(number, crate::projection::unit_section(i), at),
+                            checkpoint_value(i, state),
+                        )?;
+                    }
+                }
+                if with_end_seed {
+                    let event = end_seed(seed, now);
+                    w.put_line(seed, 1, 1, json::stringify(&event).as_bytes())?;
+                    projections.apply(seed, &event);
+                    if is_checkpoint_point(seed, &event) {
+                        for (i, state) in projections.states.iter().enumerate() {
+                            w.put_checkpoint(
+                                keys::event_key(number, crate::projection::unit_section(i), seed),
+                                checkpoint_value(i, state),
+                            )?;
+                        }
+                    }
+                }
+                w.put_session_key(
+                    keys::fork_key(parent.number, number),
+                    new_id.as_bytes().to_vec(),
+                )?;
+                let activity = projections
+                    .view("activity")
+                    .and_then(|a| a.as_object()?.get("lastPromptAt")?.as_safe_integer());
+                let meta = SessionMeta {
+                    events: seed + u64::from(with_end_seed),
+                    body_lines: u64::from(with_end_seed),
+                    next_batch: 2,
+                    activity_ms: activity,
+                    fork_of: Some(ForkBase {
+                        number: parent.number,
+                        id: parent.id.clone(),
+                        seed,
+                    }),
+                    ..SessionMeta::new(number, &header, record.clone(), SourceEncoding::Jsonl)
+                };
+                w.finish(meta, false)
+            },
+        )?;
+        Ok(ForkReport {
+            id: new_id.into(),
+            seed,
+            end_seed: with_end_seed,
+        })
+    }
+
+    /// The fork's seed batch text as DSH writes it: the inherited events, `JSON.stringify`'d and
+    /// packed as one batch, passed to `out` a piece at a time.
+    pub(crate) fn seed_text(
+        &self,
+        meta: &SessionMeta,
+        out: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let Some(base) = &meta.fork_of else {
+            return Ok(());
+        };
+        let Some(last) = base.seed.checked_sub(1) else {
+            return Ok(());
+        };
+        let parent = self.require_meta(&base.id)?;
+        let mut pending: Vec<Value> = Vec::new();
+        let mut text = String::new();
+        let mut emit = |pending: &mut Vec<Value>, text: &mut String| -> Result<()> {
+            text.clear();
+            for record in pack_runs(pending) {
+                json::write_value(text, record.value());
+                text.push('\n');
+            }
+            pending.clear();
+            out(text.as_bytes())
+        };
+        self.events_of(&parent, 0, Some(last), &mut |_, e| {
+            pending.push(e.clone());
+            let ty = e
+                .as_object()
+                .and_then(|o| o.get("type"))
+                .and_then(Value::as_str);
+            if pending.len() >= SEED_PASS_EVENTS && ty != Some("assistant/chunk") {
+                emit(&mut pending, &mut text)?;
+            }
+            Ok(())
+        })?;
+        emit(&mut pending, &mut text)
+    }
+
+    /// `id`'s ancestors (negative depth, nearest first) and descendants (positive depth).
+    pub fn lineage(&self, id: &str) -> Result<Vec<LineageEntry>> {
+        let meta = self.require_meta(id.as_bytes())?;
+        let entry = |m: &SessionMeta, depth: i64| LineageEntry {
+            id: m.id_lossy(),
+            parent: m
+                .fork_of
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(&b.id).into_owned()),
+            seed: m.fork_of.as_ref().map(|b| b.seed),
+            depth,
+        };
+        let mut out = vec![entry(&meta, 0)];
+        let (mut cursor, mut depth) = (meta.clone(), 0);
+        while let Some(base) = cursor.fork_of.clone() {
+            depth -= 1;
+            cursor = self.require_meta(&base.id)?;
+            out.push(entry(&cursor, depth));
+        }
+        let mut frontier = vec![(meta.number, 0i64)];
+        while let Some((number, d)) = frontier.pop() {
+            for child in self.children(number)? {
+                let m = self.require_meta(&child)?;
+                frontier.push((m.number, d + 1));
+                out.push(entry(&m, d + 1));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Ids of the forks reading session `number`'s prefix.
+    pub(crate) fn children(&self, number: u64) -> Result<Vec<Vec<u8>>> {
+        let prefix = keys::fork_key(number, 0);
+        let prefix = &prefix[..9];
+        let mut out = Vec::new();
+        let mut it = self.db.raw_iterator_cf(self.cf(CF_SESSIONS)?);
+        it.seek(prefix);
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            if !k.starts_with(prefix) {
+                break;
+            }
+            out.push(v.to_vec());
+            it.next();
+        }
+        it.status().map_err(Error::storage("reading lineage"))?;
+        Ok(out)
+    }
+}
