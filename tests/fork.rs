@@ -69,7 +69,15 @@ fn a_fork_exports_what_dsh_writes_and_reads_through_the_shared_prefix() {
     let parent = generated(&store, 1);
     let parent_events = all_events(&store, &parent);
     // The first turn's end: a boundary with the rest of the parent's log after it.
-    let boundary = parent_events.iter().position(|e| e.as_object().and_then(|o| o.get("type")).and_then(Value::as_str) == Some("turn/end")).expect("a turn/end") as u64;
+    let boundary = parent_events
+        .iter()
+        .position(|e| {
+            e.as_object()
+                .and_then(|o| o.get("type"))
+                .and_then(Value::as_str)
+                == Some("turn/end")
+        })
+        .expect("a turn/end") as u64;
     assert!((boundary as usize) < parent_events.len() - 1);
     let r = store.fork(&parent, Some(boundary), "child").expect("fork");
     assert_eq!((r.seed, r.end_seed), (boundary + 1, true));
@@ -91,9 +99,7 @@ fn a_fork_exports_what_dsh_writes_and_reads_through_the_shared_prefix() {
     );
     let header = String::from_utf8(export_bytes(&store, "child")).expect("utf8");
     assert!(
-        header.starts_with(&format!(
-            "{{\"type\":\"session\",\"version\":0,\"id\":\"child\",\"createdAt\":"
-        )),
+        header.starts_with("{\"type\":\"session\",\"version\":0,\"id\":\"child\",\"createdAt\":"),
         "{}",
         &header[..120]
     );
