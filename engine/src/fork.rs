@@ -2,7 +2,8 @@
 //! metadata names the parent and the number of inherited events, and every read of seqs below
 //! that boundary goes to the parent's storage (recursively for forks of forks). Forking costs
 //! O(1) in the parent's size: the child gets a header, its `session/end-seed`, one surface
-//! snapshot and one checkpoint per projection unit at the boundary, and an `F` lineage key.
+//! snapshot at the boundary, and an `F` lineage key; its projections start from the parent's
+//! checkpoints.
 //!
 //! The child's file, as exported, is what DSH writes for a fork: the child header, then one seed
 //! batch (the inherited events re-serialized by `JSON.stringify` and packed as one batch,
@@ -11,12 +12,10 @@
 use sessionlog_codec::chunk_rows::pack_runs;
 use sessionlog_codec::header::{author_header, parse_header, HeaderFields};
 use sessionlog_codec::json::{self, Value};
-use sessionlog_codec::projection::ProjectionSet;
 use sessionlog_codec::repair::{end_seed, needs_end_seed};
 
 use crate::keys;
 use crate::meta::{ForkBase, SessionMeta, SourceEncoding, Verdict};
-use crate::projection::{checkpoint_value, is_checkpoint_point};
 use crate::store::{Store, CF_SESSIONS};
 use crate::surface::{encode, Snapshot, SNAP};
 use crate::{Error, ImportOptions, Result};
@@ -163,14 +162,14 @@ impl Store {
             seq: None,
             rule: format!("header: {e}"),
         })?;
-        let mut projections = match seed.checked_sub(1) {
-            Some(at) => self.projection_set_at(&parent, at)?,
-            None => ProjectionSet::new(seed),
+        let activity = match seed.checked_sub(1) {
+            Some(at) => self
+                .state_at(source, "activity", Some(at))?
+                .as_object()
+                .and_then(|a| a.get("lastPromptAt"))
+                .and_then(Value::as_safe_integer),
+            None => None,
         };
-        // The child's inbox only reads splices from its own seedLength on.
-        if let Some((i, unit)) = ProjectionSet::unit("inbox") {
-            projections.states[i] = unit.init(seed);
-        }
         let snapshot = match seed.checked_sub(1) {
             Some(at) => {
                 let fold = self.surface_fold_at(&parent, at)?;
@@ -192,33 +191,14 @@ impl Store {
                 let number = w.number();
                 if let (Some(at), Some(snap)) = (seed.checked_sub(1), &snapshot) {
                     w.put_surface(keys::event_key(number, SNAP, at), encode(snap)?)?;
-                    for (i, state) in projections.states.iter().enumerate() {
-                        w.put_checkpoint(
-                            keys::event_key(number, crate::projection::unit_section(i), at),
-                            checkpoint_value(i, state),
-                        )?;
-                    }
                 }
                 if with_end_seed {
-                    let event = end_seed(seed, now);
-                    w.put_line(seed, 1, 1, json::stringify(&event).as_bytes())?;
-                    projections.apply(seed, &event);
-                    if is_checkpoint_point(seed, &event) {
-                        for (i, state) in projections.states.iter().enumerate() {
-                            w.put_checkpoint(
-                                keys::event_key(number, crate::projection::unit_section(i), seed),
-                                checkpoint_value(i, state),
-                            )?;
-                        }
-                    }
+                    w.put_line(seed, 1, 1, json::stringify(&end_seed(seed, now)).as_bytes())?;
                 }
                 w.put_session_key(
                     keys::fork_key(parent.number, number),
                     new_id.as_bytes().to_vec(),
                 )?;
-                let activity = projections
-                    .view("activity")
-                    .and_then(|a| a.as_object()?.get("lastPromptAt")?.as_safe_integer());
                 let meta = SessionMeta {
                     events: seed + u64::from(with_end_seed),
                     body_lines: u64::from(with_end_seed),
@@ -308,6 +288,33 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// Bytes (keys and values) stored for session `id` itself: its metadata and its own ranges
+    /// of lines, frames, tail, surface index and checkpoints. A fork's shared prefix is not
+    /// counted: it is the parent's.
+    pub fn stored_bytes(&self, id: &str) -> Result<u64> {
+        let meta = self.require_meta(id.as_bytes())?;
+        let mut total = meta.encode()?.len() as u64;
+        for name in [
+            crate::store::CF_EVENTS,
+            crate::store::CF_SURFACE,
+            crate::store::CF_CHECKPOINTS,
+        ] {
+            let mut it = self
+                .db
+                .raw_iterator_cf_opt(self.cf(name)?, self.bounded(meta.number));
+            it.seek(keys::session_start(meta.number));
+            while it.valid() {
+                let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                    break;
+                };
+                total += (k.len() + v.len()) as u64;
+                it.next();
+            }
+            it.status().map_err(Error::storage("measuring a session"))?;
+        }
+        Ok(total)
     }
 
     /// Ids of the forks reading session `number`'s prefix.

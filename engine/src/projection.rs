@@ -15,6 +15,21 @@ use crate::meta::SessionMeta;
 use crate::store::{Store, CF_CHECKPOINTS};
 use crate::{Error, Result};
 
+/// The `turns` unit: its state keeps only open turns; each closed turn is a record of its own,
+/// keyed by its `turn/end` seq in [`TURN_RECORDS`], so checkpoints do not grow with the log.
+const TURNS: &str = "turns";
+
+/// Checkpoint-CF section of closed-turn records (apart from the unit indexes).
+const TURN_RECORDS: u8 = 0xF0;
+
+/// A turn entry's `endSeq`, when it is closed.
+fn end_seq(turn: &Value) -> Option<u64> {
+    turn.as_object()?
+        .get("endSeq")?
+        .as_safe_integer()
+        .and_then(|n| u64::try_from(n).ok())
+}
+
 /// Events between two periodic checkpoints.
 pub const CHECKPOINT_EVERY: u64 = 200;
 
@@ -40,12 +55,22 @@ impl ProjectionWriter {
         put: &mut dyn FnMut([u8; EVENT_KEY_LEN], Vec<u8>) -> Result<()>,
     ) -> Result<()> {
         self.set.apply(seq, event);
-        let turn_end = event
-            .as_object()
-            .and_then(|o| o.get("type"))
-            .and_then(Value::as_str)
-            == Some("turn/end");
-        if turn_end || (seq + 1) % CHECKPOINT_EVERY == 0 {
+        if let Some((i, _)) = ProjectionSet::unit(TURNS) {
+            // Closed turns leave the state for records of their own, so checkpoints stay small.
+            if let Value::Array(list) = &mut self.set.states[i] {
+                let (closed, open): (Vec<Value>, Vec<Value>) = std::mem::take(list)
+                    .into_iter()
+                    .partition(|t| end_seq(t).is_some());
+                for t in closed {
+                    put(
+                        event_key(number, TURN_RECORDS, end_seq(&t).unwrap_or(seq)),
+                        json::stringify(&t).into_bytes(),
+                    )?;
+                }
+                *list = open;
+            }
+        }
+        if is_checkpoint_point(seq, event) {
             for (i, state) in self.set.states.iter().enumerate() {
                 put(
                     event_key(number, unit_section(i), seq),
@@ -123,7 +148,50 @@ impl Store {
             u.apply(&mut state, seq, e);
             Ok(())
         })?;
+        if u.key == TURNS {
+            // Turns closed up to the checkpoint are records; the fold holds the ones after it.
+            let mut turns = match from.checked_sub(1) {
+                Some(cp) => self.turn_records(&meta, cp)?,
+                None => Vec::new(),
+            };
+            if let Value::Array(folded) = state {
+                turns.extend(folded);
+            }
+            return Ok(Value::Array(turns));
+        }
         Ok(u.view(&state))
+    }
+
+    /// The closed-turn records with `turn/end` seq ≤ `upto`, in order (a fork's inherited ones
+    /// from its parent's storage).
+    fn turn_records(&self, meta: &SessionMeta, upto: u64) -> Result<Vec<Value>> {
+        let mut out = Vec::new();
+        for seg in self.segments(meta)? {
+            let Some(last) = seg.end.checked_sub(1).map(|l| l.min(upto)) else {
+                continue;
+            };
+            let mut it = self
+                .db
+                .raw_iterator_cf_opt(self.cf(CF_CHECKPOINTS)?, self.bounded(seg.number));
+            it.seek(event_key(seg.number, TURN_RECORDS, seg.from));
+            while it.valid() {
+                let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                    break;
+                };
+                match parse_event_key(k) {
+                    Some((_, TURN_RECORDS, seq)) if seq <= last => {
+                        out.push(json::parse(&String::from_utf8_lossy(v))?)
+                    }
+                    _ => break,
+                }
+                it.next();
+            }
+            it.status().map_err(Error::storage(format!(
+                "reading turns of \"{}\"",
+                meta.id_lossy()
+            )))?;
+        }
+        Ok(out)
     }
 
     /// Every unit's state after the session's last event: each from its nearest checkpoint, the
@@ -196,6 +264,20 @@ impl Store {
             "reading checkpoints of \"{}\"",
             meta.id_lossy()
         )))?;
-        Ok(None)
+        // A fork before its own first checkpoint starts from its parent's (forks copy none, so
+        // a fork costs the same whatever the parent's size). The inbox alone differs: a fork
+        // reads splices only from its own seedLength on.
+        let Some(base) = &meta.fork_of else {
+            return Ok(None);
+        };
+        if UNITS[index].key == "inbox" {
+            return Ok(Some((UNITS[index].init(base.seed), base.seed.min(at + 1))));
+        }
+        match base.seed.checked_sub(1) {
+            Some(last) => {
+                self.nearest_checkpoint(&self.require_meta(&base.id)?, index, at.min(last))
+            }
+            None => Ok(None),
+        }
     }
 }

@@ -135,6 +135,17 @@ impl Store {
         Ok(report)
     }
 
+    /// Flush and fully compact the store (an admin operation: afterwards no background work is
+    /// pending, and deleted data is gone from disk).
+    pub fn compact(&self) -> Result<()> {
+        self.flush_all()?;
+        for name in [CF_SESSIONS, CF_EVENTS, CF_SURFACE, CF_CHECKPOINTS] {
+            self.db
+                .compact_range_cf(self.cf(name)?, None::<&[u8]>, None::<&[u8]>);
+        }
+        Ok(())
+    }
+
     /// Flush every memtable, so SST sizes describe all the data.
     fn flush_all(&self) -> Result<()> {
         for name in [CF_SESSIONS, CF_EVENTS, CF_SURFACE, CF_CHECKPOINTS] {

@@ -335,6 +335,30 @@ pub enum BenchWorkload {
         #[arg(long)]
         json: bool,
     },
+    /// Fork cost against parent size: forks of a small and of a large session, time and bytes.
+    Fork {
+        /// Events of the large parent.
+        #[arg(long, default_value_t = 1_000_000)]
+        events: u64,
+        /// Forks per parent.
+        #[arg(long, default_value_t = 50)]
+        forks: u64,
+        /// Print one JSON object with the raw figures and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Listing cost against store size: one `ls --limit` page on a store of many sessions.
+    Listing {
+        /// Sessions in the store.
+        #[arg(long, default_value_t = 1_000_000)]
+        sessions: u64,
+        /// Page size.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print one JSON object with the raw figures.
+        #[arg(long)]
+        json: bool,
+    },
     /// Import and export a generated corpus, side by side with `cat` of the same files (or
     /// `zstd -dc` with --zstd).
     ImportExport {

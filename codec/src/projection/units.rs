@@ -39,7 +39,7 @@ impl std::fmt::Debug for Unit {
 }
 
 /// Every unit, in checkpoint order (a unit's index is part of its checkpoint key: append only).
-pub static UNITS: [Unit; 9] = [
+pub static UNITS: [Unit; 10] = [
     Unit {
         key: "title",
         version: 1,
@@ -101,6 +101,13 @@ pub static UNITS: [Unit; 9] = [
         version: 4,
         init: null,
         apply: super::goal::apply,
+        view: same,
+    },
+    Unit {
+        key: "openTurn",
+        version: 1,
+        init: null,
+        apply: open_turn,
         view: same,
     },
 ];
@@ -414,4 +421,19 @@ fn inbox(state: &mut Value, seq: u64, event: &Value) {
     let end = (start + index("removedCount")).min(list.len());
     list.splice(start..end, inserted);
     s.insert(target.into(), Value::Array(list));
+}
+
+/// `openTurn`: the number of the turn a `turn/start` opened and no `turn/end` closed yet, else
+/// `null` (DSH's fork open-turn rule: the last `turn/start` or `turn/end` decides).
+fn open_turn(state: &mut Value, _: u64, event: &Value) {
+    match ty(event) {
+        "turn/start" => {
+            *state = data(event)
+                .and_then(|d| d.get("turn"))
+                .cloned()
+                .unwrap_or(Value::Null)
+        }
+        "turn/end" => *state = Value::Null,
+        _ => {}
+    }
 }

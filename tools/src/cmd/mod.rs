@@ -5,6 +5,7 @@ mod bench;
 mod export;
 mod import;
 mod inspect;
+mod lineage;
 mod par;
 mod pit;
 mod stress;
@@ -111,6 +112,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             stress::run(&opts, cycles, max_kill_ms, dir, json, worker)
         }
         Command::Bench { workload } => match workload {
+            BenchWorkload::Fork {
+                events,
+                forks,
+                json,
+            } => lineage::bench_fork(events, forks, json),
+            BenchWorkload::Listing {
+                sessions,
+                limit,
+                json,
+            } => lineage::bench_listing(sessions, limit, json),
             BenchWorkload::Pit {
                 sizes,
                 queries,

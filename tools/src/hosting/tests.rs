@@ -191,7 +191,9 @@ fn ratios_need_sessionlog_and_divide_batch_rates() {
     let o = output::figures(&workload, Durability::Sync, &pool, &peers);
     assert_eq!(o.get("ratios"), Some(&sessionlog_codec::json::Value::Null));
     assert!(o.get("note").is_some());
-    assert!(output::table(&workload, Durability::Sync, &pool, &peers).contains(output::NO_SESSIONLOG));
+    assert!(
+        output::table(&workload, Durability::Sync, &pool, &peers).contains(output::NO_SESSIONLOG)
+    );
 
     let all = [
         report("sessionlog", 400),
