@@ -115,14 +115,9 @@ impl Store {
             }
         };
         if let Some(at) = seed.checked_sub(1) {
-            let turns = self.state_at(source, "turns", Some(at))?;
-            let open = turns
-                .as_array()
-                .and_then(|t| t.last())
-                .and_then(Value::as_object)
-                .filter(|t| t.get("endSeq") == Some(&Value::Null));
-            if let Some(t) = open {
-                let turn = t.get("turn").map(json::js_string_of).unwrap_or_default();
+            let open = self.state_at(source, "openTurn", Some(at))?;
+            if open != Value::Null {
+                let turn = json::js_string_of(&open);
                 return fail(
                     "OPEN_TURN",
                     format!(
