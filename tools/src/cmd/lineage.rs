@@ -16,6 +16,17 @@ use sessionlog_tools::gen::{session_bytes, GenOptions};
 
 use crate::output::json_line;
 
+/// A fresh store in a temp dir for one benchmark (buffered: these measure work, not fsync).
+fn scratch_store(workload: &str) -> anyhow::Result<(std::path::PathBuf, Store)> {
+    let (work, _) = crate::cmd::work_dir(None, workload);
+    let options = Options {
+        durability: Durability::Buffered,
+        ..Options::default()
+    };
+    let store = Store::open(work.join("store"), options)?;
+    Ok((work, store))
+}
+
 /// Fork `parent` `n` times after its last `turn/end` (a checkpointed point in both parents, so
 /// both compare the same work); mean seconds per fork and mean bytes stored per child.
 fn fork_cost(store: &Store, parent: &str, n: u64) -> anyhow::Result<(f64, f64)> {
@@ -40,14 +51,7 @@ fn fork_cost(store: &Store, parent: &str, n: u64) -> anyhow::Result<(f64, f64)> 
 }
 
 pub fn bench_fork(events: u64, forks: u64, as_json: bool) -> anyhow::Result<ExitCode> {
-    let (work, _) = crate::cmd::work_dir(None, "fork");
-    let store = Store::open(
-        work.join("store"),
-        Options {
-            durability: Durability::Buffered,
-            ..Options::default()
-        },
-    )?;
+    let (work, store) = scratch_store("fork")?;
     let mut figures = Object::new()
         .with("workload", "fork")
         .with("forks_per_parent", forks as i64);
@@ -112,14 +116,7 @@ pub fn bench_fork(events: u64, forks: u64, as_json: bool) -> anyhow::Result<Exit
 }
 
 pub fn bench_listing(sessions: u64, limit: usize, as_json: bool) -> anyhow::Result<ExitCode> {
-    let (work, _) = crate::cmd::work_dir(None, "listing");
-    let store = Store::open(
-        work.join("store"),
-        Options {
-            durability: Durability::Buffered,
-            ..Options::default()
-        },
-    )?;
+    let (work, store) = scratch_store("listing")?;
     let t = Instant::now();
     for i in 0..sessions {
         let id = format!("s{i:08}");
