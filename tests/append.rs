@@ -13,14 +13,10 @@ use sessionlog::engine::{
 };
 use sessionlog_tools::gen::{session_batches, GenOptions};
 
-use crate::fixtures::{events_text, export_bytes, temp_store};
+use crate::fixtures::{events_text, export_bytes, host_feed, new_event, temp_store};
 
 const HEADER: &str =
     r#"{"type":"session","version":0,"id":"a","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
-
-pub fn new_event(v: &Value) -> NewEvent {
-    NewEvent::from_logged(v).expect("a generated event")
-}
 
 fn ev(text: &str) -> NewEvent {
     NewEvent::from_value(&json::parse(text).expect("json")).expect("event")
@@ -319,18 +315,7 @@ fn strict_mode_enforces_dsh_s_invariants_and_generated_sessions_obey_them() {
     };
     for i in 0..3 {
         let feed = session_batches(i, &opts);
-        store
-            .create_session(&feed.header_line, SourceEncoding::Jsonl)
-            .expect("create");
-        for b in &feed.batches {
-            store
-                .append(
-                    &feed.id,
-                    Some(b.first_seq),
-                    b.events.iter().map(new_event).collect(),
-                )
-                .expect("a generated batch obeys the invariants");
-        }
+        host_feed(&store, &feed);
     }
     store
         .create_session(HEADER, SourceEncoding::Jsonl)

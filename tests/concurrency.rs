@@ -11,7 +11,7 @@ use sessionlog::codec::json::{self, Value};
 use sessionlog::engine::{AppendItem, ExportFormat, SourceEncoding, Store};
 use sessionlog_tools::gen::{session_batches, GenOptions};
 
-use crate::fixtures::{events_text, temp_store};
+use crate::fixtures::{events_text, new_event, temp_store};
 
 const WRITERS: usize = 4;
 const BATCHES: usize = 120;
@@ -26,10 +26,6 @@ fn marker(writer: usize, batch: usize, k: usize) -> NewEvent {
     let text =
         format!(r#"{{"type":"hook/result","time":5,"data":{{"w":{writer},"b":{batch},"k":{k}}}}}"#);
     NewEvent::from_value(&json::parse(&text).expect("json")).expect("event")
-}
-
-fn new_event(v: &Value) -> NewEvent {
-    NewEvent::from_logged(v).expect("a generated event")
 }
 
 /// What a reader saw of one session: an export and an events scan.

@@ -10,14 +10,14 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sessionlog::codec::event::NewEvent;
-use sessionlog::codec::json::{self, Value};
+use sessionlog::codec::json;
 use sessionlog::engine::{
     Durability, Error, ExportFormat, ImportOptions, Options, SourceEncoding, Store,
 };
 use sessionlog_tools::gen::{session, session_batches, GenOptions};
 
 use crate::crash::worker_command;
-use crate::fixtures::{export_bytes, temp_store};
+use crate::fixtures::{append_feed, export_bytes, temp_store};
 
 /// A tmpfs of a given size mounted for one test, unmounted on drop.
 struct Tmpfs {
@@ -82,10 +82,6 @@ fn durable() -> Options {
     }
 }
 
-fn new_event(v: &Value) -> NewEvent {
-    NewEvent::from_logged(v).expect("a generated event")
-}
-
 /// A batch of one large `hook/result` event (about `kib` KiB of data).
 fn big_batch(kib: usize) -> Vec<NewEvent> {
     let text = format!(
@@ -122,15 +118,7 @@ fn full_disk_during_append_loses_nothing_acknowledged() {
             r#"{"type":"session","version":0,"id":"big","createdAt":1,"cwd":"/w","delegationDepth":0}"#,
             SourceEncoding::Jsonl,
         ).expect("create big");
-        for b in &feed.batches {
-            store
-                .append(
-                    &feed.id,
-                    Some(b.first_seq),
-                    b.events.iter().map(new_event).collect(),
-                )
-                .expect("append before the disk fills");
-        }
+        append_feed(&store, &feed);
         fill(&fs.dir);
         let mut acked = 0;
         let mut failed = None;

@@ -20,6 +20,43 @@ pub fn fixtures() -> Option<PathBuf> {
     None
 }
 
+/// A generated (already logged) event as an append input.
+pub fn new_event(v: &sessionlog::codec::json::Value) -> sessionlog::codec::event::NewEvent {
+    sessionlog::codec::event::NewEvent::from_logged(v).expect("a generated event")
+}
+
+/// Create the generated session `feed` and append all its batches live, as DSH would write them.
+pub fn host_feed(store: &Store, feed: &sessionlog_tools::gen::SessionFeed) {
+    store
+        .create_session(&feed.header_line, sessionlog::engine::SourceEncoding::Jsonl)
+        .unwrap_or_else(|e| panic!("create {}: {e}", feed.id));
+    append_feed(store, feed);
+}
+
+/// Append every batch of the generated session `feed`, at its expected seq.
+pub fn append_feed(store: &Store, feed: &sessionlog_tools::gen::SessionFeed) {
+    for b in &feed.batches {
+        store
+            .append(
+                &feed.id,
+                Some(b.first_seq),
+                b.events.iter().map(new_event).collect(),
+            )
+            .unwrap_or_else(|e| panic!("append {} at seq {}: {e}", feed.id, b.first_seq));
+    }
+}
+
+/// The sorted names of the files in `dir` that end with one of `suffixes`.
+pub fn names_ending(dir: &Path, suffixes: &[&str]) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.expect("entry").file_name().into_string().expect("utf8"))
+        .filter(|n| suffixes.iter().any(|s| n.ends_with(s)))
+        .collect();
+    names.sort();
+    names
+}
+
 /// A fresh store in a temp dir (buffered durability: tests do not measure fsync).
 pub fn temp_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("temp dir");

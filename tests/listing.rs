@@ -23,6 +23,17 @@ fn prompt(time: i64, kind: &str) -> NewEvent {
     ))
 }
 
+/// Import `opts.sessions` generated sessions; their ids in import order.
+fn import_generated(store: &Store, opts: &GenOptions) -> Vec<String> {
+    (0..opts.sessions)
+        .map(|i| {
+            import_bytes(store, "gen", &session_bytes(i, opts), false)
+                .expect("import")
+                .id
+        })
+        .collect()
+}
+
 fn ids(store: &Store, order: ListOrder) -> Vec<String> {
     store
         .list_page(order, usize::MAX, None)
@@ -89,19 +100,18 @@ fn imported_sessions_are_ordered_by_their_last_prompt_and_pages_cost_their_size(
         torn_fraction: 0.0,
     };
     let mut expected = Vec::new();
-    for i in 0..30 {
-        let r = import_bytes(&store, "gen", &session_bytes(i, &opts), false).expect("import");
+    for id in import_generated(&store, &opts) {
         let prompt = sessionlog::codec::projection::fold(
             "activity",
             0,
-            &crate::fixtures::all_events(&store, &r.id),
+            &crate::fixtures::all_events(&store, &id),
         )
         .and_then(|v| {
             v.as_object()
                 .and_then(|o| o.get("lastPromptAt"))
                 .and_then(json::Value::as_safe_integer)
         });
-        expected.push((std::cmp::Reverse(prompt.unwrap_or(0)), r.id));
+        expected.push((std::cmp::Reverse(prompt.unwrap_or(0)), id));
     }
     expected.sort();
     let want: Vec<String> = expected.into_iter().map(|(_, id)| id).collect();
@@ -134,14 +144,7 @@ fn delete_hides_undelete_restores_purge_reclaims() {
         seed: 13,
         torn_fraction: 0.0,
     };
-    let mut ids = Vec::new();
-    for i in 0..3 {
-        ids.push(
-            import_bytes(&store, "gen", &session_bytes(i, &opts), false)
-                .expect("import")
-                .id,
-        );
-    }
+    let ids = import_generated(&store, &opts);
     let kept = export_bytes(&store, &ids[0]);
     store.delete(&ids[1]).expect("delete");
     assert_eq!(

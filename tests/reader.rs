@@ -15,7 +15,7 @@ use sessionlog::codec::zstd::compress_frame;
 use sessionlog::engine::{Error, ExportFormat, ImportOptions, Store, Verdict};
 
 use crate::fixtures::{
-    assert_empty, events_text, export_bytes, fixtures, import_bytes, temp_store,
+    assert_empty, events_text, export_bytes, fixtures, import_bytes, names_ending, temp_store,
 };
 
 const H: &str =
@@ -244,10 +244,13 @@ fn header_only_is_clean_and_headerless_input_is_refused() {
 #[test]
 fn header_checks_give_dsh_verdicts() {
     let header = |fields: &str| format!(r#"{{"type":"session","version":0,"id":"r",{fields}}}"#);
-    let newer = r#"{"type":"session","version":1,"id":"r","createdAt":1,"delegationDepth":0}"#;
+    // DSH 0.2 reads v0 to v4 (v1 has v0's layout); v5 is a newer harness's.
+    let newer = r#"{"type":"session","version":5,"id":"r","createdAt":1,"delegationDepth":0}"#;
+    let v1 = r#"{"type":"session","version":1,"id":"r","createdAt":1,"delegationDepth":0}"#;
     let older = r#"{"type":"session","version":-1,"id":"r","createdAt":1,"delegationDepth":0}"#;
     let cases: Vec<(String, Verdict)> = vec![
-        (newer.into(), Verdict::Unsupported("session \"r\" uses log format v1, but this harness reads only v0: the log was written by a newer harness — upgrade the harness to open it".into())),
+        (newer.into(), Verdict::Unsupported("session \"r\" uses log format v5, but this harness reads only v4: the log was written by a newer harness — upgrade the harness to open it".into())),
+        (v1.into(), Verdict::Clean),
         (older.into(), Verdict::Unsupported("session \"r\" uses log format v-1, older than the supported v0, and this build ships no upgrade path for it".into())),
         (r#"{"type":"session","version":"0","id":"r","createdAt":1,"delegationDepth":0}"#.into(), not_header()),
         (header(r#""createdAt":1"#), not_header()),
@@ -322,12 +325,7 @@ fn zstd_bad_checksum_in_a_complete_frame_is_fatal() {
 #[test]
 fn zstd_torn_vectors_recover_the_decodable_prefix() {
     let Some(dir) = fixtures() else { return };
-    let mut names: Vec<String> = std::fs::read_dir(dir.join("dsh-zstd"))
-        .expect("dsh-zstd")
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".torn.jsonl.zstd"))
-        .collect();
-    names.sort();
+    let names = names_ending(&dir.join("dsh-zstd"), &[".torn.jsonl.zstd"]);
     assert!(!names.is_empty());
     for name in &names {
         let stem = name.trim_end_matches(".torn.jsonl.zstd");

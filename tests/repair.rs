@@ -3,7 +3,9 @@
 
 use sessionlog::engine::{ExportFormat, Verdict};
 
-use crate::fixtures::{events_text, export_bytes, fixtures, import_bytes, temp_store};
+use crate::fixtures::{
+    events_text, export_bytes, fixtures, import_bytes, names_ending, temp_store,
+};
 
 #[test]
 fn repair_of_an_open_turn_writes_dsh_s_closer_lines() {
@@ -77,15 +79,7 @@ fn a_torn_jsonl_tail_is_cut_and_the_turn_closed() {
 fn torn_zstd_vectors_repair_to_a_clean_log_with_one_new_frame() {
     let Some(dir) = fixtures() else { return };
     let mut repaired = 0;
-    for entry in std::fs::read_dir(dir.join("dsh-zstd")).expect("dir") {
-        let name = entry
-            .expect("entry")
-            .file_name()
-            .into_string()
-            .expect("utf8");
-        if !name.ends_with(".torn.jsonl.zstd") {
-            continue;
-        }
+    for name in names_ending(&dir.join("dsh-zstd"), &[".torn.jsonl.zstd"]) {
         let bytes = std::fs::read(dir.join("dsh-zstd").join(&name)).expect("vector");
         let (_d, store) = temp_store();
         let r = store

@@ -32,9 +32,10 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 fn import_root(store: &Store, root: &Path) -> (usize, Vec<(PathBuf, Error)>) {
     let scan = scan_root(root).expect("scan");
     let mut ok = 0;
-    for location in scan.sessions {
+    for (location, generations) in scan.sessions {
         let options = ImportOptions {
             location: Some(location.clone()),
+            generations: Some(generations),
             ..ImportOptions::default()
         };
         store
@@ -137,9 +138,10 @@ fn layouts_dsh_refuses_are_reported_and_not_imported() {
     );
     let (_t, store) = temp_store();
     let mut identity = 0;
-    for location in scan.sessions {
+    for (location, generations) in scan.sessions {
         let options = ImportOptions {
             location: Some(location.clone()),
+            generations: Some(generations),
             ..ImportOptions::default()
         };
         match store.import_path(&location.path, &options, &mut |_| {}) {

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use sessionlog::codec::json::{self, Object, Value};
 use sessionlog::codec::projection::{fold, UNITS};
-use sessionlog::engine::{Error, SourceEncoding, CHECKPOINT_EVERY};
+use sessionlog::engine::{Error, CHECKPOINT_EVERY};
 use sessionlog_tools::gen::{session_batches, session_bytes, GenOptions};
 
 use crate::fixtures::{all_events, fixtures, import_bytes, temp_store};
@@ -19,10 +19,7 @@ proptest! {
         let r = import_bytes(&store, "gen", &session_bytes(index, &opts), false).expect("import");
         let feed = session_batches(index, &opts);
         let (_d2, live) = temp_store();
-        live.create_session(&feed.header_line, SourceEncoding::Jsonl).expect("create");
-        for b in &feed.batches {
-            live.append(&feed.id, Some(b.first_seq), b.events.iter().map(crate::append::new_event).collect()).expect("append");
-        }
+        crate::fixtures::host_feed(&live, &feed);
         let log = all_events(&store, &r.id);
         prop_assert!(log.len() as u64 > CHECKPOINT_EVERY);
         for unit in &UNITS {

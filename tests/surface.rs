@@ -7,10 +7,10 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 use sessionlog::codec::json::{self, Value};
 use sessionlog::codec::surface::replay;
-use sessionlog::engine::{Error, SourceEncoding};
+use sessionlog::engine::Error;
 use sessionlog_tools::gen::{session_batches, session_bytes, GenOptions};
 
-use crate::fixtures::{all_events, fixtures, import_bytes, temp_store};
+use crate::fixtures::{all_events, fixtures, import_bytes, names_ending, temp_store};
 
 fn jsonl(values: &[Value]) -> String {
     values.iter().map(|v| json::stringify(v) + "\n").collect()
@@ -26,12 +26,7 @@ fn corpus_views_equal_dsh_s_at_the_end_and_at_every_pit_line() {
         panic!("derive-errors is not an object")
     };
     let (mut views, mut pits, mut failing) = (0, 0, 0);
-    let mut names: Vec<String> = std::fs::read_dir(&expected)
-        .expect("dir")
-        .map(|e| e.expect("e").file_name().into_string().expect("utf8"))
-        .collect();
-    names.sort();
-    for events_file in names.iter().filter(|n| n.ends_with(".events.jsonl")) {
+    for events_file in &names_ending(&expected, &[".events.jsonl"]) {
         let stem = events_file.trim_end_matches(".events.jsonl");
         let bytes = std::fs::read(dir.join("dsh").join(format!("{stem}.jsonl"))).expect("fixture");
         let (_d, store) = temp_store();
@@ -130,10 +125,7 @@ proptest! {
         // The same session appended live indexes the same surface.
         let feed = session_batches(index, &opts);
         let (_d2, live) = temp_store();
-        live.create_session(&feed.header_line, SourceEncoding::Jsonl).expect("create");
-        for b in &feed.batches {
-            live.append(&feed.id, Some(b.first_seq), b.events.iter().map(crate::append::new_event).collect()).expect("append");
-        }
+        crate::fixtures::host_feed(&live, &feed);
         for n in (0..log.len()).step_by(13).chain([log.len() - 1]) {
             let at = Some(n as u64);
             prop_assert_eq!(live.surface_at(&feed.id, at).expect("live"), store.surface_at(&r.id, at).expect("imported"), "live surface at {}", n);

@@ -3,7 +3,7 @@
 
 use sessionlog::engine::{ExportFormat, Verdict};
 
-use crate::fixtures::{events_text, fixtures, import_bytes, temp_store};
+use crate::fixtures::{events_text, fixtures, import_bytes, names_ending, temp_store};
 
 fn export(store: &sessionlog::engine::Store, id: &str, format: Option<ExportFormat>) -> Vec<u8> {
     let mut out = Vec::new();
@@ -17,15 +17,11 @@ fn export(store: &sessionlog::engine::Store, id: &str, format: Option<ExportForm
 fn node_vectors_round_trip_and_decode_to_the_dsh_files() {
     let Some(dir) = fixtures() else { return };
     let mut checked = 0;
-    let mut names: Vec<_> = std::fs::read_dir(dir.join("dsh-zstd"))
-        .expect("dsh-zstd")
-        .map(|e| e.expect("entry").file_name().into_string().expect("utf8"))
-        .collect();
-    names.sort();
-    for name in names
-        .iter()
-        .filter(|n| n.ends_with(".single.jsonl.zstd") || n.ends_with(".perturn.jsonl.zstd"))
-    {
+    let names = names_ending(
+        &dir.join("dsh-zstd"),
+        &[".single.jsonl.zstd", ".perturn.jsonl.zstd"],
+    );
+    for name in &names {
         let stem = name
             .trim_end_matches(".jsonl.zstd")
             .trim_end_matches(".single")
@@ -85,15 +81,8 @@ fn node_vectors_round_trip_and_decode_to_the_dsh_files() {
 fn plain_imports_export_frames_identical_to_node() {
     let Some(dir) = fixtures() else { return };
     let mut compared = 0;
-    for entry in std::fs::read_dir(dir.join("dsh-zstd")).expect("dir") {
-        let name = entry
-            .expect("entry")
-            .file_name()
-            .into_string()
-            .expect("utf8");
-        let Some(stem) = name.strip_suffix(".single.jsonl.zstd") else {
-            continue;
-        };
+    for name in names_ending(&dir.join("dsh-zstd"), &[".single.jsonl.zstd"]) {
+        let stem = name.trim_end_matches(".single.jsonl.zstd");
         let plain =
             std::fs::read(dir.join("dsh").join(format!("{stem}.jsonl"))).expect("plaintext");
         let (_t, store) = temp_store();
@@ -127,15 +116,8 @@ fn plain_imports_export_frames_identical_to_node() {
 fn torn_vectors_are_torn_and_keep_the_complete_frames() {
     let Some(dir) = fixtures() else { return };
     let mut checked = 0;
-    for entry in std::fs::read_dir(dir.join("dsh-zstd")).expect("dir") {
-        let name = entry
-            .expect("entry")
-            .file_name()
-            .into_string()
-            .expect("utf8");
-        let Some(stem) = name.strip_suffix(".torn.jsonl.zstd") else {
-            continue;
-        };
+    for name in names_ending(&dir.join("dsh-zstd"), &[".torn.jsonl.zstd"]) {
+        let stem = name.trim_end_matches(".torn.jsonl.zstd");
         let bytes = std::fs::read(dir.join("dsh-zstd").join(&name)).expect("vector");
         let plain =
             std::fs::read(dir.join("dsh").join(format!("{stem}.jsonl"))).expect("plaintext");

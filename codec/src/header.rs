@@ -6,7 +6,9 @@
 
 use crate::json::{self, safe_integer, JsString, Object, Value};
 
-/// The session format version this codec reads and writes (DSH `SESSION_FORMAT_VERSION`).
+use crate::generation::NEWEST_VERSION;
+
+/// The session format version this codec authors (V0: DSH 0.1's `SESSION_FORMAT_VERSION`).
 pub const FORMAT_VERSION: f64 = 0.0;
 
 /// A first line recognised as a session header.
@@ -16,6 +18,8 @@ pub struct Header {
     pub object: Object,
     /// The session id (`id`), which is the session's identity in the store.
     pub id: JsString,
+    /// The format version, when it is one this codec reads (0 to [`NEWEST_VERSION`]).
+    pub version: Option<u32>,
     /// What DSH's strict reader says of this header.
     pub check: HeaderCheck,
 }
@@ -28,7 +32,7 @@ pub enum HeaderCheck {
     /// `version` is a number other than ours: refused before any shape check.
     Unsupported(String),
     /// Shape check failed; the text is DSH's, without the `corrupt session log: ` prefix.
-    Corrupt(&'static str),
+    Corrupt(String),
 }
 
 /// Why a first line is not a session header at all (the file is not a session log).
@@ -82,7 +86,7 @@ pub fn parse_header(line: &[u8]) -> Result<Header, NotAHeader> {
         Err(e) => match line.strip_prefix(BOM) {
             Some(rest) if !rest.starts_with(BOM) => {
                 let mut header = parse_header(rest)?;
-                header.check = HeaderCheck::Corrupt("header line is not valid JSON");
+                header.check = HeaderCheck::Corrupt("header line is not valid JSON".into());
                 return Ok(header);
             }
             _ => return Err(NotAHeader::NotJson(e.to_string())),
@@ -114,32 +118,125 @@ pub fn parse_header(line: &[u8]) -> Result<Header, NotAHeader> {
         }
         None => return Err(NotAHeader::NoStringId("id is missing".into())),
     };
-    let check = check_header(&object, &id);
-    Ok(Header { object, id, check })
+    let version = match object.get("version") {
+        Some(Value::Number(v)) => known_version(*v),
+        _ => None,
+    };
+    let check = match version {
+        Some(v @ 2..) => check_v2_header(&object, v),
+        _ => check_header(&object, &id),
+    };
+    Ok(Header {
+        object,
+        id,
+        version,
+        check,
+    })
 }
 
-/// DSH's order: foreign version refusal, then `isHeaderLine`, then retired fields.
+/// `v` as a version this codec reads.
+fn known_version(v: f64) -> Option<u32> {
+    let v = safe_integer(v)?;
+    u32::try_from(v).ok().filter(|v| *v <= NEWEST_VERSION)
+}
+
+/// V0 and V1 (one physical layout), in DSH's order: foreign version refusal, then
+/// `isHeaderLine`, then retired fields.
 fn check_header(h: &Object, id: &JsString) -> HeaderCheck {
     if let Some(Value::Number(v)) = h.get("version") {
-        if *v != FORMAT_VERSION {
+        if known_version(*v).is_none() {
             return HeaderCheck::Unsupported(version_refusal(id, *v));
         }
     }
     if !is_header_line(h) {
-        return HeaderCheck::Corrupt("first line is not a session header");
+        return HeaderCheck::Corrupt("first line is not a session header".into());
     }
     if h.contains_key("sandboxMode") || h.contains_key("approvalPolicy") {
-        return HeaderCheck::Corrupt("session header uses retired policy baseline fields");
+        return HeaderCheck::Corrupt("session header uses retired policy baseline fields".into());
     }
     HeaderCheck::Valid
+}
+
+/// Keys a V2–V4 header must hold, in DSH's check order.
+const V2_REQUIRED: [&str; 6] = [
+    "type",
+    "version",
+    "id",
+    "createdAt",
+    "isSeeded",
+    "delegationDepth",
+];
+/// Keys a V2–V4 header may hold besides (an exact key set: anything else is refused).
+const V2_OPTIONAL: [&str; 4] = ["cwd", "parentSession", "origin", "agentPreset"];
+
+/// The V2–V4 header rules. V4 is read natively (DSH's live scanner: retired fields, then one
+/// shape verdict); V2 and V3 through the released-v2 codec, whose texts name the failing field.
+fn check_v2_header(h: &Object, version: u32) -> HeaderCheck {
+    if version == 4 {
+        if h.contains_key("sandboxMode") || h.contains_key("approvalPolicy") {
+            return HeaderCheck::Corrupt(
+                "session header uses retired policy baseline fields".into(),
+            );
+        }
+        return match released_v2_header(h) {
+            Ok(()) => HeaderCheck::Valid,
+            Err(_) => HeaderCheck::Corrupt("first line is not a session header".into()),
+        };
+    }
+    match released_v2_header(h) {
+        Ok(()) => HeaderCheck::Valid,
+        Err(m) => HeaderCheck::Corrupt(m),
+    }
+}
+
+/// `decodePhysicalHeader` of DSH's released-v2 codec (V3 and V4 headers pass through it too).
+fn released_v2_header(h: &Object) -> Result<(), String> {
+    const PHYSICAL: &str = "released v2 physical header";
+    if let Some(missing) = V2_REQUIRED.iter().find(|k| !h.contains_key(k)) {
+        return Err(format!("{PHYSICAL} lacks {missing}"));
+    }
+    let known = |k: &JsString| V2_REQUIRED.iter().chain(&V2_OPTIONAL).any(|a| k.eq_str(a));
+    if let Some((key, _)) = h.iter().find(|(k, _)| !known(k)) {
+        return Err(format!("{PHYSICAL} has unexpected field {key}"));
+    }
+    if !matches!(h.get("id"), Some(Value::String(_))) {
+        return Err("released v2 header id must be a string".into());
+    }
+    for key in ["createdAt", "delegationDepth"] {
+        if !is_count(h.get(key)) {
+            return Err(format!(
+                "released v2 header {key} must be a non-negative safe integer"
+            ));
+        }
+    }
+    if !matches!(h.get("isSeeded"), Some(Value::Bool(_))) {
+        return Err("released v2 header isSeeded must be boolean".into());
+    }
+    for key in ["cwd", "parentSession", "agentPreset"] {
+        if !matches!(h.get(key), None | Some(Value::String(_))) {
+            return Err(format!("released v2 header {key} must be a string"));
+        }
+    }
+    if h.get("origin")
+        .is_some_and(|o| o.as_str() != Some("subagent"))
+    {
+        return Err("released v2 header origin must be \"subagent\"".into());
+    }
+    if h.get("cwd")
+        .and_then(Value::as_str)
+        .is_some_and(|cwd| !cwd.starts_with('/'))
+    {
+        return Err("format v2 header cwd must be absolute".into());
+    }
+    Ok(())
 }
 
 /// DSH `sessionFormatVersionRefusal`.
 fn version_refusal(id: &JsString, version: f64) -> String {
     let mut v = String::new();
     json::number_to_string(version, &mut v);
-    if version > FORMAT_VERSION {
-        format!("session \"{id}\" uses log format v{v}, but this harness reads only v0: the log was written by a newer harness — upgrade the harness to open it")
+    if version > f64::from(NEWEST_VERSION) {
+        format!("session \"{id}\" uses log format v{v}, but this harness reads only v{NEWEST_VERSION}: the log was written by a newer harness — upgrade the harness to open it")
     } else {
         format!("session \"{id}\" uses log format v{v}, older than the supported v0, and this build ships no upgrade path for it")
     }
@@ -262,7 +359,7 @@ mod tests {
         for line in bad {
             assert_eq!(
                 check(line),
-                HeaderCheck::Corrupt("first line is not a session header"),
+                HeaderCheck::Corrupt("first line is not a session header".into()),
                 "{line}"
             );
         }
@@ -270,15 +367,15 @@ mod tests {
             check(
                 r#"{"type":"session","version":0,"id":"a","createdAt":0,"delegationDepth":0,"sandboxMode":"x"}"#
             ),
-            HeaderCheck::Corrupt("session header uses retired policy baseline fields")
+            HeaderCheck::Corrupt("session header uses retired policy baseline fields".into())
         );
     }
 
     #[test]
     fn foreign_versions_are_unsupported_before_shape() {
-        let HeaderCheck::Unsupported(m) = check(r#"{"type":"session","version":1,"id":"a"}"#)
+        let HeaderCheck::Unsupported(m) = check(r#"{"type":"session","version":5,"id":"a"}"#)
         else {
-            panic!("version 1 must be unsupported");
+            panic!("version 5 must be unsupported");
         };
         assert!(m.contains("upgrade the harness"), "{m}");
         let HeaderCheck::Unsupported(m) = check(r#"{"type":"session","version":-1,"id":"a"}"#)
@@ -286,6 +383,46 @@ mod tests {
             panic!("version -1 must be unsupported");
         };
         assert!(m.contains("no upgrade path"), "{m}");
+    }
+
+    #[test]
+    fn later_generation_headers() {
+        let base =
+            r#""type":"session","id":"a","createdAt":1,"isSeeded":false,"delegationDepth":0"#;
+        let v =
+            |version: u32, extra: &str| check(&format!(r#"{{"version":{version},{base}{extra}}}"#));
+        for version in 2..=4 {
+            assert_eq!(v(version, ""), HeaderCheck::Valid, "v{version}");
+            assert_eq!(
+                v(version, r#","cwd":"/w","origin":"subagent""#),
+                HeaderCheck::Valid
+            );
+        }
+        let corrupt = |m: &str| HeaderCheck::Corrupt(m.into());
+        assert_eq!(
+            v(2, r#","seedLength":3"#),
+            corrupt("released v2 physical header has unexpected field seedLength")
+        );
+        assert_eq!(
+            check(r#"{"type":"session","version":3,"id":"a","createdAt":1,"delegationDepth":0}"#),
+            corrupt("released v2 physical header lacks isSeeded")
+        );
+        assert_eq!(
+            v(2, r#","cwd":"w""#),
+            corrupt("format v2 header cwd must be absolute")
+        );
+        assert_eq!(
+            v(4, r#","owner":"u""#),
+            corrupt("first line is not a session header")
+        );
+        assert_eq!(
+            v(4, r#","sandboxMode":"x""#),
+            corrupt("session header uses retired policy baseline fields")
+        );
+        let HeaderCheck::Unsupported(m) = v(5, "") else {
+            panic!("version 5 must be unsupported");
+        };
+        assert!(m.contains("reads only v4"), "{m}");
     }
 
     #[test]

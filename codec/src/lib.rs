@@ -6,20 +6,26 @@
 //! - [`scanner`]: the JSONL reader with DSH's strict-reader semantics and verdicts;
 //! - [`stored`]: the bincode + crc32 encoding of what the engine keeps per line;
 //! - [`zstd`]: the `.jsonl.zstd` frame scanner, decoder and Node-identical frame writer;
-//! - [`dsh_path`]: DSH's session-root path encoding.
+//! - [`dsh_path`]: DSH's session-root path encoding;
+//! - [`generation`]: format generations and their file names; [`seq_ranges`]: `sourceEventSeqs` ranges;
+//! - [`rows`]: the one-event-per-row envelope of V2–V4 files.
 #![forbid(unsafe_code)]
 
 pub mod chunk_rows;
 pub mod dsh_path;
 mod error;
 pub mod event;
+pub mod generation;
 pub mod header;
 pub mod invariant;
 pub mod json;
 pub mod known_types;
+pub mod migrate;
 pub mod projection;
 pub mod repair;
+pub mod rows;
 pub mod scanner;
+pub mod seq_ranges;
 pub mod stored;
 pub mod surface;
 pub mod zstd;

@@ -9,11 +9,17 @@
 //!   defect is inside the committed region); otherwise the rest of the file is a removable tail;
 //! - a final fragment without `\n` is never consumed (torn).
 //!
+//! The row codec follows the header's version: V0/V1 lines are events or packed chunk rows
+//! (with DSH 0.1.2's range-encoded `sourceEventSeqs`); V2–V4 lines are one event each under an
+//! exact envelope, V4 rows pass admission before tail recovery, and the inherited cut is the last
+//! `{inherited:true}` end-seed, which a seeded header requires and an unseeded one forbids.
+//!
 //! Invariant: committed lines are exactly the lines before the first issue, and their events have
 //! seqs `0..n` in order. Everything after `committed_bytes` is tail.
 
-use crate::chunk_rows::decode_record;
+use crate::header::Header;
 use crate::json::{self, Value};
+use crate::rows::{admit_v4_row, check_surface_op, decode_line, decode_row, Admission};
 use crate::Result;
 
 /// What became of one body line.
@@ -34,28 +40,53 @@ pub enum BodyVerdict {
     Torn,
     /// The reader throws: the text is DSH's, without the `corrupt session log: ` prefix.
     Corrupt(String),
+    /// The reader refuses the format (`SessionFormatUnsupportedError`): DSH's text.
+    Unsupported(String),
 }
 
 /// Streaming body scanner; see the module docs for the rules.
 #[derive(Debug)]
 pub struct BodyScanner {
+    version: u32,
+    seeded: bool,
+    cut: Option<u64>,
     line: u64,
     next_seq: u64,
     committed_bytes: u64,
     issue: Option<String>,
     fatal: Option<String>,
+    unsupported: Option<String>,
 }
 
 impl BodyScanner {
-    /// A scanner for a body that starts at byte `header_len` of the file.
+    /// A V0 scanner for a body that starts at byte `header_len` of the file.
     pub fn new(header_len: u64) -> Self {
         BodyScanner {
+            version: 0,
+            seeded: false,
+            cut: None,
             line: 0,
             next_seq: 0,
             committed_bytes: header_len,
             issue: None,
             fatal: None,
+            unsupported: None,
         }
+    }
+
+    /// A scanner for the body under `header` (its version chooses the row codec), starting at
+    /// byte `header_len` of the file.
+    pub fn for_header(header: &Header, header_len: u64) -> Self {
+        BodyScanner {
+            version: header.version.unwrap_or(0),
+            seeded: header.object.get("isSeeded") == Some(&Value::Bool(true)),
+            ..Self::new(header_len)
+        }
+    }
+
+    /// The V2+ inherited cut so far: the seq of the last committed `{inherited:true}` end-seed.
+    pub fn cut(&self) -> Option<u64> {
+        self.cut
     }
 
     /// Number of committed logical events so far (= the next expected seq).
@@ -91,8 +122,11 @@ impl BodyScanner {
         if self.fatal.is_some() {
             return Ok(LineOutcome::Tail);
         }
+        if self.version >= 2 {
+            return self.push_row(line, end);
+        }
         let decoded = match json::parse(&String::from_utf8_lossy(line)) {
-            Ok(value) => decode_record(value).ok(),
+            Ok(value) => self.decode_v0(value),
             Err(e @ crate::Error::TooDeep { .. }) => return Err(e),
             Err(_) => None,
         };
@@ -137,14 +171,130 @@ impl BodyScanner {
         Ok(LineOutcome::Committed(events))
     }
 
+    /// A V2–V4 line: one row, one event. V4 rows pass admission before anything else; after
+    /// the first issue, rows are only parsed to find a `turn/end` that makes it fatal.
+    fn push_row(&mut self, line: &[u8], end: u64) -> Result<LineOutcome> {
+        let value = match json::parse(&String::from_utf8_lossy(line)) {
+            Ok(value) => value,
+            Err(e @ crate::Error::TooDeep { .. }) => return Err(e),
+            Err(_) => {
+                let issue = if self.version == 4 {
+                    format!("unparsable committed event at line {}", self.line)
+                } else {
+                    format!("row {} is not valid JSON", self.line)
+                };
+                self.issue.get_or_insert(issue);
+                return Ok(LineOutcome::Tail);
+            }
+        };
+        if self.version == 4 {
+            match admit_v4_row(&value) {
+                Ok(()) => {}
+                Err(Admission::Corrupt(m)) => {
+                    self.fatal = Some(m);
+                    return Ok(LineOutcome::Tail);
+                }
+                Err(Admission::Unsupported(m)) => {
+                    self.unsupported = Some(m);
+                    self.fatal = Some(String::new());
+                    return Ok(LineOutcome::Tail);
+                }
+            }
+        }
+        let is_turn_end = value
+            .as_object()
+            .and_then(|o| o.get("type"))
+            .and_then(Value::as_str)
+            == Some("turn/end");
+        if let Some(issue) = &self.issue {
+            if is_turn_end {
+                self.fatal = Some(issue.clone());
+            }
+            return Ok(LineOutcome::Tail);
+        }
+        match self.decode_row(value) {
+            Ok(event) => {
+                if is_inherited_marker(&event) {
+                    self.cut = Some(self.next_seq);
+                }
+                self.next_seq += 1;
+                self.committed_bytes = end;
+                Ok(LineOutcome::Committed(vec![event]))
+            }
+            Err(detail) => {
+                let issue = if self.version == 4 {
+                    format!("invalid committed event at line {}: {detail}", self.line)
+                } else {
+                    detail
+                };
+                if is_turn_end {
+                    self.fatal = Some(issue.clone());
+                }
+                self.issue = Some(issue);
+                Ok(LineOutcome::Tail)
+            }
+        }
+    }
+
+    /// Decode one V2–V4 row at the next seq: the envelope, the seq, the generation's surfaceOp
+    /// spelling and the end-seed's data. `Err` is DSH's text.
+    fn decode_row(&self, value: Value) -> std::result::Result<Value, String> {
+        let row_index = self.next_seq;
+        let o = decode_row(value, row_index)?;
+        let seq = o.get("seq").unwrap_or(&Value::Null);
+        if seq.as_f64() != Some(row_index as f64) {
+            return Err(format!(
+                "released v2 row {row_index} has seq gap (expected {row_index}, got {})",
+                json::js_string_of(seq)
+            ));
+        }
+        if o.get("type").and_then(Value::as_str) == Some("session/end-seed")
+            && !matches!(o.get("data"), Some(Value::Object(_)))
+        {
+            return Err(format!(
+                "session/end-seed {row_index} data must be an object"
+            ));
+        }
+        let event = Value::Object(o);
+        check_surface_op(&event, self.version)?;
+        Ok(event)
+    }
+
+    /// The logical events of one parsed V0/V1 line, or `None` when the row is malformed.
+    fn decode_v0(&self, value: Value) -> Option<Vec<Value>> {
+        decode_line(value, self.version, self.next_seq).ok()
+    }
+
     /// The verdict for a body whose file is `file_len` bytes long.
     pub fn finish(&self, file_len: u64) -> BodyVerdict {
+        if let Some(text) = &self.unsupported {
+            return BodyVerdict::Unsupported(text.clone());
+        }
         match &self.fatal {
             Some(text) => BodyVerdict::Corrupt(text.clone()),
+            None if self.version >= 2 && self.seeded && self.cut.is_none() => BodyVerdict::Corrupt(
+                "released v2 seeded Session lacks an inherited end-seed marker".into(),
+            ),
+            None if self.version >= 2 && !self.seeded && self.cut.is_some() => {
+                BodyVerdict::Corrupt(
+                    "released v2 unseeded Session contains an inherited end-seed marker".into(),
+                )
+            }
             None if self.committed_bytes < file_len => BodyVerdict::Torn,
             None => BodyVerdict::Clean,
         }
     }
+}
+
+/// A `session/end-seed` whose `data.inherited` is `true`: the V2+ inherited cut.
+fn is_inherited_marker(event: &Value) -> bool {
+    event.as_object().is_some_and(|o| {
+        o.get("type").and_then(Value::as_str) == Some("session/end-seed")
+            && o.get("data")
+                .and_then(Value::as_object)
+                .and_then(|d| d.get("inherited"))
+                == Some(&Value::Bool(true))
+    })
 }
 
 /// `decoded.some(e => e.type === 'turn/end')`, with JS's TypeError on a `null` member.

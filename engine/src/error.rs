@@ -88,6 +88,19 @@ pub enum Error {
         /// What was found.
         detail: String,
     },
+    /// An operation whose logical model is not implemented for the session's format generation.
+    #[error("session \"{id}\" is format v{version}: {what} is served for format v0 sessions only so far (its events and exact bytes are served)")]
+    FormatNotServed {
+        /// The session id.
+        id: String,
+        /// The served generation's version.
+        version: u32,
+        /// What was asked.
+        what: String,
+    },
+    /// A session directory whose generation files disagree (names, headers, encodings).
+    #[error("{0}")]
+    Generation(String),
     /// A logical query on a session whose log DSH would not load.
     #[error("session \"{id}\" has no logical view: DSH's reader says {verdict}")]
     NotLoadable {

@@ -1,7 +1,7 @@
 //! Logical events: the committed region decoded line by line (packed rows expanded).
 
-use sessionlog_codec::chunk_rows::decode_record;
 use sessionlog_codec::json::{self, Value};
+use sessionlog_codec::rows::decode_line;
 use sessionlog_codec::stored::{decode_block, split_lines};
 
 use crate::export::corrupt;
@@ -87,7 +87,7 @@ impl Store {
                 let end = line_seq + u64::from(members);
                 if seq < end {
                     let value = json::parse(&String::from_utf8_lossy(line))?;
-                    let events = decode_record(value)
+                    let events = decode_line(value, meta.version, line_seq)
                         .map_err(|e| corrupt(meta, format!("line at seq {line_seq}: {e}")))?;
                     out[i] = usize::try_from(seq - line_seq)
                         .ok()
@@ -168,7 +168,7 @@ impl Store {
                 let line_end = line_seq + u64::from(members);
                 if line_end > from && line_seq < end {
                     let value = json::parse(&String::from_utf8_lossy(line))?;
-                    let events = decode_record(value)
+                    let events = decode_line(value, meta.version, line_seq)
                         .map_err(|e| corrupt(meta, format!("line at seq {line_seq}: {e}")))?;
                     for (k, event) in events.iter().enumerate() {
                         let seq = line_seq + k as u64;

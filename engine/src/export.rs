@@ -81,6 +81,80 @@ impl Store {
         Ok(w.written)
     }
 
+    /// Write generation `version` of session `id` to `out`: the served generation as
+    /// [`Store::export`] writes it (in `format`); a frozen lower generation exactly as stored,
+    /// in the one encoding it has (asking for the other is refused).
+    pub fn export_generation(
+        &self,
+        id: &str,
+        version: u32,
+        format: Option<ExportFormat>,
+        out: &mut dyn Write,
+    ) -> Result<u64> {
+        let snap = self.db.snapshot();
+        let meta = self.meta_at(id.as_bytes(), &snap)?;
+        if version == meta.version {
+            drop(snap);
+            return self.export(id, format, out);
+        }
+        let frozen = meta
+            .frozen
+            .iter()
+            .find(|g| g.version == version)
+            .ok_or_else(|| {
+                let held: Vec<String> = std::iter::once(meta.version)
+                    .chain(meta.frozen.iter().map(|g| g.version))
+                    .map(|v| format!("v{v}"))
+                    .collect();
+                Error::Generation(format!(
+                    "session \"{id}\" has no generation v{version} (it holds {})",
+                    held.join(", ")
+                ))
+            })?;
+        let stored = if frozen.zstd {
+            ExportFormat::JsonlZstd
+        } else {
+            ExportFormat::Jsonl
+        };
+        if format.is_some_and(|f| f != stored) {
+            return Err(Error::Generation(format!(
+                "generation v{version} of session \"{id}\" is frozen as {}; it is exported only as stored",
+                frozen.file_name()
+            )));
+        }
+        let mut w = Counting {
+            out,
+            written: 0,
+            id: &meta,
+        };
+        let mut it = self.scan_iter_at(meta.number, Some(&snap))?;
+        it.seek(keys::event_key(
+            meta.number,
+            keys::GENERATION,
+            keys::generation_n(version, 0),
+        ));
+        while let (Some(k), Some(v)) = (it.key(), it.value()) {
+            let chunk = match keys::parse_event_key(k) {
+                Some((_, keys::GENERATION, n)) if n >> 32 == u64::from(version) => n & 0xFFFF_FFFF,
+                _ => break,
+            };
+            let bytes = checked_bytes(v).ok_or_else(|| {
+                corrupt(
+                    &meta,
+                    format!("generation v{version} chunk {chunk} fails its crc32"),
+                )
+            })?;
+            w.put(bytes)?;
+            it.next();
+        }
+        it.status().map_err(Error::storage(format!(
+            "reading session \"{}\"",
+            meta.id_lossy()
+        )))?;
+        w.expect(frozen.bytes)?;
+        Ok(w.written)
+    }
+
     /// The stored bytes in the source encoding (`export(id, None, out)`).
     pub fn export_jsonl(&self, id: &str, out: &mut dyn Write) -> Result<u64> {
         self.export(id, None, out)

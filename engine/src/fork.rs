@@ -95,6 +95,7 @@ impl Store {
             code: "SESSION_NOT_FOUND",
             message: format!("session \"{source}\" not found"),
         })?;
+        parent.require_v0_model("fork")?;
         if parent.verdict != Verdict::Clean || parent.surface_error.is_some() {
             return fail(
                 "SESSION_NOT_LOADABLE",

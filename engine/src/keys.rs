@@ -5,8 +5,8 @@
 //! | bytes | field                                              |
 //! |-------|----------------------------------------------------|
 //! | 0..8  | session number                                     |
-//! | 8     | section: [`BLOCK`], [`FRAME`] or [`TAIL`]          |
-//! | 9..17 | BLOCK: first seq of its first line; FRAME, TAIL: ordinal |
+//! | 8     | section: [`BLOCK`], [`FRAME`], [`TAIL`] or [`GENERATION`] |
+//! | 9..17 | BLOCK: first seq of its first line; FRAME, TAIL: ordinal; GENERATION: version ‖ chunk (u32 ‖ u32) |
 //!
 //! BLOCK < FRAME < TAIL, so each export is one forward scan: a `.jsonl` session's file is its
 //! BLOCKs then its TAIL; a `.jsonl.zstd` import's file is its FRAMEs then its TAIL.
@@ -20,6 +20,15 @@ pub const BLOCK: u8 = 0;
 pub const FRAME: u8 = 1;
 /// Section byte of tail chunks (bytes past the committed region, as in the file).
 pub const TAIL: u8 = 2;
+
+/// Section byte of frozen lower generations (their file bytes, in chunks); after TAIL, so the
+/// served generation's scans stop before them.
+pub const GENERATION: u8 = 3;
+
+/// The `n` of a GENERATION key: chunk `chunk` of generation `version`.
+pub fn generation_n(version: u32, chunk: u32) -> u64 {
+    (u64::from(version) << 32) | u64::from(chunk)
+}
 
 /// Length of an `events` key.
 pub const EVENT_KEY_LEN: usize = 17;

@@ -25,6 +25,10 @@ pub struct SessionSummary {
     pub activity_ms: Option<i64>,
     /// When it was deleted, if it was.
     pub deleted_at_ms: Option<i64>,
+    /// The served generation's format version.
+    pub format: u32,
+    /// Every generation held, ascending (the served one is the last).
+    pub generations: Vec<u32>,
 }
 
 impl From<&SessionMeta> for SessionSummary {
@@ -38,6 +42,13 @@ impl From<&SessionMeta> for SessionSummary {
             bytes: m.total_bytes,
             activity_ms: m.activity_ms,
             deleted_at_ms: m.deleted_at_ms,
+            format: m.version,
+            generations: m
+                .frozen
+                .iter()
+                .map(|g| g.version)
+                .chain([m.version])
+                .collect(),
         }
     }
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::{Error, Result};
 
 /// The format version of [`SessionMeta`] records; a reader refuses versions it does not know.
-const META_VERSION: u8 = 4;
+const META_VERSION: u8 = 5;
 
 /// DSH's strict-reader verdict on a stored log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,6 +105,33 @@ pub struct SessionMeta {
     /// For a fork: the parent whose first `seed` events this session shares (read from the
     /// parent's storage, never copied).
     pub fork_of: Option<ForkBase>,
+    /// The format version of the served generation (the header's `version`; 0 when the header
+    /// names none this store reads).
+    pub version: u32,
+    /// V2+: the inherited cut (seq of the last `{inherited:true}` end-seed), if any.
+    pub inherited_cut: Option<u64>,
+    /// Lower generations of the session, frozen: byte logs kept exactly and never changed.
+    pub frozen: Vec<FrozenGeneration>,
+}
+
+/// A lower generation file kept beside the served one (`GENERATION` keys, in chunks).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrozenGeneration {
+    /// Its format version (the N of its file name).
+    pub version: u32,
+    /// Whether it is a `.jsonl.zstd` file.
+    pub zstd: bool,
+    /// Its size.
+    pub bytes: u64,
+    /// Chunks stored.
+    pub chunks: u64,
+}
+
+impl FrozenGeneration {
+    /// Its canonical file name.
+    pub fn file_name(&self) -> String {
+        sessionlog_codec::generation::generation_file_name(self.version, self.zstd)
+    }
 }
 
 /// Where a fork's inherited prefix lives.
@@ -155,7 +182,32 @@ impl SessionMeta {
             activity_ms: None,
             deleted_at_ms: None,
             fork_of: None,
+            version: header.version.unwrap_or(0),
+            inherited_cut: None,
+            frozen: Vec::new(),
         }
+    }
+
+    /// The file name of the served generation in `encoding`.
+    pub fn file_name(&self, encoding: SourceEncoding) -> String {
+        sessionlog_codec::generation::generation_file_name(
+            self.version,
+            encoding == SourceEncoding::JsonlZstd,
+        )
+    }
+
+    /// Refuse `what` unless the served generation is V0, the only logical model (surface,
+    /// projections, authoring) implemented so far; V1–V4 are stored and exported exactly and
+    /// their events are served, but DSH 0.2 answers for them through the V4 model.
+    pub(crate) fn require_v0_model(&self, what: &str) -> Result<()> {
+        if self.version == 0 {
+            return Ok(());
+        }
+        Err(Error::FormatNotServed {
+            id: self.id_lossy(),
+            version: self.version,
+            what: what.into(),
+        })
     }
 
     /// The id for messages (lossy for lone surrogates).

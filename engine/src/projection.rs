@@ -122,6 +122,7 @@ impl Store {
     /// The state (view) of projection unit `unit` after event `at` (default: the last event).
     pub fn state_at(&self, id: &str, unit: &str, at: Option<u64>) -> Result<Value> {
         let meta = self.require_meta(id.as_bytes())?;
+        meta.require_v0_model("projection state")?;
         let (index, u) = ProjectionSet::unit(unit).ok_or_else(|| Error::UnknownUnit {
             unit: unit.into(),
             known: UNITS.iter().map(|u| u.key).collect::<Vec<_>>().join(", "),

@@ -52,12 +52,20 @@ impl Store {
     }
 
     fn repair_or_resume(&self, id: &str, resume: bool) -> Result<RepairReport> {
-        self.check_writable()?;
-        let handle = self.hot.handle(id.as_bytes());
-        let mut hot = handle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut meta = self.require_meta(id.as_bytes())?;
+        self.rewrite_session(id, "repairing session", |meta, batch| {
+            self.stage_repair(id, meta, resume, batch)
+        })
+    }
+
+    /// Stage the repair (and with `resume` the seed boundary) of session `id` into `batch`.
+    fn stage_repair(
+        &self,
+        id: &str,
+        mut meta: SessionMeta,
+        resume: bool,
+        batch: &mut WriteBatch,
+    ) -> Result<RepairReport> {
+        meta.require_v0_model("repair")?;
         if !meta.verdict.is_loadable() {
             return Err(Error::NotAppendable {
                 id: id.into(),
@@ -69,7 +77,6 @@ impl Store {
         }
         let mut report = RepairReport::default();
         let (events, torn) = self.events_for_repair(&meta)?;
-        let mut batch = WriteBatch::default();
         let events_cf = self.cf(CF_EVENTS)?;
         let recovered: Vec<Value> = events[events.len().saturating_sub(torn.events)..].to_vec();
         if meta.tail_bytes > 0 || !torn.keys.is_empty() {
@@ -119,7 +126,7 @@ impl Store {
         if !repaired.is_empty() {
             last = repaired.last().cloned();
             let folded = self.fold_for_repair(&meta, &mut fold, &repaired)?;
-            meta = write_records(self, &meta, &repaired, &folded, &mut batch)?;
+            meta = write_records(self, &meta, &repaired, &folded, batch)?;
         } else if report.cut_bytes > 0 {
             batch.put_cf(
                 self.cf(crate::store::CF_SESSIONS)?,
@@ -130,12 +137,8 @@ impl Store {
         if resume && needs_end_seed(last.as_ref()) {
             let seed = [end_seed(meta.events, crate::import::now_ms())];
             let folded = self.fold_for_repair(&meta, &mut fold, &seed)?;
-            write_records(self, &meta, &seed, &folded, &mut batch)?;
+            write_records(self, &meta, &seed, &folded, batch)?;
             report.end_seed = true;
-        }
-        if !batch.is_empty() {
-            self.commit(batch, &format!("repairing session \"{id}\""))?;
-            *hot = None;
         }
         Ok(report)
     }

@@ -35,22 +35,15 @@ impl Store {
     }
 
     fn set_deleted(&self, id: &str, at: Option<i64>) -> Result<()> {
-        self.check_writable()?;
-        let handle = self.hot.handle(id.as_bytes());
-        let mut hot = handle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut meta = self.require_meta(id.as_bytes())?;
-        meta.deleted_at_ms = at;
-        let mut batch = WriteBatch::default();
-        batch.put_cf(
-            self.cf(CF_SESSIONS)?,
-            keys::meta_key(&meta.id),
-            meta.encode()?,
-        );
-        self.commit(batch, &format!("marking session \"{id}\""))?;
-        *hot = None;
-        Ok(())
+        self.rewrite_session(id, "marking session", |mut meta, batch| {
+            meta.deleted_at_ms = at;
+            batch.put_cf(
+                self.cf(CF_SESSIONS)?,
+                keys::meta_key(&meta.id),
+                meta.encode()?,
+            );
+            Ok(())
+        })
     }
 
     /// Remove for good every deleted session deleted more than `older_than_ms` ago.

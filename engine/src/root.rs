@@ -4,18 +4,18 @@
 //!
 //! Discovery follows DSH's listing: project dirs are the root's directories; a file ending in
 //! `.jsonl`/`.jsonl.zstd` directly in a project dir is the refused flat layout; each session dir
-//! holds `session.jsonl` or `session.jsonl.zstd` (a dir holding both is refused: DSH reads one
-//! encoding per root, so such a root is ambiguous); other files are ignored.
+//! holds generation files (`session.jsonl`, `session.vN.jsonl`, each maybe `.zstd`): the highest
+//! is the session's log, the lower ones are kept frozen (see `generations.rs`); a dir holding
+//! both encodings is refused (DSH reads one encoding per root); other files are ignored.
 
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use sessionlog_codec::dsh_path::{
-    log_path_components, NO_CWD_DIR, PLAIN_FILE_NAME, ZSTD_FILE_NAME,
-};
+use sessionlog_codec::dsh_path::{log_path_components, NO_CWD_DIR};
 use sessionlog_codec::json::JsString;
 
 use crate::export::ExportFormat;
+use crate::generations::{scan_session_dir, SessionDir};
 use crate::import::RootLocation;
 use crate::meta::SourceEncoding;
 use crate::store::Store;
@@ -24,8 +24,8 @@ use crate::{Error, Result};
 /// What a root holds: session files with their locations, and what DSH would refuse.
 #[derive(Debug, Default)]
 pub struct RootScan {
-    /// Session files to import.
-    pub sessions: Vec<RootLocation>,
+    /// Session directories to import: where, and their generation files.
+    pub sessions: Vec<(RootLocation, SessionDir)>,
     /// Entries DSH refuses, with DSH's reason.
     pub refused: Vec<(PathBuf, Error)>,
 }
@@ -68,25 +68,20 @@ pub fn scan_root(root: &Path) -> Result<RootScan> {
             if !entry.is_dir() {
                 continue;
             }
-            let (plain, zstd) = (entry.join(PLAIN_FILE_NAME), entry.join(ZSTD_FILE_NAME));
-            let path = match (plain.is_file(), zstd.is_file()) {
-                (true, true) => {
-                    let reason = format!(
-                        "session directory \"{}\" holds both {PLAIN_FILE_NAME} and {ZSTD_FILE_NAME}; DSH reads one encoding per root",
-                        entry.display()
-                    );
-                    scan.refused.push((entry, Error::RootLayout(reason)));
+            let dir = match scan_session_dir(&entry) {
+                Ok(Some(dir)) => dir,
+                Ok(None) => continue,
+                Err(e) => {
+                    scan.refused.push((entry, e));
                     continue;
                 }
-                (true, false) => plain,
-                (false, true) => zstd,
-                (false, false) => continue,
             };
-            scan.sessions.push(RootLocation {
-                path,
+            let location = RootLocation {
+                path: dir.served.path.clone(),
                 project_dir: project_dir.clone(),
                 session_dir: name,
-            });
+            };
+            scan.sessions.push((location, dir));
         }
     }
     Ok(scan)
@@ -133,19 +128,21 @@ impl Store {
                     "session \"{id}\" cannot be placed in a DSH root: {e}"
                 ))
             })?;
-        let zstd = match format {
-            Some(f) => f == ExportFormat::JsonlZstd,
-            None => meta.source == SourceEncoding::JsonlZstd,
+        let encoding = match format {
+            Some(ExportFormat::JsonlZstd) => SourceEncoding::JsonlZstd,
+            Some(ExportFormat::Jsonl) => SourceEncoding::Jsonl,
+            None => meta.source,
         };
-        Ok(root.join(project).join(session).join(if zstd {
-            ZSTD_FILE_NAME
-        } else {
-            PLAIN_FILE_NAME
-        }))
+        Ok(root
+            .join(project)
+            .join(session)
+            .join(meta.file_name(encoding)))
     }
 
-    /// Export session `id` into the DSH root at `root` (directories 0700, file 0600, written to a
-    /// temp file then published without overwriting an existing file). Returns the path.
+    /// Export session `id` into the DSH root at `root`: every generation under its own name,
+    /// frozen ones as stored (directories 0700, files 0600, each written to a temp file then
+    /// published without overwriting an existing file). Returns the served file's path and the
+    /// bytes written in all.
     pub fn export_to_root(
         &self,
         root: &Path,
@@ -154,30 +151,51 @@ impl Store {
     ) -> Result<(PathBuf, u64)> {
         let path = self.root_path(root, id, format)?;
         let dir = path.parent().unwrap_or(root).to_path_buf();
-        let io = |p: &Path| {
-            let p = p.to_path_buf();
-            move |source| Error::Io { path: p, source }
-        };
-        create_private_dirs(&dir).map_err(io(&dir))?;
-        let tmp = dir.join(format!(".{}.{}.tmp", file_name(&path), std::process::id()));
-        let file = open_private(&tmp).map_err(io(&tmp))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
-        let written = self.export(id, format, &mut out).and_then(|n| {
-            let file = out.into_inner().map_err(|e| Error::Io {
-                path: tmp.clone(),
-                source: e.into_error(),
+        create_private_dirs(&dir).map_err(|source| Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        let meta = self.require_meta(id.as_bytes())?;
+        let mut written = 0;
+        for frozen in &meta.frozen {
+            let at = dir.join(frozen.file_name());
+            written += publish(&at, &mut |out| {
+                self.export_generation(id, frozen.version, format, out)
             })?;
-            file.sync_all().map_err(io(&tmp))?;
-            Ok(n)
-        });
-        let published = written.and_then(|n| {
-            // A hard link publishes without ever replacing an existing artifact (DSH's rule).
-            std::fs::hard_link(&tmp, &path).map_err(io(&path))?;
-            Ok(n)
-        });
-        let _ = std::fs::remove_file(&tmp);
-        Ok((path, published?))
+        }
+        written += publish(&path, &mut |out| self.export(id, format, out))?;
+        Ok((path, written))
     }
+}
+
+/// Write `path` through a private temp file beside it, fsync it, and publish it with a hard link,
+/// which never replaces an existing artifact (DSH's rule). Returns the bytes written.
+fn publish(
+    path: &Path,
+    export: &mut dyn FnMut(&mut dyn std::io::Write) -> Result<u64>,
+) -> Result<u64> {
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| Error::Io { path: p, source }
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".{}.{}.tmp", file_name(path), std::process::id()));
+    let file = open_private(&tmp).map_err(io(&tmp))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let written = export(&mut out).and_then(|n| {
+        let file = out.into_inner().map_err(|e| Error::Io {
+            path: tmp.clone(),
+            source: e.into_error(),
+        })?;
+        file.sync_all().map_err(io(&tmp))?;
+        Ok(n)
+    });
+    let published = written.and_then(|n| {
+        std::fs::hard_link(&tmp, path).map_err(io(path))?;
+        Ok(n)
+    });
+    let _ = std::fs::remove_file(&tmp);
+    published
 }
 
 #[cfg(unix)]

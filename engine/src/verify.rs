@@ -8,9 +8,9 @@
 //! header and lines. Store-wide: no `events` key belongs to a session number without metadata.
 
 use rocksdb::ReadOptions;
-use sessionlog_codec::chunk_rows::decode_record;
 use sessionlog_codec::header::parse_header;
 use sessionlog_codec::json;
+use sessionlog_codec::rows::decode_line;
 use sessionlog_codec::stored::decode_block;
 use sessionlog_codec::zstd::FrameDecoder;
 
@@ -197,7 +197,7 @@ impl Store {
             report.lines += 1;
             let decoded = json::parse(&String::from_utf8_lossy(line))
                 .map_err(|e| e.to_string())
-                .and_then(decode_record);
+                .and_then(|value| decode_line(value, meta.version, line_seq));
             let events = match decoded {
                 Ok(events) => events,
                 Err(e) => {

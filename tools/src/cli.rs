@@ -117,8 +117,13 @@ pub enum Command {
         /// Output file (default: standard output).
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// The format generation to write (default: the served, highest one); a lower
+        /// generation is written exactly as it was imported.
+        #[arg(long)]
+        generation: Option<u32>,
     },
-    /// Export every session into a DSH session root (`<out>/--<project>--/<id>/session.*`).
+    /// Export every session into a DSH session root (`<out>/--<project>--/<id>/session.*`),
+    /// each with all its generations.
     ExportAll {
         /// The root directory to write (existing session files are never overwritten).
         #[arg(long)]

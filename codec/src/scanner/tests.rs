@@ -2,7 +2,18 @@ use super::*;
 
 /// Scan `body` (lines joined by the caller) after a header of `h` bytes.
 fn scan(h: u64, body: &str) -> (BodyScanner, Vec<bool>) {
-    let mut s = BodyScanner::new(h);
+    scan_with(BodyScanner::new(h), h, body)
+}
+
+/// Scan `body` under a later-generation header line.
+fn scan_header(header: &str, body: &str) -> (BodyScanner, u64) {
+    let h = crate::header::parse_header(header.as_bytes()).expect("a header");
+    let len = header.len() as u64 + 1;
+    let (s, _) = scan_with(BodyScanner::for_header(&h, len), len, body);
+    (s, len + body.len() as u64)
+}
+
+fn scan_with(mut s: BodyScanner, h: u64, body: &str) -> (BodyScanner, Vec<bool>) {
     let mut off = h;
     let mut committed = Vec::new();
     for piece in body.split_inclusive('\n') {
@@ -101,5 +112,94 @@ fn packed_row_expands_and_checks_each_member() {
     assert_eq!(
         s.finish(body.len() as u64),
         BodyVerdict::Corrupt("unparsable committed event at line 2".into())
+    );
+}
+
+fn v(version: u32, seeded: bool) -> String {
+    format!(
+        r#"{{"type":"session","version":{version},"id":"s","createdAt":1,"isSeeded":{seeded},"delegationDepth":0}}"#
+    )
+}
+
+fn row(seq: u64, ty: &str, data: &str) -> String {
+    format!("{{\"type\":\"{ty}\",\"seq\":{seq},\"time\":5,\"data\":{data}}}\n")
+}
+
+#[test]
+fn later_generations_take_one_event_per_row_and_decode_ranges() {
+    let body = format!(
+        "{}{}{}",
+        row(0, "turn/start", "{}"),
+        row(1, "turn/end", "{}"),
+        "{\"type\":\"x/y\",\"seq\":2,\"time\":5,\"data\":{},\"ignorable\":true,\"sourceEventSeqs\":[[0,1]]}\n"
+    );
+    let (s, len) = scan_header(&v(4, false), &body);
+    assert_eq!(s.finish(len), BodyVerdict::Clean);
+    assert_eq!(s.events(), 3);
+}
+
+#[test]
+fn the_inherited_marker_is_the_cut_and_must_match_the_header() {
+    let marker = |seq| row(seq, "session/end-seed", r#"{"inherited":true}"#);
+    let body = format!(
+        "{}{}{}{}",
+        row(0, "a/b", "{}"),
+        marker(1),
+        row(2, "c/d", "{}"),
+        marker(3)
+    );
+    let (s, len) = scan_header(&v(2, true), &body);
+    assert_eq!((s.finish(len), s.cut()), (BodyVerdict::Clean, Some(3)));
+    let (s, len) = scan_header(&v(2, false), &body);
+    assert_eq!(
+        s.finish(len),
+        BodyVerdict::Corrupt(
+            "released v2 unseeded Session contains an inherited end-seed marker".into()
+        )
+    );
+    let (s, len) = scan_header(&v(3, true), &row(0, "session/end-seed", "{}"));
+    assert_eq!(
+        s.finish(len),
+        BodyVerdict::Corrupt(
+            "released v2 seeded Session lacks an inherited end-seed marker".into()
+        )
+    );
+}
+
+#[test]
+fn v4_recoverable_tail_and_admission_before_recovery() {
+    let good: String = (0..10).map(|i| row(i, "a/b", "{}")).collect();
+    let torn = format!("{good}{{not json\n{}", row(11, "c/d", "{}"));
+    let (s, len) = scan_header(&v(4, false), &torn);
+    assert_eq!((s.finish(len), s.events()), (BodyVerdict::Torn, 10));
+    let fatal = format!("{good}{{not json\n{}", row(11, "turn/end", "{}"));
+    let (s, len) = scan_header(&v(4, false), &fatal);
+    assert_eq!(
+        s.finish(len),
+        BodyVerdict::Corrupt("unparsable committed event at line 11".into())
+    );
+    let retired = format!(
+        "{good}{{not json\n{}",
+        row(11, "request/header", r#"{"header":{"system":""}}"#)
+    );
+    let (s, len) = scan_header(&v(4, false), &retired);
+    assert_eq!(
+        s.finish(len),
+        BodyVerdict::Corrupt("format v4 request/header rejects retired header.system".into())
+    );
+    let extra = format!(
+        "{good}{}",
+        "{\"type\":\"a\",\"seq\":10,\"time\":1,\"data\":{},\"foo\":1}\n"
+    );
+    let (s, len) = scan_header(&v(4, false), &extra);
+    assert_eq!(s.finish(len), BodyVerdict::Torn);
+    assert_eq!(s.events(), 10);
+    let (s, len) = scan_header(
+        &v(2, false),
+        &format!("{}{}", row(0, "a", "{}"), row(2, "turn/end", "{}")),
+    );
+    assert_eq!(
+        s.finish(len),
+        BodyVerdict::Corrupt("released v2 row 1 has seq gap (expected 1, got 2)".into())
     );
 }

@@ -188,28 +188,9 @@ impl SurfaceFold {
         self.next_seq = self.next_seq.saturating_sub(1);
     }
 
-    /// The surface as DSH's expected-output file writes it, without spaces: `{"nodes":[…],
-    /// "replaceGeneration":n,"replacements":[{"seq","start","end","shadowedSeqs"}…]}`.
+    /// The surface as DSH's expected-output file writes it (see [`surface_json`]).
     pub fn to_json(&self) -> String {
-        let replacements = self
-            .replacements
-            .iter()
-            .map(|r| {
-                Value::Object(
-                    Object::new()
-                        .with("seq", seq_value(r.seq))
-                        .with("start", seq_value(r.start))
-                        .with("end", seq_value(r.end))
-                        .with("shadowedSeqs", seqs_value(&r.shadowed_seqs)),
-                )
-            })
-            .collect();
-        stringify(&Value::Object(
-            Object::new()
-                .with("nodes", seqs_value(&self.nodes))
-                .with("replaceGeneration", seq_value(self.replace_generation))
-                .with("replacements", Value::Array(replacements)),
-        ))
+        surface_json(&self.nodes, self.replace_generation, &self.replacements)
     }
 
     fn position(&self, seq: u64) -> Option<usize> {
@@ -467,6 +448,33 @@ fn content_blind_view(event: &Value) -> Result<Value, TypeError> {
     let mut rest = spread(data);
     rest.insert("message".into(), Value::Object(message_view));
     Ok(Value::Object(rest))
+}
+
+/// A surface as DSH's expected-output file writes it, without spaces: `{"nodes":[…],
+/// "replaceGeneration":n,"replacements":[{"seq","start","end","shadowedSeqs"}…]}`.
+pub fn surface_json(
+    nodes: &[u64],
+    replace_generation: u64,
+    replacements: &[Replacement],
+) -> String {
+    let replacements = replacements
+        .iter()
+        .map(|r| {
+            Value::Object(
+                Object::new()
+                    .with("seq", seq_value(r.seq))
+                    .with("start", seq_value(r.start))
+                    .with("end", seq_value(r.end))
+                    .with("shadowedSeqs", seqs_value(&r.shadowed_seqs)),
+            )
+        })
+        .collect();
+    stringify(&Value::Object(
+        Object::new()
+            .with("nodes", seqs_value(nodes))
+            .with("replaceGeneration", seq_value(replace_generation))
+            .with("replacements", Value::Array(replacements)),
+    ))
 }
 
 fn seq_value(seq: u64) -> Value {

@@ -21,7 +21,7 @@ mod tests;
 
 use std::borrow::Borrow;
 
-pub use fold::{Replacement, SurfaceChange, SurfaceFold};
+pub use fold::{surface_json, Replacement, SurfaceChange, SurfaceFold};
 pub use header::{canonical_header, fold_request_header, RequestHeaderFold};
 pub use replay::{replay, Replay};
 

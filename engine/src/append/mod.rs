@@ -57,9 +57,16 @@ impl Store {
             rule: format!("header: {e}"),
         })?;
         let id = header.id.to_string_lossy();
+        if header.version != Some(0) && header.check == HeaderCheck::Valid {
+            return Err(Error::Rejected {
+                id,
+                seq: None,
+                rule: "header: sessionlog authors format v0 sessions only so far".into(),
+            });
+        }
         if header.check != HeaderCheck::Valid {
             let why = match &header.check {
-                HeaderCheck::Corrupt(m) => (*m).to_owned(),
+                HeaderCheck::Corrupt(m) => m.clone(),
                 HeaderCheck::Unsupported(m) => m.clone(),
                 HeaderCheck::Valid => String::new(),
             };
@@ -176,6 +183,7 @@ impl Store {
     ) -> Result<&'g mut hot::HotSession> {
         if slot.is_none() {
             let meta = self.require_meta(id.as_bytes())?;
+            meta.require_v0_model("appending")?;
             match &meta.verdict {
                 Verdict::Clean => {}
                 Verdict::Torn => {
@@ -249,6 +257,31 @@ impl Store {
             }),
             None => Ok(trace),
         }
+    }
+
+    /// Rewrite session `id` outside the append path. Under the session's write lock, `stage`
+    /// builds a batch from its committed metadata; a non-empty batch is committed (`context`
+    /// names the write in errors) and the session's hot state dropped, so the next append
+    /// reloads it from the store.
+    pub(crate) fn rewrite_session<T>(
+        &self,
+        id: &str,
+        context: &str,
+        stage: impl FnOnce(SessionMeta, &mut rocksdb::WriteBatch) -> Result<T>,
+    ) -> Result<T> {
+        self.check_writable()?;
+        let handle = self.hot.handle(id.as_bytes());
+        let mut hot = handle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let meta = self.require_meta(id.as_bytes())?;
+        let mut batch = rocksdb::WriteBatch::default();
+        let staged = stage(meta, &mut batch)?;
+        if !batch.is_empty() {
+            self.commit(batch, &format!("{context} \"{id}\""))?;
+            *hot = None;
+        }
+        Ok(staged)
     }
 
     /// Refuse writes after a failed durable write (until the store is reopened).

@@ -82,6 +82,7 @@ impl Store {
                 surface_error: body.surface.error.clone(),
                 surface_since_snapshot: body.surface.indexer.since_snapshot,
                 activity_ms: body.activity(),
+                inherited_cut: body.scanner.cut(),
                 next_batch: BODY_BATCH + 1,
                 ..SessionMeta::new(
                     w.number(),

@@ -13,7 +13,7 @@ use sessionlog_codec::json::Value;
 use sessionlog_codec::known_types::SupportCheck;
 use sessionlog_codec::scanner::{BodyScanner, BodyVerdict, LineOutcome};
 
-use writer::SessionWriter;
+pub(crate) use writer::SessionWriter;
 pub(crate) use writer::{checked_bytes, checked_value};
 
 use crate::meta::Verdict;
@@ -33,6 +33,10 @@ pub struct ImportOptions {
     /// When the file was found in a DSH session root: where, so DSH's identity rule can be
     /// checked (the header's id and cwd must name this location). Default: none.
     pub location: Option<RootLocation>,
+    /// When the file is the served generation of a session directory: that directory's
+    /// generations. The served file's name must agree with its header's version; the lower
+    /// generations are stored frozen with the session. Default: none (a lone file).
+    pub generations: Option<crate::generations::SessionDir>,
 }
 
 /// Where a file sits in a DSH session root: `<root>/<project_dir>/<session_dir>/session.*`.
@@ -104,6 +108,9 @@ impl Store {
         if let Some(location) = &options.location {
             check_location(location, header)?;
         }
+        if let Some(dir) = &options.generations {
+            crate::generations::check_served_version(&dir.served, header)?;
+        }
         let id = header.id.as_wtf8();
         let duplicate = || Error::DuplicateSession {
             source_name: source_name.into(),
@@ -117,7 +124,9 @@ impl Store {
                 return Err(duplicate());
             }
             let number = self.allocate_number();
-            let outcome = body(SessionWriter::new(self, number));
+            let outcome = self
+                .stage_lower_generations(number, header, options)
+                .and_then(body);
             if outcome.is_err() {
                 self.discard(number)?;
             }
@@ -125,6 +134,26 @@ impl Store {
         })();
         self.release(id);
         result
+    }
+
+    /// A writer for session `number`, holding the session directory's lower generations.
+    fn stage_lower_generations(
+        &self,
+        number: u64,
+        header: &Header,
+        options: &ImportOptions,
+    ) -> Result<SessionWriter<'_>> {
+        let mut w = SessionWriter::new(self, number);
+        for file in options.generations.iter().flat_map(|d| &d.lower) {
+            let frozen = crate::generations::stage_frozen(
+                &mut w,
+                file,
+                header,
+                self.options.tail_chunk_bytes,
+            )?;
+            w.frozen.push(frozen);
+        }
+        Ok(w)
     }
 
     /// Remove whatever a failed import of `number` wrote.
@@ -141,6 +170,13 @@ impl Store {
 
 /// Feeds body lines to DSH's scanner and stores the committed ones.
 struct BodyIndexer {
+    /// Whether the surface index and projections apply: the V0 model only, so far (see
+    /// `SessionMeta::require_v0_model`).
+    v0_model: bool,
+    /// V0 and V1 refuse event types outside V0's frozen inventory, even ignorable ones.
+    closed_v0_vocabulary: bool,
+    /// V2 logs: the V2→V3 refusals DSH 0.2 meets reading them.
+    v2_migration: Option<sessionlog_codec::migrate::V2ToV3>,
     scanner: BodyScanner,
     support: SupportCheck,
     source_name: String,
@@ -152,7 +188,10 @@ struct BodyIndexer {
 impl BodyIndexer {
     fn new(source_name: &str, header: &Header, header_len: u64) -> Self {
         BodyIndexer {
-            scanner: BodyScanner::new(header_len),
+            v0_model: header.version.unwrap_or(0) == 0,
+            closed_v0_vocabulary: header.version.unwrap_or(0) <= 1,
+            v2_migration: (header.version == Some(2)).then(Default::default),
+            scanner: BodyScanner::for_header(header, header_len),
             support: SupportCheck::default(),
             surface: crate::surface::SurfaceBuilder::default(),
             projections: crate::projection::ProjectionWriter::new(header_seed_length(header)),
@@ -184,7 +223,15 @@ impl BodyIndexer {
         let first_seq = self.scanner.events() - events.len() as u64;
         let number = w.number();
         for (k, e) in events.iter().enumerate() {
-            self.support.observe(&self.id, e);
+            if self.closed_v0_vocabulary {
+                self.support.observe(&self.id, e);
+            }
+            if let Some(check) = &mut self.v2_migration {
+                check.observe(e);
+            }
+            if !self.v0_model {
+                continue;
+            }
             let seq = first_seq + k as u64;
             self.surface
                 .apply(number, seq, e, &mut |key, value| w.put_surface(key, value))?;
@@ -211,11 +258,16 @@ impl BodyIndexer {
     fn verdict(&self, header: &Header, container: Option<String>, body_len: u64) -> Verdict {
         match (&header.check, container) {
             (HeaderCheck::Unsupported(m), _) => Verdict::Unsupported(m.clone()),
-            (HeaderCheck::Corrupt(m), _) => Verdict::Corrupt((*m).to_owned()),
+            (HeaderCheck::Corrupt(m), _) => Verdict::Corrupt(m.clone()),
             (HeaderCheck::Valid, Some(m)) => Verdict::Corrupt(m),
             (HeaderCheck::Valid, None) => match self.scanner.finish(body_len) {
                 BodyVerdict::Corrupt(m) => Verdict::Corrupt(m),
-                body => match self.support.refusal() {
+                BodyVerdict::Unsupported(m) => Verdict::Unsupported(m),
+                body => match self
+                    .support
+                    .refusal()
+                    .or(self.v2_migration.as_ref().and_then(|c| c.refusal()))
+                {
                     Some(m) => Verdict::Unsupported(m.to_owned()),
                     None if body == BodyVerdict::Torn => Verdict::Torn,
                     None => Verdict::Clean,

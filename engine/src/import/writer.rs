@@ -36,6 +36,8 @@ pub(crate) struct SessionWriter<'s> {
     pub(crate) lines: u64,
     /// Frames written so far.
     pub(crate) frames: u64,
+    /// Lower generations stored with the session.
+    pub(crate) frozen: Vec<crate::meta::FrozenGeneration>,
 }
 
 impl<'s> SessionWriter<'s> {
@@ -52,6 +54,7 @@ impl<'s> SessionWriter<'s> {
             tail_bytes: 0,
             lines: 0,
             frames: 0,
+            frozen: Vec::new(),
         }
     }
 
@@ -135,6 +138,20 @@ impl<'s> SessionWriter<'s> {
         Ok(())
     }
 
+    /// Store chunk `chunk` of frozen generation `version`, verbatim.
+    pub(crate) fn put_generation_chunk(
+        &mut self,
+        version: u32,
+        chunk: u32,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let n = keys::generation_n(version, chunk);
+        self.put(
+            keys::event_key(self.number, keys::GENERATION, n),
+            checked_value(bytes),
+        )
+    }
+
     /// Append bytes to the uncommitted tail (stored in chunks).
     pub(crate) fn put_tail(&mut self, bytes: &[u8]) -> Result<()> {
         self.flush_block()?;
@@ -203,6 +220,7 @@ impl<'s> SessionWriter<'s> {
         meta.frames = self.frames;
         meta.tail_chunks = self.tail_chunks;
         meta.tail_bytes = self.tail_bytes;
+        meta.frozen = std::mem::take(&mut self.frozen);
         let meta = &meta;
         let sessions = self.store.cf(CF_SESSIONS)?;
         self.batch

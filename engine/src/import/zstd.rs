@@ -149,6 +149,7 @@ impl Store {
                 surface_error: body.surface.error.clone(),
                 surface_since_snapshot: body.surface.indexer.since_snapshot,
                 activity_ms: body.activity(),
+                inherited_cut: body.scanner.cut(),
                 next_batch: scan.frames.len() as u64 + u64::from(scan.torn_start.is_some()),
                 ..SessionMeta::new(
                     w.number(),

@@ -2,8 +2,10 @@
 //! Cost O(log n + k): one seek, at most a quarter of the nodes' worth of ops (see the snapshot
 //! policy), and the answer itself.
 
-use sessionlog_codec::json::{self, Object, Value};
-use sessionlog_codec::surface::{derive_messages, Replacement, SurfaceChange, SurfaceFold};
+use sessionlog_codec::json::Value;
+use sessionlog_codec::surface::{
+    derive_messages, surface_json, Replacement, SurfaceChange, SurfaceFold,
+};
 
 use super::{decode, Snapshot, OP, REPL, SNAP};
 use crate::keys::{event_key, parse_event_key};
@@ -25,26 +27,7 @@ pub struct SurfaceView {
 impl SurfaceView {
     /// `{"nodes","replaceGeneration","replacements"}` as DSH's surface files spell it.
     pub fn to_json(&self) -> String {
-        let ints = |v: &[u64]| Value::Array(v.iter().map(|&n| Value::from(n as f64)).collect());
-        let replacements = self
-            .replacements
-            .iter()
-            .map(|r| {
-                Value::Object(
-                    Object::new()
-                        .with("seq", r.seq as f64)
-                        .with("start", r.start as f64)
-                        .with("end", r.end as f64)
-                        .with("shadowedSeqs", ints(&r.shadowed_seqs)),
-                )
-            })
-            .collect();
-        json::stringify(&Value::Object(
-            Object::new()
-                .with("nodes", ints(&self.nodes))
-                .with("replaceGeneration", self.replace_generation as f64)
-                .with("replacements", Value::Array(replacements)),
-        ))
+        surface_json(&self.nodes, self.replace_generation, &self.replacements)
     }
 }
 
@@ -129,6 +112,7 @@ impl Store {
         if let Some(base) = meta.fork_of.as_ref().filter(|b| at < b.seed) {
             return self.surface_fold_at(&self.require_meta(&base.id)?, at);
         }
+        meta.require_v0_model("the surface, its messages and transcript")?;
         let id = meta.id_lossy();
         if let Some((seq, reason)) = &meta.surface_error {
             if at >= *seq {

@@ -20,13 +20,18 @@ pub fn run(
     store: &Store,
     id: &str,
     format: Option<FormatArg>,
+    generation: Option<u32>,
     output: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
     let format = engine_format(format);
+    let export = |out: &mut dyn Write| match generation {
+        Some(version) => store.export_generation(id, version, format, out),
+        None => store.export(id, format, out),
+    };
     match output {
         None => {
             let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-            store.export(id, format, &mut out)?;
+            export(&mut out)?;
             out.flush()?;
         }
         Some(path) => {
@@ -35,7 +40,7 @@ pub fn run(
             let f = std::fs::File::create(&tmp)
                 .with_context(|| format!("creating {}", tmp.display()))?;
             let mut out = BufWriter::with_capacity(1 << 20, f);
-            let written = store.export(id, format, &mut out).and_then(|n| {
+            let written = export(&mut out).and_then(|n| {
                 out.flush().map_err(|source| sessionlog_engine::Error::Io {
                     path: tmp.clone(),
                     source,

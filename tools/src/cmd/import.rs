@@ -8,9 +8,11 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
+use sessionlog_codec::generation::parse_generation_name;
 use sessionlog_codec::json::Object;
 use sessionlog_engine::{
-    is_session_root, scan_root, Error, ImportOptions, ImportReport, RootLocation, Store,
+    is_session_root, scan_root, scan_session_dir, Error, ImportOptions, ImportReport, RootLocation,
+    SessionDir, Store,
 };
 
 use crate::output::{json_line, opt};
@@ -21,10 +23,12 @@ const SESSION_SUFFIXES: [&str; 2] = [".jsonl", ".jsonl.zstd"];
 /// Files DSH's root rules refuse, with the reason.
 pub type Refused = Vec<(PathBuf, Error)>;
 
-/// One thing to import: a file, with its place in a DSH root when it came from one.
+/// One thing to import: a file, with its place in a DSH root when it came from one, and its
+/// session directory's generations when it is the highest of several.
 pub struct Input {
     pub path: PathBuf,
     pub location: Option<RootLocation>,
+    pub generations: Option<SessionDir>,
 }
 
 pub fn run(store: &Store, paths: &[PathBuf], strict: bool, json: bool) -> anyhow::Result<ExitCode> {
@@ -38,7 +42,7 @@ pub fn run(store: &Store, paths: &[PathBuf], strict: bool, json: bool) -> anyhow
     let options = ImportOptions {
         strict,
         defer_sync: true,
-        location: None,
+        ..ImportOptions::default()
     };
     let mut results = import_all(store, &inputs, &options, &|n| bar.inc(n));
     store.sync()?;
@@ -101,6 +105,7 @@ pub fn import_all(
     crate::cmd::par::map(inputs, |input| {
         let options = ImportOptions {
             location: input.location.clone(),
+            generations: input.generations.clone(),
             ..options.clone()
         };
         import_one(store, &input.path, &options, progress)
@@ -167,44 +172,56 @@ pub fn collect_inputs(paths: &[PathBuf]) -> anyhow::Result<(Vec<Input>, Refused)
         let meta = std::fs::metadata(p).with_context(|| format!("reading {}", p.display()))?;
         if meta.is_dir() && is_session_root(p) {
             let scan = scan_root(p)?;
-            inputs.extend(scan.sessions.into_iter().map(|l| Input {
+            inputs.extend(scan.sessions.into_iter().map(|(l, dir)| Input {
                 path: l.path.clone(),
                 location: Some(l),
+                generations: Some(dir),
             }));
             refused.extend(scan.refused);
         } else if meta.is_dir() {
-            let mut files = Vec::new();
-            walk(p, &mut files)?;
-            inputs.extend(files.into_iter().map(|path| Input {
-                path,
-                location: None,
-            }));
+            walk(p, &mut inputs, &mut refused)?;
         } else {
             inputs.push(Input {
                 path: p.clone(),
                 location: None,
+                generations: None,
             });
         }
     }
     Ok((inputs, refused))
 }
 
-fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+/// Collect session files under `dir`: a directory's canonical generation files
+/// (`session[.vN].jsonl[.zstd]`) are one session, its highest generation; any other file with
+/// a session suffix is a session of its own.
+fn walk(dir: &Path, inputs: &mut Vec<Input>, refused: &mut Refused) -> anyhow::Result<()> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading directory {}", dir.display()))?
         .map(|e| e.map(|e| e.path()))
         .collect::<Result<_, _>>()
         .with_context(|| format!("reading directory {}", dir.display()))?;
     entries.sort();
+    match scan_session_dir(dir) {
+        Ok(Some(generations)) => inputs.push(Input {
+            path: generations.served.path.clone(),
+            location: None,
+            generations: Some(generations),
+        }),
+        Ok(None) => {}
+        Err(e) => refused.push((dir.to_path_buf(), e)),
+    }
     for path in entries {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if path.is_dir() {
-            walk(&path, files)?;
-        } else if path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| SESSION_SUFFIXES.iter().any(|s| n.ends_with(s)))
+            walk(&path, inputs, refused)?;
+        } else if SESSION_SUFFIXES.iter().any(|s| name.ends_with(s))
+            && parse_generation_name(name).is_none()
         {
-            files.push(path);
+            inputs.push(Input {
+                path,
+                location: None,
+                generations: None,
+            });
         }
     }
     Ok(())

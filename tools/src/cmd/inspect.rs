@@ -4,7 +4,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use sessionlog_codec::json::{self, Object};
+use sessionlog_codec::json::{self, Object, Value};
 use sessionlog_engine::{ListOrder, Store};
 
 use crate::cli::OrderArg;
@@ -98,7 +98,17 @@ pub fn ls(
                 .with("cwd", opt(s.cwd.as_deref()))
                 .with("verdict", s.verdict.to_string().as_str())
                 .with("events", s.events as i64)
-                .with("bytes", s.bytes as i64);
+                .with("bytes", s.bytes as i64)
+                .with("format", i64::from(s.format))
+                .with(
+                    "generations",
+                    Value::Array(
+                        s.generations
+                            .iter()
+                            .map(|&g| Value::from(i64::from(g)))
+                            .collect(),
+                    ),
+                );
             json_line(&mut out, o)?;
         } else {
             writeln!(

@@ -40,9 +40,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             paths,
         } => import::run(&open()?, &paths, strict, json),
-        Command::Export { id, format, output } => {
-            export::run(&open()?, &id, format, output.as_deref())
-        }
+        Command::Export {
+            id,
+            format,
+            output,
+            generation,
+        } => export::run(&open()?, &id, format, generation, output.as_deref()),
         Command::ExportAll { out, format } => export::run_all(&open()?, &out, format),
         Command::Create {
             id,

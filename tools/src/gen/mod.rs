@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 pub use feed::{session_batches, Batch, SessionFeed};
 use rng::Rng;
+pub(crate) use text::uuid_from_bits;
 
 /// Salt of the PRNG stream that decides torn tails, kept apart from content so changing
 /// `torn_fraction` never changes what the untorn part of a session says.

@@ -188,6 +188,11 @@ pub(crate) fn path(rng: &mut Rng) -> String {
 pub(crate) fn uuid(rng: &mut Rng) -> String {
     let a = rng.next_u64();
     let b = rng.next_u64();
+    uuid_from_bits(a, b)
+}
+
+/// The v4-style UUID spelled from 128 random bits (version and variant bits forced).
+pub(crate) fn uuid_from_bits(a: u64, b: u64) -> String {
     format!(
         "{:08x}-{:04x}-4{:03x}-{:x}{:03x}-{:012x}",
         a >> 32,

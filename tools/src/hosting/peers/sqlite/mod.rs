@@ -221,11 +221,11 @@ fn event_seq(event: &Value) -> Option<i64> {
 }
 
 fn select_rows(
-    tx: &Transaction<'_>,
+    db: &Connection,
     sql: &str,
     params: impl rusqlite::Params,
 ) -> anyhow::Result<Vec<Row>> {
-    let mut stmt = tx.prepare(sql)?;
+    let mut stmt = db.prepare(sql)?;
     let rows = stmt.query_map(params, |r| {
         Ok(Row {
             seq: r.get(0)?,

@@ -179,14 +179,5 @@ pub fn application_id(db: &Connection) -> anyhow::Result<i64> {
 /// A random version-4 UUID (for `store_id` and session incarnations).
 pub fn random_uuid() -> String {
     let state = RandomState::new();
-    let (a, b) = (state.hash_one(0u8), state.hash_one(1u8));
-    format!(
-        "{:08x}-{:04x}-4{:03x}-{:x}{:03x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0xfff,
-        8 + (b >> 62),
-        (b >> 48) & 0xfff,
-        b & 0xffff_ffff_ffff
-    )
+    crate::gen::uuid_from_bits(state.hash_one(0u8), state.hash_one(1u8))
 }

@@ -4,7 +4,7 @@
 use rusqlite::Connection;
 use sessionlog_codec::json::Value;
 
-use super::rows::{decode_row, Row};
+use super::rows::decode_row;
 use super::schema::{APPLICATION_ID, SCHEMA_VERSION};
 use super::*;
 use crate::gen::{session_batches, GenOptions};
@@ -86,23 +86,7 @@ fn schema_matches_spec_and_rows_reconstruct_events() {
                 .and_then(Value::as_safe_integer)
         );
         assert!(depth.is_some(), "generated headers carry delegationDepth");
-        let rows: Vec<Row> = db
-            .prepare(SELECT_FROM)
-            .and_then(|mut s| {
-                s.query_map(params![feed.id, 0], |r| {
-                    Ok(Row {
-                        seq: r.get(0)?,
-                        ty: r.get(1)?,
-                        time: r.get(2)?,
-                        data: r.get(3)?,
-                        source_event_seqs: r.get(4)?,
-                        surface_op: r.get(5)?,
-                        ignorable: r.get(6)?,
-                    })
-                })?
-                .collect()
-            })
-            .expect("reads rows");
+        let rows = select_rows(&db, SELECT_FROM, params![feed.id, 0]).expect("reads rows");
         blobs += rows
             .iter()
             .filter(|r| matches!(r.data, rusqlite::types::Value::Blob(_)))

@@ -1,0 +1,366 @@
+//! Format generations (issue #8): session directories holding several generation files, the
+//! V2–V4 readers on DSH's raw files and on the conformance cases of later-format-spec §5.1, and
+//! the honest refusal of logical queries the V4 model does not serve yet.
+
+use std::path::Path;
+
+use sessionlog::codec::zstd::compress_frame;
+use sessionlog::engine::{scan_session_dir, Error, ExportFormat, ImportOptions, Store, Verdict};
+
+use crate::fixtures::{all_events, assert_empty, export_bytes, fixtures, import_bytes, temp_store};
+
+/// The raw (seq- and time-bearing) later-generation files of the fixtures.
+const RAW_V2: &str = "zsagi1368+deepseek-harness-zDSH__packages__experimental__webworker-runtime__tests__fixtures__vfs-example__home__sessions__--dsh-workspace--__preview-follow-up-builder__session.v2.jsonl";
+const RAW_V3: &str = "zsagi1368+deepseek-harness-zDSH__packages__experimental__webworker-runtime__tests__fixtures__vfs-example__home__sessions__--dsh-workspace--__preview-follow-up-builder__session.v3.jsonl";
+
+fn header(version: u32, id: &str, extra: &str) -> String {
+    format!(
+        r#"{{"type":"session","version":{version},"id":"{id}","createdAt":1787472200000,"isSeeded":false,"delegationDepth":0{extra}}}"#
+    )
+}
+
+fn row(seq: u64, ty: &str, data: &str) -> String {
+    format!(
+        r#"{{"type":"{ty}","seq":{seq},"time":{},"data":{data}}}"#,
+        1_787_472_200_000 + seq
+    )
+}
+
+/// A small clean V4 log: header, then `n` log-only rows.
+fn v4_log(id: &str, n: u64) -> String {
+    let mut text = header(4, id, "") + "\n";
+    for seq in 0..n {
+        text += &row(seq, "agent/note", r#"{"k":1}"#);
+        text.push('\n');
+    }
+    text
+}
+
+/// `plain` as DSH's live zstd writer frames it: the header line, then one frame per batch.
+fn zstd_frames(plain: &str, batches: &[usize]) -> Vec<u8> {
+    let mut lines = plain.split_inclusive('\n');
+    let mut out = compress_frame(lines.next().expect("header").as_bytes()).expect("frame");
+    for &n in batches {
+        let batch: String = lines.by_ref().take(n).collect();
+        out.extend(compress_frame(batch.as_bytes()).expect("frame"));
+    }
+    out
+}
+
+fn import_dir(store: &Store, dir: &Path) -> sessionlog::engine::Result<String> {
+    let generations = scan_session_dir(dir)?.expect("a session directory");
+    let options = ImportOptions {
+        generations: Some(generations.clone()),
+        ..ImportOptions::default()
+    };
+    store
+        .import_path(&generations.served.path, &options, &mut |_| {})
+        .map(|r| r.id)
+}
+
+fn generation_bytes(store: &Store, id: &str, version: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    store
+        .export_generation(id, version, None, &mut out)
+        .unwrap_or_else(|e| panic!("export v{version} of {id}: {e}"));
+    out
+}
+
+#[test]
+fn raw_v2_and_v3_files_round_trip_with_their_verdicts() {
+    let Some(dir) = fixtures() else { return };
+    let dir = dir.join("dsh-later");
+    for (name, version) in [(RAW_V2, 2), (RAW_V3, 3)] {
+        let bytes = std::fs::read(dir.join(name)).expect("fixture");
+        let (_t, store) = temp_store();
+        let report = import_bytes(&store, name, &bytes, false).expect("import");
+        assert_eq!(export_bytes(&store, &report.id), bytes, "{name}");
+        let lines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+        assert_eq!(report.events, lines - 1, "one event per row in v{version}");
+        let summary = &store.list().expect("list")[0];
+        assert_eq!(
+            (summary.format, summary.generations.clone()),
+            (version, vec![version])
+        );
+        if version == 2 {
+            // DSH 0.2 refuses to migrate it: a surface node before the first step.
+            assert_eq!(
+                report.verdict,
+                Verdict::Unsupported("format v2 surface before first step cannot acquire a system head without changing chronology".into())
+            );
+        }
+    }
+}
+
+#[test]
+fn a_directory_of_two_generations_serves_the_higher_and_exports_both_unchanged() {
+    let Some(fx) = fixtures() else { return };
+    let v2 = std::fs::read(fx.join("dsh-later").join(RAW_V2)).expect("fixture");
+    let v3 = std::fs::read(fx.join("dsh-later").join(RAW_V3)).expect("fixture");
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("session.v2.jsonl"), &v2).expect("write");
+    std::fs::write(dir.path().join("session.v3.jsonl"), &v3).expect("write");
+    let (_t, store) = temp_store();
+    let id = import_dir(&store, dir.path()).expect("import");
+    assert_eq!(export_bytes(&store, &id), v3);
+    assert_eq!(generation_bytes(&store, &id, 2), v2);
+    assert_eq!(generation_bytes(&store, &id, 3), v3);
+    let missing = store.export_generation(&id, 1, None, &mut Vec::new());
+    assert!(matches!(missing, Err(Error::Generation(m)) if m.contains("holds v3, v2")));
+}
+
+/// later-format-spec §5.1 case 1: `session.jsonl.zstd` + `session.v4.jsonl.zstd` serves V4,
+/// keeps the V0 bytes, and a root export writes both files, which re-import identically.
+#[test]
+fn v0_and_v4_zstd_generations_in_one_directory() {
+    let id = "gen-pair";
+    let v0_plain = format!(
+        "{}\n{}\n",
+        r#"{"type":"session","version":0,"id":"gen-pair","createdAt":1787472200000,"cwd":"/w","delegationDepth":0}"#,
+        row(0, "turn/start", r#"{"turn":1}"#)
+    );
+    let mut v4_plain = r#"{"type":"session","version":4,"id":"gen-pair","createdAt":1787472200000,"cwd":"/w","isSeeded":false,"delegationDepth":0}"#.to_owned();
+    v4_plain.push('\n');
+    for seq in 0..5 {
+        v4_plain += &row(seq, "agent/note", r#"{"k":1}"#);
+        v4_plain.push('\n');
+    }
+    let v0 = zstd_frames(&v0_plain, &[1]);
+    let v4 = zstd_frames(&v4_plain, &[3, 2]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("session.jsonl.zstd"), &v0).expect("write");
+    std::fs::write(dir.path().join("session.v4.jsonl.zstd"), &v4).expect("write");
+    let (_t, store) = temp_store();
+    import_dir(&store, dir.path()).expect("import");
+    assert_eq!(all_events(&store, id).len(), 5, "the V4 log is served");
+    assert_eq!(export_bytes(&store, id), v4);
+    assert_eq!(generation_bytes(&store, id, 0), v0);
+    let root = tempfile::tempdir().expect("temp dir");
+    let (path, bytes) = store.export_to_root(root.path(), id, None).expect("export");
+    assert_eq!(bytes, (v0.len() + v4.len()) as u64);
+    let session_dir = path.parent().expect("session dir");
+    assert_eq!(
+        std::fs::read(session_dir.join("session.v4.jsonl.zstd")).expect("v4"),
+        v4
+    );
+    assert_eq!(
+        std::fs::read(session_dir.join("session.jsonl.zstd")).expect("v0"),
+        v0
+    );
+    let refused = store.export_to_root(
+        tempfile::tempdir().expect("dir").path(),
+        id,
+        Some(ExportFormat::Jsonl),
+    );
+    assert!(matches!(refused, Err(Error::Generation(m)) if m.contains("exported only as stored")));
+    let (_t2, again) = temp_store();
+    import_dir(&again, session_dir).expect("re-import");
+    assert_eq!(export_bytes(&again, id), v4);
+    assert_eq!(generation_bytes(&again, id, 0), v0);
+}
+
+/// Cases 2, 3, 4 and 29, and lower generations that are not this session's.
+#[test]
+fn generation_names_and_headers_must_agree() {
+    let (_t, store) = temp_store();
+    let write = |dir: &Path, name: &str, text: &str| {
+        std::fs::write(dir.join(name), text).expect("write");
+    };
+    // Case 2: only `session.v2.jsonl` is canonical.
+    let d = tempfile::tempdir().expect("dir");
+    write(d.path(), "session.v2.jsonl", &(header(2, "a", "") + "\n"));
+    write(d.path(), "session.V3.jsonl", &(header(3, "a", "") + "\n"));
+    write(d.path(), "session.v03.jsonl", &(header(3, "a", "") + "\n"));
+    let scan = scan_session_dir(d.path())
+        .expect("scan")
+        .expect("generations");
+    assert_eq!((scan.served.version, scan.lower.len()), (2, 0));
+    // Case 3: the file name says v2, the header v0.
+    let d = tempfile::tempdir().expect("dir");
+    write(d.path(), "session.v2.jsonl", &(header(0, "b", "") + "\n"));
+    let e = import_dir(&store, d.path()).expect_err("mismatch");
+    assert!(
+        e.to_string()
+            .contains("resolved JSONL source filename identifies v2, but its header identifies v0"),
+        "{e}"
+    );
+    // A lower generation of another session, or naming another version.
+    let d = tempfile::tempdir().expect("dir");
+    write(d.path(), "session.v4.jsonl", &v4_log("c", 1));
+    write(
+        d.path(),
+        "session.v2.jsonl",
+        &(header(2, "other", "") + "\n"),
+    );
+    let e = import_dir(&store, d.path()).expect_err("foreign lower generation");
+    assert!(
+        e.to_string().contains("belongs to session \"other\""),
+        "{e}"
+    );
+    write(d.path(), "session.v2.jsonl", &(header(3, "c", "") + "\n"));
+    let e = import_dir(&store, d.path()).expect_err("lower generation version");
+    assert!(
+        e.to_string()
+            .contains("filename identifies v2, but its header identifies v3"),
+        "{e}"
+    );
+    // Case 29: both encodings in one directory.
+    write(d.path(), "session.jsonl.zstd", "x");
+    assert!(matches!(
+        scan_session_dir(d.path()),
+        Err(Error::RootLayout(_))
+    ));
+    assert_empty(&store);
+    // Case 4: a version-5 header is refused as too new, before any shape check.
+    let d = tempfile::tempdir().expect("dir");
+    write(
+        d.path(),
+        "session.v5.jsonl",
+        r#"{"type":"session","version":5,"id":"e"}
+"#,
+    );
+    import_dir(&store, d.path()).expect("stored with its verdict");
+    let summary = &store.list().expect("list")[0];
+    assert!(
+        matches!(&summary.verdict, Verdict::Unsupported(m) if m.contains("reads only v4: the log was written by a newer harness")),
+        "{}",
+        summary.verdict
+    );
+}
+
+fn verdict_of(text: &str) -> Verdict {
+    let (_t, store) = temp_store();
+    let report = import_bytes(&store, "case", text.as_bytes(), false).expect("import");
+    assert_eq!(
+        export_bytes(&store, &report.id),
+        text.as_bytes(),
+        "byte-exact"
+    );
+    report.verdict
+}
+
+/// Cases 5, 6, 7, 9, 10, 13, 15 and 16 through the store: each file is kept byte-exactly with
+/// DSH 0.2's verdict.
+#[test]
+fn later_generation_reader_cases() {
+    let corrupt = |m: &str| Verdict::Corrupt(m.into());
+    let log = |version: u32, extra_header: &str, rows: &[String]| {
+        let mut t = header(version, "s", extra_header) + "\n";
+        for r in rows {
+            t += r;
+            t.push('\n');
+        }
+        t
+    };
+    // Case 5.
+    assert_eq!(
+        verdict_of(&log(2, r#","seedLength":0"#, &[])),
+        corrupt("released v2 physical header has unexpected field seedLength")
+    );
+    assert_eq!(
+        verdict_of(&(header(4, "s", r#","owner":"u""#) + "\n")),
+        corrupt("first line is not a session header")
+    );
+    // Case 6: an extra key leaves the row out of the committed region (a torn tail here).
+    let extra = r#"{"type":"a/b","seq":0,"time":1,"data":{},"foo":1}"#.to_owned();
+    assert_eq!(verdict_of(&log(2, "", &[extra])), Verdict::Torn);
+    let extra_then_end = [
+        r#"{"type":"a/b","seq":0,"time":1,"data":{},"foo":1}"#.to_owned(),
+        row(1, "turn/end", "{}"),
+    ];
+    assert_eq!(
+        verdict_of(&log(4, "", &extra_then_end)),
+        corrupt("invalid committed event at line 1: released v2 row 0 has unexpected field foo")
+    );
+    // Case 7, through the store's logical events.
+    let ranged = r#"{"type":"x/y","seq":10,"time":1,"data":{},"ignorable":true,"sourceEventSeqs":[[3,6],9]}"#;
+    let rows: Vec<String> = (0..10)
+        .map(|s| row(s, "a/b", "{}"))
+        .chain([ranged.to_owned()])
+        .collect();
+    let text = log(4, "", &rows);
+    let (_t, store) = temp_store();
+    import_bytes(&store, "ranges", text.as_bytes(), false).expect("import");
+    let events = all_events(&store, "s");
+    assert_eq!(
+        sessionlog::codec::json::stringify(&events[10]),
+        r#"{"type":"x/y","seq":10,"time":1,"data":{},"ignorable":true,"sourceEventSeqs":[3,4,5,6,9]}"#
+    );
+    assert_eq!(export_bytes(&store, "s"), text.as_bytes());
+    // Case 9.
+    let marker = row(0, "session/end-seed", r#"{"inherited":true}"#);
+    assert_eq!(
+        verdict_of(
+            &log(2, "", std::slice::from_ref(&marker))
+                .replace(r#""isSeeded":false"#, r#""isSeeded":true"#)
+        ),
+        Verdict::Clean
+    );
+    assert_eq!(
+        verdict_of(&log(2, "", &[marker])),
+        corrupt("released v2 unseeded Session contains an inherited end-seed marker")
+    );
+    // Case 10: a V4 replace spelled the V2 way.
+    let v2_spelling = r#"{"type":"user/message","seq":0,"time":1,"data":{},"surfaceOp":{"op":"replace","start":1,"end":1}}"#;
+    assert_eq!(
+        verdict_of(&log(4, "", &[v2_spelling.to_owned(), row(1, "turn/end", "{}")])),
+        corrupt("invalid committed event at line 1: session event \"user/message\" carries an invalid surfaceOp")
+    );
+    // Case 13.
+    let error_result = r#"{"type":"tool/result","seq":0,"time":1,"data":{"message":{"id":"r","role":"tool","source":{"kind":"tool","callId":"c"},"toolCallId":"c","content":[]},"error":{"name":"E","code":"X"}}}"#;
+    assert_eq!(
+        verdict_of(&log(4, "", &[error_result.to_owned()])),
+        corrupt(
+            "format v4 tool/result at seq 0 carries error metadata for a non-error tool result"
+        )
+    );
+    // Cases 15 and 16.
+    let good: Vec<String> = (0..10).map(|s| row(s, "a/b", "{}")).collect();
+    let with = |tail: &str| {
+        let mut rows = good.clone();
+        rows.push("{not json".into());
+        rows.push(tail.to_owned());
+        log(4, "", &rows)
+    };
+    assert_eq!(
+        verdict_of(&with(&row(
+            11,
+            "request/header",
+            r#"{"header":{"system":""}}"#
+        ))),
+        corrupt("format v4 request/header rejects retired header.system")
+    );
+    assert_eq!(
+        verdict_of(&with(&row(11, "turn/end", "{}"))),
+        corrupt("unparsable committed event at line 11")
+    );
+    let (_t, store) = temp_store();
+    let report = import_bytes(
+        &store,
+        "torn",
+        with(&row(11, "c/d", "{}")).as_bytes(),
+        false,
+    )
+    .expect("import");
+    assert_eq!((report.verdict, report.events), (Verdict::Torn, 10));
+}
+
+/// Logical views DSH 0.2 derives through the V4 model are refused, not answered in the V0 model.
+#[test]
+fn v4_sessions_serve_events_and_bytes_but_refuse_the_v0_model() {
+    let (_t, store) = temp_store();
+    let text = v4_log("v4", 3);
+    import_bytes(&store, "v4", text.as_bytes(), false).expect("import");
+    assert_eq!(all_events(&store, "v4").len(), 3);
+    let not_served = |r: sessionlog::engine::Result<_>| {
+        matches!(r, Err(Error::FormatNotServed { version: 4, .. }))
+    };
+    assert!(not_served(store.messages_at("v4", None).map(|_| ())));
+    assert!(not_served(store.state_at("v4", "title", None).map(|_| ())));
+    assert!(not_served(store.fork("v4", None, "child").map(|_| ())));
+    let header = header(4, "new", "");
+    assert!(store
+        .create_session(&header, sessionlog::engine::SourceEncoding::Jsonl)
+        .is_err());
+    assert_eq!(export_bytes(&store, "v4"), text.as_bytes());
+}
