@@ -345,22 +345,137 @@ fn later_generation_reader_cases() {
     assert_eq!((report.verdict, report.events), (Verdict::Torn, 10));
 }
 
-/// Logical views DSH 0.2 derives through the V4 model are refused, not answered in the V0 model.
+/// V4 sessions serve their surface and messages; what follows DSH 0.1's model only
+/// (projection state, fork) is refused, not answered in the wrong model; V1–V3 sessions, which
+/// DSH 0.2 reads through migrations, refuse their surface too.
 #[test]
-fn v4_sessions_serve_events_and_bytes_but_refuse_the_v0_model() {
+fn unserved_views_are_refused_not_answered_in_the_wrong_model() {
     let (_t, store) = temp_store();
     let text = v4_log("v4", 3);
     import_bytes(&store, "v4", text.as_bytes(), false).expect("import");
     assert_eq!(all_events(&store, "v4").len(), 3);
-    let not_served = |r: sessionlog::engine::Result<_>| {
-        matches!(r, Err(Error::FormatNotServed { version: 4, .. }))
-    };
-    assert!(not_served(store.messages_at("v4", None).map(|_| ())));
-    assert!(not_served(store.state_at("v4", "title", None).map(|_| ())));
-    assert!(not_served(store.fork("v4", None, "child").map(|_| ())));
-    let header = header(4, "new", "");
+    let not_served = |r: sessionlog::engine::Result<()>, version| matches!(r, Err(Error::FormatNotServed { version: v, .. }) if v == version);
+    assert_eq!(store.messages_at("v4", None).expect("messages"), []);
+    assert!(not_served(
+        store.state_at("v4", "title", None).map(|_| ()),
+        4
+    ));
+    assert!(not_served(store.fork("v4", None, "child").map(|_| ()), 4));
+    let v3 = header(3, "v3", "") + "\n" + &row(0, "a/b", "{}") + "\n";
+    import_bytes(&store, "v3", v3.as_bytes(), false).expect("import");
+    assert!(not_served(store.messages_at("v3", None).map(|_| ()), 3));
+    assert!(not_served(store.transcript("v3", None).map(|_| ()), 3));
     assert!(store
-        .create_session(&header, sessionlog::engine::SourceEncoding::Jsonl)
+        .create_session(
+            &header(3, "new", ""),
+            sessionlog::engine::SourceEncoding::Jsonl
+        )
         .is_err());
     assert_eq!(export_bytes(&store, "v4"), text.as_bytes());
+}
+
+/// Generated V4 sessions (system-prompt replacements, compactions, tool-result rewrites,
+/// developer tool additions) appended live give DSH's V4 file, byte for byte in both encodings;
+/// re-imported they give the same bytes and answers; and every indexed answer equals a naive
+/// V4 replay.
+#[test]
+fn generated_v4_sessions_round_trip_and_answer_like_a_replay() {
+    use sessionlog::codec::json::stringify;
+    use sessionlog::codec::surface::{replay_with, SurfaceModel};
+    use sessionlog::engine::SourceEncoding;
+    use sessionlog_tools::gen::{session_batches_v4, GenOptions};
+
+    let opts = GenOptions {
+        sessions: 6,
+        events_per_session: 2_500,
+        seed: 41,
+        torn_fraction: 0.0,
+    };
+    let (mut replaced_heads, mut developer, mut compactions, mut rewrites) = (0, 0, 0, 0);
+    for i in 0..opts.sessions {
+        let feed = session_batches_v4(i, &opts);
+        let mut plain = feed.header_line.clone() + "\n";
+        let mut frames = compress_frame(plain.as_bytes()).expect("frame");
+        for b in &feed.batches {
+            plain += &b.text;
+            frames.extend(compress_frame(b.text.as_bytes()).expect("frame"));
+        }
+        for (encoding, file) in [
+            (SourceEncoding::Jsonl, plain.as_bytes().to_vec()),
+            (SourceEncoding::JsonlZstd, frames.clone()),
+        ] {
+            let (_t, store) = temp_store();
+            store
+                .create_session(&feed.header_line, encoding)
+                .unwrap_or_else(|e| panic!("create {}: {e}", feed.id));
+            crate::fixtures::append_feed(&store, &feed);
+            assert_eq!(
+                export_bytes(&store, &feed.id),
+                file,
+                "{} as {encoding:?}",
+                feed.id
+            );
+            let mut as_plain = Vec::new();
+            store
+                .export(&feed.id, Some(ExportFormat::Jsonl), &mut as_plain)
+                .expect("export");
+            assert_eq!(as_plain, plain.as_bytes());
+            let events = all_events(&store, &feed.id);
+            let naive = replay_with(SurfaceModel::V4, &events).expect("replay");
+            let messages = store.messages_at(&feed.id, None).expect("messages");
+            assert_eq!(messages, naive.messages);
+            let surface = store.surface_at(&feed.id, None).expect("surface").to_json();
+            assert_eq!(surface, naive.surface.to_json());
+            for at in (0..events.len()).step_by(97) {
+                let upto = replay_with(SurfaceModel::V4, &events[..=at]).expect("replay");
+                let got = store
+                    .messages_at(&feed.id, Some(at as u64))
+                    .expect("messages");
+                assert_eq!(got, upto.messages, "{} messages at {at}", feed.id);
+            }
+            let (_t2, again) = temp_store();
+            let report = match encoding {
+                SourceEncoding::Jsonl => import_bytes(&again, "v4", &file, true),
+                SourceEncoding::JsonlZstd => again.import_zstd(
+                    "v4",
+                    &file,
+                    &ImportOptions {
+                        strict: true,
+                        ..ImportOptions::default()
+                    },
+                ),
+            }
+            .unwrap_or_else(|e| panic!("re-import {}: {e}", feed.id));
+            assert_eq!(report.verdict, Verdict::Clean);
+            assert_eq!(export_bytes(&again, &feed.id), file);
+            assert_eq!(
+                again.messages_at(&feed.id, None).expect("messages"),
+                messages
+            );
+            assert_eq!(
+                again.surface_at(&feed.id, None).expect("surface").to_json(),
+                surface
+            );
+            for e in &events {
+                let text = stringify(e);
+                replaced_heads += usize::from(
+                    text.starts_with(r#"{"type":"system/message""#)
+                        && text.contains(r#""op":"replace""#),
+                );
+                developer += usize::from(text.starts_with(r#"{"type":"developer/message""#));
+                compactions += usize::from(
+                    text.starts_with(r#"{"type":"user/message""#)
+                        && text.contains(r#""op":"replace""#),
+                );
+                rewrites += usize::from(
+                    text.starts_with(r#"{"type":"tool/result""#)
+                        && text.contains(r#""op":"replace""#),
+                );
+            }
+        }
+    }
+    assert!(
+        replaced_heads > 0 && developer > 0 && compactions > 0 && rewrites > 0,
+        "{replaced_heads} {developer} {compactions} {rewrites}"
+    );
 }

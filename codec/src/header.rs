@@ -295,13 +295,22 @@ pub struct HeaderFields {
     pub delegation_depth: i64,
     /// Composition id.
     pub agent_preset: Option<String>,
+    /// The format version to write: 0 (DSH 0.1's layout, `seedLength`) or 2+ (`isSeeded`,
+    /// true when `seed_length` is set).
+    pub version: u32,
 }
 
-/// Author the header line exactly as DSH's `toHeaderLine` + `JSON.stringify` (no `\n`).
+/// Author the header line exactly as DSH's `toHeaderLine` / `encodeHeader` + `JSON.stringify`
+/// (no `\n`), in the layout of `f.version`.
 pub fn author_header(f: &HeaderFields) -> String {
+    let version = if f.version == 0 {
+        FORMAT_VERSION
+    } else {
+        f64::from(f.version)
+    };
     let mut o = Object::new()
         .with("type", "session")
-        .with("version", FORMAT_VERSION)
+        .with("version", version)
         .with("id", f.id.as_str())
         .with("createdAt", f.created_at);
     if let Some(cwd) = &f.cwd {
@@ -310,7 +319,9 @@ pub fn author_header(f: &HeaderFields) -> String {
     if let Some(p) = &f.parent_session {
         o = o.with("parentSession", p.as_str());
     }
-    if let Some(s) = f.seed_length {
+    if f.version >= 2 {
+        o = o.with("isSeeded", f.seed_length.is_some());
+    } else if let Some(s) = f.seed_length {
         o = o.with("seedLength", s);
     }
     if let Some(origin) = &f.origin {
@@ -446,6 +457,27 @@ mod tests {
     }
 
     #[test]
+    fn authored_v4_header_key_order() {
+        let f = HeaderFields {
+            id: "s".into(),
+            created_at: 5,
+            cwd: Some("/w".into()),
+            parent_session: Some("p".into()),
+            seed_length: Some(3),
+            origin: Some("subagent".into()),
+            delegation_depth: 1,
+            agent_preset: Some("ptc".into()),
+            version: 4,
+        };
+        let line = author_header(&f);
+        assert_eq!(
+            line,
+            r#"{"type":"session","version":4,"id":"s","createdAt":5,"cwd":"/w","parentSession":"p","isSeeded":true,"origin":"subagent","delegationDepth":1,"agentPreset":"ptc"}"#
+        );
+        assert_eq!(check(&line), HeaderCheck::Valid);
+    }
+
+    #[test]
     fn authored_header_key_order() {
         let f = HeaderFields {
             id: "s".into(),
@@ -456,6 +488,7 @@ mod tests {
             origin: Some("subagent".into()),
             delegation_depth: 1,
             agent_preset: None,
+            version: 0,
         };
         assert_eq!(
             author_header(&f),

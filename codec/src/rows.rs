@@ -42,6 +42,26 @@ fn decode_v0_ranges(event: &mut Value) -> Result<(), String> {
     Ok(())
 }
 
+/// A V2+ event's file form (what DSH's writer puts on the line): the event with its
+/// `sourceEventSeqs` range-encoded.
+pub fn file_row(event: &Value) -> Value {
+    let mut row = event.clone();
+    if let Value::Object(o) = &mut row {
+        let seqs: Option<Vec<u64>> =
+            o.get("sourceEventSeqs")
+                .and_then(Value::as_array)
+                .and_then(|a| {
+                    a.iter()
+                        .map(|v| v.as_safe_integer().and_then(|n| u64::try_from(n).ok()))
+                        .collect()
+                });
+        if let Some(seqs) = seqs {
+            o.insert(JsString::from("sourceEventSeqs"), seq_ranges::encode(&seqs));
+        }
+    }
+    row
+}
+
 /// The envelope keys a row must hold, in DSH's check order.
 const REQUIRED_KEYS: [&str; 4] = ["type", "seq", "time", "data"];
 /// The envelope keys a row may hold besides.

@@ -89,7 +89,7 @@ pub enum Error {
         detail: String,
     },
     /// An operation whose logical model is not implemented for the session's format generation.
-    #[error("session \"{id}\" is format v{version}: {what} is served for format v0 sessions only so far (its events and exact bytes are served)")]
+    #[error("session \"{id}\" is format v{version}: {what} is not served for this format yet (its events and exact bytes are)")]
     FormatNotServed {
         /// The session id.
         id: String,

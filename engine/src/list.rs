@@ -163,3 +163,18 @@ impl Store {
         Ok(out)
     }
 }
+
+/// The listing's activity rule: the time of a `user/message` a human wrote
+/// (`source.kind == "user"`); titles, end-seeds, repairs and compaction copies never count.
+pub(crate) fn human_prompt_time(event: &sessionlog_codec::json::Value) -> Option<i64> {
+    use sessionlog_codec::json::Value;
+    let o = event.as_object()?;
+    let d = o.get("data")?.as_object()?;
+    let human = o.get("type")?.as_str()? == "user/message"
+        && d.get("source")?.as_object()?.get("kind")?.as_str()? == "user";
+    if human {
+        o.get("time").and_then(Value::as_safe_integer)
+    } else {
+        None
+    }
+}

@@ -196,18 +196,31 @@ impl SessionMeta {
         )
     }
 
-    /// Refuse `what` unless the served generation is V0, the only logical model (surface,
-    /// projections, authoring) implemented so far; V1–V4 are stored and exported exactly and
-    /// their events are served, but DSH 0.2 answers for them through the V4 model.
+    /// Refuse `what` unless the served generation is V0: projections, fork and repair follow
+    /// DSH 0.1's model only, so far.
     pub(crate) fn require_v0_model(&self, what: &str) -> Result<()> {
         if self.version == 0 {
             return Ok(());
         }
-        Err(Error::FormatNotServed {
+        Err(self.not_served(what))
+    }
+
+    /// The surface rules of the served generation, or a refusal of `what`: V0 and V4 have
+    /// theirs; DSH 0.2 reads V1–V3 through migrations, which are not implemented.
+    pub(crate) fn require_surface_model(
+        &self,
+        what: &str,
+    ) -> Result<sessionlog_codec::surface::SurfaceModel> {
+        sessionlog_codec::surface::SurfaceModel::for_version(self.version)
+            .ok_or_else(|| self.not_served(what))
+    }
+
+    fn not_served(&self, what: &str) -> Error {
+        Error::FormatNotServed {
             id: self.id_lossy(),
             version: self.version,
             what: what.into(),
-        })
+        }
     }
 
     /// The id for messages (lossy for lone surrogates).

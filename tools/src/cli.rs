@@ -42,6 +42,17 @@ pub enum OrderArg {
     Created,
 }
 
+/// Log format generations sessionlog writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormatArg {
+    /// DSH 0.1's format (`session.jsonl`).
+    #[value(name = "v0")]
+    V0,
+    /// DSH 0.2's format (`session.v4.jsonl`).
+    #[value(name = "v4")]
+    V4,
+}
+
 /// `--format` values.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FormatArg {
@@ -82,6 +93,10 @@ pub enum Command {
         /// How the session's bytes are kept and exported by default.
         #[arg(long, value_enum, default_value_t = FormatArg::Jsonl)]
         encoding: FormatArg,
+        /// The log format generation: v4 (DSH 0.2: one event per row, ranges, `isSeeded`) or
+        /// v0 (DSH 0.1).
+        #[arg(long, value_enum, default_value_t = LogFormatArg::V4)]
+        format: LogFormatArg,
     },
     /// Append one DSH write batch read from standard input: one event per line,
     /// `{"type","time"?,"data","surfaceOp"?,"sourceEventSeqs"?,"ignorable"?}`. The store assigns

@@ -18,7 +18,8 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use super::js::{deep_equal, index0, prop, spread, template, TypeError};
-use super::{is_surface_eligible_type, ASSISTANT_MESSAGE, TOOL_RESULT};
+use super::model::{SurfaceModel, SYSTEM_MESSAGE};
+use super::{ASSISTANT_MESSAGE, TOOL_RESULT};
 use crate::json::{stringify, Object, Value};
 use crate::{Error, Result};
 
@@ -57,6 +58,8 @@ pub struct SurfaceFold {
     nodes: Vec<u64>,
     replace_generation: u64,
     replacements: Vec<Replacement>,
+    #[serde(default)]
+    model: SurfaceModel,
 }
 
 /// A validated `surfaceOp`.
@@ -69,6 +72,17 @@ impl SurfaceFold {
     /// An empty fold expecting seq 0 next.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same fold under `model`'s rules (V0 unless set).
+    pub fn with_model(mut self, model: SurfaceModel) -> Self {
+        self.model = model;
+        self
+    }
+
+    /// The rules this fold applies.
+    pub fn model(&self) -> SurfaceModel {
+        self.model
     }
 
     /// An empty fold over a window whose first event has seq `base_seq` (DSH's
@@ -88,6 +102,7 @@ impl SurfaceFold {
             nodes,
             replace_generation,
             replacements: Vec::new(),
+            model: SurfaceModel::V0,
         }
     }
 
@@ -138,8 +153,9 @@ impl SurfaceFold {
     }
 
     /// Fold one event, exactly as DSH's `foldSurface` does at this position. `lookup(seq)` returns
-    /// an earlier event of the log; it is called at most once, for the node a `tool/result`
-    /// replacement rewrites. On error the state is unchanged.
+    /// an earlier event of the log; it is called only for a replace: for the node a `tool/result`
+    /// replacement rewrites and, under V4, for node 0 when the span starts there (only its `type`
+    /// is read). On error the state is unchanged.
     ///
     /// # Errors
     /// [`Error::Surface`] with DSH's message wherever DSH throws: a seq gap, a misplaced or invalid
@@ -149,7 +165,7 @@ impl SurfaceFold {
     pub fn apply<V: Borrow<Value>>(
         &mut self,
         event: &Value,
-        lookup: impl FnOnce(u64) -> Option<V>,
+        lookup: impl FnMut(u64) -> Option<V>,
     ) -> Result<SurfaceChange> {
         let seq = self.next_seq;
         let change = self.plan(seq, event, lookup).map_err(|e| e.at(seq))?;
@@ -190,7 +206,12 @@ impl SurfaceFold {
 
     /// The surface as DSH's expected-output file writes it (see [`surface_json`]).
     pub fn to_json(&self) -> String {
-        surface_json(&self.nodes, self.replace_generation, &self.replacements)
+        surface_json(
+            self.model,
+            &self.nodes,
+            self.replace_generation,
+            &self.replacements,
+        )
     }
 
     fn position(&self, seq: u64) -> Option<usize> {
@@ -202,7 +223,7 @@ impl SurfaceFold {
         &self,
         seq: u64,
         event: &Value,
-        lookup: impl FnOnce(u64) -> Option<V>,
+        mut lookup: impl FnMut(u64) -> Option<V>,
     ) -> Result<SurfaceChange, Rejection> {
         let got = prop(Some(event), "seq")?;
         if event_seq(got) != Some(seq) {
@@ -212,11 +233,16 @@ impl SurfaceFold {
             )));
         }
         let ty = prop(Some(event), "type")?;
-        let Some(op) = surface_op(event, ty)? else {
+        let Some(op) = surface_op(self.model, event, ty)? else {
             return Ok(SurfaceChange::Unchanged);
         };
         let is_assistant = ty.and_then(Value::as_str) == Some(ASSISTANT_MESSAGE);
         let sources = prop(Some(event), "sourceEventSeqs")?;
+        if is_assistant && sources.is_some() && self.model == SurfaceModel::V4 {
+            return Err(Rejection::rule(format!(
+                "format v4 assistant/message at seq {seq} embeds its stream and cannot carry sourceEventSeqs"
+            )));
+        }
         let (start, end) = match op {
             Op::Append => {
                 check_provenance(seq, ty, is_assistant, sources, &[])?;
@@ -241,9 +267,26 @@ impl SurfaceFold {
             )));
         }
         let shadowed = self.nodes[start_idx..=end_idx].to_vec();
+        if start_idx == 0 && self.model == SurfaceModel::V4 {
+            let head = lookup(shadowed[0]);
+            let head_type = head
+                .as_ref()
+                .map(Borrow::borrow)
+                .and_then(Value::as_object)
+                .and_then(|o| o.get("type"))
+                .and_then(Value::as_str);
+            let by_system = ty.and_then(Value::as_str) == Some(SYSTEM_MESSAGE);
+            if head_type == Some(SYSTEM_MESSAGE) && !(by_system && shadowed.len() == 1) {
+                return Err(Rejection::rule(
+                    "surface replace: node 0 holds the system prompt and may be rewritten only by \
+                     a system/message over exactly that node"
+                        .to_owned(),
+                ));
+            }
+        }
         check_provenance(seq, ty, is_assistant, sources, &shadowed)?;
         if ty.and_then(Value::as_str) == Some(TOOL_RESULT) {
-            check_tool_result_rewrite(event, &shadowed, lookup)?;
+            check_tool_result_rewrite(self.model, event, &shadowed, lookup)?;
         }
         Ok(SurfaceChange::Replaced(Replacement {
             seq,
@@ -287,12 +330,16 @@ fn event_seq(value: Option<&Value>) -> Option<u64> {
 }
 
 /// DSH's `surfaceOpOf`: `None` for a non-surface event, else its validated operation.
-fn surface_op(event: &Value, ty: Option<&Value>) -> Result<Option<Op>, Rejection> {
+fn surface_op(
+    model: SurfaceModel,
+    event: &Value,
+    ty: Option<&Value>,
+) -> Result<Option<Op>, Rejection> {
     let op = prop(Some(event), "surfaceOp")?;
     let ty_text = template(ty);
     if !ty
         .and_then(Value::as_str)
-        .is_some_and(is_surface_eligible_type)
+        .is_some_and(|t| model.is_eligible(t))
     {
         if op.is_some() {
             return Err(Rejection::rule(format!(
@@ -321,12 +368,13 @@ fn surface_op(event: &Value, ty: Option<&Value>) -> Result<Option<Op>, Rejection
             )))
         }
     };
-    let is_replace = op.has_exact_keys(&["op", "start", "end"])
+    let (start_key, end_key) = model.replace_keys();
+    let is_replace = op.has_exact_keys(&["op", start_key, end_key])
         && op.get("op").is_some_and(|v| v.as_str() == Some("replace"));
     match (
         is_replace,
-        event_seq(op.get("start")),
-        event_seq(op.get("end")),
+        event_seq(op.get(start_key)),
+        event_seq(op.get(end_key)),
     ) {
         (true, Some(start), Some(end)) => Ok(Some(Op::Replace { start, end })),
         _ => Err(Rejection::rule(format!(
@@ -400,9 +448,10 @@ fn check_provenance(
 /// `tool/result`, and its `data` equals the original's once `message.content` is replaced by
 /// `[{...content[0], content: null}]` on both sides (order-insensitive deep equality).
 fn check_tool_result_rewrite<V: Borrow<Value>>(
+    model: SurfaceModel,
     event: &Value,
     shadowed: &[u64],
-    lookup: impl FnOnce(u64) -> Option<V>,
+    mut lookup: impl FnMut(u64) -> Option<V>,
 ) -> Result<(), Rejection> {
     let [target] = shadowed else {
         return Err(Rejection::rule(
@@ -423,8 +472,12 @@ fn check_tool_result_rewrite<V: Borrow<Value>>(
             "tool/result surface replacement must target a current tool/result".to_owned(),
         ));
     };
-    let original_view = content_blind_view(original)?;
-    let replacement_view = content_blind_view(event)?;
+    let view = match model {
+        SurfaceModel::V0 => content_blind_view,
+        SurfaceModel::V4 => message_content_blind_view,
+    };
+    let original_view = view(original)?;
+    let replacement_view = view(event)?;
     if deep_equal(&original_view, &replacement_view) {
         Ok(())
     } else {
@@ -450,30 +503,49 @@ fn content_blind_view(event: &Value) -> Result<Value, TypeError> {
     Ok(Value::Object(rest))
 }
 
+/// V4's rewrite rule: `{...data, message: {...data.message, content: null}}` (a V4 tool result
+/// is a first-class tool message; only its `content` may change).
+fn message_content_blind_view(event: &Value) -> Result<Value, TypeError> {
+    let data = prop(Some(event), "data")?;
+    let message = prop(data, "message")?;
+    let mut message_view = spread(message);
+    message_view.insert("content".into(), Value::Null);
+    let mut rest = spread(data);
+    rest.insert("message".into(), Value::Object(message_view));
+    Ok(Value::Object(rest))
+}
+
 /// A surface as DSH's expected-output file writes it, without spaces: `{"nodes":[…],
-/// "replaceGeneration":n,"replacements":[{"seq","start","end","shadowedSeqs"}…]}`.
+/// "replaceGeneration":n,"replacements":[{"seq","start","end","shadowedSeqs"}…]}`. Under V4 the
+/// endpoints are spelled `startSeq`/`endSeq` and `contentGeneration` follows
+/// `replaceGeneration` (equal to it: message projections are not modelled yet).
 pub fn surface_json(
+    model: SurfaceModel,
     nodes: &[u64],
     replace_generation: u64,
     replacements: &[Replacement],
 ) -> String {
+    let (start_key, end_key) = model.replace_keys();
     let replacements = replacements
         .iter()
         .map(|r| {
             Value::Object(
                 Object::new()
                     .with("seq", seq_value(r.seq))
-                    .with("start", seq_value(r.start))
-                    .with("end", seq_value(r.end))
+                    .with(start_key, seq_value(r.start))
+                    .with(end_key, seq_value(r.end))
                     .with("shadowedSeqs", seqs_value(&r.shadowed_seqs)),
             )
         })
         .collect();
+    let mut surface = Object::new()
+        .with("nodes", seqs_value(nodes))
+        .with("replaceGeneration", seq_value(replace_generation));
+    if model == SurfaceModel::V4 {
+        surface = surface.with("contentGeneration", seq_value(replace_generation));
+    }
     stringify(&Value::Object(
-        Object::new()
-            .with("nodes", seqs_value(nodes))
-            .with("replaceGeneration", seq_value(replace_generation))
-            .with("replacements", Value::Array(replacements)),
+        surface.with("replacements", Value::Array(replacements)),
     ))
 }
 

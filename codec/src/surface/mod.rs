@@ -12,18 +12,22 @@
 mod fold;
 mod header;
 mod js;
+mod model;
 mod replay;
 
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod v4_tests;
 
 use std::borrow::Borrow;
 
 pub use fold::{surface_json, Replacement, SurfaceChange, SurfaceFold};
 pub use header::{canonical_header, fold_request_header, RequestHeaderFold};
-pub use replay::{replay, Replay};
+pub use model::{SurfaceModel, DEVELOPER_MESSAGE, SYSTEM_MESSAGE};
+pub use replay::{replay, replay_with, Replay};
 
 use crate::json::Value;
 use crate::Result;
@@ -36,25 +40,35 @@ const TOOL_RESULT: &str = "tool/result";
 /// Whether `ty` is one of the three message-producing types that may join the surface
 /// (DSH's `isSurfaceEligibleType`).
 pub fn is_surface_eligible_type(ty: &str) -> bool {
-    matches!(ty, USER_MESSAGE | ASSISTANT_MESSAGE | TOOL_RESULT)
+    SurfaceModel::V0.is_eligible(ty)
 }
 
 /// A surface-eligible event carrying a `surfaceOp` (any value, even `null`): DSH's
 /// `isSurfaceEvent`.
 pub fn is_surface_event(event: &Value) -> bool {
+    is_surface_event_in(SurfaceModel::V0, event)
+}
+
+/// [`is_surface_event`] under `model`'s surface types.
+pub fn is_surface_event_in(model: SurfaceModel, event: &Value) -> bool {
     let Some(obj) = event.as_object() else {
         return false;
     };
     obj.get("type")
         .and_then(Value::as_str)
-        .is_some_and(is_surface_eligible_type)
+        .is_some_and(|ty| model.is_eligible(ty))
         && obj.contains_key("surfaceOp")
 }
 
 /// An append-origin surface event (`"surfaceOp":"append"`): the human transcript's material,
 /// kept in log order whether or not it was later shadowed (DSH's `isAppendSurfaceEvent`).
 pub fn is_append_surface_event(event: &Value) -> bool {
-    is_surface_event(event) && surface_op_is_append(event)
+    is_append_surface_event_in(SurfaceModel::V0, event)
+}
+
+/// [`is_append_surface_event`] under `model`'s surface types.
+pub fn is_append_surface_event_in(model: SurfaceModel, event: &Value) -> bool {
+    is_surface_event_in(model, event) && surface_op_is_append(event)
 }
 
 /// A surface event whose `surfaceOp` is anything but `"append"`: a model-only replacement copy
@@ -80,14 +94,17 @@ fn surface_op_is_append(event: &Value) -> bool {
 /// `assistant/message` without `data.message.content`, a `tool/result` with `null` data). The
 /// seq is the event's `seq` (0 when it has none).
 pub fn derive_event_message(event: &Value) -> Result<Option<&Value>> {
-    derive(Some(event)).map_err(|e| e.at(event_seq_or_zero(event)))
+    derive(SurfaceModel::V0, Some(event)).map_err(|e| e.at(event_seq_or_zero(event)))
 }
 
-fn derive(event: Option<&Value>) -> Result<Option<&Value>, TypeError> {
+/// `deriveEventMessage` under `model`: V4 adds `system/message` and `developer/message`
+/// (`data.message`, nothing when its content is empty, like an assistant's).
+fn derive(model: SurfaceModel, event: Option<&Value>) -> Result<Option<&Value>, TypeError> {
     let ty = prop(event, "type")?;
-    let message = match ty.and_then(Value::as_str) {
+    let ty = ty.and_then(Value::as_str).filter(|t| model.is_eligible(t));
+    let message = match ty {
         Some(USER_MESSAGE) => prop(event, "data")?,
-        Some(ASSISTANT_MESSAGE) => {
+        Some(t) if model.drops_empty_content(t) => {
             let message = prop(prop(event, "data")?, "message")?;
             let content = prop(message, "content")?;
             let empty = length(content)?.is_some_and(|n| n.as_f64() == Some(0.0));
@@ -97,8 +114,8 @@ fn derive(event: Option<&Value>) -> Result<Option<&Value>, TypeError> {
                 message
             }
         }
-        Some(TOOL_RESULT) => prop(prop(event, "data")?, "message")?,
-        _ => None,
+        Some(_) => prop(prop(event, "data")?, "message")?,
+        None => None,
     };
     Ok(message.filter(|m| !matches!(m, Value::Null)))
 }
@@ -112,12 +129,21 @@ fn derive(event: Option<&Value>) -> Result<Option<&Value>, TypeError> {
 /// DSH) or `lookup` has no event for it.
 pub fn derive_messages<V: Borrow<Value>>(
     nodes: &[u64],
+    lookup: impl FnMut(u64) -> Option<V>,
+) -> Result<Vec<Value>> {
+    derive_messages_in(SurfaceModel::V0, nodes, lookup)
+}
+
+/// [`derive_messages`] under `model`'s message projection.
+pub fn derive_messages_in<V: Borrow<Value>>(
+    model: SurfaceModel,
+    nodes: &[u64],
     mut lookup: impl FnMut(u64) -> Option<V>,
 ) -> Result<Vec<Value>> {
     let mut messages = Vec::with_capacity(nodes.len());
     for &seq in nodes {
         let event = lookup(seq);
-        let message = derive(event.as_ref().map(Borrow::borrow)).map_err(|e| e.at(seq))?;
+        let message = derive(model, event.as_ref().map(Borrow::borrow)).map_err(|e| e.at(seq))?;
         messages.extend(message.filter(|m| truthy(m)).cloned());
     }
     Ok(messages)

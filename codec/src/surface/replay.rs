@@ -5,7 +5,9 @@
 //! Invariant: the result is a pure function of the events; an event DSH would throw on makes the
 //! whole replay fail with that error.
 
-use super::{derive_messages, is_append_surface_event, RequestHeaderFold, SurfaceFold};
+use super::{
+    derive_messages_in, is_append_surface_event_in, RequestHeaderFold, SurfaceFold, SurfaceModel,
+};
 use crate::json::{stringify, Value};
 use crate::Result;
 
@@ -43,19 +45,27 @@ fn jsonl(values: &[Value]) -> String {
 /// # Errors
 /// [`crate::Error::Surface`] wherever DSH's fold, message projection or header fold throws.
 pub fn replay(events: &[Value]) -> Result<Replay> {
+    replay_with(SurfaceModel::V0, events)
+}
+
+/// [`replay`] under `model`'s surface rules.
+///
+/// # Errors
+/// As [`replay`].
+pub fn replay_with(model: SurfaceModel, events: &[Value]) -> Result<Replay> {
     let lookup = |seq: u64| usize::try_from(seq).ok().and_then(|i| events.get(i));
-    let mut surface = SurfaceFold::new();
+    let mut surface = SurfaceFold::new().with_model(model);
     for event in events {
         surface.apply(event, lookup)?;
     }
-    let messages = derive_messages(surface.nodes(), lookup)?;
+    let messages = derive_messages_in(model, surface.nodes(), lookup)?;
     let mut header = RequestHeaderFold::new();
     for event in events {
         header.apply(event)?;
     }
     let transcript = events
         .iter()
-        .filter(|e| is_append_surface_event(e))
+        .filter(|e| is_append_surface_event_in(model, e))
         .cloned()
         .collect();
     Ok(Replay {

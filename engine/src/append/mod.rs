@@ -57,11 +57,11 @@ impl Store {
             rule: format!("header: {e}"),
         })?;
         let id = header.id.to_string_lossy();
-        if header.version != Some(0) && header.check == HeaderCheck::Valid {
+        if !matches!(header.version, Some(0 | 4)) && header.check == HeaderCheck::Valid {
             return Err(Error::Rejected {
                 id,
                 seq: None,
-                rule: "header: sessionlog authors format v0 sessions only so far".into(),
+                rule: "header: sessionlog authors format v0 and v4 sessions".into(),
             });
         }
         if header.check != HeaderCheck::Valid {
@@ -183,7 +183,10 @@ impl Store {
     ) -> Result<&'g mut hot::HotSession> {
         if slot.is_none() {
             let meta = self.require_meta(id.as_bytes())?;
-            meta.require_v0_model("appending")?;
+            meta.require_surface_model("appending")?;
+            if self.options.strict_appends {
+                meta.require_v0_model("a strict append (DSH 0.1's invariant companion)")?;
+            }
             match &meta.verdict {
                 Verdict::Clean => {}
                 Verdict::Torn => {
@@ -201,7 +204,12 @@ impl Store {
                 }
             }
             let surface = self.fold_surface(&meta)?;
-            let projections = self.projection_set(&meta)?;
+            // Projection checkpoints follow DSH 0.1's model (V0 sessions only, so far).
+            let projections = if meta.version == 0 {
+                self.projection_set(&meta)?
+            } else {
+                sessionlog_codec::projection::ProjectionSet::new(0)
+            };
             let invariants = if self.options.strict_appends {
                 Some(self.invariant_trace(&meta)?)
             } else {
@@ -227,7 +235,8 @@ impl Store {
             });
         }
         match meta.events {
-            0 => Ok(sessionlog_codec::surface::SurfaceFold::new()),
+            0 => Ok(sessionlog_codec::surface::SurfaceFold::new()
+                .with_model(meta.require_surface_model("appending")?)),
             n => self.surface_fold_at(meta, n - 1),
         }
     }

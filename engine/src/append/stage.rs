@@ -103,14 +103,19 @@ pub(crate) fn stage(
     };
     let now = now_ms();
     let mut authored = Vec::with_capacity(events.len());
+    let v4 = hot.meta.version == 4;
     for (k, event) in events.into_iter().enumerate() {
         let seq = next + k as u64;
-        let unknown = !is_known(&event.ty) && !event.ignorable;
+        let unknown = !v4 && !is_known(&event.ty) && !event.ignorable;
         let ty = event.ty.clone();
-        authored.push(event.author(seq, now).map_err(|rule| reject(seq, rule))?);
+        let authored_event = event.author(seq, now).map_err(|rule| reject(seq, rule))?;
         if unknown {
             return Err(reject(seq, format!("event type \"{ty}\" is unknown to DSH 0.1.0, whose reader refuses a log holding it; mark it \"ignorable\": true")));
         }
+        if v4 {
+            check_v4_event(&authored_event).map_err(|rule| reject(seq, rule))?;
+        }
+        authored.push(authored_event);
     }
     let invariants = match &hot.invariants {
         Some(trace) => {
@@ -130,10 +135,11 @@ pub(crate) fn stage(
     let written = write_records(store, &hot.meta, &authored, &folded, batch).and_then(|meta| {
         // Checkpoints are needed only at checkpoint points (rare): only then is the projection
         // state copied and folded here; otherwise the hot state folds the events on publish.
-        let checkpoint = authored
-            .iter()
-            .enumerate()
-            .any(|(k, e)| is_checkpoint_point(first + k as u64, e));
+        let checkpoint = hot.meta.version == 0
+            && authored
+                .iter()
+                .enumerate()
+                .any(|(k, e)| is_checkpoint_point(first + k as u64, e));
         let projections = if checkpoint {
             let mut writer = ProjectionWriter {
                 set: hot.projections.clone(),
@@ -159,8 +165,10 @@ pub(crate) fn stage(
             meta: Some((
                 meta,
                 match projections {
-                    Projections::Pending(_) => Projections::Pending(authored),
-                    folded => folded,
+                    Projections::Pending(_) if hot.meta.version == 0 => {
+                        Projections::Pending(authored)
+                    }
+                    other => other,
                 },
             )),
         }),
@@ -247,18 +255,27 @@ pub(crate) fn write_records(
         batch.put_cf(surface_cf, key, value);
     }
     let mut text = String::new();
-    let records = pack_runs(authored);
     let mut block = BlockMeta {
         batch: meta.next_batch,
-        members: Vec::with_capacity(records.len()),
+        members: Vec::with_capacity(authored.len()),
     };
-    for packed in &records {
-        json::write_value(&mut text, packed.value());
-        text.push('\n');
-        block
-            .members
-            .push(u32::try_from(packed.members()).unwrap_or(u32::MAX));
+    if meta.version == 0 {
+        for packed in &pack_runs(authored) {
+            json::write_value(&mut text, packed.value());
+            text.push('\n');
+            block
+                .members
+                .push(u32::try_from(packed.members()).unwrap_or(u32::MAX));
+        }
+    } else {
+        // V2+: one row per event, `sourceEventSeqs` range-encoded in the file form.
+        for event in authored {
+            json::write_value(&mut text, &sessionlog_codec::rows::file_row(event));
+            text.push('\n');
+            block.members.push(1);
+        }
     }
+    let lines = block.members.len() as u64;
     let text = text.into_bytes();
     let seq = meta.events + block.members.iter().map(|&m| u64::from(m)).sum::<u64>();
     let key = keys::event_key(meta.number, keys::BLOCK, meta.events);
@@ -272,8 +289,8 @@ pub(crate) fn write_records(
         next.activity_ms = Some(t);
     }
     next.surface_since_snapshot = surface.since_snapshot;
-    next.committed_lines += records.len() as u64;
-    next.body_lines += records.len() as u64;
+    next.committed_lines += lines;
+    next.body_lines += lines;
     next.committed_bytes += text.len() as u64;
     next.plaintext_bytes += text.len() as u64;
     next.next_batch += 1;
@@ -299,17 +316,29 @@ pub(crate) fn write_records(
     Ok(next)
 }
 
+/// The append-site checks of a V4 event that its surface fold does not make: V4 row admission
+/// and the types V4 no longer has.
+fn check_v4_event(event: &Value) -> std::result::Result<(), String> {
+    let ty = event
+        .as_object()
+        .and_then(|o| o.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if ty == "assistant/chunk" || sessionlog_codec::chunk_rows::is_row_tag(ty) {
+        return Err(format!(
+            "event type \"{ty}\" does not exist in format v4: streams are embedded in assistant/message and assistant/attempt"
+        ));
+    }
+    match sessionlog_codec::rows::admit_v4_row(event) {
+        Ok(()) => Ok(()),
+        Err(
+            sessionlog_codec::rows::Admission::Corrupt(m)
+            | sessionlog_codec::rows::Admission::Unsupported(m),
+        ) => Err(m),
+    }
+}
+
 /// The time of the batch's last `user/message` a human wrote (`source.kind == "user"`).
 fn last_human_prompt(events: &[Value]) -> Option<i64> {
-    events.iter().rev().find_map(|e| {
-        let o = e.as_object()?;
-        let d = o.get("data")?.as_object()?;
-        let human = o.get("type")?.as_str()? == "user/message"
-            && d.get("source")?.as_object()?.get("kind")?.as_str()? == "user";
-        if human {
-            o.get("time")?.as_safe_integer()
-        } else {
-            None
-        }
-    })
+    events.iter().rev().find_map(crate::list::human_prompt_time)
 }

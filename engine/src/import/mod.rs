@@ -170,9 +170,13 @@ impl Store {
 
 /// Feeds body lines to DSH's scanner and stores the committed ones.
 struct BodyIndexer {
-    /// Whether the surface index and projections apply: the V0 model only, so far (see
-    /// `SessionMeta::require_v0_model`).
-    v0_model: bool,
+    /// Whether the surface index applies (V0 and V4 have a surface model; see
+    /// `SessionMeta::require_surface_model`).
+    indexed: bool,
+    /// Whether projection checkpoints apply (the V0 model only, so far).
+    projected: bool,
+    /// The time of the last human prompt committed (the listing's activity).
+    activity: Option<i64>,
     /// V0 and V1 refuse event types outside V0's frozen inventory, even ignorable ones.
     closed_v0_vocabulary: bool,
     /// V2 logs: the V2→V3 refusals DSH 0.2 meets reading them.
@@ -187,13 +191,17 @@ struct BodyIndexer {
 
 impl BodyIndexer {
     fn new(source_name: &str, header: &Header, header_len: u64) -> Self {
+        let version = header.version.unwrap_or(0);
+        let model = sessionlog_codec::surface::SurfaceModel::for_version(version);
         BodyIndexer {
-            v0_model: header.version.unwrap_or(0) == 0,
-            closed_v0_vocabulary: header.version.unwrap_or(0) <= 1,
+            indexed: model.is_some(),
+            projected: version == 0,
+            activity: None,
+            closed_v0_vocabulary: version <= 1,
             v2_migration: (header.version == Some(2)).then(Default::default),
             scanner: BodyScanner::for_header(header, header_len),
             support: SupportCheck::default(),
-            surface: crate::surface::SurfaceBuilder::default(),
+            surface: crate::surface::SurfaceBuilder::for_model(model.unwrap_or_default()),
             projections: crate::projection::ProjectionWriter::new(header_seed_length(header)),
             source_name: source_name.into(),
             id: header.id.clone(),
@@ -229,15 +237,19 @@ impl BodyIndexer {
             if let Some(check) = &mut self.v2_migration {
                 check.observe(e);
             }
-            if !self.v0_model {
-                continue;
+            if let Some(t) = crate::list::human_prompt_time(e) {
+                self.activity = Some(t);
             }
             let seq = first_seq + k as u64;
-            self.surface
-                .apply(number, seq, e, &mut |key, value| w.put_surface(key, value))?;
-            self.projections.apply(number, seq, e, &mut |key, value| {
-                w.put_checkpoint(key, value)
-            })?;
+            if self.indexed {
+                self.surface
+                    .apply(number, seq, e, &mut |key, value| w.put_surface(key, value))?;
+            }
+            if self.projected {
+                self.projections.apply(number, seq, e, &mut |key, value| {
+                    w.put_checkpoint(key, value)
+                })?;
+            }
         }
         let members = u32::try_from(events.len()).unwrap_or(u32::MAX);
         w.put_line(first_seq, members, batch, bytes)?;
@@ -246,12 +258,7 @@ impl BodyIndexer {
 
     /// The time of the last human `user/message` committed (the listing's activity).
     fn activity(&self) -> Option<i64> {
-        self.projections
-            .set
-            .view("activity")?
-            .as_object()?
-            .get("lastPromptAt")?
-            .as_safe_integer()
+        self.activity
     }
 
     /// The verdict, given the header's and any container-level (zstd) refusal.

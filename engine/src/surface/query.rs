@@ -4,7 +4,7 @@
 
 use sessionlog_codec::json::Value;
 use sessionlog_codec::surface::{
-    derive_messages, surface_json, Replacement, SurfaceChange, SurfaceFold,
+    derive_messages_in, surface_json, Replacement, SurfaceChange, SurfaceFold, SurfaceModel,
 };
 
 use super::{decode, Snapshot, OP, REPL, SNAP};
@@ -22,12 +22,19 @@ pub struct SurfaceView {
     pub replace_generation: u64,
     /// Every replacement up to N, in log order.
     pub replacements: Vec<Replacement>,
+    /// The surface rules of the session's format.
+    pub model: SurfaceModel,
 }
 
 impl SurfaceView {
     /// `{"nodes","replaceGeneration","replacements"}` as DSH's surface files spell it.
     pub fn to_json(&self) -> String {
-        surface_json(&self.nodes, self.replace_generation, &self.replacements)
+        surface_json(
+            self.model,
+            &self.nodes,
+            self.replace_generation,
+            &self.replacements,
+        )
     }
 }
 
@@ -35,11 +42,13 @@ impl Store {
     /// The surface after event `at` (default: the last event).
     pub fn surface_at(&self, id: &str, at: Option<u64>) -> Result<SurfaceView> {
         let meta = self.require_meta(id.as_bytes())?;
+        let model = meta.require_surface_model("the surface")?;
         let Some(at) = resolve_at(&meta, at)? else {
             return Ok(SurfaceView {
                 nodes: Vec::new(),
                 replace_generation: 0,
                 replacements: Vec::new(),
+                model,
             });
         };
         let fold = self.surface_fold_at(&meta, at)?;
@@ -52,6 +61,7 @@ impl Store {
             nodes: fold.nodes().to_vec(),
             replace_generation: fold.replace_generation(),
             replacements,
+            model,
         })
     }
 
@@ -70,9 +80,11 @@ impl Store {
                 None
             }
         };
-        let messages = derive_messages(fold.nodes(), lookup).map_err(|e| Error::SurfaceFailed {
-            id: id.into(),
-            reason: e.to_string(),
+        let messages = derive_messages_in(fold.model(), fold.nodes(), lookup).map_err(|e| {
+            Error::SurfaceFailed {
+                id: id.into(),
+                reason: e.to_string(),
+            }
         });
         match failure {
             Some(e) => Err(e),
@@ -84,6 +96,7 @@ impl Store {
     /// order (shadowed or not).
     pub fn transcript(&self, id: &str, at: Option<u64>) -> Result<Vec<Value>> {
         let meta = self.require_meta(id.as_bytes())?;
+        meta.require_surface_model("the transcript")?;
         let Some(at) = resolve_at(&meta, at)? else {
             return Ok(Vec::new());
         };
@@ -112,7 +125,7 @@ impl Store {
         if let Some(base) = meta.fork_of.as_ref().filter(|b| at < b.seed) {
             return self.surface_fold_at(&self.require_meta(&base.id)?, at);
         }
-        meta.require_v0_model("the surface, its messages and transcript")?;
+        let model = meta.require_surface_model("the surface, its messages and transcript")?;
         let id = meta.id_lossy();
         if let Some((seq, reason)) = &meta.surface_error {
             if at >= *seq {
@@ -125,13 +138,14 @@ impl Store {
         let cf = self.cf(CF_SURFACE)?;
         let mut it = self.db.raw_iterator_cf_opt(cf, self.bounded(meta.number));
         it.seek_for_prev(event_key(meta.number, SNAP, at));
-        let mut fold = SurfaceFold::new();
+        let mut fold = SurfaceFold::new().with_model(model);
         let mut from = 0;
         if let (Some(k), Some(v)) = (it.key(), it.value()) {
             if let Some((_, SNAP, seq)) = parse_event_key(k) {
                 let snap: Snapshot = decode(&id, v)?;
                 fold =
-                    SurfaceFold::from_snapshot(snap.next_seq, snap.nodes, snap.replace_generation);
+                    SurfaceFold::from_snapshot(snap.next_seq, snap.nodes, snap.replace_generation)
+                        .with_model(model);
                 from = seq + 1;
             }
         }
@@ -151,11 +165,10 @@ impl Store {
         }
         it.status()
             .map_err(Error::storage(format!("reading the surface of \"{id}\"")))?;
-        Ok(SurfaceFold::from_snapshot(
-            at + 1,
-            fold.nodes().to_vec(),
-            fold.replace_generation(),
-        ))
+        Ok(
+            SurfaceFold::from_snapshot(at + 1, fold.nodes().to_vec(), fold.replace_generation())
+                .with_model(model),
+        )
     }
 
     /// Visit every record of `section` with seq ≤ `at`, in seq order.

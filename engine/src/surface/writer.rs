@@ -63,6 +63,14 @@ pub(crate) struct SurfaceBuilder {
 }
 
 impl SurfaceBuilder {
+    /// A builder folding by `model`'s rules.
+    pub(crate) fn for_model(model: sessionlog_codec::surface::SurfaceModel) -> Self {
+        SurfaceBuilder {
+            fold: SurfaceFold::new().with_model(model),
+            ..Self::default()
+        }
+    }
+
     /// Fold and index committed event `seq`.
     pub(crate) fn apply(
         &mut self,

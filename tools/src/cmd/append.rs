@@ -9,7 +9,7 @@ use sessionlog_codec::header::{author_header, HeaderFields};
 use sessionlog_codec::json;
 use sessionlog_engine::{SourceEncoding, Store};
 
-use crate::cli::FormatArg;
+use crate::cli::{FormatArg, LogFormatArg};
 
 pub fn create(
     store: &Store,
@@ -17,6 +17,7 @@ pub fn create(
     cwd: Option<String>,
     created_at: Option<i64>,
     encoding: FormatArg,
+    format: LogFormatArg,
 ) -> anyhow::Result<ExitCode> {
     let created_at = created_at.unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -27,6 +28,7 @@ pub fn create(
         id,
         created_at,
         cwd,
+        version: if format == LogFormatArg::V4 { 4 } else { 0 },
         ..HeaderFields::default()
     });
     let encoding = match encoding {

@@ -52,7 +52,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             cwd,
             created_at,
             encoding,
-        } => append::create(&open()?, id, cwd, created_at, encoding),
+            format,
+        } => append::create(&open()?, id, cwd, created_at, encoding, format),
         Command::Append {
             id,
             expect_seq,

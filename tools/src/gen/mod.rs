@@ -8,7 +8,8 @@
 //! torn tail: the last record cut part-way, without its `"\n"`.
 //!
 //! [`session_batches`] yields the same session as a live feed (header line, then batch by batch)
-//! for benchmarks that append rather than import.
+//! for benchmarks that append rather than import; [`session_batches_v4`] the same session in
+//! DSH 0.2's format (V4).
 //!
 //! Module map: [`session`] (turn loop and batch writer), [`feed`] (the batch feed), [`stream`]
 //! (model calls and tools), [`compact`] (surface replacements), [`text`] (pseudo-text), [`rng`]
@@ -20,6 +21,7 @@ mod rng;
 mod session;
 mod stream;
 mod text;
+mod v4;
 
 #[cfg(test)]
 mod tests;
@@ -30,6 +32,7 @@ use std::path::{Path, PathBuf};
 pub use feed::{session_batches, Batch, SessionFeed};
 use rng::Rng;
 pub(crate) use text::uuid_from_bits;
+pub use v4::session_batches_v4;
 
 /// Salt of the PRNG stream that decides torn tails, kept apart from content so changing
 /// `torn_fraction` never changes what the untorn part of a session says.

@@ -164,6 +164,7 @@ impl Session {
             origin: subagent.then(|| "subagent".to_owned()),
             delegation_depth: i64::from(subagent),
             agent_preset: self.rng.chance(0.05).then(|| "coder".to_owned()),
+            version: 0,
         };
         self.out.push_str(&author_header(&fields));
         self.out.push('\n');

@@ -1,0 +1,444 @@
+//! Generated sessions in DSH 0.2's format (V4): the V0 generator's sessions carried through the
+//! shape changes later-format-spec §3.8 describes, so V4 workloads say what V0 ones say.
+//!
+//! - `assistant/chunk`s are folded away (the message keeps an empty `stream`, as migrated
+//!   legacy messages do) and later seqs close up; a regenerated assistant message replacing
+//!   another is dropped (V4 assistant messages carry no sources, so they cannot replace);
+//! - a `system/message` head (empty) follows the first `step/start`; a `request/header` whose
+//!   `system` text differs from the current prompt is preceded by a `system/message` replacing
+//!   the head, and loses its `system`;
+//! - the first `request/header` with tools is followed by a `developer/message` adding one tool
+//!   (`headerSeq` names the header);
+//! - tool results become tool-role messages; `plugin` sources become producer kinds; replaces
+//!   are spelled `{op,startSeq,endSeq}`; every seq reference is renumbered;
+//! - batches keep their grouping; each batch's text is its rows, `sourceEventSeqs`
+//!   range-encoded, one per line.
+
+use std::collections::HashMap;
+
+use sessionlog_codec::header::{author_header, parse_header, HeaderFields};
+use sessionlog_codec::json::{stringify, JsString, Object, Value};
+use sessionlog_codec::rows::file_row;
+use sessionlog_codec::surface::{SurfaceFold, SurfaceModel};
+
+use super::feed::{session_batches, Batch, SessionFeed};
+use super::GenOptions;
+
+/// Session number `index` of the corpus `opts` describes, in format V4, as a live feed.
+pub fn session_batches_v4(index: u64, opts: &GenOptions) -> SessionFeed {
+    let v0 = session_batches(index, opts);
+    let mut t = Transform {
+        surface: SurfaceFold::new().with_model(SurfaceModel::V4),
+        ..Transform::default()
+    };
+    let mut batches = Vec::new();
+    for batch in &v0.batches {
+        let first_seq = t.next;
+        let mut events = Vec::new();
+        for e in &batch.events {
+            t.event(e, &mut events);
+        }
+        if events.is_empty() {
+            continue;
+        }
+        let text = events
+            .iter()
+            .map(|e| stringify(&file_row(e)) + "\n")
+            .collect();
+        batches.push(Batch {
+            first_seq,
+            events,
+            text,
+        });
+    }
+    SessionFeed {
+        id: v0.id,
+        header_line: v4_header(&v0.header_line),
+        batches,
+    }
+}
+
+/// The V0 header's fields in V4's layout (`isSeeded` for `seedLength`).
+fn v4_header(v0: &str) -> String {
+    let Ok(h) = parse_header(v0.as_bytes()) else {
+        return v0.to_owned();
+    };
+    let o = &h.object;
+    let text = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_owned);
+    let int = |k: &str| o.get(k).and_then(Value::as_safe_integer);
+    author_header(&HeaderFields {
+        id: h.id.to_string_lossy(),
+        created_at: int("createdAt").unwrap_or(0),
+        cwd: text("cwd"),
+        parent_session: text("parentSession"),
+        seed_length: int("seedLength"),
+        origin: text("origin"),
+        delegation_depth: int("delegationDepth").unwrap_or(0),
+        agent_preset: text("agentPreset"),
+        version: 4,
+    })
+}
+
+/// The running state of one session's transform.
+#[derive(Default)]
+struct Transform {
+    /// The next V4 seq.
+    next: u64,
+    /// V0 seq → V4 seq of every event kept.
+    seqs: HashMap<u64, u64>,
+    /// The current system head's seq, once the first step started.
+    head: Option<u64>,
+    prompt: String,
+    /// The `{turn, step}` of the open step.
+    step: Option<(Value, Value)>,
+    developer_added: bool,
+    /// The V4 surface so far, to cite every node a replace shadows (the nodes this transform
+    /// inserted are not among the V0 sources).
+    surface: SurfaceFold,
+    /// Every event emitted, by seq.
+    emitted: Vec<Value>,
+}
+
+impl Transform {
+    /// Emit `event`'s V4 counterpart (and what goes with it) into `out`.
+    fn event(&mut self, event: &Value, out: &mut Vec<Value>) {
+        let Some(o) = event.as_object() else { return };
+        let ty = o.get("type").and_then(Value::as_str).unwrap_or_default();
+        let old_seq = seq_of(o.get("seq"));
+        let time = o.get("time").cloned().unwrap_or(Value::Null);
+        if ty == "assistant/chunk" {
+            return;
+        }
+        if ty == "assistant/message" && matches!(o.get("surfaceOp"), Some(Value::Object(_))) {
+            // A V4 assistant message cannot replace (it cites no sources): the regenerated copy
+            // is dropped and references to it go to the message it would have replaced.
+            let start = o
+                .get("surfaceOp")
+                .and_then(Value::as_object)
+                .and_then(|op| seq_of(op.get("start")))
+                .and_then(|s| self.seqs.get(&s).copied());
+            if let (Some(old), Some(start)) = (old_seq, start) {
+                self.seqs.insert(old, start);
+            }
+            return;
+        }
+        let mut e = o.clone();
+        let mut data = o
+            .get("data")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        match ty {
+            "step/start" => {
+                self.step = Some((
+                    data.get("turn").cloned().unwrap_or(Value::Null),
+                    data.get("step").cloned().unwrap_or(Value::Null),
+                ));
+            }
+            "request/header" => {
+                let mut header = data
+                    .get("header")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                if let Some(Value::String(system)) = header.get("system") {
+                    let system = system.to_string_lossy();
+                    if system != self.prompt && self.head.is_some() {
+                        self.replace_head(&system, &time, out);
+                    }
+                    self.prompt = system;
+                }
+                header = without(&header, "system");
+                data.insert(JsString::from("header"), Value::Object(header));
+            }
+            "assistant/message" => {
+                e = without(&e, "sourceEventSeqs");
+                data.insert(JsString::from("stream"), Value::Array(Vec::new()));
+            }
+            "tool/result" => data = tool_role(&data),
+            "user/message" => data = producer_source(&data),
+            _ => {}
+        }
+        self.remap(&mut e, &mut data);
+        e.insert(JsString::from("data"), Value::Object(data.clone()));
+        let seq = self.push(e, out);
+        if let Some(old) = old_seq {
+            self.seqs.insert(old, seq);
+        }
+        if ty == "step/start" && self.head.is_none() {
+            self.head = Some(self.system_message(&time, None, out));
+        }
+        if ty == "request/header" && !self.developer_added && self.step.is_some() {
+            self.add_tool(&data, seq, &time, out);
+        }
+    }
+
+    /// Assign the next seq to `e`, make a replace cite every node it shadows, and emit it.
+    fn push(&mut self, mut e: Object, out: &mut Vec<Value>) -> u64 {
+        let seq = self.next;
+        e.insert(JsString::from("seq"), Value::from(seq as i64));
+        self.cite_shadowed(&mut e);
+        let event = Value::Object(e);
+        let emitted = &self.emitted;
+        let lookup = |s: u64| usize::try_from(s).ok().and_then(|i| emitted.get(i));
+        // The V0 session folds; the transform keeps that true, and the live append that
+        // consumes this feed re-checks every event anyway.
+        let _ = self.surface.apply(&event, lookup);
+        self.emitted.push(event.clone());
+        out.push(event);
+        self.next += 1;
+        seq
+    }
+
+    /// Add to a replace's `sourceEventSeqs` the shadowed nodes it does not cite.
+    fn cite_shadowed(&self, e: &mut Object) {
+        let Some(op) = e.get("surfaceOp").and_then(Value::as_object) else {
+            return;
+        };
+        let nodes = self.surface.nodes();
+        let at = |key: &str| {
+            let seq = seq_of(op.get(key))?;
+            nodes.iter().position(|&n| n == seq)
+        };
+        let (Some(a), Some(b)) = (at("startSeq"), at("endSeq")) else {
+            return;
+        };
+        let Some(shadowed) = nodes.get(a..=b) else {
+            return;
+        };
+        let mut sources: Vec<u64> = e
+            .get("sourceEventSeqs")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(|v| seq_of(Some(v))).collect())
+            .unwrap_or_default();
+        for s in shadowed {
+            if !sources.contains(s) {
+                sources.push(*s);
+            }
+        }
+        let list = sources.iter().map(|&s| Value::from(s as i64)).collect();
+        e.insert(JsString::from("sourceEventSeqs"), Value::Array(list));
+    }
+
+    /// A `system/message` with the current prompt: the head (append), or with `replaces` its
+    /// replacement.
+    fn system_message(&mut self, time: &Value, replaces: Option<u64>, out: &mut Vec<Value>) -> u64 {
+        let (turn, step) = self
+            .step
+            .clone()
+            .unwrap_or((Value::from(1), Value::from(1)));
+        let content = if self.prompt.is_empty() {
+            Vec::new()
+        } else {
+            vec![Value::Object(
+                Object::new()
+                    .with("type", "text")
+                    .with("text", self.prompt.as_str()),
+            )]
+        };
+        let message = Object::new()
+            .with("id", format!("system-{}", self.next).as_str())
+            .with("role", "system")
+            .with("content", Value::Array(content))
+            .with("source", Object::new().with("kind", "system-prompt"));
+        let mut e = Object::new()
+            .with("type", "system/message")
+            .with("seq", 0)
+            .with("time", time.clone())
+            .with(
+                "data",
+                Object::new()
+                    .with("turn", turn)
+                    .with("step", step)
+                    .with("message", message),
+            );
+        match replaces {
+            None => e = e.with("surfaceOp", "append"),
+            Some(head) => {
+                let h = Value::from(head as i64);
+                e = e
+                    .with("sourceEventSeqs", Value::Array(vec![h.clone()]))
+                    .with(
+                        "surfaceOp",
+                        Object::new()
+                            .with("op", "replace")
+                            .with("startSeq", h.clone())
+                            .with("endSeq", h),
+                    );
+            }
+        }
+        self.push(e, out)
+    }
+
+    fn replace_head(&mut self, prompt: &str, time: &Value, out: &mut Vec<Value>) {
+        self.prompt = prompt.to_owned();
+        let head = self.head;
+        self.head = Some(self.system_message(time, head, out));
+    }
+
+    /// After the first `request/header` with tools: a `developer/message` adding its first tool.
+    fn add_tool(&mut self, data: &Object, header_seq: u64, time: &Value, out: &mut Vec<Value>) {
+        let header = data.get("header").and_then(Value::as_object);
+        let Some(name) = header
+            .and_then(|h| h.get("tools"))
+            .and_then(Value::as_array)
+            .and_then(|t| t.first())
+            .and_then(Value::as_object)
+            .and_then(|t| t.get("name"))
+            .cloned()
+        else {
+            return;
+        };
+        let (turn, step) = self
+            .step
+            .clone()
+            .unwrap_or((Value::from(1), Value::from(1)));
+        let block = Object::new()
+            .with("type", "tool-addition")
+            .with("toolName", name);
+        let message = Object::new()
+            .with("id", format!("developer-{}", self.next).as_str())
+            .with("role", "developer")
+            .with("content", Value::Array(vec![Value::Object(block)]))
+            .with("source", Object::new().with("kind", "tool-catalog"));
+        let e = Object::new()
+            .with("type", "developer/message")
+            .with("seq", 0)
+            .with("time", time.clone())
+            .with(
+                "data",
+                Object::new()
+                    .with("turn", turn)
+                    .with("step", step)
+                    .with("message", message)
+                    .with("headerSeq", header_seq as i64),
+            )
+            .with("surfaceOp", "append");
+        self.push(e, out);
+        self.developer_added = true;
+    }
+
+    /// Renumber `e`'s and `data`'s seq references through the V0 → V4 map.
+    fn remap(&self, e: &mut Object, data: &mut Object) {
+        let map = |v: &Value| -> Value {
+            match seq_of(Some(v)).and_then(|s| self.seqs.get(&s)) {
+                Some(&n) => Value::from(n as i64),
+                None => v.clone(),
+            }
+        };
+        if let Some(Value::Array(list)) = e.get("sourceEventSeqs").cloned() {
+            let mapped = list
+                .iter()
+                .filter(|v| seq_of(Some(v)).is_some_and(|s| self.seqs.contains_key(&s)))
+                .map(map)
+                .collect();
+            e.insert(JsString::from("sourceEventSeqs"), Value::Array(mapped));
+        }
+        if let Some(Value::Object(op)) = e.get("surfaceOp").cloned() {
+            let start = op.get("start").map(map).unwrap_or(Value::Null);
+            let end = op.get("end").map(map).unwrap_or(Value::Null);
+            let op = Object::new()
+                .with("op", "replace")
+                .with("startSeq", start)
+                .with("endSeq", end);
+            e.insert(JsString::from("surfaceOp"), Value::Object(op));
+        }
+        for key in ["shadowedSeqs", "messageSeqs"] {
+            if let Some(Value::Array(list)) = data.get(key).cloned() {
+                data.insert(
+                    JsString::from(key),
+                    Value::Array(list.iter().map(map).collect()),
+                );
+            }
+        }
+        if let Some(Value::Object(range)) = data.get("shadowedRange").cloned() {
+            let mut range = range;
+            for key in ["start", "end"] {
+                if let Some(v) = range.get(key).cloned() {
+                    range.insert(JsString::from(key), map(&v));
+                }
+            }
+            data.insert(JsString::from("shadowedRange"), Value::Object(range));
+        }
+        if let Some(v) = data.get("sourceEventSeq").cloned() {
+            data.insert(JsString::from("sourceEventSeq"), map(&v));
+        }
+    }
+}
+
+fn seq_of(v: Option<&Value>) -> Option<u64> {
+    v?.as_safe_integer().and_then(|n| u64::try_from(n).ok())
+}
+
+/// `o` without `key` (order kept).
+fn without(o: &Object, key: &str) -> Object {
+    let mut out = Object::new();
+    for (k, v) in o.iter().filter(|(k, _)| !k.eq_str(key)) {
+        out.insert(k.clone(), v.clone());
+    }
+    out
+}
+
+/// A V0 tool result (`role:"user"` with one `tool-result` block) as V4's tool-role message.
+fn tool_role(data: &Object) -> Object {
+    let mut data = data.clone();
+    let Some(message) = data.get("message").and_then(Value::as_object).cloned() else {
+        return data;
+    };
+    let block = message
+        .get("content")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let call_id = block.get("toolCallId").cloned().unwrap_or(Value::Null);
+    let mut lifted = Object::new()
+        .with("id", message.get("id").cloned().unwrap_or(Value::Null))
+        .with("role", "tool")
+        .with(
+            "source",
+            message.get("source").cloned().unwrap_or(Value::Null),
+        )
+        .with("toolCallId", call_id)
+        .with(
+            "content",
+            block
+                .get("content")
+                .cloned()
+                .unwrap_or(Value::Array(Vec::new())),
+        );
+    if block.get("isError") == Some(&Value::Bool(true)) || data.contains_key("error") {
+        lifted = lifted.with("isError", true);
+    }
+    data.insert(JsString::from("message"), Value::Object(lifted));
+    data
+}
+
+/// A `user/message` whose source is `{kind:"plugin",plugin:P}` with V4's producer kind.
+fn producer_source(data: &Object) -> Object {
+    let mut data = data.clone();
+    let Some(source) = data.get("source").and_then(Value::as_object).cloned() else {
+        return data;
+    };
+    if source.get("kind").and_then(Value::as_str) != Some("plugin") {
+        return data;
+    }
+    let plugin = source
+        .get("plugin")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let kind = match plugin {
+        "compact" => "compact-checkpoint".to_owned(),
+        other => format!("plugin:{other}"),
+    };
+    let mut renamed = Object::new().with("kind", kind.as_str());
+    for (k, v) in source
+        .iter()
+        .filter(|(k, _)| !k.eq_str("kind") && !k.eq_str("plugin"))
+    {
+        renamed.insert(k.clone(), v.clone());
+    }
+    data.insert(JsString::from("source"), Value::Object(renamed));
+    data
+}
