@@ -314,6 +314,29 @@ fn later_generation_reader_cases() {
             "format v4 tool/result at seq 0 carries error metadata for a non-error tool result"
         )
     );
+    // Case 14: a tool addition names an earlier request/header that defines the tool.
+    let header_row = row(
+        0,
+        "request/header",
+        r#"{"header":{"tools":[{"name":"t","description":"d","parameters":{}}]},"reason":"initial"}"#,
+    );
+    let developer = |header_seq: u64| {
+        format!(
+            r#"{{"type":"developer/message","seq":2,"time":1,"data":{{"turn":1,"step":1,"message":{{"id":"d","role":"developer","content":[{{"type":"tool-addition","toolName":"t"}}],"source":{{"kind":"tool-catalog"}}}},"headerSeq":{header_seq}}},"surfaceOp":"append"}}"#
+        )
+    };
+    let rows = |header_seq| {
+        [
+            header_row.clone(),
+            row(1, "a/b", "{}"),
+            developer(header_seq),
+        ]
+    };
+    assert_eq!(verdict_of(&log(4, "", &rows(0))), Verdict::Clean);
+    assert!(matches!(
+        verdict_of(&log(4, "", &rows(1))),
+        Verdict::Corrupt(m) if m.contains("headerSeq 1 must name an earlier request/header")
+    ));
     // Cases 15 and 16.
     let good: Vec<String> = (0..10).map(|s| row(s, "a/b", "{}")).collect();
     let with = |tail: &str| {
@@ -375,7 +398,7 @@ fn unserved_views_are_refused_not_answered_in_the_wrong_model() {
 }
 
 /// Generated V4 sessions (system-prompt replacements, compactions, tool-result rewrites,
-/// developer tool additions) appended live give DSH's V4 file, byte for byte in both encodings;
+/// developer tool additions, seeded forks with their inherited marker) appended live give DSH's V4 file, byte for byte in both encodings;
 /// re-imported they give the same bytes and answers; and every indexed answer equals a naive
 /// V4 replay.
 #[test]
@@ -392,6 +415,7 @@ fn generated_v4_sessions_round_trip_and_answer_like_a_replay() {
         torn_fraction: 0.0,
     };
     let (mut replaced_heads, mut developer, mut compactions, mut rewrites) = (0, 0, 0, 0);
+    let mut seeded = 0;
     for i in 0..opts.sessions {
         let feed = session_batches_v4(i, &opts);
         let mut plain = feed.header_line.clone() + "\n";
@@ -447,6 +471,7 @@ fn generated_v4_sessions_round_trip_and_answer_like_a_replay() {
             }
             .unwrap_or_else(|e| panic!("re-import {}: {e}", feed.id));
             assert_eq!(report.verdict, Verdict::Clean);
+            seeded += usize::from(feed.header_line.contains(r#""isSeeded":true"#));
             assert_eq!(export_bytes(&again, &feed.id), file);
             assert_eq!(
                 again.messages_at(&feed.id, None).expect("messages"),
@@ -475,7 +500,75 @@ fn generated_v4_sessions_round_trip_and_answer_like_a_replay() {
         }
     }
     assert!(
-        replaced_heads > 0 && developer > 0 && compactions > 0 && rewrites > 0,
-        "{replaced_heads} {developer} {compactions} {rewrites}"
+        replaced_heads > 0 && developer > 0 && compactions > 0 && rewrites > 0 && seeded > 0,
+        "{replaced_heads} {developer} {compactions} {rewrites} {seeded}"
     );
+}
+
+/// Live V4 appends refuse what DSH 0.2 refuses, naming the seq and the rule, and write nothing.
+#[test]
+fn v4_appends_reject_with_the_rule_and_write_nothing() {
+    use sessionlog::codec::json::parse;
+    use sessionlog::engine::SourceEncoding;
+
+    let (_t, store) = temp_store();
+    store
+        .create_session(&header(4, "live", ""), SourceEncoding::JsonlZstd)
+        .expect("create");
+    let batch = |lines: &[&str]| -> Vec<sessionlog::codec::event::NewEvent> {
+        lines
+            .iter()
+            .map(|l| {
+                sessionlog::codec::event::NewEvent::from_value(&parse(l).expect("JSON"))
+                    .expect("event")
+            })
+            .collect()
+    };
+    let opening = batch(&[
+        r#"{"type":"turn/start","time":1,"data":{"turn":1}}"#,
+        r#"{"type":"step/start","time":1,"data":{"turn":1,"step":1}}"#,
+        r#"{"type":"system/message","time":1,"data":{"turn":1,"step":1,"message":{"id":"s","role":"system","content":[],"source":{"kind":"system-prompt"}}},"surfaceOp":"append"}"#,
+        r#"{"type":"user/message","time":1,"data":{"id":"u","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
+    ]);
+    store.append("live", Some(0), opening).expect("append");
+    let before = export_bytes(&store, "live");
+    let refusals = [
+        (
+            r#"{"type":"assistant/chunk","time":1,"data":{"turn":1,"step":1}}"#,
+            "does not exist in format v4",
+        ),
+        (
+            r#"{"type":"assistant/message","time":1,"data":{"turn":1,"step":1,"message":{"id":"a","role":"assistant","content":[]},"stream":[]},"sourceEventSeqs":[3],"surfaceOp":"append"}"#,
+            "cannot carry sourceEventSeqs",
+        ),
+        (
+            r#"{"type":"user/message","time":1,"data":{"id":"c","role":"user","content":[],"source":{"kind":"compact-checkpoint"}},"sourceEventSeqs":[2,3],"surfaceOp":{"op":"replace","startSeq":2,"endSeq":3}}"#,
+            "node 0 holds the system prompt",
+        ),
+        (
+            r#"{"type":"user/message","time":1,"data":{"id":"c","role":"user","content":[],"source":{"kind":"plugin","plugin":"x"}},"surfaceOp":"append"}"#,
+            "producer-owned source kind",
+        ),
+        (
+            r#"{"type":"developer/message","time":1,"data":{"turn":1,"step":1,"message":{"id":"d","role":"developer","content":[{"type":"tool-addition","toolName":"t"}],"source":{"kind":"x"}},"headerSeq":1},"surfaceOp":"append"}"#,
+            "must name an earlier request/header",
+        ),
+        (
+            r#"{"type":"request/header","time":1,"data":{"header":{"system":"x"},"reason":"initial"}}"#,
+            "retired header.system",
+        ),
+    ];
+    for (line, rule) in refusals {
+        let e = store
+            .append("live", Some(4), batch(&[line]))
+            .expect_err(rule);
+        let text = e.to_string();
+        assert!(text.contains("seq 4") && text.contains(rule), "{text}");
+        assert_eq!(
+            export_bytes(&store, "live"),
+            before,
+            "nothing written for {rule}"
+        );
+    }
+    assert_eq!(store.list().expect("list")[0].verdict, Verdict::Clean);
 }

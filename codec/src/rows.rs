@@ -292,6 +292,91 @@ pub fn admit_v4_row(row: &Value) -> Result<(), Admission> {
     Ok(())
 }
 
+/// The tool names a V4 `developer/message` adds (its `tool-addition` blocks), or `None` for any
+/// other event.
+pub fn added_tools(event: &Value) -> Option<Vec<String>> {
+    let o = event.as_object()?;
+    if o.get("type").and_then(Value::as_str) != Some("developer/message") {
+        return None;
+    }
+    let message = o
+        .get("data")?
+        .as_object()?
+        .get("message")
+        .and_then(Value::as_object);
+    Some(
+        content_blocks(message)
+            .iter()
+            .filter(|b| block_type(b) == Some("tool-addition"))
+            .filter_map(|b| b.as_object()?.get("toolName")?.as_str().map(str::to_owned))
+            .collect(),
+    )
+}
+
+/// The tool definitions a `request/header` declares (name → count), or `None` for any other
+/// event.
+pub fn declared_tools(event: &Value) -> Option<std::collections::HashMap<String, usize>> {
+    let o = event.as_object()?;
+    if o.get("type").and_then(Value::as_str) != Some("request/header") {
+        return None;
+    }
+    let tools = o
+        .get("data")
+        .and_then(Value::as_object)
+        .and_then(|d| d.get("header"))
+        .and_then(Value::as_object)
+        .and_then(|h| h.get("tools"))
+        .and_then(Value::as_array)
+        .unwrap_or(&[]);
+    let mut names = std::collections::HashMap::new();
+    for tool in tools.iter().filter_map(Value::as_object) {
+        let complete = matches!(tool.get("description"), Some(Value::String(_)))
+            && matches!(tool.get("parameters"), Some(Value::Object(_)));
+        if let (Some(name), true) = (tool.get("name").and_then(Value::as_str), complete) {
+            *names.entry(name.to_owned()).or_insert(0) += 1;
+        }
+    }
+    Some(names)
+}
+
+/// The V4 rule tying a `developer/message` that adds tools to its `headerSeq`: an earlier
+/// `request/header` whose tools hold exactly one complete definition (string `description`,
+/// object `parameters`) per added tool. `header_tools(seq)` gives the declared tools of the
+/// event at `seq` ([`declared_tools`]), `None` when it is not a `request/header`.
+pub fn check_header_seq(
+    event: &Value,
+    header_tools: impl FnOnce(u64) -> Option<std::collections::HashMap<String, usize>>,
+) -> Result<(), String> {
+    let Some(added) = added_tools(event).filter(|a| !a.is_empty()) else {
+        return Ok(());
+    };
+    let o = event.as_object();
+    let seq = o
+        .and_then(|o| o.get("seq"))
+        .and_then(Value::as_safe_integer);
+    let header_seq = o
+        .and_then(|o| o.get("data"))
+        .and_then(Value::as_object)
+        .and_then(|d| d.get("headerSeq"))
+        .and_then(Value::as_safe_integer);
+    let (Some(seq), Some(header_seq)) = (seq, header_seq) else {
+        return Err("developer/message headerSeq must be a non-negative safe integer".into());
+    };
+    let declared = u64::try_from(header_seq)
+        .ok()
+        .filter(|_| header_seq < seq)
+        .and_then(header_tools)
+        .ok_or_else(|| {
+            format!("format v4 developer/message at seq {seq} headerSeq {header_seq} must name an earlier request/header")
+        })?;
+    match added.iter().find(|name| declared.get(*name) != Some(&1)) {
+        None => Ok(()),
+        Some(name) => Err(format!(
+            "format v4 developer/message at seq {seq} adds tool {name}, which request/header {header_seq} does not define exactly once"
+        )),
+    }
+}
+
 /// `assertV4ToolResultMessage`: a first-class tool-role message.
 fn admit_tool_result(data: Option<&Object>, seq: &str) -> Result<(), String> {
     let subject = format!("format v4 tool/result at seq {seq}");
@@ -476,6 +561,32 @@ mod tests {
         assert_eq!(
             admit(removal),
             corrupt("format v4 developer/message must omit headerSeq without tool additions")
+        );
+    }
+
+    #[test]
+    fn a_tool_addition_names_an_earlier_header_defining_it_once() {
+        let header = parse(r#"{"type":"request/header","seq":1,"data":{"header":{"tools":[{"name":"t","description":"d","parameters":{}},{"name":"u","description":"d","parameters":{}},{"name":"u","description":"d","parameters":{}}]}}}"#).expect("JSON");
+        let tools = |s: u64| (s == 1).then(|| declared_tools(&header)).flatten();
+        let dev = |seq: u64, header_seq: u64, tool: &str| {
+            parse(&format!(r#"{{"type":"developer/message","seq":{seq},"data":{{"headerSeq":{header_seq},"message":{{"role":"developer","content":[{{"type":"tool-addition","toolName":"{tool}"}}]}}}}}}"#)).expect("JSON")
+        };
+        assert_eq!(check_header_seq(&dev(5, 1, "t"), tools), Ok(()));
+        assert!(
+            check_header_seq(&dev(5, 1, "u"), tools).is_err(),
+            "defined twice"
+        );
+        assert!(
+            check_header_seq(&dev(5, 1, "x"), tools).is_err(),
+            "not defined"
+        );
+        assert!(
+            check_header_seq(&dev(5, 2, "t"), tools).is_err(),
+            "not a request/header"
+        );
+        assert!(
+            check_header_seq(&dev(1, 3, "t"), tools).is_err(),
+            "a later seq"
         );
     }
 }

@@ -19,7 +19,10 @@
 
 use crate::header::Header;
 use crate::json::{self, Value};
-use crate::rows::{admit_v4_row, check_surface_op, decode_line, decode_row, Admission};
+use crate::rows::{
+    admit_v4_row, check_header_seq, check_surface_op, declared_tools, decode_line, decode_row,
+    Admission,
+};
 use crate::Result;
 
 /// What became of one body line.
@@ -50,6 +53,9 @@ pub struct BodyScanner {
     version: u32,
     seeded: bool,
     cut: Option<u64>,
+    /// V4: the tools each committed `request/header` declares, by seq (a `developer/message`
+    /// adding tools must name one of them).
+    header_tools: std::collections::HashMap<u64, std::collections::HashMap<String, usize>>,
     line: u64,
     next_seq: u64,
     committed_bytes: u64,
@@ -65,6 +71,7 @@ impl BodyScanner {
             version: 0,
             seeded: false,
             cut: None,
+            header_tools: std::collections::HashMap::new(),
             line: 0,
             next_seq: 0,
             committed_bytes: header_len,
@@ -214,6 +221,19 @@ impl BodyScanner {
         }
         match self.decode_row(value) {
             Ok(event) => {
+                if self.version == 4 {
+                    let tools = &self.header_tools;
+                    if let Err(m) = check_header_seq(&event, |s| tools.get(&s).cloned()) {
+                        self.fatal = Some(format!(
+                            "invalid committed event at line {}: {m}",
+                            self.line
+                        ));
+                        return Ok(LineOutcome::Tail);
+                    }
+                    if let Some(declared) = declared_tools(&event) {
+                        self.header_tools.insert(self.next_seq, declared);
+                    }
+                }
                 if is_inherited_marker(&event) {
                     self.cut = Some(self.next_seq);
                 }

@@ -8,6 +8,7 @@ use sessionlog_codec::event::NewEvent;
 use sessionlog_codec::json::{self, Value};
 use sessionlog_codec::known_types::is_known;
 use sessionlog_codec::projection::ProjectionSet;
+use sessionlog_codec::rows::{check_header_seq, declared_tools};
 use sessionlog_codec::stored::{encode_block, BlockMeta};
 use sessionlog_codec::surface::{SurfaceChange, SurfaceFold};
 use sessionlog_codec::zstd::FrameCompressor;
@@ -114,6 +115,18 @@ pub(crate) fn stage(
         }
         if v4 {
             check_v4_event(&authored_event).map_err(|rule| reject(seq, rule))?;
+            let header_tools = |s: u64| match s.checked_sub(next) {
+                Some(i) => authored
+                    .get(usize::try_from(i).ok()?)
+                    .and_then(declared_tools),
+                None => store
+                    .event_at(&hot.meta, s)
+                    .ok()
+                    .flatten()
+                    .as_ref()
+                    .and_then(declared_tools),
+            };
+            check_header_seq(&authored_event, header_tools).map_err(|rule| reject(seq, rule))?;
         }
         authored.push(authored_event);
     }

@@ -9,6 +9,9 @@
 //!   the head, and loses its `system`;
 //! - the first `request/header` with tools is followed by a `developer/message` adding one tool
 //!   (`headerSeq` names the header);
+//! - subagent sessions, and every third other one, are seeded forks: `isSeeded` (with a
+//!   `parentSession`), the first turn being the inherited prefix, closed by the
+//!   `{inherited:true}` end-seed that marks the cut;
 //! - tool results become tool-role messages; `plugin` sources become producer kinds; replaces
 //!   are spelled `{op,startSeq,endSeq}`; every seq reference is renumbered;
 //! - batches keep their grouping; each batch's text is its rows, `sourceEventSeqs`
@@ -27,8 +30,11 @@ use super::GenOptions;
 /// Session number `index` of the corpus `opts` describes, in format V4, as a live feed.
 pub fn session_batches_v4(index: u64, opts: &GenOptions) -> SessionFeed {
     let v0 = session_batches(index, opts);
+    let subagent = v0.header_line.contains(r#""parentSession":"#);
+    let seeded = subagent || index % 3 == 2;
     let mut t = Transform {
         surface: SurfaceFold::new().with_model(SurfaceModel::V4),
+        seed_pending: seeded,
         ..Transform::default()
     };
     let mut batches = Vec::new();
@@ -51,15 +57,17 @@ pub fn session_batches_v4(index: u64, opts: &GenOptions) -> SessionFeed {
             text,
         });
     }
+    let header_line = v4_header(&v0.header_line, seeded.then_some(&v0.id));
     SessionFeed {
         id: v0.id,
-        header_line: v4_header(&v0.header_line),
+        header_line,
         batches,
     }
 }
 
-/// The V0 header's fields in V4's layout (`isSeeded` for `seedLength`).
-fn v4_header(v0: &str) -> String {
+/// The V0 header's fields in V4's layout; a seeded session (`seeded_id`) gets `isSeeded` and a
+/// parent.
+fn v4_header(v0: &str, seeded_id: Option<&String>) -> String {
     let Ok(h) = parse_header(v0.as_bytes()) else {
         return v0.to_owned();
     };
@@ -70,8 +78,9 @@ fn v4_header(v0: &str) -> String {
         id: h.id.to_string_lossy(),
         created_at: int("createdAt").unwrap_or(0),
         cwd: text("cwd"),
-        parent_session: text("parentSession"),
-        seed_length: int("seedLength"),
+        parent_session: text("parentSession")
+            .or_else(|| seeded_id.map(|id| format!("{id}-parent"))),
+        seed_length: seeded_id.map(|_| 0),
         origin: text("origin"),
         delegation_depth: int("delegationDepth").unwrap_or(0),
         agent_preset: text("agentPreset"),
@@ -92,6 +101,8 @@ struct Transform {
     /// The `{turn, step}` of the open step.
     step: Option<(Value, Value)>,
     developer_added: bool,
+    /// A seeded session whose inherited prefix (its first turn) is not closed yet.
+    seed_pending: bool,
     /// The V4 surface so far, to cite every node a replace shadows (the nodes this transform
     /// inserted are not among the V0 sources).
     surface: SurfaceFold,
@@ -170,6 +181,15 @@ impl Transform {
         }
         if ty == "request/header" && !self.developer_added && self.step.is_some() {
             self.add_tool(&data, seq, &time, out);
+        }
+        if ty == "turn/end" && self.seed_pending {
+            self.seed_pending = false;
+            let marker = Object::new()
+                .with("type", "session/end-seed")
+                .with("seq", 0)
+                .with("time", time)
+                .with("data", Object::new().with("inherited", true));
+            self.push(marker, out);
         }
     }
 
