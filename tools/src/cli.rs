@@ -53,6 +53,15 @@ pub enum LogFormatArg {
     V4,
 }
 
+impl From<LogFormatArg> for sessionlog_tools::gen::LogFormat {
+    fn from(f: LogFormatArg) -> Self {
+        match f {
+            LogFormatArg::V0 => sessionlog_tools::gen::LogFormat::V0,
+            LogFormatArg::V4 => sessionlog_tools::gen::LogFormat::V4,
+        }
+    }
+}
+
 /// `--format` values.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum FormatArg {
@@ -348,6 +357,9 @@ pub enum BenchWorkload {
         /// Queries per size for sessionlog (the peers run fewer on large sessions, see output).
         #[arg(long, default_value_t = 200)]
         queries: u64,
+        /// The log format of the generated sessions (DSH 0.1's v0 or DSH 0.2's v4).
+        #[arg(long, value_enum, default_value_t = LogFormatArg::V0)]
+        format: LogFormatArg,
         /// Working directory (default: a temp dir, removed after).
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -418,6 +430,9 @@ pub enum BenchWorkload {
         /// Peers to run beside sessionlog, comma-separated.
         #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PeerArg::Jsonl, PeerArg::Sqlite])]
         peers: Vec<PeerArg>,
+        /// The log format of the hosted sessions (DSH 0.1's v0 or DSH 0.2's v4).
+        #[arg(long, value_enum, default_value_t = LogFormatArg::V0)]
+        format: LogFormatArg,
         /// Working directory for the systems' data (default: a temp dir, removed after).
         #[arg(long)]
         dir: Option<PathBuf>,

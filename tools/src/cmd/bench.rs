@@ -15,7 +15,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use sessionlog_codec::json::{Object, Value};
 use sessionlog_engine::{ImportOptions, Options, Store};
-use sessionlog_tools::gen::{generate, session_batches, session_bytes, GenOptions};
+use sessionlog_tools::gen::{generate, session_batches, session_bytes, GenOptions, LogFormat};
 use sessionlog_tools::hosting::sessionlog::SessionlogHost;
 use sessionlog_tools::hosting::{self, output, peers::Peer, FeedPool, Host, Workload};
 
@@ -164,16 +164,12 @@ pub fn import_export(
 }
 
 /// The multi-session hosting benchmark: each system in turn (sessionlog, then the peers) runs
-/// the same workload on the same generated sessions, in its own subdirectory of the work dir.
-///
-/// Sessionlog's host is not written yet: until `hosting::SessionlogHost` exists only the peers
-/// run, and the output says so instead of giving ratios. Adding it is one statement before the
-/// peer loop: `reports.push(run_host(&SessionlogHost::open(&work.join("sessionlog"),
-/// durability)?, &pool, workload, &work)?);` with `fresh_dir` (the ratios follow from its
-/// report's name).
+/// the same workload on the same generated sessions (in `format`), in its own subdirectory of
+/// the work dir.
 pub fn hosting(
     workload: &Workload,
     events: u64,
+    format: LogFormat,
     durability: hosting::Durability,
     peers: &[Peer],
     dir: Option<PathBuf>,
@@ -186,7 +182,7 @@ pub fn hosting(
         torn_fraction: 0.0,
         ..GenOptions::default()
     };
-    let pool = FeedPool::generate(workload.sessions, &opts)?;
+    let pool = FeedPool::generate(workload.sessions, &opts, format)?;
     let mut reports = Vec::with_capacity(peers.len() + 1);
     let host = SessionlogHost::open(&fresh_dir(&work, "sessionlog")?, durability)?;
     reports.push(run_host(&host, &pool, workload, &work)?);

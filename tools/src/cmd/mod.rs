@@ -129,9 +129,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             BenchWorkload::Pit {
                 sizes,
                 queries,
+                format,
                 dir,
                 json,
-            } => pit::run(&sizes, queries, dir, json),
+            } => pit::run(&sizes, queries, format.into(), dir, json),
             BenchWorkload::ImportExport {
                 zstd,
                 mb,
@@ -145,6 +146,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 seconds,
                 events,
                 peers,
+                format,
                 dir,
                 json,
             } => {
@@ -166,7 +168,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         PeerArg::Sqlite => Peer::Sqlite,
                     })
                     .collect::<Vec<_>>();
-                bench::hosting(&workload, events, durability, &peers, dir, json)
+                bench::hosting(
+                    &workload,
+                    events,
+                    format.into(),
+                    durability,
+                    &peers,
+                    dir,
+                    json,
+                )
             }
         },
     }

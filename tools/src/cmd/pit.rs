@@ -8,6 +8,9 @@
 //!
 //! The peers are slow on large sessions, so they answer fewer queries there; every figure says
 //! how many samples it took. Ratios are peer p50 ÷ sessionlog p50 (higher is better).
+//!
+//! `--format v4` runs the same on DSH 0.2's format (V4 rules for all three; projection state
+//! is served for V0 sessions only, so its figure is then absent).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -15,13 +18,18 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use sessionlog_codec::chunk_rows::decode_record;
 use sessionlog_codec::json::{self, Object, Value};
-use sessionlog_codec::surface::replay;
+use sessionlog_codec::rows::decode_line;
+use sessionlog_codec::surface::{replay_with, SurfaceModel};
 use sessionlog_engine::{ImportOptions, Options, Store};
-use sessionlog_tools::gen::{session_bytes, GenOptions};
+use sessionlog_tools::gen::{session_feed, GenOptions, LogFormat};
 
 use crate::output::json_line;
+
+/// The generator writes V0 sessions, whose chunk events V4 folds away: about this many V0
+/// events make one V4 event (measured on generated sessions: 23–27), so a V4 session of `size`
+/// events is generated from a V0 one this many times longer.
+const V0_EVENTS_PER_V4_EVENT: u64 = 24;
 
 /// Queries the peers answer per size: enough for a p50, bounded in time.
 fn peer_queries(events: u64, queries: u64) -> u64 {
@@ -52,7 +60,11 @@ fn latency(mut d: Vec<Duration>) -> Latency {
     }
 }
 
+/// The figures, or `null` for a measurement not taken.
 fn latency_json(l: &Latency) -> Value {
+    if l.samples == 0 {
+        return Value::Null;
+    }
     Value::Object(
         Object::new()
             .with("samples", l.samples as i64)
@@ -77,9 +89,14 @@ fn seqs(n: u64, count: u64, seed: u64) -> Vec<u64> {
 pub fn run(
     sizes: &[u64],
     queries: u64,
+    format: LogFormat,
     dir: Option<PathBuf>,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
+    let (model, version) = match format {
+        LogFormat::V0 => (SurfaceModel::V0, 0),
+        LogFormat::V4 => (SurfaceModel::V4, 4),
+    };
     let (work, remove_after) = crate::cmd::work_dir(dir, "pit");
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let store = Store::open(work.join("store"), Options::default())?;
@@ -88,12 +105,20 @@ pub fn run(
     for (i, &size) in sizes.iter().enumerate() {
         let opts = GenOptions {
             sessions: 1,
-            events_per_session: size,
+            events_per_session: match format {
+                LogFormat::V0 => size,
+                LogFormat::V4 => size * V0_EVENTS_PER_V4_EVENT,
+            },
             seed: 77 + i as u64,
             torn_fraction: 0.0,
         };
-        let bytes = session_bytes(0, &opts);
-        let file = work.join(format!("session-{size}.jsonl"));
+        let feed = session_feed(0, &opts, format);
+        let mut bytes = feed.header_line.into_bytes();
+        bytes.push(b'\n');
+        for b in &feed.batches {
+            bytes.extend_from_slice(b.text.as_bytes());
+        }
+        let file = work.join(format!("session-{size}.v{version}.jsonl"));
         std::fs::write(&file, &bytes)?;
         let report = store.import_path(&file, &ImportOptions::default(), &mut |_| {})?;
         let (id, events) = (report.id, report.events);
@@ -110,7 +135,10 @@ pub fn run(
             std::hint::black_box(m);
         }
         let mut state = Vec::new();
-        for n in seqs(events, queries, 3) {
+        for n in seqs(events, queries, 3)
+            .into_iter()
+            .filter(|_| version == 0)
+        {
             let t = Instant::now();
             let v = store.state_at(&id, "tokenUsage", Some(n))?;
             state.push(t.elapsed());
@@ -125,14 +153,14 @@ pub fn run(
                 prefix.push(e.clone());
                 Ok(())
             })?;
-            let m = replay(&prefix)?.messages;
+            let m = replay_with(model, &prefix)?.messages;
             from_store.push(t.elapsed());
             std::hint::black_box(m);
         }
         let mut dsh = Vec::new();
         for &n in &peer_n {
             let t = Instant::now();
-            let m = dsh_load_and_fold(&file, n)?;
+            let m = dsh_load_and_fold(&file, version, model, n)?;
             dsh.push(t.elapsed());
             std::hint::black_box(m);
         }
@@ -197,8 +225,14 @@ pub fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-/// DSH's path to an old point: read the whole file, parse and decode every line, fold the prefix.
-fn dsh_load_and_fold(file: &std::path::Path, n: u64) -> anyhow::Result<Vec<Value>> {
+/// DSH's path to an old point: read the whole file, parse and decode every line (by its
+/// format's codec), fold the prefix.
+fn dsh_load_and_fold(
+    file: &std::path::Path,
+    version: u32,
+    model: SurfaceModel,
+    n: u64,
+) -> anyhow::Result<Vec<Value>> {
     let bytes = std::fs::read(file)?;
     let mut events = Vec::new();
     for line in bytes
@@ -207,8 +241,9 @@ fn dsh_load_and_fold(file: &std::path::Path, n: u64) -> anyhow::Result<Vec<Value
         .filter(|l| !l.is_empty())
     {
         let value = json::parse(&String::from_utf8_lossy(line))?;
-        events.extend(decode_record(value).map_err(anyhow::Error::msg)?);
+        let seq = events.len() as u64;
+        events.extend(decode_line(value, version, seq).map_err(anyhow::Error::msg)?);
     }
     events.truncate(n as usize + 1);
-    Ok(replay(&events)?.messages)
+    Ok(replay_with(model, &events)?.messages)
 }

@@ -34,6 +34,24 @@ use rng::Rng;
 pub(crate) use text::uuid_from_bits;
 pub use v4::session_batches_v4;
 
+/// The log format a generated session is written in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// DSH 0.1 (`session.jsonl`): packed chunk rows.
+    #[default]
+    V0,
+    /// DSH 0.2 (`session.v4.jsonl`): one row per event.
+    V4,
+}
+
+/// Session number `index` of the corpus `opts` describes, as a live feed in `format`.
+pub fn session_feed(index: u64, opts: &GenOptions, format: LogFormat) -> SessionFeed {
+    match format {
+        LogFormat::V0 => session_batches(index, opts),
+        LogFormat::V4 => session_batches_v4(index, opts),
+    }
+}
+
 /// Salt of the PRNG stream that decides torn tails, kept apart from content so changing
 /// `torn_fraction` never changes what the untorn part of a session says.
 const TORN_STREAM: u64 = 0x746f_726e_7461_696c;

@@ -9,12 +9,13 @@
 
 use anyhow::{bail, ensure};
 
-use crate::gen::{session_batches, GenOptions, SessionFeed};
+use crate::gen::{session_feed, GenOptions, LogFormat, SessionFeed};
 
 /// Generated sessions shared by all slots.
 #[derive(Clone, Debug)]
 pub struct FeedPool {
     feeds: Vec<SessionFeed>,
+    format: LogFormat,
 }
 
 /// Slots supported by the id scheme (20 bits of the last UUID group).
@@ -27,22 +28,27 @@ impl FeedPool {
     pub const MAX: usize = 64;
 
     /// Generate sessions `0..min(slots, MAX)` of the corpus `opts` describes (which need not be
-    /// torn-free: feeds never are).
-    pub fn generate(slots: usize, opts: &GenOptions) -> anyhow::Result<Self> {
+    /// torn-free: feeds never are), in `format`.
+    pub fn generate(slots: usize, opts: &GenOptions, format: LogFormat) -> anyhow::Result<Self> {
         opts.validate()?;
         let feeds: Vec<SessionFeed> = (0..slots.clamp(1, Self::MAX) as u64)
-            .map(|i| session_batches(i, opts))
+            .map(|i| session_feed(i, opts, format))
             .collect();
-        Self::from_feeds(feeds)
+        Self::from_feeds(feeds, format)
     }
 
-    /// A pool of the given feeds (each must have at least one batch).
-    pub fn from_feeds(feeds: Vec<SessionFeed>) -> anyhow::Result<Self> {
+    /// A pool of the given feeds, written in `format` (each must have at least one batch).
+    pub fn from_feeds(feeds: Vec<SessionFeed>, format: LogFormat) -> anyhow::Result<Self> {
         ensure!(!feeds.is_empty(), "a feed pool needs at least one session");
         if let Some(empty) = feeds.iter().find(|f| f.batches.is_empty()) {
             bail!("generated session {} has no batches", empty.id);
         }
-        Ok(FeedPool { feeds })
+        Ok(FeedPool { feeds, format })
+    }
+
+    /// The log format of the pool's sessions.
+    pub fn format(&self) -> LogFormat {
+        self.format
     }
 
     /// The feed slot `slot` replays.

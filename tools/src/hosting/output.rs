@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use sessionlog_codec::json::{Object, Value};
 
 use super::{millis, Durability, FeedPool, Report, Workload};
+use crate::gen::LogFormat;
 
 /// Name of sessionlog's report, the numerator of every ratio.
 pub const SESSIONLOG: &str = "sessionlog";
@@ -37,6 +38,13 @@ pub fn figures(
             "feed",
             Object::new()
                 .with("pool", pool.len() as i64)
+                .with(
+                    "format",
+                    match pool.format() {
+                        LogFormat::V0 => "v0",
+                        LogFormat::V4 => "v4",
+                    },
+                )
                 .with("batches_per_session", batches_per_session)
                 .with("events_per_batch", events_per_batch),
         )

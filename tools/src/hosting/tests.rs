@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::peers::JsonlPeer;
 use super::*;
-use crate::gen::GenOptions;
+use crate::gen::{GenOptions, LogFormat};
 
 fn small_pool(slots: usize) -> FeedPool {
     let opts = GenOptions {
@@ -16,7 +16,7 @@ fn small_pool(slots: usize) -> FeedPool {
         seed: 11,
         ..GenOptions::default()
     };
-    FeedPool::generate(slots, &opts).expect("generates")
+    FeedPool::generate(slots, &opts, LogFormat::V0).expect("generates")
 }
 
 /// Records everything it is asked to do; acknowledges every other item early.
@@ -105,7 +105,7 @@ fn sessions_roll_over_to_fresh_ids() {
         seed: 2,
         ..GenOptions::default()
     };
-    let pool = FeedPool::generate(2, &opts).expect("generates");
+    let pool = FeedPool::generate(2, &opts, LogFormat::V0).expect("generates");
     let host = Recorder::default();
     let workload = Workload {
         sessions: 2,
