@@ -8,6 +8,7 @@ mod crash;
 mod faults;
 mod fixtures;
 mod fork;
+mod fork_v4;
 mod generations;
 mod hostile;
 mod hostile_props;

@@ -21,6 +21,7 @@ pub mod invariant;
 pub mod json;
 pub mod known_types;
 pub mod migrate;
+pub mod open_turn;
 pub mod projection;
 pub mod repair;
 pub mod rows;

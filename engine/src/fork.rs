@@ -11,13 +11,16 @@
 
 use sessionlog_codec::chunk_rows::pack_runs;
 use sessionlog_codec::header::{author_header, parse_header, HeaderFields};
-use sessionlog_codec::json::{self, Value};
+use sessionlog_codec::json::{self, Object, Value};
+use sessionlog_codec::open_turn::{CloseCause, OpenTurn};
 use sessionlog_codec::repair::{end_seed, needs_end_seed};
+use sessionlog_codec::rows::file_row;
+use sessionlog_codec::surface::{SurfaceFold, SurfaceModel};
 
 use crate::keys;
 use crate::meta::{ForkBase, SessionMeta, SourceEncoding, Verdict};
 use crate::store::{Store, CF_SESSIONS};
-use crate::surface::{encode, Snapshot, SNAP};
+use crate::surface::{encode, Snapshot, SurfaceIndexer, SNAP};
 use crate::{Error, ImportOptions, Result};
 
 /// Events re-serialized per packing pass when writing a fork's seed batch (a pass always ends
@@ -95,7 +98,7 @@ impl Store {
             code: "SESSION_NOT_FOUND",
             message: format!("session \"{source}\" not found"),
         })?;
-        parent.require_v0_model("fork")?;
+        parent.require_surface_model("fork")?;
         if parent.verdict != Verdict::Clean || parent.surface_error.is_some() {
             return fail(
                 "SESSION_NOT_LOADABLE",
@@ -115,6 +118,9 @@ impl Store {
                 return fail("INVALID_BOUNDARY", format!("fork boundary {b} does not exist in session \"{source}\" (last seq: {last})"));
             }
         };
+        if parent.version == 4 {
+            return self.fork_v4(&parent, seed, new_id);
+        }
         if let Some(at) = seed.checked_sub(1) {
             let open = self.state_at(source, "openTurn", Some(at))?;
             if open != Value::Null {
@@ -132,18 +138,7 @@ impl Store {
             None => None,
         };
         let with_end_seed = needs_end_seed(last.as_ref());
-        let parent_header = parse_header(
-            parent.header.strip_suffix(b"\n").unwrap_or(&parent.header),
-        )
-        .map_err(|e| Error::Corrupt {
-            id: source.into(),
-            detail: format!("stored header: {e}"),
-        })?;
-        let cwd = parent_header
-            .object
-            .get("cwd")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        let cwd = self.header_cwd(&parent)?;
         let now = crate::import::now_ms();
         let header_line = author_header(&HeaderFields {
             id: new_id.into(),
@@ -217,8 +212,165 @@ impl Store {
         })
     }
 
+    /// DSH 0.2's fork of a V4 session (`buildForkSeed`): the child inherits events `0..seed`
+    /// (shared, not copied), then holds the `{inherited:true}` end-seed (the parent's boundary
+    /// time) and, when the boundary falls inside a turn, the `forked` closers. No `OPEN_TURN`
+    /// refusal. An empty parent gives a child holding only the marker, stamped now.
+    fn fork_v4(&self, parent: &SessionMeta, seed: u64, new_id: &str) -> Result<ForkReport> {
+        let source = parent.id_lossy();
+        let now = crate::import::now_ms();
+        let own: Vec<Value> = match seed.checked_sub(1) {
+            None => vec![inherited_marker(0, Value::from(now))],
+            Some(at) => {
+                let last = self.event_at(parent, at)?;
+                let time = last
+                    .as_ref()
+                    .and_then(Value::as_object)
+                    .and_then(|o| o.get("time"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let marker = inherited_marker(seed, time);
+                let mut turn = self.open_turn_at(parent, at)?;
+                turn.observe(&marker);
+                std::iter::once(marker)
+                    .chain(turn.closers(CloseCause::Forked))
+                    .collect()
+            }
+        };
+        let header_line = author_header(&HeaderFields {
+            id: new_id.into(),
+            created_at: now,
+            cwd: self.header_cwd(parent)?,
+            parent_session: Some(source.clone()),
+            seed_length: Some(i64::try_from(seed).unwrap_or(i64::MAX)),
+            version: 4,
+            ..HeaderFields::default()
+        });
+        let header = parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
+            id: new_id.into(),
+            seq: None,
+            rule: format!("header: {e}"),
+        })?;
+        let activity = if seed == parent.events {
+            parent.activity_ms
+        } else {
+            let mut last = None;
+            if let Some(at) = seed.checked_sub(1) {
+                self.events_of(parent, 0, Some(at), &mut |_, e| {
+                    last = crate::list::human_prompt_time(e).or(last);
+                    Ok(())
+                })?;
+            }
+            last
+        };
+        let base = match seed.checked_sub(1) {
+            Some(at) => self.surface_fold_at(parent, at)?,
+            None => SurfaceFold::new().with_model(SurfaceModel::V4),
+        };
+        let mut record = header_line.into_bytes();
+        record.push(b'\n');
+        self.import_session(
+            &format!("fork {new_id}"),
+            &header,
+            &ImportOptions::default(),
+            |mut w| {
+                let number = w.number();
+                let mut fold = base;
+                if let Some(at) = seed.checked_sub(1) {
+                    let snap = Snapshot {
+                        next_seq: seed,
+                        nodes: fold.nodes().to_vec(),
+                        replace_generation: fold.replace_generation(),
+                    };
+                    w.put_surface(keys::event_key(number, SNAP, at), encode(&snap)?)?;
+                }
+                let mut indexer = SurfaceIndexer::default();
+                for (k, e) in own.iter().enumerate() {
+                    let seq = seed + k as u64;
+                    let lookup = |s: u64| match s.checked_sub(seed) {
+                        Some(i) => own.get(usize::try_from(i).ok()?).cloned(),
+                        None => self.event_at(parent, s).ok().flatten(),
+                    };
+                    let change = fold.apply(e, lookup)?;
+                    indexer.record(number, seq, &change, &fold, &mut |key, value| {
+                        w.put_surface(key, value)
+                    })?;
+                    w.put_line(seq, 1, 1, json::stringify(&file_row(e)).as_bytes())?;
+                }
+                w.put_session_key(
+                    keys::fork_key(parent.number, number),
+                    new_id.as_bytes().to_vec(),
+                )?;
+                let meta = SessionMeta {
+                    events: seed + own.len() as u64,
+                    body_lines: own.len() as u64,
+                    next_batch: 2,
+                    activity_ms: activity,
+                    inherited_cut: Some(seed),
+                    surface_since_snapshot: indexer.since_snapshot,
+                    fork_of: Some(ForkBase {
+                        number: parent.number,
+                        id: parent.id.clone(),
+                        seed,
+                    }),
+                    ..SessionMeta::new(number, &header, record.clone(), SourceEncoding::Jsonl)
+                };
+                w.finish(meta, false)
+            },
+        )?;
+        Ok(ForkReport {
+            id: new_id.into(),
+            seed,
+            end_seed: true,
+        })
+    }
+
+    /// The open-turn state after event `at`: folded from the last turn boundary at or before
+    /// it, found by scanning back in growing windows (a turn is short next to a long log).
+    fn open_turn_at(&self, meta: &SessionMeta, at: u64) -> Result<OpenTurn> {
+        let mut window = 256u64;
+        loop {
+            let from = at.saturating_sub(window - 1);
+            let mut events = Vec::new();
+            self.events_of(meta, from, Some(at), &mut |_, e| {
+                events.push(e.clone());
+                Ok(())
+            })?;
+            let boundary = events.iter().rposition(|e| {
+                let ty = e
+                    .as_object()
+                    .and_then(|o| o.get("type"))
+                    .and_then(Value::as_str);
+                matches!(ty, Some("turn/start" | "turn/end"))
+            });
+            if boundary.is_some() || from == 0 {
+                let mut turn = OpenTurn::default();
+                for e in &events[boundary.unwrap_or(0)..] {
+                    turn.observe(e);
+                }
+                return Ok(turn);
+            }
+            window = window.saturating_mul(4);
+        }
+    }
+
+    /// The `cwd` of a stored session's header (a fork inherits it).
+    fn header_cwd(&self, meta: &SessionMeta) -> Result<Option<String>> {
+        let header = parse_header(meta.header.strip_suffix(b"\n").unwrap_or(&meta.header))
+            .map_err(|e| Error::Corrupt {
+                id: meta.id_lossy(),
+                detail: format!("stored header: {e}"),
+            })?;
+        Ok(header
+            .object
+            .get("cwd")
+            .and_then(Value::as_str)
+            .map(str::to_owned))
+    }
+
     /// The fork's seed batch text as DSH writes it: the inherited events, `JSON.stringify`'d and
-    /// packed as one batch, passed to `out` a piece at a time.
+    /// packed as one batch (V0) or one row each with ranges encoded (V4), passed to `out` a
+    /// piece at a time.
     pub(crate) fn seed_text(
         &self,
         meta: &SessionMeta,
@@ -233,11 +385,19 @@ impl Store {
         let parent = self.require_meta(&base.id)?;
         let mut pending: Vec<Value> = Vec::new();
         let mut text = String::new();
+        let rows = meta.version >= 2;
         let mut emit = |pending: &mut Vec<Value>, text: &mut String| -> Result<()> {
             text.clear();
-            for record in pack_runs(pending) {
-                json::write_value(text, record.value());
-                text.push('\n');
+            if rows {
+                for event in pending.iter() {
+                    json::write_value(text, &file_row(event));
+                    text.push('\n');
+                }
+            } else {
+                for record in pack_runs(pending) {
+                    json::write_value(text, record.value());
+                    text.push('\n');
+                }
             }
             pending.clear();
             out(text.as_bytes())
@@ -333,4 +493,15 @@ impl Store {
         it.status().map_err(Error::storage("reading lineage"))?;
         Ok(out)
     }
+}
+
+/// DSH 0.2's inherited-cut marker: `{type:"session/end-seed", seq, time, data:{inherited:true}}`.
+fn inherited_marker(seq: u64, time: Value) -> Value {
+    Value::Object(
+        Object::new()
+            .with("type", "session/end-seed")
+            .with("seq", seq as f64)
+            .with("time", time)
+            .with("data", Object::new().with("inherited", true)),
+    )
 }
