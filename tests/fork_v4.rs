@@ -156,3 +156,50 @@ fn a_fork_of_an_empty_v4_session_holds_only_the_marker() {
         r#"{"inherited":true}"#
     );
 }
+
+/// V4 crash repair: the torn tail is cut, the interrupted turn is closed with DSH 0.2's
+/// `interrupted` closers, and the repaired file re-imports clean; resume adds the end-seed.
+#[test]
+fn repair_closes_an_interrupted_v4_turn() {
+    let rows = [
+        r#"{"type":"turn/start","seq":0,"time":10,"data":{"turn":1}}"#,
+        r#"{"type":"step/start","seq":1,"time":11,"data":{"turn":1,"step":1}}"#,
+        r#"{"type":"assistant/message","seq":2,"time":12,"data":{"turn":1,"step":1,"message":{"id":"a","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{}"}]},"stream":[]},"surfaceOp":"append"}"#,
+        r#"{"type":"tool/call","seq":3,"time":13,"data":{"turn":1,"step":1,"callId":"c1","name":"read","arguments":"{}"}}"#,
+    ];
+    let committed = format!("{HEADER}\n{}\n", rows.join("\n"));
+    let torn = format!("{committed}{{\"type\":\"tool/res");
+    let (_t, store) = temp_store();
+    let report = import_bytes(&store, "parent", torn.as_bytes(), false).expect("import");
+    assert_eq!(report.verdict, Verdict::Torn);
+    let repaired = store.resume("parent").expect("resume");
+    assert_eq!((repaired.closers, repaired.end_seed), (3, true));
+    let file = String::from_utf8(export_bytes(&store, "parent")).expect("UTF-8");
+    let added = file
+        .strip_prefix(&committed)
+        .expect("the committed bytes are kept");
+    let lines: Vec<&str> = added.lines().collect();
+    assert_eq!(lines.len(), 4);
+    assert!(lines[0].starts_with(r#"{"type":"tool/result","seq":4,"time":13,"data":{"turn":1,"step":1,"message":{"id":"interrupted-tool-result-c1-4","role":"tool","toolCallId":"c1","isError":true"#), "{}", lines[0]);
+    assert!(lines[0].ends_with(r#""error":{"name":"ToolOutcomeUnknownError","code":"TOOL_OUTCOME_UNKNOWN"}},"surfaceOp":"append","sourceEventSeqs":[3]}"#), "{}", lines[0]);
+    assert_eq!(
+        lines[1],
+        r#"{"type":"step/end","seq":5,"time":13,"data":{"turn":1,"step":1}}"#
+    );
+    assert_eq!(
+        lines[2],
+        r#"{"type":"turn/end","seq":6,"time":13,"data":{"turn":1,"reason":{"kind":"interrupted"}}}"#
+    );
+    assert!(
+        lines[3].starts_with(r#"{"type":"session/end-seed","seq":7,"#),
+        "{}",
+        lines[3]
+    );
+    let (_t2, again) = temp_store();
+    let report = import_bytes(&again, "parent", file.as_bytes(), true).expect("re-import");
+    assert_eq!(report.events, 8);
+    assert_eq!(
+        again.messages_at("parent", None).expect("messages"),
+        store.messages_at("parent", None).expect("messages")
+    );
+}

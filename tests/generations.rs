@@ -369,7 +369,7 @@ fn later_generation_reader_cases() {
 }
 
 /// V4 sessions serve their surface and messages; what follows DSH 0.1's model only
-/// (projection state, repair) is refused, not answered in the wrong model; V1–V3 sessions, which
+/// (projection state) is refused, not answered in the wrong model; V1–V3 sessions, which
 /// DSH 0.2 reads through migrations, refuse their surface too.
 #[test]
 fn unserved_views_are_refused_not_answered_in_the_wrong_model() {
@@ -383,11 +383,11 @@ fn unserved_views_are_refused_not_answered_in_the_wrong_model() {
         store.state_at("v4", "title", None).map(|_| ()),
         4
     ));
-    assert!(not_served(store.repair("v4").map(|_| ()), 4));
     let v3 = header(3, "v3", "") + "\n" + &row(0, "a/b", "{}") + "\n";
     import_bytes(&store, "v3", v3.as_bytes(), false).expect("import");
     assert!(not_served(store.messages_at("v3", None).map(|_| ()), 3));
     assert!(not_served(store.fork("v3", None, "child").map(|_| ()), 3));
+    assert!(not_served(store.repair("v3").map(|_| ()), 3));
     assert!(not_served(store.transcript("v3", None).map(|_| ()), 3));
     assert!(store
         .create_session(

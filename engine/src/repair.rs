@@ -2,7 +2,8 @@
 //!
 //! Repair cuts a torn tail (the TAIL keys; for zstd imports also the lines recovered from the
 //! torn final frame, which DSH re-serializes) and appends one batch: the recovered events, then
-//! the closers of an interrupted turn (`codec::repair`). Bytes before the cut never change.
+//! the closers of an interrupted turn (V0: DSH 0.1's, `codec::repair`; V4: DSH 0.2's
+//! `interrupted` closers, `codec::open_turn`). Bytes before the cut never change.
 //! Resume repairs, then appends one `session/end-seed` batch unless the log already ends with
 //! one. Both run under the session's write lock and drop its hot state, which reloads from the
 //! store on the next append.
@@ -65,7 +66,7 @@ impl Store {
         resume: bool,
         batch: &mut WriteBatch,
     ) -> Result<RepairReport> {
-        meta.require_v0_model("repair")?;
+        let model = meta.require_surface_model("repair")?;
         if !meta.verdict.is_loadable() {
             return Err(Error::NotAppendable {
                 id: id.into(),
@@ -100,27 +101,21 @@ impl Store {
         }
         meta.verdict = Verdict::Clean;
         meta.body_lines = meta.committed_lines;
-        let mut open = OpenTurn::new();
-        for e in &events {
-            open.observe(e);
-        }
-        if let Some(e) = open.type_error() {
-            return Err(Error::NotAppendable {
-                id: id.into(),
-                reason: format!("DSH's closer scan fails on its log: {e}"),
-            });
-        }
-        let last_time = events
-            .last()
-            .and_then(Value::as_object)
-            .and_then(|o| o.get("time"));
-        let closers = open.closers(events.len() as u64, last_time);
+        let closers = if meta.version == 4 {
+            let mut open = sessionlog_codec::open_turn::OpenTurn::default();
+            for e in &events {
+                open.observe(e);
+            }
+            open.closers(sessionlog_codec::open_turn::CloseCause::Interrupted)
+        } else {
+            v0_closers(id, &events)?
+        };
         report.closers = closers.len() as u64;
         let mut repaired: Vec<Value> = recovered;
         repaired.extend(closers);
         let mut last = events.last().cloned();
         let mut fold = match meta.events {
-            0 => sessionlog_codec::surface::SurfaceFold::new(),
+            0 => sessionlog_codec::surface::SurfaceFold::new().with_model(model),
             n => self.surface_fold_at(&meta, n - 1)?,
         };
         if !repaired.is_empty() {
@@ -199,4 +194,23 @@ impl Store {
         }
         Ok((events, recovered))
     }
+}
+
+/// DSH 0.1's closers of an interrupted turn (`codec::repair`), after `events`.
+fn v0_closers(id: &str, events: &[Value]) -> Result<Vec<Value>> {
+    let mut open = OpenTurn::new();
+    for e in events {
+        open.observe(e);
+    }
+    if let Some(e) = open.type_error() {
+        return Err(Error::NotAppendable {
+            id: id.into(),
+            reason: format!("DSH's closer scan fails on its log: {e}"),
+        });
+    }
+    let last_time = events
+        .last()
+        .and_then(Value::as_object)
+        .and_then(|o| o.get("time"));
+    Ok(open.closers(events.len() as u64, last_time))
 }
