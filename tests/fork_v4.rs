@@ -10,14 +10,17 @@ use crate::fixtures::{all_events, export_bytes, import_bytes, temp_store};
 
 const HEADER: &str = r#"{"type":"session","version":4,"id":"parent","createdAt":1,"cwd":"/w","isSeeded":false,"delegationDepth":0}"#;
 
+/// A turn left open inside its first step, with one assistant tool call (`c1`).
+const OPEN_STEP: [&str; 3] = [
+    r#"{"type":"turn/start","seq":0,"time":10,"data":{"turn":1}}"#,
+    r#"{"type":"step/start","seq":1,"time":11,"data":{"turn":1,"step":1}}"#,
+    r#"{"type":"assistant/message","seq":2,"time":12,"data":{"turn":1,"step":1,"message":{"id":"a","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{}"}]},"stream":[]},"surfaceOp":"append"}"#,
+];
+
 /// later-format-spec §5.1 case 25, byte for byte (the child's `createdAt` is the fork's time).
 #[test]
 fn a_fork_inside_a_step_writes_dsh_s_child_file() {
-    let rows = [
-        r#"{"type":"turn/start","seq":0,"time":10,"data":{"turn":1}}"#,
-        r#"{"type":"step/start","seq":1,"time":11,"data":{"turn":1,"step":1}}"#,
-        r#"{"type":"assistant/message","seq":2,"time":12,"data":{"turn":1,"step":1,"message":{"id":"a","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{}"}]},"stream":[]},"surfaceOp":"append"}"#,
-    ];
+    let rows = OPEN_STEP;
     let parent = format!("{HEADER}\n{}\n", rows.join("\n"));
     let (_t, store) = temp_store();
     import_bytes(&store, "parent", parent.as_bytes(), true).expect("import");
@@ -161,12 +164,8 @@ fn a_fork_of_an_empty_v4_session_holds_only_the_marker() {
 /// `interrupted` closers, and the repaired file re-imports clean; resume adds the end-seed.
 #[test]
 fn repair_closes_an_interrupted_v4_turn() {
-    let rows = [
-        r#"{"type":"turn/start","seq":0,"time":10,"data":{"turn":1}}"#,
-        r#"{"type":"step/start","seq":1,"time":11,"data":{"turn":1,"step":1}}"#,
-        r#"{"type":"assistant/message","seq":2,"time":12,"data":{"turn":1,"step":1,"message":{"id":"a","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{}"}]},"stream":[]},"surfaceOp":"append"}"#,
-        r#"{"type":"tool/call","seq":3,"time":13,"data":{"turn":1,"step":1,"callId":"c1","name":"read","arguments":"{}"}}"#,
-    ];
+    let call = r#"{"type":"tool/call","seq":3,"time":13,"data":{"turn":1,"step":1,"callId":"c1","name":"read","arguments":"{}"}}"#;
+    let rows = [OPEN_STEP[0], OPEN_STEP[1], OPEN_STEP[2], call];
     let committed = format!("{HEADER}\n{}\n", rows.join("\n"));
     let torn = format!("{committed}{{\"type\":\"tool/res");
     let (_t, store) = temp_store();

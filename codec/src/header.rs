@@ -457,8 +457,8 @@ mod tests {
     }
 
     #[test]
-    fn authored_v4_header_key_order() {
-        let f = HeaderFields {
+    fn authored_header_key_order() {
+        let fields = |version| HeaderFields {
             id: "s".into(),
             created_at: 5,
             cwd: Some("/w".into()),
@@ -467,32 +467,17 @@ mod tests {
             origin: Some("subagent".into()),
             delegation_depth: 1,
             agent_preset: Some("ptc".into()),
-            version: 4,
+            version,
         };
-        let line = author_header(&f);
         assert_eq!(
-            line,
+            author_header(&fields(0)),
+            r#"{"type":"session","version":0,"id":"s","createdAt":5,"cwd":"/w","parentSession":"p","seedLength":3,"origin":"subagent","delegationDepth":1,"agentPreset":"ptc"}"#
+        );
+        let v4 = author_header(&fields(4));
+        assert_eq!(
+            v4,
             r#"{"type":"session","version":4,"id":"s","createdAt":5,"cwd":"/w","parentSession":"p","isSeeded":true,"origin":"subagent","delegationDepth":1,"agentPreset":"ptc"}"#
         );
-        assert_eq!(check(&line), HeaderCheck::Valid);
-    }
-
-    #[test]
-    fn authored_header_key_order() {
-        let f = HeaderFields {
-            id: "s".into(),
-            created_at: 5,
-            cwd: Some("/w".into()),
-            parent_session: Some("p".into()),
-            seed_length: Some(3),
-            origin: Some("subagent".into()),
-            delegation_depth: 1,
-            agent_preset: None,
-            version: 0,
-        };
-        assert_eq!(
-            author_header(&f),
-            r#"{"type":"session","version":0,"id":"s","createdAt":5,"cwd":"/w","parentSession":"p","seedLength":3,"origin":"subagent","delegationDepth":1}"#
-        );
+        assert_eq!(check(&v4), HeaderCheck::Valid);
     }
 }

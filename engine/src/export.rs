@@ -127,30 +127,23 @@ impl Store {
             written: 0,
             id: &meta,
         };
-        let mut it = self.scan_iter_at(meta.number, Some(&snap))?;
-        it.seek(keys::event_key(
-            meta.number,
-            keys::GENERATION,
-            keys::generation_n(version, 0),
-        ));
-        while let (Some(k), Some(v)) = (it.key(), it.value()) {
-            let chunk = match keys::parse_event_key(k) {
-                Some((_, keys::GENERATION, n)) if n >> 32 == u64::from(version) => n & 0xFFFF_FFFF,
-                _ => break,
-            };
+        let first = keys::generation_n(version, 0);
+        self.scan_section(&meta, Some(&snap), keys::GENERATION, first, &mut |n, v| {
+            if n >> 32 != u64::from(version) {
+                return Ok(false);
+            }
             let bytes = checked_bytes(v).ok_or_else(|| {
                 corrupt(
                     &meta,
-                    format!("generation v{version} chunk {chunk} fails its crc32"),
+                    format!(
+                        "generation v{version} chunk {} fails its crc32",
+                        n & 0xFFFF_FFFF
+                    ),
                 )
             })?;
             w.put(bytes)?;
-            it.next();
-        }
-        it.status().map_err(Error::storage(format!(
-            "reading session \"{}\"",
-            meta.id_lossy()
-        )))?;
+            Ok(true)
+        })?;
         w.expect(frozen.bytes)?;
         Ok(w.written)
     }
@@ -170,17 +163,7 @@ impl Store {
         w: &mut Counting<'_>,
         skip_batch: Option<u64>,
     ) -> Result<()> {
-        let mut it = self.scan_iter_at(meta.number, snap)?;
-        it.seek(keys::event_key(meta.number, section, 0));
-        while it.valid() {
-            let (Some(k), Some(v)) = (it.key(), it.value()) else {
-                break;
-            };
-            let (_, s, n) = keys::parse_event_key(k)
-                .ok_or_else(|| corrupt(meta, format!("malformed key {k:02x?}")))?;
-            if s != section {
-                break;
-            }
+        self.scan_section(meta, snap, section, 0, &mut |n, v| {
             if section == keys::BLOCK {
                 let text = match skip_batch {
                     None => block_text(v),
@@ -201,6 +184,31 @@ impl Store {
                     )
                 })?;
                 w.put(bytes)?;
+            }
+            Ok(true)
+        })
+    }
+
+    /// Visit the values of one section of a session's range in key order, from key `n = from`,
+    /// while `each(n, value)` returns true.
+    fn scan_section(
+        &self,
+        meta: &SessionMeta,
+        snap: Option<&Snapshot<'_>>,
+        section: u8,
+        from: u64,
+        each: &mut dyn FnMut(u64, &[u8]) -> Result<bool>,
+    ) -> Result<()> {
+        let mut it = self.scan_iter_at(meta.number, snap)?;
+        it.seek(keys::event_key(meta.number, section, from));
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            let (_, s, n) = keys::parse_event_key(k)
+                .ok_or_else(|| corrupt(meta, format!("malformed key {k:02x?}")))?;
+            if s != section || !each(n, v)? {
+                break;
             }
             it.next();
         }
@@ -229,15 +237,7 @@ impl Store {
             Ok(())
         })?;
         let mut batch = (!plain.is_empty()).then_some(1);
-        let mut it = self.scan_iter_at(meta.number, snap)?;
-        it.seek(keys::event_key(meta.number, keys::BLOCK, 0));
-        while it.valid() {
-            let (Some(k), Some(v)) = (it.key(), it.value()) else {
-                break;
-            };
-            let Some((_, keys::BLOCK, n)) = keys::parse_event_key(k) else {
-                break;
-            };
+        self.scan_section(meta, snap, keys::BLOCK, 0, &mut |n, v| {
             let block =
                 decode_block(v).map_err(|e| corrupt(meta, format!("block at seq {n}: {e}")))?;
             if batch.is_some_and(|b| b != block.meta.batch) {
@@ -248,12 +248,8 @@ impl Store {
             }
             batch = Some(block.meta.batch);
             plain.extend_from_slice(block.text);
-            it.next();
-        }
-        it.status().map_err(Error::storage(format!(
-            "reading session \"{}\"",
-            meta.id_lossy()
-        )))?;
+            Ok(true)
+        })?;
         if batch.is_some() {
             frame.clear();
             compressor.compress_into(&plain, &mut frame)?;

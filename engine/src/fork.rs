@@ -148,11 +148,6 @@ impl Store {
             seed_length: Some(i64::try_from(seed).unwrap_or(i64::MAX)),
             ..HeaderFields::default()
         });
-        let header = parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
-            id: new_id.into(),
-            seq: None,
-            rule: format!("header: {e}"),
-        })?;
         let activity = match seed.checked_sub(1) {
             Some(at) => self
                 .state_at(source, "activity", Some(at))?
@@ -161,50 +156,16 @@ impl Store {
                 .and_then(Value::as_safe_integer),
             None => None,
         };
-        let snapshot = match seed.checked_sub(1) {
-            Some(at) => {
-                let fold = self.surface_fold_at(&parent, at)?;
-                Some(Snapshot {
-                    next_seq: seed,
-                    nodes: fold.nodes().to_vec(),
-                    replace_generation: fold.replace_generation(),
-                })
-            }
-            None => None,
+        let base = match seed.checked_sub(1) {
+            Some(at) => self.surface_fold_at(&parent, at)?,
+            None => SurfaceFold::new(),
         };
-        let mut record = header_line.clone().into_bytes();
-        record.push(b'\n');
-        self.import_session(
-            &format!("fork {new_id}"),
-            &header,
-            &ImportOptions::default(),
-            |mut w| {
-                let number = w.number();
-                if let (Some(at), Some(snap)) = (seed.checked_sub(1), &snapshot) {
-                    w.put_surface(keys::event_key(number, SNAP, at), encode(snap)?)?;
-                }
-                if with_end_seed {
-                    w.put_line(seed, 1, 1, json::stringify(&end_seed(seed, now)).as_bytes())?;
-                }
-                w.put_session_key(
-                    keys::fork_key(parent.number, number),
-                    new_id.as_bytes().to_vec(),
-                )?;
-                let meta = SessionMeta {
-                    events: seed + u64::from(with_end_seed),
-                    body_lines: u64::from(with_end_seed),
-                    next_batch: 2,
-                    activity_ms: activity,
-                    fork_of: Some(ForkBase {
-                        number: parent.number,
-                        id: parent.id.clone(),
-                        seed,
-                    }),
-                    ..SessionMeta::new(number, &header, record.clone(), SourceEncoding::Jsonl)
-                };
-                w.finish(meta, false)
-            },
-        )?;
+        let own = if with_end_seed {
+            vec![end_seed(seed, now)]
+        } else {
+            Vec::new()
+        };
+        self.commit_fork(&parent, new_id, &header_line, seed, &own, activity, base)?;
         Ok(ForkReport {
             id: new_id.into(),
             seed,
@@ -246,11 +207,6 @@ impl Store {
             version: 4,
             ..HeaderFields::default()
         });
-        let header = parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
-            id: new_id.into(),
-            seq: None,
-            rule: format!("header: {e}"),
-        })?;
         let activity = if seed == parent.events {
             parent.activity_ms
         } else {
@@ -267,7 +223,38 @@ impl Store {
             Some(at) => self.surface_fold_at(parent, at)?,
             None => SurfaceFold::new().with_model(SurfaceModel::V4),
         };
-        let mut record = header_line.into_bytes();
+        self.commit_fork(parent, new_id, &header_line, seed, &own, activity, base)?;
+        Ok(ForkReport {
+            id: new_id.into(),
+            seed,
+            end_seed: true,
+        })
+    }
+
+    /// Store the fork `new_id` of `parent` after `seed` inherited events: its header, a surface
+    /// snapshot at the boundary (`base`, the parent's surface there), its `own` events (folded
+    /// and indexed after the snapshot, written as one batch in the parent's format), the lineage
+    /// key and its metadata. Atomic, like an import.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call per format; all are the fork's facts"
+    )]
+    fn commit_fork(
+        &self,
+        parent: &SessionMeta,
+        new_id: &str,
+        header_line: &str,
+        seed: u64,
+        own: &[Value],
+        activity: Option<i64>,
+        base: SurfaceFold,
+    ) -> Result<()> {
+        let header = parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
+            id: new_id.into(),
+            seq: None,
+            rule: format!("header: {e}"),
+        })?;
+        let mut record = header_line.as_bytes().to_vec();
         record.push(b'\n');
         self.import_session(
             &format!("fork {new_id}"),
@@ -295,7 +282,12 @@ impl Store {
                     indexer.record(number, seq, &change, &fold, &mut |key, value| {
                         w.put_surface(key, value)
                     })?;
-                    w.put_line(seq, 1, 1, json::stringify(&file_row(e)).as_bytes())?;
+                    let line = if parent.version >= 2 {
+                        json::stringify(&file_row(e))
+                    } else {
+                        json::stringify(e)
+                    };
+                    w.put_line(seq, 1, 1, line.as_bytes())?;
                 }
                 w.put_session_key(
                     keys::fork_key(parent.number, number),
@@ -306,7 +298,7 @@ impl Store {
                     body_lines: own.len() as u64,
                     next_batch: 2,
                     activity_ms: activity,
-                    inherited_cut: Some(seed),
+                    inherited_cut: (parent.version >= 2).then_some(seed),
                     surface_since_snapshot: indexer.since_snapshot,
                     fork_of: Some(ForkBase {
                         number: parent.number,
@@ -318,11 +310,7 @@ impl Store {
                 w.finish(meta, false)
             },
         )?;
-        Ok(ForkReport {
-            id: new_id.into(),
-            seed,
-            end_seed: true,
-        })
+        Ok(())
     }
 
     /// The open-turn state after event `at`: folded from the last turn boundary at or before

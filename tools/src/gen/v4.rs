@@ -243,10 +243,6 @@ impl Transform {
     /// A `system/message` with the current prompt: the head (append), or with `replaces` its
     /// replacement.
     fn system_message(&mut self, time: &Value, replaces: Option<u64>, out: &mut Vec<Value>) -> u64 {
-        let (turn, step) = self
-            .step
-            .clone()
-            .unwrap_or((Value::from(1), Value::from(1)));
         let content = if self.prompt.is_empty() {
             Vec::new()
         } else {
@@ -261,17 +257,7 @@ impl Transform {
             .with("role", "system")
             .with("content", Value::Array(content))
             .with("source", Object::new().with("kind", "system-prompt"));
-        let mut e = Object::new()
-            .with("type", "system/message")
-            .with("seq", 0)
-            .with("time", time.clone())
-            .with(
-                "data",
-                Object::new()
-                    .with("turn", turn)
-                    .with("step", step)
-                    .with("message", message),
-            );
+        let mut e = self.step_message("system/message", time, message, None);
         match replaces {
             None => e = e.with("surfaceOp", "append"),
             Some(head) => {
@@ -309,10 +295,6 @@ impl Transform {
         else {
             return;
         };
-        let (turn, step) = self
-            .step
-            .clone()
-            .unwrap_or((Value::from(1), Value::from(1)));
         let block = Object::new()
             .with("type", "tool-addition")
             .with("toolName", name);
@@ -321,21 +303,39 @@ impl Transform {
             .with("role", "developer")
             .with("content", Value::Array(vec![Value::Object(block)]))
             .with("source", Object::new().with("kind", "tool-catalog"));
-        let e = Object::new()
-            .with("type", "developer/message")
-            .with("seq", 0)
-            .with("time", time.clone())
-            .with(
-                "data",
-                Object::new()
-                    .with("turn", turn)
-                    .with("step", step)
-                    .with("message", message)
-                    .with("headerSeq", header_seq as i64),
-            )
+        let header_seq = ("headerSeq", Value::from(header_seq as i64));
+        let e = self
+            .step_message("developer/message", time, message, Some(header_seq))
             .with("surfaceOp", "append");
         self.push(e, out);
         self.developer_added = true;
+    }
+
+    /// `{type, seq, time, data:{turn, step, message[, extra]}}` in the open step (its seq is
+    /// assigned when pushed).
+    fn step_message(
+        &self,
+        ty: &str,
+        time: &Value,
+        message: Object,
+        extra: Option<(&str, Value)>,
+    ) -> Object {
+        let (turn, step) = self
+            .step
+            .clone()
+            .unwrap_or((Value::from(1), Value::from(1)));
+        let mut data = Object::new()
+            .with("turn", turn)
+            .with("step", step)
+            .with("message", message);
+        if let Some((key, value)) = extra {
+            data = data.with(key, value);
+        }
+        Object::new()
+            .with("type", ty)
+            .with("seq", 0)
+            .with("time", time.clone())
+            .with("data", data)
     }
 
     /// Renumber `e`'s and `data`'s seq references through the V0 → V4 map.
