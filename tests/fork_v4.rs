@@ -25,7 +25,7 @@ fn a_fork_inside_a_step_writes_dsh_s_child_file() {
     let (_t, store) = temp_store();
     import_bytes(&store, "parent", parent.as_bytes(), true).expect("import");
     let report = store.fork("parent", Some(2), "child").expect("fork");
-    assert_eq!(report.seed, 3);
+    assert_eq!((report.seed, report.closers), (3, 3));
     let child = String::from_utf8(export_bytes(&store, "child")).expect("UTF-8");
     let (header, body) = child.split_once('\n').expect("a header line");
     let header = parse(header).expect("JSON");

@@ -42,8 +42,11 @@ pub struct ForkReport {
     pub id: String,
     /// Events inherited (`seedLength`).
     pub seed: u64,
-    /// Whether a `session/end-seed` was appended after the seed.
+    /// Whether a `session/end-seed` was appended after the seed (V4: the `{inherited:true}`
+    /// marker, always).
     pub end_seed: bool,
+    /// V4: closer events appended after the marker (the boundary was inside a turn).
+    pub closers: u64,
 }
 
 /// One session in a lineage tree.
@@ -170,6 +173,7 @@ impl Store {
             id: new_id.into(),
             seed,
             end_seed: with_end_seed,
+            closers: 0,
         })
     }
 
@@ -228,6 +232,7 @@ impl Store {
             id: new_id.into(),
             seed,
             end_seed: true,
+            closers: own.len().saturating_sub(1) as u64,
         })
     }
 

@@ -98,8 +98,12 @@ pub fn fork(
     at: Option<u64>,
 ) -> anyhow::Result<ExitCode> {
     let r = store.fork(source, at, new_id)?;
+    let closers = match r.closers {
+        0 => String::new(),
+        n => format!(", {n} closers of the open turn"),
+    };
     println!(
-        "forked {source} into {} ({} events inherited{})",
+        "forked {source} into {} ({} events inherited{}{closers})",
         r.id,
         r.seed,
         if r.end_seed {
