@@ -98,6 +98,9 @@ pub enum Error {
         /// What was asked.
         what: String,
     },
+    /// A message projection cannot be registered (DSH's message).
+    #[error("{0}")]
+    Projection(String),
     /// A session directory whose generation files disagree (names, headers, encodings).
     #[error("{0}")]
     Generation(String),

@@ -17,6 +17,7 @@ mod list;
 mod meta;
 mod options;
 mod projection;
+mod projections;
 mod repair;
 mod request;
 mod retention;

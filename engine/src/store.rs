@@ -42,6 +42,8 @@ pub struct Store {
     /// Ids with an import in flight in this process: a second import of the same id waits for
     /// nothing and is refused, so two imports can never both create one id.
     claims: Mutex<HashSet<Vec<u8>>>,
+    /// Registered message projections (see `projections.rs`).
+    pub(crate) projections: crate::projections::Registry,
 }
 
 impl std::fmt::Debug for Store {
@@ -100,6 +102,7 @@ impl Store {
             hot,
             poisoned: std::sync::atomic::AtomicBool::new(false),
             claims: Mutex::new(HashSet::new()),
+            projections: crate::projections::Registry::default(),
         };
         store.recover_interrupted_imports()?;
         let next = store.read_counter()?;

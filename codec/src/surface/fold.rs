@@ -60,6 +60,9 @@ pub struct SurfaceFold {
     replacements: Vec<Replacement>,
     #[serde(default)]
     model: SurfaceModel,
+    /// Message-projection events committed (each advances `contentGeneration` only).
+    #[serde(default)]
+    projections: u64,
 }
 
 /// A validated `surfaceOp`.
@@ -103,6 +106,7 @@ impl SurfaceFold {
             replace_generation,
             replacements: Vec::new(),
             model: SurfaceModel::V0,
+            projections: 0,
         }
     }
 
@@ -145,6 +149,16 @@ impl SurfaceFold {
     /// Every replace so far, in log order (DSH's `foldSurface(...).replacements`).
     pub fn replacements(&self) -> &[Replacement] {
         &self.replacements
+    }
+
+    /// Record a committed message-projection event (the engine and replay apply its messages).
+    pub fn note_projection(&mut self) {
+        self.projections += 1;
+    }
+
+    /// DSH's `contentGeneration`: replaces plus committed projection events.
+    pub fn content_generation(&self) -> u64 {
+        self.replace_generation + self.projections
     }
 
     /// The seq the next applied event must carry.
@@ -209,7 +223,7 @@ impl SurfaceFold {
         surface_json(
             self.model,
             &self.nodes,
-            self.replace_generation,
+            (self.replace_generation, self.content_generation()),
             &self.replacements,
         )
     }
@@ -518,13 +532,14 @@ fn message_content_blind_view(event: &Value) -> Result<Value, TypeError> {
 /// A surface as DSH's expected-output file writes it, without spaces: `{"nodes":[…],
 /// "replaceGeneration":n,"replacements":[{"seq","start","end","shadowedSeqs"}…]}`. Under V4 the
 /// endpoints are spelled `startSeq`/`endSeq` and `contentGeneration` follows
-/// `replaceGeneration` (equal to it: message projections are not modelled yet).
+/// `replaceGeneration`. `generations` is `(replaceGeneration, contentGeneration)`.
 pub fn surface_json(
     model: SurfaceModel,
     nodes: &[u64],
-    replace_generation: u64,
+    generations: (u64, u64),
     replacements: &[Replacement],
 ) -> String {
+    let (replace_generation, content_generation) = generations;
     let (start_key, end_key) = model.replace_keys();
     let replacements = replacements
         .iter()
@@ -542,7 +557,7 @@ pub fn surface_json(
         .with("nodes", seqs_value(nodes))
         .with("replaceGeneration", seq_value(replace_generation));
     if model == SurfaceModel::V4 {
-        surface = surface.with("contentGeneration", seq_value(replace_generation));
+        surface = surface.with("contentGeneration", seq_value(content_generation));
     }
     stringify(&Value::Object(
         surface.with("replacements", Value::Array(replacements)),

@@ -13,6 +13,7 @@ mod fold;
 mod header;
 mod js;
 mod model;
+mod projection;
 mod replay;
 
 #[cfg(test)]
@@ -27,7 +28,11 @@ use std::borrow::Borrow;
 pub use fold::{surface_json, Replacement, SurfaceChange, SurfaceFold};
 pub use header::{canonical_header, fold_request_header, RequestHeaderFold};
 pub use model::{SurfaceModel, DEVELOPER_MESSAGE, SYSTEM_MESSAGE};
-pub use replay::{replay, replay_with, Replay};
+pub use projection::{
+    duplicate_projection, missing_projection, removed_projection, ImageOffload, MessageProjection,
+    ProjectionContext, MESSAGE_PROJECTION_EVENT_TYPES,
+};
+pub use replay::{replay, replay_projected, replay_with, Replay};
 
 use crate::json::Value;
 use crate::Result;
@@ -131,17 +136,24 @@ pub fn derive_messages<V: Borrow<Value>>(
     nodes: &[u64],
     lookup: impl FnMut(u64) -> Option<V>,
 ) -> Result<Vec<Value>> {
-    derive_messages_in(SurfaceModel::V0, nodes, lookup)
+    derive_messages_in(SurfaceModel::V0, nodes, lookup, &|_| None)
 }
 
-/// [`derive_messages`] under `model`'s message projection.
+/// [`derive_messages`] under `model`'s message projection, with `projected(seq)` the message a
+/// message projection made of node `seq`, which wins over the event's own (DSH 0.2's
+/// `deriveEventMessage(event, projectedMessages)`).
 pub fn derive_messages_in<V: Borrow<Value>>(
     model: SurfaceModel,
     nodes: &[u64],
     mut lookup: impl FnMut(u64) -> Option<V>,
+    projected: &dyn Fn(u64) -> Option<Value>,
 ) -> Result<Vec<Value>> {
     let mut messages = Vec::with_capacity(nodes.len());
     for &seq in nodes {
+        if let Some(m) = projected(seq) {
+            messages.push(m);
+            continue;
+        }
         let event = lookup(seq);
         let message = derive(model, event.as_ref().map(Borrow::borrow)).map_err(|e| e.at(seq))?;
         messages.extend(message.filter(|m| truthy(m)).cloned());

@@ -18,6 +18,7 @@ use super::AppendReceipt;
 use crate::import::{checked_value, now_ms};
 use crate::meta::{SessionMeta, SourceEncoding};
 use crate::projection::{is_checkpoint_point, ProjectionWriter};
+use crate::projections::{Projected, PROJ};
 use crate::store::{Store, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE};
 use crate::surface::SurfaceIndexer;
 use crate::{keys, Error, Result};
@@ -219,6 +220,8 @@ pub(crate) fn fold_batch(
         puts: Vec::new(),
         since_snapshot: 0,
     };
+    // V4: the messages projections made, loaded only when the batch holds a projection event.
+    let mut projected: Option<std::collections::HashMap<u64, Value>> = None;
     for (k, event) in authored.iter().enumerate() {
         let seq = next + k as u64;
         let lookup = |s: u64| match s.checked_sub(next) {
@@ -241,6 +244,19 @@ pub(crate) fn fold_batch(
                     .map_err(|e| e.to_string());
                 folded.changes.push(change);
                 recorded
+            })
+            .and_then(|()| {
+                if meta.version != 4 {
+                    return Ok(());
+                }
+                let record =
+                    project_batch_event(store, meta, fold, event, &lookup, &mut projected)?;
+                if let Some(record) = record {
+                    folded
+                        .puts
+                        .push((keys::event_key(meta.number, PROJ, seq), record));
+                }
+                Ok(())
             });
         if let Err(rule) = outcome {
             for change in folded.changes.iter().rev() {
@@ -251,6 +267,45 @@ pub(crate) fn fold_batch(
     }
     folded.since_snapshot = indexer.since_snapshot;
     Ok(folded)
+}
+
+/// Run the message projection of appended V4 `event` (if its type has one) against the fold's
+/// surface; `projected` is loaded from the store on first need and grows with the batch.
+fn project_batch_event(
+    store: &Store,
+    meta: &SessionMeta,
+    fold: &SurfaceFold,
+    event: &Value,
+    lookup: &dyn Fn(u64) -> Option<Value>,
+    projected: &mut Option<std::collections::HashMap<u64, Value>>,
+) -> std::result::Result<Option<Vec<u8>>, String> {
+    if !store.is_projection_event(event) {
+        return Ok(None);
+    }
+    let earlier_map = projected.take();
+    let earlier_map = match earlier_map {
+        Some(map) => map,
+        None => match meta.events.checked_sub(1) {
+            Some(at) => store.projected_at(meta, at).map_err(|e| e.to_string())?.0,
+            None => std::collections::HashMap::new(),
+        },
+    };
+    let earlier = |s: u64| earlier_map.get(&s).cloned();
+    let outcome = store.project_event(event, fold.nodes(), lookup, &earlier);
+    let mut map = earlier_map;
+    let record = match outcome {
+        Ok(Projected::None) => None,
+        Ok(Projected::Record(record, messages)) => {
+            map.extend(messages);
+            Some(record)
+        }
+        Err(rule) => {
+            *projected = Some(map);
+            return Err(rule);
+        }
+    };
+    *projected = Some(map);
+    Ok(record)
 }
 
 /// Pack and serialize the batch as DSH's writer would, stage its lines (and frame), and return

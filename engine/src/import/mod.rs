@@ -230,6 +230,7 @@ impl BodyIndexer {
         };
         let first_seq = self.scanner.events() - events.len() as u64;
         let number = w.number();
+        let store = w.store();
         for (k, e) in events.iter().enumerate() {
             if self.closed_v0_vocabulary {
                 self.support.observe(&self.id, e);
@@ -243,7 +244,9 @@ impl BodyIndexer {
             let seq = first_seq + k as u64;
             if self.indexed {
                 self.surface
-                    .apply(number, seq, e, &mut |key, value| w.put_surface(key, value))?;
+                    .apply(store, number, seq, e, &mut |key, value| {
+                        w.put_surface(key, value)
+                    })?;
             }
             if self.projected {
                 self.projections.apply(number, seq, e, &mut |key, value| {

@@ -199,6 +199,11 @@ impl<'s> SessionWriter<'s> {
         Ok(())
     }
 
+    /// The store being written to.
+    pub(crate) fn store(&self) -> &'s Store {
+        self.store
+    }
+
     /// The session number being written.
     pub(crate) fn number(&self) -> u64 {
         self.number

@@ -8,6 +8,7 @@
 //! | `number ‖ 0x00 ‖ seq`        | OP: the [`SurfaceChange`] of surface event `seq`         |
 //! | `number ‖ 0x01 ‖ seq`        | SNAP: [`Snapshot`] of the fold after event `seq`         |
 //! | `number ‖ 0x02 ‖ seq`        | REPL: the [`Replacement`] made by event `seq`            |
+//! | `number ‖ 0x03 ‖ seq`        | PROJ: what message-projection event `seq` made (JSON; see `projections.rs`) |
 //!
 //! Snapshot policy: after every replacement, and after an append run of
 //! `max(SNAPSHOT_MIN_OPS, nodes / 4)` ops, so the ops replayed on top of a snapshot never exceed

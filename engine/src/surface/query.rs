@@ -24,6 +24,8 @@ pub struct SurfaceView {
     pub replacements: Vec<Replacement>,
     /// The surface rules of the session's format.
     pub model: SurfaceModel,
+    /// DSH 0.2's `contentGeneration`: replacements plus committed message-projection events.
+    pub content_generation: u64,
 }
 
 impl SurfaceView {
@@ -32,7 +34,7 @@ impl SurfaceView {
         surface_json(
             self.model,
             &self.nodes,
-            self.replace_generation,
+            (self.replace_generation, self.content_generation),
             &self.replacements,
         )
     }
@@ -49,6 +51,7 @@ impl Store {
                 replace_generation: 0,
                 replacements: Vec::new(),
                 model,
+                content_generation: 0,
             });
         };
         let fold = self.surface_fold_at(&meta, at)?;
@@ -57,11 +60,16 @@ impl Store {
             replacements.push(decode::<Replacement>(&meta.id_lossy(), v)?);
             Ok(())
         })?;
+        let projections = match model {
+            SurfaceModel::V4 => self.projected_at(&meta, at)?.1,
+            SurfaceModel::V0 => 0,
+        };
         Ok(SurfaceView {
             nodes: fold.nodes().to_vec(),
             replace_generation: fold.replace_generation(),
             replacements,
             model,
+            content_generation: fold.replace_generation() + projections,
         })
     }
 
@@ -72,6 +80,10 @@ impl Store {
             return Ok(Vec::new());
         };
         let fold = self.surface_fold_at(&meta, at)?;
+        let overlay = match fold.model() {
+            SurfaceModel::V4 => self.projected_at(&meta, at)?.0,
+            SurfaceModel::V0 => std::collections::HashMap::new(),
+        };
         let mut failure = None;
         let lookup = |seq: u64| match self.event_at(&meta, seq) {
             Ok(e) => e,
@@ -80,12 +92,14 @@ impl Store {
                 None
             }
         };
-        let messages = derive_messages_in(fold.model(), fold.nodes(), lookup).map_err(|e| {
-            Error::SurfaceFailed {
-                id: id.into(),
-                reason: e.to_string(),
-            }
-        });
+        let projected = |seq: u64| overlay.get(&seq).cloned();
+        let messages =
+            derive_messages_in(fold.model(), fold.nodes(), lookup, &projected).map_err(|e| {
+                Error::SurfaceFailed {
+                    id: id.into(),
+                    reason: e.to_string(),
+                }
+            });
         match failure {
             Some(e) => Err(e),
             None => messages,
@@ -172,7 +186,7 @@ impl Store {
     }
 
     /// Visit every record of `section` with seq ≤ `at`, in seq order.
-    fn scan_surface(
+    pub(crate) fn scan_surface(
         &self,
         meta: &SessionMeta,
         section: u8,

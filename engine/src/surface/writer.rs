@@ -1,6 +1,8 @@
 //! Maintaining the surface index while events are written (import and append).
 
-use sessionlog_codec::surface::{SurfaceChange, SurfaceFold};
+use sessionlog_codec::surface::{SurfaceChange, SurfaceFold, SurfaceModel};
+
+use crate::projections::{Projected, PROJ};
 
 use super::{encode, Snapshot, OP, REPL, SNAP, SNAPSHOT_MIN_OPS};
 use crate::keys::event_key;
@@ -55,9 +57,12 @@ impl SurfaceIndexer {
 pub(crate) struct SurfaceBuilder {
     pub(crate) fold: SurfaceFold,
     pub(crate) indexer: SurfaceIndexer,
-    /// Current surface events a rewrite may target: whole `tool/result` events, and the type
-    /// alone of the others (all DSH's rewrite rule reads of them).
+    /// Current surface events a rewrite may target: whole `tool/result` events (and under V4,
+    /// whose message projections read them, `user/message` events), and the type alone of the
+    /// others (all DSH's rules read of them).
     current: std::collections::HashMap<u64, sessionlog_codec::json::Value>,
+    /// V4: the messages committed projection events made so far, by original seq.
+    projected: std::collections::HashMap<u64, sessionlog_codec::json::Value>,
     /// The seq and DSH's message of the first event the fold refused.
     pub(crate) error: Option<(u64, String)>,
 }
@@ -71,9 +76,11 @@ impl SurfaceBuilder {
         }
     }
 
-    /// Fold and index committed event `seq`.
+    /// Fold and index committed event `seq` (running its message projection, under V4, with
+    /// `store`'s registry).
     pub(crate) fn apply(
         &mut self,
+        store: &crate::store::Store,
         number: u64,
         seq: u64,
         event: &sessionlog_codec::json::Value,
@@ -98,7 +105,8 @@ impl SurfaceBuilder {
                         .and_then(|o| o.get("type"))
                         .and_then(Value::as_str)
                         .unwrap_or_default();
-                    let kept = if ty == "tool/result" {
+                    let v4 = self.fold.model() == SurfaceModel::V4;
+                    let kept = if ty == "tool/result" || (v4 && ty == "user/message") {
                         event.clone()
                     } else {
                         Value::Object(Object::new().with("type", ty))
@@ -106,6 +114,34 @@ impl SurfaceBuilder {
                     self.current.insert(seq, kept);
                 }
                 self.indexer.record(number, seq, &change, &self.fold, put)?;
+                if self.fold.model() == SurfaceModel::V4 {
+                    self.project(store, number, seq, event, put)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Run `event`'s message projection, if its type has one, storing its record; a refusal
+    /// stops the index like a fold refusal.
+    fn project(
+        &mut self,
+        store: &crate::store::Store,
+        number: u64,
+        seq: u64,
+        event: &sessionlog_codec::json::Value,
+        put: &mut dyn FnMut([u8; crate::keys::EVENT_KEY_LEN], Vec<u8>) -> Result<()>,
+    ) -> Result<()> {
+        let current = &self.current;
+        let projected = &self.projected;
+        let event_at = |s: u64| current.get(&s).cloned();
+        let earlier = |s: u64| projected.get(&s).cloned();
+        match store.project_event(event, self.fold.nodes(), &event_at, &earlier) {
+            Err(rule) => self.error = Some((seq, rule)),
+            Ok(Projected::None) => {}
+            Ok(Projected::Record(record, messages)) => {
+                put(crate::keys::event_key(number, PROJ, seq), record)?;
+                self.projected.extend(messages);
             }
         }
         Ok(())
