@@ -399,7 +399,8 @@ fn unserved_views_are_refused_not_answered_in_the_wrong_model() {
 }
 
 /// Generated V4 sessions (system-prompt replacements, compactions, tool-result rewrites,
-/// developer tool additions, seeded forks with their inherited marker) appended live give DSH's V4 file, byte for byte in both encodings;
+/// developer tool additions, seeded forks with their inherited marker, image offloads) appended
+/// live give DSH's V4 file, byte for byte in both encodings;
 /// re-imported they give the same bytes and answers; and every indexed answer equals a naive
 /// V4 replay.
 #[test]
@@ -416,7 +417,7 @@ fn generated_v4_sessions_round_trip_and_answer_like_a_replay() {
         torn_fraction: 0.0,
     };
     let (mut replaced_heads, mut developer, mut compactions, mut rewrites) = (0, 0, 0, 0);
-    let mut seeded = 0;
+    let (mut seeded, mut offloads) = (0, 0);
     for i in 0..opts.sessions {
         let feed = session_batches_v4(i, &opts);
         let mut plain = feed.header_line.clone() + "\n";
@@ -497,12 +498,18 @@ fn generated_v4_sessions_round_trip_and_answer_like_a_replay() {
                     text.starts_with(r#"{"type":"tool/result""#)
                         && text.contains(r#""op":"replace""#),
                 );
+                offloads += usize::from(text.starts_with(r#"{"type":"image/offload""#));
             }
         }
     }
     assert!(
-        replaced_heads > 0 && developer > 0 && compactions > 0 && rewrites > 0 && seeded > 0,
-        "{replaced_heads} {developer} {compactions} {rewrites} {seeded}"
+        replaced_heads > 0
+            && developer > 0
+            && compactions > 0
+            && rewrites > 0
+            && seeded > 0
+            && offloads > 0,
+        "{replaced_heads} {developer} {compactions} {rewrites} {seeded} {offloads}"
     );
 }
 

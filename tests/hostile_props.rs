@@ -274,3 +274,61 @@ proptest! {
         prop_assert!(v.problems.is_empty(), "{:?}", v.problems);
     }
 }
+
+/// Generated V4 sessions (both encodings), the corpus of the V4 property.
+fn v4_corpus() -> &'static [Vec<u8>] {
+    static CORPUS: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    CORPUS.get_or_init(|| {
+        let opts = sessionlog_tools::gen::GenOptions {
+            sessions: 4,
+            events_per_session: 1_500,
+            seed: 17,
+            torn_fraction: 0.0,
+        };
+        let mut files = Vec::new();
+        for i in 0..opts.sessions {
+            let feed = sessionlog_tools::gen::session_batches_v4(i, &opts);
+            let mut plain = feed.header_line.clone() + "\n";
+            let mut frames =
+                sessionlog::codec::zstd::compress_frame(plain.as_bytes()).expect("frame");
+            for b in &feed.batches {
+                plain += &b.text;
+                frames.extend(
+                    sessionlog::codec::zstd::compress_frame(b.text.as_bytes()).expect("frame"),
+                );
+            }
+            files.push(plain.into_bytes());
+            files.push(frames);
+        }
+        files
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Mutated V4 logs: a clean, byte-exact import (whose logical views answer or refuse, never
+    /// panic) or a clear refusal that leaves the store empty.
+    #[test]
+    fn mutated_v4_logs_import_cleanly_or_are_refused(
+        file in 0usize..10_000,
+        muts in prop::collection::vec(mutation(), 1..4),
+    ) {
+        let corpus = v4_corpus();
+        let mut bytes = corpus[file % corpus.len()].clone();
+        for m in &muts {
+            apply(&mut bytes, m, corpus);
+        }
+        import_or_refuse(&bytes, |store, b| {
+            let options = ImportOptions::default();
+            let report = if b.starts_with(&[0x28, 0xB5, 0x2F, 0xFD]) {
+                store.import_zstd("mutated-v4", b, &options)?
+            } else {
+                store.import_jsonl("mutated-v4", b, &options, &mut |_| {})?
+            };
+            let _ = store.messages_at(&report.id, None);
+            let _ = store.surface_at(&report.id, None);
+            Ok(report)
+        })?;
+    }
+}

@@ -14,6 +14,8 @@
 //!   `{inherited:true}` end-seed that marks the cut;
 //! - tool results become tool-role messages; `plugin` sources become producer kinds; replaces
 //!   are spelled `{op,startSeq,endSeq}`; every seq reference is renumbered;
+//! - every third human prompt carries 1–3 image blocks, and now and then a step ends with an
+//!   `image/offload` of the next image of the oldest current message that has one;
 //! - batches keep their grouping; each batch's text is its rows, `sourceEventSeqs`
 //!   range-encoded, one per line.
 
@@ -103,6 +105,8 @@ struct Transform {
     developer_added: bool,
     /// A seeded session whose inherited prefix (its first turn) is not closed yet.
     seed_pending: bool,
+    /// Human messages with images: (seq, images, images offloaded so far).
+    images: Vec<(u64, u64, u64)>,
     /// The V4 surface so far, to cite every node a replace shadows (the nodes this transform
     /// inserted are not among the V0 sources).
     surface: SurfaceFold,
@@ -167,7 +171,12 @@ impl Transform {
                 data.insert(JsString::from("stream"), Value::Array(Vec::new()));
             }
             "tool/result" => data = tool_role(&data),
-            "user/message" => data = producer_source(&data),
+            "user/message" => {
+                data = producer_source(&data);
+                if old_seq.is_some_and(|s| s % 3 == 0) && is_human(&data) {
+                    add_images(&mut data, 1 + old_seq.unwrap_or(0) % 3);
+                }
+            }
             _ => {}
         }
         self.remap(&mut e, &mut data);
@@ -178,6 +187,15 @@ impl Transform {
         }
         if ty == "step/start" && self.head.is_none() {
             self.head = Some(self.system_message(&time, None, out));
+        }
+        if ty == "user/message" && is_human(&data) {
+            let images = count_images(&data);
+            if images > 0 {
+                self.images.push((seq, images, 0));
+            }
+        }
+        if ty == "step/end" && old_seq.is_some_and(|s| s % 5 == 0) {
+            self.offload_image(&time, out);
         }
         if ty == "request/header" && !self.developer_added && self.step.is_some() {
             self.add_tool(&data, seq, &time, out);
@@ -191,6 +209,32 @@ impl Transform {
                 .with("data", Object::new().with("inherited", true));
             self.push(marker, out);
         }
+    }
+
+    /// An `image/offload` of the next image of the oldest current human message that has one
+    /// left (messages shadowed by a compaction are skipped for good).
+    fn offload_image(&mut self, time: &Value, out: &mut Vec<Value>) {
+        let nodes = self.surface.nodes();
+        self.images
+            .retain(|(seq, images, done)| done < images && nodes.contains(seq));
+        let Some(target) = self.images.first_mut() else {
+            return;
+        };
+        let (seq, index) = (target.0, target.2);
+        target.2 += 1;
+        let target = Object::new().with("seq", seq as i64).with(
+            "imageIndexes",
+            Value::Array(vec![Value::from(index as i64)]),
+        );
+        let e = Object::new()
+            .with("type", "image/offload")
+            .with("seq", 0)
+            .with("time", time.clone())
+            .with(
+                "data",
+                Object::new().with("targets", Value::Array(vec![Value::Object(target)])),
+            );
+        self.push(e, out);
     }
 
     /// Assign the next seq to `e`, make a replace cite every node it shadows, and emit it.
@@ -461,4 +505,54 @@ fn producer_source(data: &Object) -> Object {
     }
     data.insert(JsString::from("source"), Value::Object(renamed));
     data
+}
+
+/// Whether a `user/message`'s data is a human prompt (`source.kind == "user"`).
+fn is_human(data: &Object) -> bool {
+    data.get("source")
+        .and_then(Value::as_object)
+        .and_then(|s| s.get("kind"))
+        .and_then(Value::as_str)
+        == Some("user")
+}
+
+/// Append `n` image blocks (attachment references, as DSH stores them) to a message's content.
+fn add_images(data: &mut Object, n: u64) {
+    let mut content = data
+        .get("content")
+        .and_then(Value::as_array)
+        .map(<[Value]>::to_vec)
+        .unwrap_or_default();
+    for i in 0..n {
+        let attachment = Object::new()
+            .with(
+                "attachmentId",
+                format!("sha256:{:064x}", content.len() as u64 * 31 + i).as_str(),
+            )
+            .with("mediaType", "image/png")
+            .with("bytes", 48_213)
+            .with("width", 1_280)
+            .with("height", 720);
+        content.push(Value::Object(
+            Object::new()
+                .with("type", "image")
+                .with("attachment", attachment),
+        ));
+    }
+    data.insert(JsString::from("content"), Value::Array(content));
+}
+
+fn count_images(data: &Object) -> u64 {
+    data.get("content")
+        .and_then(Value::as_array)
+        .map_or(0, |c| {
+            c.iter()
+                .filter(|b| {
+                    b.as_object()
+                        .and_then(|o| o.get("type"))
+                        .and_then(Value::as_str)
+                        == Some("image")
+                })
+                .count() as u64
+        })
 }
