@@ -22,7 +22,7 @@ use sessionlog_codec::json::{self, Object, Value};
 use sessionlog_codec::rows::decode_line;
 use sessionlog_codec::surface::{replay_with, SurfaceModel};
 use sessionlog_engine::{ImportOptions, Options, Store};
-use sessionlog_tools::gen::{session_feed, GenOptions, LogFormat};
+use sessionlog_tools::gen::{session_bytes, session_v4_each, GenOptions, LogFormat};
 
 use crate::output::json_line;
 
@@ -112,12 +112,7 @@ pub fn run(
             seed: 77 + i as u64,
             torn_fraction: 0.0,
         };
-        let feed = session_feed(0, &opts, format);
-        let mut bytes = feed.header_line.into_bytes();
-        bytes.push(b'\n');
-        for b in &feed.batches {
-            bytes.extend_from_slice(b.text.as_bytes());
-        }
+        let bytes = session_file(&opts, format);
         let file = work.join(format!("session-{size}.v{version}.jsonl"));
         std::fs::write(&file, &bytes)?;
         let report = store.import_path(&file, &ImportOptions::default(), &mut |_| {})?;
@@ -223,6 +218,23 @@ pub fn run(
         json_line(&mut out, o)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Session 0 of `opts` as a file in `format`; V4 sessions are generated batch by batch, so a
+/// session of millions of events never has all its events in memory at once.
+fn session_file(opts: &GenOptions, format: LogFormat) -> Vec<u8> {
+    match format {
+        LogFormat::V0 => session_bytes(0, opts),
+        LogFormat::V4 => {
+            let mut body = Vec::new();
+            let (_, header) =
+                session_v4_each(0, opts, &mut |b| body.extend_from_slice(b.text.as_bytes()));
+            let mut bytes = header.into_bytes();
+            bytes.push(b'\n');
+            bytes.extend_from_slice(&body);
+            bytes
+        }
+    }
 }
 
 /// DSH's path to an old point: read the whole file, parse and decode every line (by its

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 pub use feed::{session_batches, Batch, SessionFeed};
 use rng::Rng;
 pub(crate) use text::uuid_from_bits;
-pub use v4::session_batches_v4;
+pub use v4::{session_batches_v4, session_v4_each};
 
 /// The log format a generated session is written in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -116,6 +116,21 @@ pub(super) fn build(index: u64, opts: &GenOptions) -> (String, Vec<u8>, u64) {
 /// Build one session; with `collect`, its batches are returned one by one rather than appended
 /// to the file text (the content drawn is the same either way).
 pub(super) fn build_with(index: u64, opts: &GenOptions, collect: bool) -> Built {
+    let mut batches = Vec::new();
+    let mut built = build_each(index, opts, collect, &mut |b| batches.push(b));
+    built.batches = batches;
+    built
+}
+
+/// [`build_with`], handing each batch to `on_batch` as soon as it is complete (with `collect`),
+/// so a session of any length is generated in bounded memory. `Built::out` holds the header line
+/// and `Built::batches` is empty.
+pub(super) fn build_each(
+    index: u64,
+    opts: &GenOptions,
+    collect: bool,
+    on_batch: &mut dyn FnMut(Batch),
+) -> Built {
     let mut rng = Rng::new(opts.seed, index);
     let id = text::uuid(&mut rng);
     let created_at = 1_780_000_000_000 + rng.range_i(0, 30 * 86_400_000);
@@ -137,18 +152,25 @@ pub(super) fn build_with(index: u64, opts: &GenOptions, collect: bool) -> Built 
     };
     s.write_header(&id, created_at);
     s.new_batch_size();
+    let mut hand_over = |s: &mut Session| {
+        for batch in s.batches.iter_mut().flat_map(std::mem::take) {
+            on_batch(batch);
+        }
+    };
     while s.seq < s.target {
         if s.turn > 0 && s.rng.chance(0.05) {
             s.compaction(None);
         }
         s.run_turn();
+        hand_over(&mut s);
     }
     s.flush();
+    hand_over(&mut s);
     Built {
         id,
         out: s.out,
         events: u64::try_from(s.seq).unwrap_or(0),
-        batches: s.batches.unwrap_or_default(),
+        batches: Vec::new(),
     }
 }
 

@@ -9,7 +9,7 @@
 //!   the head, and loses its `system`;
 //! - the first `request/header` with tools is followed by a `developer/message` adding one tool
 //!   (`headerSeq` names the header);
-//! - subagent sessions, and every third other one, are seeded forks: `isSeeded` (with a
+//! - every third session is a seeded fork: `isSeeded` (with a
 //!   `parentSession`), the first turn being the inherited prefix, closed by the
 //!   `{inherited:true}` end-seed that marks the cut;
 //! - tool results become tool-role messages; `plugin` sources become producer kinds; replaces
@@ -24,47 +24,57 @@ use std::collections::HashMap;
 use sessionlog_codec::header::{author_header, parse_header, HeaderFields};
 use sessionlog_codec::json::{stringify, JsString, Object, Value};
 use sessionlog_codec::rows::file_row;
-use sessionlog_codec::surface::{SurfaceFold, SurfaceModel};
+use sessionlog_codec::surface::{SurfaceChange, SurfaceFold, SurfaceModel};
 
-use super::feed::{session_batches, Batch, SessionFeed};
+use super::feed::{Batch, SessionFeed};
+use super::session::build_each;
 use super::GenOptions;
 
 /// Session number `index` of the corpus `opts` describes, in format V4, as a live feed.
 pub fn session_batches_v4(index: u64, opts: &GenOptions) -> SessionFeed {
-    let v0 = session_batches(index, opts);
-    let subagent = v0.header_line.contains(r#""parentSession":"#);
-    let seeded = subagent || index % 3 == 2;
+    let mut batches = Vec::new();
+    let (id, header_line) = session_v4_each(index, opts, &mut |b| batches.push(b));
+    SessionFeed {
+        id,
+        header_line,
+        batches,
+    }
+}
+
+/// [`session_batches_v4`] in bounded memory: each batch goes to `on_batch` as soon as it is
+/// complete; returns the session id and its header line.
+pub fn session_v4_each(
+    index: u64,
+    opts: &GenOptions,
+    on_batch: &mut dyn FnMut(Batch),
+) -> (String, String) {
+    let seeded = index % 3 == 2;
     let mut t = Transform {
         surface: SurfaceFold::new().with_model(SurfaceModel::V4),
         seed_pending: seeded,
         ..Transform::default()
     };
-    let mut batches = Vec::new();
-    for batch in &v0.batches {
+    let v0 = build_each(index, opts, true, &mut |batch| {
         let first_seq = t.next;
         let mut events = Vec::new();
         for e in &batch.events {
             t.event(e, &mut events);
         }
         if events.is_empty() {
-            continue;
+            return;
         }
         let text = events
             .iter()
             .map(|e| stringify(&file_row(e)) + "\n")
             .collect();
-        batches.push(Batch {
+        on_batch(Batch {
             first_seq,
             events,
             text,
         });
-    }
-    let header_line = v4_header(&v0.header_line, seeded.then_some(&v0.id));
-    SessionFeed {
-        id: v0.id,
-        header_line,
-        batches,
-    }
+    });
+    let header_line = v4_header(v0.out.trim_end_matches('\n'), seeded.then_some(&v0.id));
+    (v0.id, header_line)
 }
 
 /// The V0 header's fields in V4's layout; a seeded session (`seeded_id`) gets `isSeeded` and a
@@ -110,8 +120,8 @@ struct Transform {
     /// The V4 surface so far, to cite every node a replace shadows (the nodes this transform
     /// inserted are not among the V0 sources).
     surface: SurfaceFold,
-    /// Every event emitted, by seq.
-    emitted: Vec<Value>,
+    /// The events currently on the surface, by seq (what the fold's rules look up).
+    current: HashMap<u64, Value>,
 }
 
 impl Transform {
@@ -243,12 +253,22 @@ impl Transform {
         e.insert(JsString::from("seq"), Value::from(seq as i64));
         self.cite_shadowed(&mut e);
         let event = Value::Object(e);
-        let emitted = &self.emitted;
-        let lookup = |s: u64| usize::try_from(s).ok().and_then(|i| emitted.get(i));
+        let current = &self.current;
+        let lookup = |s: u64| current.get(&s);
         // The V0 session folds; the transform keeps that true, and the live append that
         // consumes this feed re-checks every event anyway.
-        let _ = self.surface.apply(&event, lookup);
-        self.emitted.push(event.clone());
+        match self.surface.apply(&event, lookup) {
+            Ok(SurfaceChange::Appended { seq }) => {
+                self.current.insert(seq, event.clone());
+            }
+            Ok(SurfaceChange::Replaced(r)) => {
+                for s in &r.shadowed_seqs {
+                    self.current.remove(s);
+                }
+                self.current.insert(r.seq, event.clone());
+            }
+            Ok(SurfaceChange::Unchanged) | Err(_) => {}
+        }
         out.push(event);
         self.next += 1;
         seq
