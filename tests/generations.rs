@@ -157,6 +157,8 @@ fn v0_and_v4_zstd_generations_in_one_directory() {
     import_dir(&again, session_dir).expect("re-import");
     assert_eq!(export_bytes(&again, id), v4);
     assert_eq!(generation_bytes(&again, id, 0), v0);
+    let report = again.verify(&[]).expect("verify");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
 
 /// Cases 2, 3, 4 and 29, and lower generations that are not this session's.

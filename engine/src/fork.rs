@@ -274,7 +274,7 @@ impl Store {
                         nodes: fold.nodes().to_vec(),
                         replace_generation: fold.replace_generation(),
                     };
-                    w.put_surface(keys::event_key(number, SNAP, at), encode(&snap)?)?;
+                    w.put_surface(&keys::event_key(number, SNAP, at), encode(&snap)?)?;
                 }
                 let mut indexer = SurfaceIndexer::default();
                 for (k, e) in own.iter().enumerate() {
@@ -285,7 +285,7 @@ impl Store {
                     };
                     let change = fold.apply(e, lookup)?;
                     indexer.record(number, seq, &change, &fold, &mut |key, value| {
-                        w.put_surface(key, value)
+                        w.put_surface(&key, value)
                     })?;
                     let line = if parent.version >= 2 {
                         json::stringify(&file_row(e))

@@ -1,15 +1,18 @@
 //! Message projections in the store (DSH 0.2's `registerMessageProjection`): the registry, and
-//! the `PROJ` records of the surface index that hold what each committed projection event made
-//! of earlier messages.
+//! the records of the surface index that hold what committed projection events made of earlier
+//! messages.
 //!
 //! A projection runs once, when its event is written (import or append), against the surface at
-//! that point; its result is stored beside the event (`number ‖ PROJ ‖ seq` → `{"type",
-//! "messages":[[seq, message]…]}`), in the same WriteBatch. Reads overlay the records at or
-//! before the asked seq, later over earlier, so a point-in-time query never re-runs a plugin.
-//! Invariant, as in DSH: a session whose records name a projection that is no longer registered
-//! is not read (its messages would depend on code that is gone).
+//! that point; its result is stored in the same WriteBatch:
+//! - `number ‖ PROJ ‖ seq` → `{"type","count","types"}`: the event's projection, and the
+//!   cumulative number of projection events and set of projection types up to it;
+//! - `number ‖ PROJN ‖ target ‖ seq` (25 bytes) → the message event `seq` made of node `target`.
+//!
+//! A read at seq N costs one seek for the cumulative state (contentGeneration, the types to check
+//! against the registry) and, when any projection happened, one seek per node for its latest
+//! projected message: proportional to the answer, never to the log. As in DSH, a session whose
+//! records name a projection that is no longer registered is not read.
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use sessionlog_codec::json::{self, Value};
@@ -18,12 +21,15 @@ use sessionlog_codec::surface::{
     ProjectionContext, MESSAGE_PROJECTION_EVENT_TYPES,
 };
 
+use crate::keys;
 use crate::meta::SessionMeta;
-use crate::store::Store;
+use crate::store::{Store, CF_SURFACE};
 use crate::{Error, Result};
 
-/// Section byte of projection records in the `surface` CF.
+/// Section byte of projection-event records in the `surface` CF.
 pub(crate) const PROJ: u8 = 3;
+/// Section byte of projected messages (25-byte keys: number, section, target, seq).
+pub(crate) const PROJN: u8 = 4;
 
 /// The registered projections, one per event type; `image/offload` is built in.
 pub(crate) struct Registry(RwLock<Vec<Arc<dyn MessageProjection>>>);
@@ -44,12 +50,79 @@ impl Registry {
     }
 }
 
-/// What writing one event did to the projections: nothing, or a record to store.
+/// What writing one event did to the projections: nothing, or a projection of a type.
 pub(crate) enum Projected {
     /// Not a projection event.
     None,
-    /// A committed projection: its record, and the messages it made (by original seq).
-    Record(Vec<u8>, Vec<(u64, Value)>),
+    /// A committed projection of type `.0`: the messages it made, by original seq.
+    Messages(String, Vec<(u64, Value)>),
+}
+
+/// The cumulative projection state after some event.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ProjectionState {
+    /// Projection events committed (their share of `contentGeneration`).
+    pub(crate) count: u64,
+    /// The projection types they used.
+    pub(crate) types: Vec<String>,
+}
+
+impl ProjectionState {
+    /// Stage the records of projection event `seq` of type `ty`, which made `messages`, after
+    /// this state; returns the state after it.
+    pub(crate) fn put(
+        &self,
+        number: u64,
+        seq: u64,
+        ty: &str,
+        messages: &[(u64, Value)],
+        put: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>,
+    ) -> Result<ProjectionState> {
+        let mut types = self.types.clone();
+        if !types.iter().any(|t| t == ty) {
+            types.push(ty.to_owned());
+        }
+        let after = ProjectionState {
+            count: self.count + 1,
+            types,
+        };
+        let list = after
+            .types
+            .iter()
+            .map(|t| Value::from(t.as_str()))
+            .collect();
+        let record = json::Object::new()
+            .with("type", ty)
+            .with("count", after.count as f64)
+            .with("types", Value::Array(list));
+        put(
+            keys::event_key(number, PROJ, seq).to_vec(),
+            json::stringify(&Value::Object(record)).into_bytes(),
+        )?;
+        for (target, message) in messages {
+            put(
+                target_key(number, *target, seq).to_vec(),
+                json::stringify(message).into_bytes(),
+            )?;
+        }
+        Ok(after)
+    }
+
+    fn decode(bytes: &[u8]) -> Option<ProjectionState> {
+        let value = json::parse(std::str::from_utf8(bytes).ok()?).ok()?;
+        let o = value.as_object()?;
+        let count = o
+            .get("count")?
+            .as_safe_integer()
+            .and_then(|c| u64::try_from(c).ok())?;
+        let types = o
+            .get("types")?
+            .as_array()?
+            .iter()
+            .map(|t| t.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()?;
+        Some(ProjectionState { count, types })
+    }
 }
 
 impl Store {
@@ -113,36 +186,103 @@ impl Store {
             projected: earlier,
         };
         let messages = projection.project(event, &ctx)?;
-        Ok(Projected::Record(encode_record(ty, &messages), messages))
+        Ok(Projected::Messages(ty.to_owned(), messages))
     }
 
-    /// The messages projections made, as of event `at` (later records over earlier), and how
-    /// many projection events committed up to it. Fails if a projection a record names is no
-    /// longer registered.
-    pub(crate) fn projected_at(
+    /// The projection state after event `at` (walking a fork's segments, newest first). Fails
+    /// if a projection the session used is no longer registered.
+    pub(crate) fn projection_state_at(
         &self,
         meta: &SessionMeta,
         at: u64,
-    ) -> Result<(HashMap<u64, Value>, u64)> {
-        let mut overlay = HashMap::new();
-        let mut count = 0;
+    ) -> Result<ProjectionState> {
         let id = meta.id_lossy();
-        self.scan_surface(meta, PROJ, at, &mut |seq, v| {
-            let (ty, messages) = decode_record(v).ok_or_else(|| Error::Corrupt {
-                id: id.clone(),
-                detail: format!("projection record at seq {seq} does not decode"),
-            })?;
-            if self.projections.get(&ty).is_none() {
-                return Err(Error::SurfaceFailed {
-                    id: id.clone(),
-                    reason: removed_projection(&ty),
-                });
-            }
-            overlay.extend(messages);
-            count += 1;
-            Ok(())
+        let found = self.latest_record(
+            meta,
+            at,
+            &|number, hi| keys::event_key(number, PROJ, hi).to_vec(),
+            &|k| keys::parse_event_key(k).and_then(|(_, s, seq)| (s == PROJ).then_some(seq)),
+        )?;
+        let Some(bytes) = found else {
+            return Ok(ProjectionState::default());
+        };
+        let state = ProjectionState::decode(&bytes).ok_or_else(|| Error::Corrupt {
+            id: id.clone(),
+            detail: "projection record does not decode".into(),
         })?;
-        Ok((overlay, count))
+        if let Some(ty) = state
+            .types
+            .iter()
+            .find(|t| self.projections.get(t).is_none())
+        {
+            return Err(Error::SurfaceFailed {
+                id,
+                reason: removed_projection(ty),
+            });
+        }
+        Ok(state)
+    }
+
+    /// The latest message a projection at or before `at` made of node `target`, if any.
+    pub(crate) fn projected_message(
+        &self,
+        meta: &SessionMeta,
+        target: u64,
+        at: u64,
+    ) -> Result<Option<Value>> {
+        let found = self.latest_record(
+            meta,
+            at,
+            &|number, hi| target_key(number, target, hi).to_vec(),
+            &|k| parse_target_key(k).and_then(|(t, seq)| (t == target).then_some(seq)),
+        )?;
+        let Some(bytes) = found else {
+            return Ok(None);
+        };
+        std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|t| json::parse(t).ok())
+            .map(Some)
+            .ok_or_else(|| Error::Corrupt {
+                id: meta.id_lossy(),
+                detail: format!("projected message of seq {target} does not decode"),
+            })
+    }
+
+    /// The value of the last record at or before seq `at` in the segments of `meta` (newest
+    /// first): `key(number, hi)` is the key to seek back from, `seq_of(key)` the record's seq
+    /// when the key is one of the records looked for.
+    fn latest_record(
+        &self,
+        meta: &SessionMeta,
+        at: u64,
+        key: &dyn Fn(u64, u64) -> Vec<u8>,
+        seq_of: &dyn Fn(&[u8]) -> Option<u64>,
+    ) -> Result<Option<Vec<u8>>> {
+        for seg in self.segments(meta)?.iter().rev() {
+            let Some(hi) = seg.end.checked_sub(1).map(|e| e.min(at)) else {
+                continue;
+            };
+            if seg.from > hi {
+                continue;
+            }
+            let mut it = self
+                .db
+                .raw_iterator_cf_opt(self.cf(CF_SURFACE)?, self.bounded(seg.number));
+            it.seek_for_prev(key(seg.number, hi));
+            let found = match (it.key().and_then(seq_of), it.value()) {
+                (Some(seq), Some(v)) if seq >= seg.from => Some(v.to_vec()),
+                _ => None,
+            };
+            it.status().map_err(Error::storage(format!(
+                "reading the projections of \"{}\"",
+                meta.id_lossy()
+            )))?;
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+        Ok(None)
     }
 }
 
@@ -154,29 +294,22 @@ fn event_type(event: &Value) -> &str {
         .unwrap_or_default()
 }
 
-/// `{"type":T,"messages":[[seq,message],…]}`.
-fn encode_record(ty: &str, messages: &[(u64, Value)]) -> Vec<u8> {
-    let list = messages
-        .iter()
-        .map(|(seq, m)| Value::Array(vec![Value::Number(*seq as f64), m.clone()]))
-        .collect();
-    let record = json::Object::new()
-        .with("type", ty)
-        .with("messages", Value::Array(list));
-    json::stringify(&Value::Object(record)).into_bytes()
+/// `number ‖ PROJN ‖ target ‖ seq`.
+fn target_key(number: u64, target: u64, seq: u64) -> [u8; 25] {
+    let mut k = [0u8; 25];
+    k[..8].copy_from_slice(&number.to_be_bytes());
+    k[8] = PROJN;
+    k[9..17].copy_from_slice(&target.to_be_bytes());
+    k[17..].copy_from_slice(&seq.to_be_bytes());
+    k
 }
 
-fn decode_record(bytes: &[u8]) -> Option<(String, Vec<(u64, Value)>)> {
-    let value = json::parse(std::str::from_utf8(bytes).ok()?).ok()?;
-    let o = value.as_object()?;
-    let ty = o.get("type")?.as_str()?.to_owned();
-    let mut messages = Vec::new();
-    for pair in o.get("messages")?.as_array()? {
-        let [seq, message] = pair.as_array()? else {
-            return None;
-        };
-        let seq = seq.as_safe_integer().and_then(|s| u64::try_from(s).ok())?;
-        messages.push((seq, message.clone()));
+/// `(target, seq)` of a PROJN key.
+fn parse_target_key(k: &[u8]) -> Option<(u64, u64)> {
+    if k.len() != 25 || k[8] != PROJN {
+        return None;
     }
-    Some((ty, messages))
+    let target = u64::from_be_bytes(k[9..17].try_into().ok()?);
+    let seq = u64::from_be_bytes(k[17..].try_into().ok()?);
+    Some((target, seq))
 }

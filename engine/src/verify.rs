@@ -5,7 +5,8 @@
 //! with seqs continuing the previous line, and they number the recorded events; frames and tail
 //! chunks are contiguous; the stored bytes add up to the imported file and its plaintext
 //! rendering; for zstd imports DSH would load, the stored frames decode to exactly the stored
-//! header and lines. Store-wide: no `events` key belongs to a session number without metadata.
+//! header and lines; frozen lower generations are complete (chunks in order, crc32s, sizes).
+//! Store-wide: no `events` key belongs to a session number without metadata.
 
 use rocksdb::ReadOptions;
 use sessionlog_codec::header::parse_header;
@@ -56,6 +57,8 @@ struct Walk {
     plain: Vec<u8>,
     /// What the stored frames decode to.
     framed_plain: Vec<u8>,
+    /// Frozen generations seen: version → (chunks, bytes).
+    frozen: std::collections::BTreeMap<u32, (u64, u64)>,
 }
 
 impl Store {
@@ -150,9 +153,39 @@ impl Store {
                         None => w.problems.push(format!("tail chunk {n} fails its crc32")),
                     }
                 }
+                Some((_, keys::GENERATION, n)) => {
+                    let version = u32::try_from(n >> 32).unwrap_or(u32::MAX);
+                    let seen = w.frozen.entry(version).or_default();
+                    if n & 0xFFFF_FFFF != seen.0 {
+                        w.problems.push(format!(
+                            "generation v{version} chunk {} is out of order (expected {})",
+                            n & 0xFFFF_FFFF,
+                            seen.0
+                        ));
+                    }
+                    seen.0 += 1;
+                    match checked_bytes(v) {
+                        Some(b) => seen.1 += b.len() as u64,
+                        None => w.problems.push(format!(
+                            "generation v{version} chunk {} fails its crc32",
+                            n & 0xFFFF_FFFF
+                        )),
+                    }
+                }
                 _ => w.problems.push(format!("unexpected key {k:02x?}")),
             }
             it.next();
+        }
+        let listed: std::collections::BTreeMap<u32, (u64, u64)> = meta
+            .frozen
+            .iter()
+            .map(|g| (g.version, (g.chunks, g.bytes)))
+            .collect();
+        if listed != w.frozen {
+            w.problems.push(format!(
+                "frozen generations stored {:?} differ from the metadata's {listed:?} (version: (chunks, bytes))",
+                w.frozen
+            ));
         }
         match it.status() {
             Ok(()) => compare_counts(meta, &mut w),

@@ -18,7 +18,7 @@ use super::AppendReceipt;
 use crate::import::{checked_value, now_ms};
 use crate::meta::{SessionMeta, SourceEncoding};
 use crate::projection::{is_checkpoint_point, ProjectionWriter};
-use crate::projections::{Projected, PROJ};
+use crate::projections::{Projected, ProjectionState};
 use crate::store::{Store, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE};
 use crate::surface::SurfaceIndexer;
 use crate::{keys, Error, Result};
@@ -198,7 +198,7 @@ pub(crate) fn stage(
 /// A batch folded into the surface: the changes (for rollback) and the surface-index records.
 pub(crate) struct Folded {
     changes: Vec<SurfaceChange>,
-    puts: Vec<([u8; keys::EVENT_KEY_LEN], Vec<u8>)>,
+    puts: Vec<(Vec<u8>, Vec<u8>)>,
     since_snapshot: u64,
 }
 
@@ -220,8 +220,10 @@ pub(crate) fn fold_batch(
         puts: Vec::new(),
         since_snapshot: 0,
     };
-    // V4: the messages projections made, loaded only when the batch holds a projection event.
-    let mut projected: Option<std::collections::HashMap<u64, Value>> = None;
+    // V4: the projection state, loaded only when the batch holds a projection event, and the
+    // messages this batch's projections made.
+    let mut projections: Option<ProjectionState> = None;
+    let mut projected: std::collections::HashMap<u64, Value> = std::collections::HashMap::new();
     for (k, event) in authored.iter().enumerate() {
         let seq = next + k as u64;
         let lookup = |s: u64| match s.checked_sub(next) {
@@ -235,8 +237,8 @@ pub(crate) fn fold_batch(
             .apply(event, lookup)
             .map_err(|e| e.to_string())
             .and_then(|change| {
-                let mut put = |key, value| {
-                    folded.puts.push((key, value));
+                let mut put = |key: [u8; keys::EVENT_KEY_LEN], value| {
+                    folded.puts.push((key.to_vec(), value));
                     Ok(())
                 };
                 let recorded = indexer
@@ -249,14 +251,14 @@ pub(crate) fn fold_batch(
                 if meta.version != 4 {
                     return Ok(());
                 }
-                let record =
-                    project_batch_event(store, meta, fold, event, &lookup, &mut projected)?;
-                if let Some(record) = record {
-                    folded
-                        .puts
-                        .push((keys::event_key(meta.number, PROJ, seq), record));
-                }
-                Ok(())
+                project_batch_event(
+                    store,
+                    meta,
+                    (fold, seq, event),
+                    &lookup,
+                    (&mut projections, &mut projected),
+                    &mut folded.puts,
+                )
             });
         if let Err(rule) = outcome {
             for change in folded.changes.iter().rev() {
@@ -269,43 +271,59 @@ pub(crate) fn fold_batch(
     Ok(folded)
 }
 
-/// Run the message projection of appended V4 `event` (if its type has one) against the fold's
-/// surface; `projected` is loaded from the store on first need and grows with the batch.
+/// Run the message projection of appended V4 event `seq` (if its type has one) against the
+/// fold's surface, staging its records into `puts`. The state before the batch is loaded on
+/// first need; `projected` holds what this batch's projections made.
 fn project_batch_event(
     store: &Store,
     meta: &SessionMeta,
-    fold: &SurfaceFold,
-    event: &Value,
+    (fold, seq, event): (&SurfaceFold, u64, &Value),
     lookup: &dyn Fn(u64) -> Option<Value>,
-    projected: &mut Option<std::collections::HashMap<u64, Value>>,
-) -> std::result::Result<Option<Vec<u8>>, String> {
+    (state, projected): (
+        &mut Option<ProjectionState>,
+        &mut std::collections::HashMap<u64, Value>,
+    ),
+    puts: &mut Vec<(Vec<u8>, Vec<u8>)>,
+) -> std::result::Result<(), String> {
     if !store.is_projection_event(event) {
-        return Ok(None);
+        return Ok(());
     }
-    let earlier_map = projected.take();
-    let earlier_map = match earlier_map {
-        Some(map) => map,
+    let before = match state.take() {
+        Some(s) => s,
         None => match meta.events.checked_sub(1) {
-            Some(at) => store.projected_at(meta, at).map_err(|e| e.to_string())?.0,
-            None => std::collections::HashMap::new(),
+            Some(at) => store
+                .projection_state_at(meta, at)
+                .map_err(|e| e.to_string())?,
+            None => ProjectionState::default(),
         },
     };
-    let earlier = |s: u64| earlier_map.get(&s).cloned();
+    let last = meta.events.checked_sub(1);
+    let earlier = |s: u64| {
+        projected
+            .get(&s)
+            .cloned()
+            .or_else(|| last.and_then(|at| store.projected_message(meta, s, at).ok().flatten()))
+    };
     let outcome = store.project_event(event, fold.nodes(), lookup, &earlier);
-    let mut map = earlier_map;
-    let record = match outcome {
-        Ok(Projected::None) => None,
-        Ok(Projected::Record(record, messages)) => {
-            map.extend(messages);
-            Some(record)
+    let after = match outcome {
+        Ok(Projected::None) => before,
+        Ok(Projected::Messages(ty, messages)) => {
+            let after = before
+                .put(meta.number, seq, &ty, &messages, &mut |k, v| {
+                    puts.push((k, v));
+                    Ok(())
+                })
+                .map_err(|e| e.to_string())?;
+            projected.extend(messages);
+            after
         }
         Err(rule) => {
-            *projected = Some(map);
+            *state = Some(before);
             return Err(rule);
         }
     };
-    *projected = Some(map);
-    Ok(record)
+    *state = Some(after);
+    Ok(())
 }
 
 /// Pack and serialize the batch as DSH's writer would, stage its lines (and frame), and return

@@ -245,7 +245,7 @@ impl BodyIndexer {
             if self.indexed {
                 self.surface
                     .apply(store, number, seq, e, &mut |key, value| {
-                        w.put_surface(key, value)
+                        w.put_surface(&key, value)
                     })?;
             }
             if self.projected {

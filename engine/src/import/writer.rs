@@ -101,11 +101,7 @@ impl<'s> SessionWriter<'s> {
     }
 
     /// Store a surface-index record (see `surface/mod.rs`).
-    pub(crate) fn put_surface(
-        &mut self,
-        key: [u8; keys::EVENT_KEY_LEN],
-        value: Vec<u8>,
-    ) -> Result<()> {
+    pub(crate) fn put_surface(&mut self, key: &[u8], value: Vec<u8>) -> Result<()> {
         self.put_in(crate::store::CF_SURFACE, key, value)
     }
 
@@ -121,10 +117,10 @@ impl<'s> SessionWriter<'s> {
         key: [u8; keys::EVENT_KEY_LEN],
         value: Vec<u8>,
     ) -> Result<()> {
-        self.put_in(crate::store::CF_CHECKPOINTS, key, value)
+        self.put_in(crate::store::CF_CHECKPOINTS, &key, value)
     }
 
-    fn put_in(&mut self, cf: &str, key: [u8; keys::EVENT_KEY_LEN], value: Vec<u8>) -> Result<()> {
+    fn put_in(&mut self, cf: &str, key: &[u8], value: Vec<u8>) -> Result<()> {
         self.bytes += key.len() + value.len();
         self.batch.put_cf(self.store.cf(cf)?, key, value);
         Ok(())

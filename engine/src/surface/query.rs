@@ -61,7 +61,7 @@ impl Store {
             Ok(())
         })?;
         let projections = match model {
-            SurfaceModel::V4 => self.projected_at(&meta, at)?.1,
+            SurfaceModel::V4 => self.projection_state_at(&meta, at)?.count,
             SurfaceModel::V0 => 0,
         };
         Ok(SurfaceView {
@@ -80,19 +80,23 @@ impl Store {
             return Ok(Vec::new());
         };
         let fold = self.surface_fold_at(&meta, at)?;
-        let overlay = match fold.model() {
-            SurfaceModel::V4 => self.projected_at(&meta, at)?.0,
-            SurfaceModel::V0 => std::collections::HashMap::new(),
+        let projected_any = match fold.model() {
+            SurfaceModel::V4 => self.projection_state_at(&meta, at)?.count > 0,
+            SurfaceModel::V0 => false,
         };
-        let mut failure = None;
-        let lookup = |seq: u64| match self.event_at(&meta, seq) {
-            Ok(e) => e,
-            Err(e) => {
-                failure.get_or_insert(e);
-                None
+        let failure = std::cell::RefCell::new(None);
+        let fail = |e: Error| {
+            failure.borrow_mut().get_or_insert(e);
+            None
+        };
+        let lookup = |seq: u64| self.event_at(&meta, seq).unwrap_or_else(fail);
+        // One seek per node, and only when some projection happened by `at`.
+        let projected = |seq: u64| {
+            if !projected_any {
+                return None;
             }
+            self.projected_message(&meta, seq, at).unwrap_or_else(fail)
         };
-        let projected = |seq: u64| overlay.get(&seq).cloned();
         let messages =
             derive_messages_in(fold.model(), fold.nodes(), lookup, &projected).map_err(|e| {
                 Error::SurfaceFailed {
@@ -100,7 +104,7 @@ impl Store {
                     reason: e.to_string(),
                 }
             });
-        match failure {
+        match failure.into_inner() {
             Some(e) => Err(e),
             None => messages,
         }

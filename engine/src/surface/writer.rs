@@ -2,7 +2,7 @@
 
 use sessionlog_codec::surface::{SurfaceChange, SurfaceFold, SurfaceModel};
 
-use crate::projections::{Projected, PROJ};
+use crate::projections::{Projected, ProjectionState};
 
 use super::{encode, Snapshot, OP, REPL, SNAP, SNAPSHOT_MIN_OPS};
 use crate::keys::event_key;
@@ -63,6 +63,8 @@ pub(crate) struct SurfaceBuilder {
     current: std::collections::HashMap<u64, sessionlog_codec::json::Value>,
     /// V4: the messages committed projection events made so far, by original seq.
     projected: std::collections::HashMap<u64, sessionlog_codec::json::Value>,
+    /// V4: the projection state so far.
+    projections: ProjectionState,
     /// The seq and DSH's message of the first event the fold refused.
     pub(crate) error: Option<(u64, String)>,
 }
@@ -84,7 +86,7 @@ impl SurfaceBuilder {
         number: u64,
         seq: u64,
         event: &sessionlog_codec::json::Value,
-        put: &mut dyn FnMut([u8; crate::keys::EVENT_KEY_LEN], Vec<u8>) -> Result<()>,
+        put: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>,
     ) -> Result<()> {
         use sessionlog_codec::json::{Object, Value};
         if self.error.is_some() {
@@ -113,7 +115,10 @@ impl SurfaceBuilder {
                     };
                     self.current.insert(seq, kept);
                 }
-                self.indexer.record(number, seq, &change, &self.fold, put)?;
+                self.indexer
+                    .record(number, seq, &change, &self.fold, &mut |k, v| {
+                        put(k.to_vec(), v)
+                    })?;
                 if self.fold.model() == SurfaceModel::V4 {
                     self.project(store, number, seq, event, put)?;
                 }
@@ -130,7 +135,7 @@ impl SurfaceBuilder {
         number: u64,
         seq: u64,
         event: &sessionlog_codec::json::Value,
-        put: &mut dyn FnMut([u8; crate::keys::EVENT_KEY_LEN], Vec<u8>) -> Result<()>,
+        put: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>,
     ) -> Result<()> {
         let current = &self.current;
         let projected = &self.projected;
@@ -139,8 +144,8 @@ impl SurfaceBuilder {
         match store.project_event(event, self.fold.nodes(), &event_at, &earlier) {
             Err(rule) => self.error = Some((seq, rule)),
             Ok(Projected::None) => {}
-            Ok(Projected::Record(record, messages)) => {
-                put(crate::keys::event_key(number, PROJ, seq), record)?;
+            Ok(Projected::Messages(ty, messages)) => {
+                self.projections = self.projections.put(number, seq, &ty, &messages, put)?;
                 self.projected.extend(messages);
             }
         }
