@@ -582,3 +582,48 @@ fn v4_appends_reject_with_the_rule_and_write_nothing() {
     }
     assert_eq!(store.list().expect("list")[0].verdict, Verdict::Clean);
 }
+
+/// Case 28: the live V4 writer frames each batch (3 events then 2 → header + 2 frames); a log
+/// written in one piece, as DSH's migration writer publishes a successor (or as a `.jsonl`
+/// import converted), is the header frame and one frame for all its rows.
+#[test]
+fn v4_zstd_framing_follows_the_writer() {
+    use sessionlog::codec::zstd::scan_frames;
+    use sessionlog::engine::SourceEncoding;
+
+    let (_t, store) = temp_store();
+    store
+        .create_session(&header(4, "live", ""), SourceEncoding::JsonlZstd)
+        .expect("create");
+    let batch = |from: u64, n: u64| -> Vec<sessionlog::codec::event::NewEvent> {
+        (from..from + n)
+            .map(|s| {
+                let v = sessionlog::codec::json::parse(&row(s, "agent/note", "{}")).expect("JSON");
+                crate::fixtures::new_event(&v)
+            })
+            .collect()
+    };
+    store.append("live", Some(0), batch(0, 3)).expect("append");
+    store.append("live", Some(3), batch(3, 2)).expect("append");
+    let file = export_bytes(&store, "live");
+    assert_eq!(scan_frames(&file).expect("frames").frames.len(), 3);
+    let whole = v4_log("whole", 5);
+    import_bytes(&store, "whole", whole.as_bytes(), true).expect("import");
+    let mut successor = Vec::new();
+    store
+        .export("whole", Some(ExportFormat::JsonlZstd), &mut successor)
+        .expect("export");
+    assert_eq!(scan_frames(&successor).expect("frames").frames.len(), 2);
+    let (_t2, again) = temp_store();
+    again
+        .import_zstd(
+            "whole",
+            &successor,
+            &ImportOptions {
+                strict: true,
+                ..ImportOptions::default()
+            },
+        )
+        .expect("re-import");
+    assert_eq!(all_events(&again, "whole"), all_events(&store, "whole"));
+}
