@@ -318,27 +318,39 @@ fn later_generation_reader_cases() {
     );
     // Case 14: a tool addition names an earlier request/header that defines the tool.
     let header_row = row(
-        0,
+        2,
         "request/header",
         r#"{"header":{"tools":[{"name":"t","description":"d","parameters":{}}]},"reason":"initial"}"#,
     );
     let developer = |header_seq: u64| {
         format!(
-            r#"{{"type":"developer/message","seq":2,"time":1,"data":{{"turn":1,"step":1,"message":{{"id":"d","role":"developer","content":[{{"type":"tool-addition","toolName":"t"}}],"source":{{"kind":"tool-catalog"}}}},"headerSeq":{header_seq}}},"surfaceOp":"append"}}"#
+            r#"{{"type":"developer/message","seq":3,"time":1,"data":{{"turn":1,"step":1,"message":{{"id":"d","role":"developer","content":[{{"type":"tool-addition","toolName":"t"}}],"source":{{"kind":"tool-catalog"}}}},"headerSeq":{header_seq}}},"surfaceOp":"append"}}"#
         )
     };
     let rows = |header_seq| {
         [
+            row(0, "turn/start", r#"{"turn":1}"#),
+            row(1, "step/start", r#"{"turn":1,"step":1}"#),
             header_row.clone(),
-            row(1, "a/b", "{}"),
             developer(header_seq),
         ]
     };
-    assert_eq!(verdict_of(&log(4, "", &rows(0))), Verdict::Clean);
-    assert!(matches!(
+    assert_eq!(verdict_of(&log(4, "", &rows(2))), Verdict::Clean);
+    assert_eq!(
         verdict_of(&log(4, "", &rows(1))),
-        Verdict::Corrupt(m) if m.contains("headerSeq 1 must name an earlier request/header")
-    ));
+        Verdict::Corrupt(
+            "developer/message headerSeq must reference a known request/header".into()
+        )
+    );
+    // The lifecycle: a step outside its turn is corruption, found once the scan is done.
+    assert_eq!(
+        verdict_of(&log(
+            4,
+            "",
+            &[row(0, "step/start", r#"{"turn":1,"step":1}"#)]
+        )),
+        Verdict::Corrupt("step/start does not match the open turn and next step".into())
+    );
     // Cases 15 and 16.
     let good: Vec<String> = (0..10).map(|s| row(s, "a/b", "{}")).collect();
     let with = |tail: &str| {
@@ -561,7 +573,7 @@ fn v4_appends_reject_with_the_rule_and_write_nothing() {
         ),
         (
             r#"{"type":"developer/message","time":1,"data":{"turn":1,"step":1,"message":{"id":"d","role":"developer","content":[{"type":"tool-addition","toolName":"t"}],"source":{"kind":"x"}},"headerSeq":1},"surfaceOp":"append"}"#,
-            "must name an earlier request/header",
+            "must reference a known request/header",
         ),
         (
             r#"{"type":"request/header","time":1,"data":{"header":{"system":"x"},"reason":"initial"}}"#,

@@ -29,6 +29,7 @@ pub mod scanner;
 pub mod seq_ranges;
 pub mod stored;
 pub mod surface;
+pub mod v4_relations;
 pub mod zstd;
 
 pub use error::{Error, Result};

@@ -313,9 +313,10 @@ pub fn added_tools(event: &Value) -> Option<Vec<String>> {
     )
 }
 
-/// The tool definitions a `request/header` declares (name → count), or `None` for any other
+/// The tool definitions a `request/header` declares: name → whether each definition with that
+/// name is complete (a string `description` and an object `parameters`); `None` for any other
 /// event.
-pub fn declared_tools(event: &Value) -> Option<std::collections::HashMap<String, usize>> {
+pub fn declared_tools(event: &Value) -> Option<std::collections::HashMap<String, Vec<bool>>> {
     let o = event.as_object()?;
     if o.get("type").and_then(Value::as_str) != Some("request/header") {
         return None;
@@ -328,12 +329,12 @@ pub fn declared_tools(event: &Value) -> Option<std::collections::HashMap<String,
         .and_then(|h| h.get("tools"))
         .and_then(Value::as_array)
         .unwrap_or(&[]);
-    let mut names = std::collections::HashMap::new();
+    let mut names: std::collections::HashMap<String, Vec<bool>> = std::collections::HashMap::new();
     for tool in tools.iter().filter_map(Value::as_object) {
         let complete = matches!(tool.get("description"), Some(Value::String(_)))
             && matches!(tool.get("parameters"), Some(Value::Object(_)));
-        if let (Some(name), true) = (tool.get("name").and_then(Value::as_str), complete) {
-            *names.entry(name.to_owned()).or_insert(0) += 1;
+        if let Some(name) = tool.get("name").and_then(Value::as_str) {
+            names.entry(name.to_owned()).or_default().push(complete);
         }
     }
     Some(names)
@@ -342,10 +343,11 @@ pub fn declared_tools(event: &Value) -> Option<std::collections::HashMap<String,
 /// The V4 rule tying a `developer/message` that adds tools to its `headerSeq`: an earlier
 /// `request/header` whose tools hold exactly one complete definition (string `description`,
 /// object `parameters`) per added tool. `header_tools(seq)` gives the declared tools of the
-/// event at `seq` ([`declared_tools`]), `None` when it is not a `request/header`.
+/// event at `seq` ([`declared_tools`]), `None` when it is not a `request/header`. `Err` is
+/// DSH's relationship text.
 pub fn check_header_seq(
     event: &Value,
-    header_tools: impl FnOnce(u64) -> Option<std::collections::HashMap<String, usize>>,
+    header_tools: impl FnOnce(u64) -> Option<std::collections::HashMap<String, Vec<bool>>>,
 ) -> Result<(), String> {
     let Some(added) = added_tools(event).filter(|a| !a.is_empty()) else {
         return Ok(());
@@ -362,19 +364,28 @@ pub fn check_header_seq(
     let (Some(seq), Some(header_seq)) = (seq, header_seq) else {
         return Err("developer/message headerSeq must be a non-negative safe integer".into());
     };
-    let declared = u64::try_from(header_seq)
+    let at = u64::try_from(header_seq)
         .ok()
         .filter(|_| header_seq < seq)
-        .and_then(header_tools)
-        .ok_or_else(|| {
-            format!("format v4 developer/message at seq {seq} headerSeq {header_seq} must name an earlier request/header")
-        })?;
-    match added.iter().find(|name| declared.get(*name) != Some(&1)) {
-        None => Ok(()),
-        Some(name) => Err(format!(
-            "format v4 developer/message at seq {seq} adds tool {name}, which request/header {header_seq} does not define exactly once"
-        )),
+        .ok_or("developer/message headerSeq must reference an earlier request/header")?;
+    let declared = header_tools(at)
+        .ok_or("developer/message headerSeq must reference a known request/header")?;
+    for name in &added {
+        match declared.get(name).map(Vec::as_slice) {
+            Some([true]) => {}
+            Some([false]) => {
+                return Err(format!(
+                    "developer/message tool-addition \"{name}\" requires a complete tool definition in headerSeq {header_seq}"
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "developer/message tool-addition \"{name}\" must name exactly one tool in headerSeq {header_seq}"
+                ))
+            }
+        }
     }
+    Ok(())
 }
 
 /// `assertV4ToolResultMessage`: a first-class tool-role message.

@@ -23,6 +23,7 @@ use crate::rows::{
     admit_v4_row, check_header_seq, check_surface_op, declared_tools, decode_line, decode_row,
     Admission,
 };
+use crate::v4_relations::V4Relations;
 use crate::Result;
 
 /// What became of one body line.
@@ -55,7 +56,11 @@ pub struct BodyScanner {
     cut: Option<u64>,
     /// V4: the tools each committed `request/header` declares, by seq (a `developer/message`
     /// adding tools must name one of them).
-    header_tools: std::collections::HashMap<u64, std::collections::HashMap<String, usize>>,
+    header_tools: std::collections::HashMap<u64, std::collections::HashMap<String, Vec<bool>>>,
+    /// V4: the lifecycle relationships of the committed events, and the first they break
+    /// (DSH checks them once the scan is done, over the committed prefix).
+    relations: V4Relations,
+    relation_error: Option<String>,
     line: u64,
     next_seq: u64,
     committed_bytes: u64,
@@ -72,6 +77,8 @@ impl BodyScanner {
             seeded: false,
             cut: None,
             header_tools: std::collections::HashMap::new(),
+            relations: V4Relations::default(),
+            relation_error: None,
             line: 0,
             next_seq: 0,
             committed_bytes: header_len,
@@ -221,15 +228,13 @@ impl BodyScanner {
         }
         match self.decode_row(value) {
             Ok(event) => {
-                if self.version == 4 {
+                if self.version == 4 && self.relation_error.is_none() {
                     let tools = &self.header_tools;
-                    if let Err(m) = check_header_seq(&event, |s| tools.get(&s).cloned()) {
-                        self.fatal = Some(format!(
-                            "invalid committed event at line {}: {m}",
-                            self.line
-                        ));
-                        return Ok(LineOutcome::Tail);
-                    }
+                    let related = self
+                        .relations
+                        .accept(&event)
+                        .and_then(|()| check_header_seq(&event, |s| tools.get(&s).cloned()));
+                    self.relation_error = related.err();
                     if let Some(declared) = declared_tools(&event) {
                         self.header_tools.insert(self.next_seq, declared);
                     }
@@ -299,6 +304,9 @@ impl BodyScanner {
                 BodyVerdict::Corrupt(
                     "released v2 unseeded Session contains an inherited end-seed marker".into(),
                 )
+            }
+            None if self.relation_error.is_some() => {
+                BodyVerdict::Corrupt(self.relation_error.clone().unwrap_or_default())
             }
             None if self.committed_bytes < file_len => BodyVerdict::Torn,
             None => BodyVerdict::Clean,

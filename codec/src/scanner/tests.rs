@@ -129,8 +129,8 @@ fn row(seq: u64, ty: &str, data: &str) -> String {
 fn later_generations_take_one_event_per_row_and_decode_ranges() {
     let body = format!(
         "{}{}{}",
-        row(0, "turn/start", "{}"),
-        row(1, "turn/end", "{}"),
+        row(0, "turn/start", r#"{"turn":1}"#),
+        row(1, "turn/end", r#"{"turn":1}"#),
         "{\"type\":\"x/y\",\"seq\":2,\"time\":5,\"data\":{},\"ignorable\":true,\"sourceEventSeqs\":[[0,1]]}\n"
     );
     let (s, len) = scan_header(&v(4, false), &body);
