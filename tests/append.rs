@@ -342,3 +342,65 @@ fn strict_mode_enforces_dsh_s_invariants_and_generated_sessions_obey_them() {
     ];
     store.append("a", Some(0), ok).expect("a well-formed turn");
 }
+
+/// Strict V4 sessions answer to DSH 0.2's lifecycle relationships; generated V4 sessions obey
+/// them, and a batch that breaks one is refused whole with DSH's text.
+#[test]
+fn strict_mode_enforces_dsh_0_2_relationships_on_v4_sessions() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let options = Options {
+        durability: Durability::Buffered,
+        strict_appends: true,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), options).expect("open");
+    let opts = GenOptions {
+        sessions: 3,
+        events_per_session: 3_000,
+        seed: 32,
+        torn_fraction: 0.0,
+    };
+    for i in 0..3 {
+        let feed = sessionlog_tools::gen::session_batches_v4(i, &opts);
+        host_feed(&store, &feed);
+    }
+    let header = r#"{"type":"session","version":4,"id":"v4","createdAt":1,"isSeeded":false,"delegationDepth":0}"#;
+    store
+        .create_session(header, SourceEncoding::Jsonl)
+        .expect("create");
+    let bad = vec![
+        ev(r#"{"type":"turn/start","data":{"turn":1}}"#),
+        ev(r#"{"type":"step/start","data":{"turn":1,"step":2}}"#),
+    ];
+    match store.append("v4", Some(0), bad) {
+        Err(Error::Rejected { seq, rule, .. }) => {
+            assert_eq!(seq, Some(1));
+            assert_eq!(
+                rule,
+                "step/start does not match the open turn and next step"
+            );
+        }
+        other => panic!("expected a relationship rejection, got {other:?}"),
+    }
+    let unsettled = vec![
+        ev(r#"{"type":"turn/start","data":{"turn":1}}"#),
+        ev(r#"{"type":"step/start","data":{"turn":1,"step":1}}"#),
+        ev(
+            r#"{"type":"assistant/message","data":{"turn":1,"step":1,"message":{"id":"a","role":"assistant","content":[{"type":"tool-call","id":"c","name":"ls","arguments":"{}"}]},"stream":[]},"surfaceOp":"append"}"#,
+        ),
+        ev(r#"{"type":"step/end","data":{"turn":1,"step":1}}"#),
+    ];
+    match store.append("v4", Some(0), unsettled) {
+        Err(Error::Rejected { seq, rule, .. }) => {
+            assert_eq!(
+                (seq, rule.as_str()),
+                (Some(3), "step/end leaves unresolved tool call c")
+            );
+        }
+        other => panic!("expected a relationship rejection, got {other:?}"),
+    }
+    assert_eq!(
+        store.messages_at("v4", None).expect("messages"),
+        Vec::<sessionlog::codec::json::Value>::new()
+    );
+}

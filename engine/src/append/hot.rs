@@ -22,8 +22,37 @@ pub(crate) struct HotSession {
     pub(crate) surface: SurfaceFold,
     /// Every projection unit's state, for writing checkpoints with the events.
     pub(crate) projections: sessionlog_codec::projection::ProjectionSet,
-    /// DSH's invariant trace over the whole log, kept only in strict mode.
-    pub(crate) invariants: Option<sessionlog_codec::invariant::InvariantTrace>,
+    /// DSH's relationship rules over the whole log, kept only in strict mode.
+    pub(crate) invariants: Option<Companion>,
+}
+
+/// The relationship rules a strict store enforces at every append: DSH 0.1's invariant
+/// companion for V0 sessions, DSH 0.2's lifecycle relationships for V4 ones.
+#[derive(Clone, Debug)]
+pub(crate) enum Companion {
+    /// DSH 0.1.
+    V0(sessionlog_codec::invariant::InvariantTrace),
+    /// DSH 0.2.
+    V4(sessionlog_codec::v4_relations::V4Relations),
+}
+
+impl Companion {
+    /// The empty state for a session of format `version`.
+    pub(crate) fn for_version(version: u32) -> Self {
+        if version >= 4 {
+            Companion::V4(Default::default())
+        } else {
+            Companion::V0(Default::default())
+        }
+    }
+
+    /// Check the next event and advance; `Err` is DSH's text.
+    pub(crate) fn check(&mut self, event: &sessionlog_codec::json::Value) -> Result<(), String> {
+        match self {
+            Companion::V0(trace) => trace.check(event),
+            Companion::V4(relations) => relations.accept(event),
+        }
+    }
 }
 
 /// A handle to one cached session; lock it to write.

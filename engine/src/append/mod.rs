@@ -184,9 +184,6 @@ impl Store {
         if slot.is_none() {
             let meta = self.require_meta(id.as_bytes())?;
             meta.require_surface_model("appending")?;
-            if self.options.strict_appends {
-                meta.require_v0_model("a strict append (DSH 0.1's invariant companion)")?;
-            }
             match &meta.verdict {
                 Verdict::Clean => {}
                 Verdict::Torn => {
@@ -241,13 +238,10 @@ impl Store {
         }
     }
 
-    /// DSH's invariant trace over the stored log; a log that already violates it takes no
+    /// DSH's relationship rules over the stored log; a log that already breaks them takes no
     /// strict appends.
-    fn invariant_trace(
-        &self,
-        meta: &SessionMeta,
-    ) -> Result<sessionlog_codec::invariant::InvariantTrace> {
-        let mut trace = sessionlog_codec::invariant::InvariantTrace::default();
+    fn invariant_trace(&self, meta: &SessionMeta) -> Result<hot::Companion> {
+        let mut trace = hot::Companion::for_version(meta.version);
         let mut failure = None;
         self.events(&meta.id_lossy(), 0, None, &mut |seq, e| {
             if failure.is_none() {

@@ -28,8 +28,8 @@ pub(crate) struct Staged {
     receipt: AppendReceipt,
     changes: Vec<SurfaceChange>,
     meta: Option<(SessionMeta, Projections)>,
-    /// The invariant trace after the batch (strict mode).
-    invariants: Option<sessionlog_codec::invariant::InvariantTrace>,
+    /// The relationship state after the batch (strict mode).
+    invariants: Option<super::hot::Companion>,
 }
 
 /// How the hot projection state catches up once the batch commits.
