@@ -382,8 +382,8 @@ fn later_generation_reader_cases() {
     assert_eq!((report.verdict, report.events), (Verdict::Torn, 10));
 }
 
-/// V4 sessions serve their surface and messages; what follows DSH 0.1's model only
-/// (projection state) is refused, not answered in the wrong model; V1–V3 sessions, which
+/// V4 sessions serve their surface and messages; what V4 reshaped and is not modelled yet (the
+/// tokenUsage projection) is refused, not answered in the wrong model; V1–V3 sessions, which
 /// DSH 0.2 reads through migrations, refuse their surface too.
 #[test]
 fn unserved_views_are_refused_not_answered_in_the_wrong_model() {
@@ -394,7 +394,7 @@ fn unserved_views_are_refused_not_answered_in_the_wrong_model() {
     let not_served = |r: sessionlog::engine::Result<()>, version| matches!(r, Err(Error::FormatNotServed { version: v, .. }) if v == version);
     assert_eq!(store.messages_at("v4", None).expect("messages"), []);
     assert!(not_served(
-        store.state_at("v4", "title", None).map(|_| ()),
+        store.state_at("v4", "tokenUsage", None).map(|_| ()),
         4
     ));
     let v3 = header(3, "v3", "") + "\n" + &row(0, "a/b", "{}") + "\n";

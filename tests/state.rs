@@ -34,6 +34,62 @@ proptest! {
     }
 }
 
+/// V4 sessions serve the units whose events V4 did not reshape (by DSH 0.1's folds); the others
+/// are refused, not answered in the wrong model.
+#[test]
+fn v4_units_equal_a_naive_fold_and_reshaped_ones_are_refused() {
+    let opts = GenOptions {
+        sessions: 2,
+        events_per_session: 20_000,
+        seed: 10,
+        torn_fraction: 0.0,
+    };
+    let served = [
+        "title",
+        "todos",
+        "turns",
+        "requestContext",
+        "activity",
+        "goal",
+        "openTurn",
+    ];
+    for index in 0..opts.sessions {
+        let feed = sessionlog_tools::gen::session_batches_v4(index, &opts);
+        let (_d, live) = temp_store();
+        crate::fixtures::host_feed(&live, &feed);
+        let log = all_events(&live, &feed.id);
+        assert!(log.len() as u64 > CHECKPOINT_EVERY, "{} events", log.len());
+        let mut file = feed.header_line.clone() + "\n";
+        for b in &feed.batches {
+            file += &b.text;
+        }
+        let (_d2, imported) = temp_store();
+        import_bytes(&imported, "v4", file.as_bytes(), true).expect("import");
+        for unit in &UNITS {
+            if !served.contains(&unit.key) {
+                let refused = live.state_at(&feed.id, unit.key, None);
+                assert!(
+                    matches!(refused, Err(Error::FormatNotServed { .. })),
+                    "{}",
+                    unit.key
+                );
+                continue;
+            }
+            for n in (0..log.len()).step_by(13).chain([log.len() - 1]) {
+                let naive = json::stringify(&fold(unit.key, 0, &log[..=n]).expect("unit"));
+                for store in [&live, &imported] {
+                    let ours = json::stringify(
+                        &store
+                            .state_at(&feed.id, unit.key, Some(n as u64))
+                            .expect("state"),
+                    );
+                    assert_eq!(ours, naive, "{} at {n}", unit.key);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn the_request_header_unit_equals_dsh_s_fold_on_the_corpus() {
     let Some(dir) = fixtures() else { return };

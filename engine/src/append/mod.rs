@@ -201,12 +201,7 @@ impl Store {
                 }
             }
             let surface = self.fold_surface(&meta)?;
-            // Projection checkpoints follow DSH 0.1's model (V0 sessions only, so far).
-            let projections = if meta.version == 0 {
-                self.projection_set(&meta)?
-            } else {
-                sessionlog_codec::projection::ProjectionSet::new(0)
-            };
+            let projections = self.projection_set(&meta)?;
             let invariants = if self.options.strict_appends {
                 Some(self.invariant_trace(&meta)?)
             } else {

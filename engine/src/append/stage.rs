@@ -149,11 +149,10 @@ pub(crate) fn stage(
     let written = write_records(store, &hot.meta, &authored, &folded, batch).and_then(|meta| {
         // Checkpoints are needed only at checkpoint points (rare): only then is the projection
         // state copied and folded here; otherwise the hot state folds the events on publish.
-        let checkpoint = hot.meta.version == 0
-            && authored
-                .iter()
-                .enumerate()
-                .any(|(k, e)| is_checkpoint_point(first + k as u64, e));
+        let checkpoint = authored
+            .iter()
+            .enumerate()
+            .any(|(k, e)| is_checkpoint_point(first + k as u64, e));
         let projections = if checkpoint {
             let mut writer = ProjectionWriter {
                 set: hot.projections.clone(),
@@ -179,10 +178,8 @@ pub(crate) fn stage(
             meta: Some((
                 meta,
                 match projections {
-                    Projections::Pending(_) if hot.meta.version == 0 => {
-                        Projections::Pending(authored)
-                    }
-                    other => other,
+                    Projections::Pending(_) => Projections::Pending(authored),
+                    folded => folded,
                 },
             )),
         }),

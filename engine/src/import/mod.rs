@@ -173,7 +173,7 @@ struct BodyIndexer {
     /// Whether the surface index applies (V0 and V4 have a surface model; see
     /// `SessionMeta::require_surface_model`).
     indexed: bool,
-    /// Whether projection checkpoints apply (the V0 model only, so far).
+    /// Whether projection checkpoints apply (sessions with a surface model: V0 and V4).
     projected: bool,
     /// The time of the last human prompt committed (the listing's activity).
     activity: Option<i64>,
@@ -195,7 +195,7 @@ impl BodyIndexer {
         let model = sessionlog_codec::surface::SurfaceModel::for_version(version);
         BodyIndexer {
             indexed: model.is_some(),
-            projected: version == 0,
+            projected: model.is_some(),
             activity: None,
             closed_v0_vocabulary: version <= 1,
             v2_migration: (header.version == Some(2)).then(Default::default),
