@@ -298,8 +298,8 @@ fn concurrent_appenders_never_leave_gaps_or_duplicates() {
     assert!(store.verify(&[]).expect("verify").problems.is_empty());
 }
 
-#[test]
-fn strict_mode_enforces_dsh_s_invariants_and_generated_sessions_obey_them() {
+/// A store in strict mode (DSH's relationship rules checked at every append).
+fn strict_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("tmp");
     let options = Options {
         durability: Durability::Buffered,
@@ -307,6 +307,12 @@ fn strict_mode_enforces_dsh_s_invariants_and_generated_sessions_obey_them() {
         ..Options::default()
     };
     let store = Store::open(dir.path(), options).expect("open");
+    (dir, store)
+}
+
+#[test]
+fn strict_mode_enforces_dsh_s_invariants_and_generated_sessions_obey_them() {
+    let (_dir, store) = strict_store();
     let opts = GenOptions {
         sessions: 3,
         events_per_session: 400,
@@ -347,13 +353,7 @@ fn strict_mode_enforces_dsh_s_invariants_and_generated_sessions_obey_them() {
 /// them, and a batch that breaks one is refused whole with DSH's text.
 #[test]
 fn strict_mode_enforces_dsh_0_2_relationships_on_v4_sessions() {
-    let dir = tempfile::tempdir().expect("tmp");
-    let options = Options {
-        durability: Durability::Buffered,
-        strict_appends: true,
-        ..Options::default()
-    };
-    let store = Store::open(dir.path(), options).expect("open");
+    let (_dir, store) = strict_store();
     let opts = GenOptions {
         sessions: 3,
         events_per_session: 3_000,

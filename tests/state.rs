@@ -44,15 +44,7 @@ fn v4_units_equal_a_naive_fold_and_reshaped_ones_are_refused() {
         seed: 10,
         torn_fraction: 0.0,
     };
-    let served = [
-        "title",
-        "todos",
-        "turns",
-        "requestContext",
-        "activity",
-        "goal",
-        "openTurn",
-    ];
+    let served = sessionlog::engine::V4_UNITS;
     for index in 0..opts.sessions {
         let feed = sessionlog_tools::gen::session_batches_v4(index, &opts);
         let (_d, live) = temp_store();

@@ -287,7 +287,7 @@ impl Store {
 /// for V4 sessions too. The others read what V4 changed (`tokenUsage`: streams embedded in
 /// assistant messages and attempts; `requestHeader`: the retired `system`, series; `inbox`: the
 /// inherited count, which V4 takes from the end-seed marker) and are not served for V4 yet.
-const V4_UNITS: [&str; 7] = [
+pub const V4_UNITS: [&str; 7] = [
     "title",
     "todos",
     "turns",
