@@ -639,3 +639,78 @@ fn v4_zstd_framing_follows_the_writer() {
         .expect("re-import");
     assert_eq!(all_events(&again, "whole"), all_events(&store, "whole"));
 }
+
+/// DSH 0.2's own V4 snapshot logs (normalized upstream: no seq/time, `{{placeholders}}`), with
+/// seqs, times and values filled back in: the reader, its admission and relationship checks take
+/// them as clean, and the V4 views answer.
+#[test]
+fn dsh_0_2_snapshot_logs_are_admitted_and_answer() {
+    use sessionlog::codec::json::{parse, stringify, Object};
+
+    let Some(fx) = fixtures() else { return };
+    let fill = |line: &str| -> String {
+        let mut out = String::new();
+        let mut rest = line;
+        while let Some(at) = rest.find("{{") {
+            out.push_str(&rest[..at]);
+            let end = rest[at..].find("}}").map_or(rest.len(), |e| at + e);
+            let name = &rest[(at + 2).min(end)..end];
+            out.push_str(&if name == "cwd" {
+                "/work/demo".to_owned()
+            } else {
+                name.replace(':', "-")
+            });
+            rest = &rest[(end + 2).min(rest.len())..];
+        }
+        out + rest
+    };
+    let mut checked = 0;
+    for name in crate::fixtures::names_ending(&fx.join("dsh-later"), &[".v4.jsonl"]) {
+        if !name.starts_with("zq0929") {
+            continue;
+        }
+        let text = std::fs::read_to_string(fx.join("dsh-later").join(&name)).expect("fixture");
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+        let mut file = fill(lines.next().expect("a header")) + "\n";
+        for (seq, line) in lines.enumerate() {
+            let row = parse(&fill(line)).expect("JSON");
+            let mut o = Object::new()
+                .with(
+                    "type",
+                    row.as_object()
+                        .and_then(|r| r.get("type"))
+                        .cloned()
+                        .expect("type"),
+                )
+                .with("seq", seq as i64)
+                .with("time", 1_788_240_666_255 + seq as i64);
+            for (k, v) in row
+                .as_object()
+                .expect("row")
+                .iter()
+                .filter(|(k, _)| !k.eq_str("type"))
+            {
+                o.insert(k.clone(), v.clone());
+            }
+            file += &stringify(&sessionlog::codec::json::Value::Object(o));
+            file.push('\n');
+        }
+        let (_t, store) = temp_store();
+        let report = import_bytes(&store, &name, file.as_bytes(), true)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(report.verdict, Verdict::Clean, "{name}");
+        let messages = store.messages_at(&report.id, None).expect("messages");
+        assert!(messages.len() > 3, "{name}: {} messages", messages.len());
+        let turns = store.state_at(&report.id, "turns", None).expect("turns");
+        assert!(!stringify(&turns).is_empty());
+        let events = all_events(&store, &report.id);
+        let naive = sessionlog::codec::surface::replay_with(
+            sessionlog::codec::surface::SurfaceModel::V4,
+            &events,
+        )
+        .expect("replay");
+        assert_eq!(messages, naive.messages, "{name}");
+        checked += 1;
+    }
+    assert_eq!(checked, 2);
+}
