@@ -34,17 +34,19 @@ proptest! {
     }
 }
 
-/// V4 sessions serve the units whose events V4 did not reshape (by DSH 0.1's folds); the others
-/// are refused, not answered in the wrong model.
+/// Every unit answers for V4 sessions by DSH 0.2's folds (the reshaped ones: tokenUsage,
+/// requestHeader, inbox), at any seq, for live-appended and imported copies alike.
 #[test]
-fn v4_units_equal_a_naive_fold_and_reshaped_ones_are_refused() {
+fn v4_units_equal_a_naive_fold() {
+    use sessionlog::codec::projection::fold_in;
+    use sessionlog::codec::surface::SurfaceModel;
+
     let opts = GenOptions {
-        sessions: 2,
+        sessions: 3,
         events_per_session: 20_000,
         seed: 10,
         torn_fraction: 0.0,
     };
-    let served = sessionlog::engine::V4_UNITS;
     for index in 0..opts.sessions {
         let feed = sessionlog_tools::gen::session_batches_v4(index, &opts);
         let (_d, live) = temp_store();
@@ -58,17 +60,10 @@ fn v4_units_equal_a_naive_fold_and_reshaped_ones_are_refused() {
         let (_d2, imported) = temp_store();
         import_bytes(&imported, "v4", file.as_bytes(), true).expect("import");
         for unit in &UNITS {
-            if !served.contains(&unit.key) {
-                let refused = live.state_at(&feed.id, unit.key, None);
-                assert!(
-                    matches!(refused, Err(Error::FormatNotServed { .. })),
-                    "{}",
-                    unit.key
-                );
-                continue;
-            }
             for n in (0..log.len()).step_by(13).chain([log.len() - 1]) {
-                let naive = json::stringify(&fold(unit.key, 0, &log[..=n]).expect("unit"));
+                let naive = json::stringify(
+                    &fold_in(SurfaceModel::V4, unit.key, 0, &log[..=n]).expect("unit"),
+                );
                 for store in [&live, &imported] {
                     let ours = json::stringify(
                         &store
@@ -79,6 +74,21 @@ fn v4_units_equal_a_naive_fold_and_reshaped_ones_are_refused() {
                 }
             }
         }
+        let usage = live.state_at(&feed.id, "tokenUsage", None).expect("usage");
+        assert_ne!(
+            json::stringify(&usage),
+            json::stringify(&fold_in(SurfaceModel::V4, "tokenUsage", 0, &[]).expect("zero"))
+        );
+        let header = live
+            .state_at(&feed.id, "requestHeader", None)
+            .expect("header");
+        assert!(header
+            .as_object()
+            .is_some_and(|h| h.contains_key("config") && !h.contains_key("system")));
+        assert!(matches!(
+            live.request(&feed.id, 1, 1),
+            Err(Error::FormatNotServed { version: 4, .. })
+        ));
     }
 }
 

@@ -35,7 +35,7 @@ pub use import::{ImportOptions, ImportReport, RootLocation};
 pub use list::{ListOrder, ListPage, SessionSummary};
 pub use meta::{FrozenGeneration, SourceEncoding, Verdict};
 pub use options::{Durability, Options};
-pub use projection::{CHECKPOINT_EVERY, V4_UNITS};
+pub use projection::CHECKPOINT_EVERY;
 pub use repair::RepairReport;
 pub use retention::PurgeReport;
 pub use root::{is_session_root, scan_root, RootScan};

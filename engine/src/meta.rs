@@ -196,8 +196,8 @@ impl SessionMeta {
         )
     }
 
-    /// Refuse `what` unless the served generation is V0: projections, fork and repair follow
-    /// DSH 0.1's model only, so far.
+    /// Refuse `what` unless the served generation is V0 (request reconstruction follows DSH
+    /// 0.1's dispatch rule only, so far).
     pub(crate) fn require_v0_model(&self, what: &str) -> Result<()> {
         if self.version == 0 {
             return Ok(());

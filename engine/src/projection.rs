@@ -8,7 +8,8 @@
 //! current version is never read: the fold starts earlier instead (at worst from the beginning).
 
 use sessionlog_codec::json::{self, Value};
-use sessionlog_codec::projection::{ProjectionSet, UNITS};
+use sessionlog_codec::projection::{unit_at, unit_in, ProjectionSet, UNITS};
+use sessionlog_codec::surface::SurfaceModel;
 
 use crate::keys::{event_key, parse_event_key, EVENT_KEY_LEN};
 use crate::meta::SessionMeta;
@@ -40,9 +41,9 @@ pub(crate) struct ProjectionWriter {
 }
 
 impl ProjectionWriter {
-    pub(crate) fn new(seed_length: u64) -> Self {
+    pub(crate) fn new(seed_length: u64, model: SurfaceModel) -> Self {
         ProjectionWriter {
-            set: ProjectionSet::new(seed_length),
+            set: ProjectionSet::for_model(seed_length, model),
         }
     }
 
@@ -74,7 +75,7 @@ impl ProjectionWriter {
             for (i, state) in self.set.states.iter().enumerate() {
                 put(
                     event_key(number, unit_section(i), seq),
-                    checkpoint_value(i, state),
+                    checkpoint_value(unit_at(self.set.model, i), state),
                 )?;
             }
         }
@@ -93,8 +94,11 @@ pub(crate) fn is_checkpoint_point(seq: u64, event: &Value) -> bool {
 }
 
 /// A checkpoint value: the unit's version, then its state's `JSON.stringify`.
-pub(crate) fn checkpoint_value(index: usize, state: &Value) -> Vec<u8> {
-    let mut value = vec![UNITS[index].version];
+pub(crate) fn checkpoint_value(
+    unit: &sessionlog_codec::projection::Unit,
+    state: &Value,
+) -> Vec<u8> {
+    let mut value = vec![unit.version];
     value.extend_from_slice(json::stringify(state).as_bytes());
     value
 }
@@ -122,11 +126,11 @@ impl Store {
     /// The state (view) of projection unit `unit` after event `at` (default: the last event).
     pub fn state_at(&self, id: &str, unit: &str, at: Option<u64>) -> Result<Value> {
         let meta = self.require_meta(id.as_bytes())?;
-        let (index, u) = ProjectionSet::unit(unit).ok_or_else(|| Error::UnknownUnit {
+        let model = meta.require_surface_model("projection state")?;
+        let (index, u) = unit_in(model, unit).ok_or_else(|| Error::UnknownUnit {
             unit: unit.into(),
             known: UNITS.iter().map(|u| u.key).collect::<Vec<_>>().join(", "),
         })?;
-        require_unit_model(&meta, u.key)?;
         let seed = seed_length(&meta);
         let Some(at) = (match (at, meta.events) {
             (_, 0) => None,
@@ -200,13 +204,13 @@ impl Store {
     pub(crate) fn projection_set(&self, meta: &SessionMeta) -> Result<ProjectionSet> {
         match meta.events.checked_sub(1) {
             Some(at) => self.projection_set_at(meta, at),
-            None => Ok(ProjectionSet::new(seed_length(meta))),
+            None => Ok(ProjectionSet::for_model(seed_length(meta), model_of(meta))),
         }
     }
 
     /// Every unit's state after event `at`.
     pub(crate) fn projection_set_at(&self, meta: &SessionMeta, at: u64) -> Result<ProjectionSet> {
-        let mut set = ProjectionSet::new(seed_length(meta));
+        let mut set = ProjectionSet::for_model(seed_length(meta), model_of(meta));
         let mut from = Vec::with_capacity(UNITS.len());
         for index in 0..UNITS.len() {
             match self.nearest_checkpoint(meta, index, at)? {
@@ -219,9 +223,9 @@ impl Store {
         }
         let start = from.iter().copied().min().unwrap_or(0);
         self.events_of(meta, start, Some(at), &mut |seq, e| {
-            for (i, unit) in UNITS.iter().enumerate() {
+            for (i, state) in set.states.iter_mut().enumerate() {
                 if seq >= from[i] {
-                    unit.apply(&mut set.states[i], seq, e);
+                    unit_at(set.model, i).apply(state, seq, e);
                 }
             }
             Ok(())
@@ -237,7 +241,8 @@ impl Store {
         index: usize,
         at: u64,
     ) -> Result<Option<(Value, u64)>> {
-        let version = UNITS[index].version;
+        let unit = unit_at(model_of(meta), index);
+        let version = unit.version;
         let section = unit_section(index);
         let mut it = self
             .db
@@ -271,8 +276,8 @@ impl Store {
         let Some(base) = &meta.fork_of else {
             return Ok(None);
         };
-        if UNITS[index].key == "inbox" {
-            return Ok(Some((UNITS[index].init(base.seed), base.seed.min(at + 1))));
+        if unit.key == "inbox" {
+            return Ok(Some((unit.init(base.seed), base.seed.min(at + 1))));
         }
         match base.seed.checked_sub(1) {
             Some(last) => {
@@ -283,25 +288,8 @@ impl Store {
     }
 }
 
-/// Units whose events have the same shape in DSH 0.2's format, so their DSH 0.1 folds answer
-/// for V4 sessions too. The others read what V4 changed (`tokenUsage`: streams embedded in
-/// assistant messages and attempts; `requestHeader`: the retired `system`, series; `inbox`: the
-/// inherited count, which V4 takes from the end-seed marker) and are not served for V4 yet.
-pub const V4_UNITS: [&str; 7] = [
-    "title",
-    "todos",
-    "turns",
-    "requestContext",
-    "activity",
-    "goal",
-    "openTurn",
-];
-
-/// Refuse unit `key` on a session whose format its fold does not model.
-fn require_unit_model(meta: &SessionMeta, key: &str) -> Result<()> {
-    match meta.version {
-        0 => Ok(()),
-        4 if V4_UNITS.contains(&key) => Ok(()),
-        _ => meta.require_v0_model(&format!("the {key} projection")),
-    }
+/// The folds a session's units apply: its surface model's (V0 for a session without one, whose
+/// state queries are refused before any fold).
+fn model_of(meta: &SessionMeta) -> SurfaceModel {
+    SurfaceModel::for_version(meta.version).unwrap_or_default()
 }

@@ -11,8 +11,11 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 impl Store {
-    /// The seq of the last event before step `step` of turn `turn` was dispatched.
+    /// The seq of the last event before step `step` of turn `turn` was dispatched. The rule is
+    /// DSH 0.1's (V0 sessions): in V4 the chunks that marked a dispatch are folded into streams.
     pub fn dispatch_point(&self, id: &str, turn: i64, step: i64) -> Result<u64> {
+        self.require_meta(id.as_bytes())?
+            .require_v0_model("request reconstruction")?;
         let (mut first_chunk, mut message, mut end) = (None, None, None);
         self.events(id, 0, None, &mut |seq, e| {
             let o = e.as_object();

@@ -10,49 +10,90 @@
 mod goal;
 mod units;
 
-pub use units::{Unit, UNITS};
+pub use units::{Unit, UNITS, V4_OVERRIDES};
 
 use crate::json::Value;
+use crate::surface::SurfaceModel;
+
+/// Unit `index` of [`UNITS`] as `model` folds it (V4 replaces the units whose events it
+/// reshaped, see [`V4_OVERRIDES`]).
+pub fn unit_at(model: SurfaceModel, index: usize) -> &'static Unit {
+    let unit = &UNITS[index];
+    match model {
+        SurfaceModel::V0 => unit,
+        SurfaceModel::V4 => V4_OVERRIDES
+            .iter()
+            .find(|o| o.key == unit.key)
+            .unwrap_or(unit),
+    }
+}
+
+/// The unit named `key` under `model`, with its index (the same for every model).
+pub fn unit_in(model: SurfaceModel, key: &str) -> Option<(usize, &'static Unit)> {
+    let index = UNITS.iter().position(|u| u.key == key)?;
+    Some((index, unit_at(model, index)))
+}
 
 /// The state of every unit after some prefix of a log.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProjectionSet {
     /// One state per entry of [`UNITS`], in that order.
     pub states: Vec<Value>,
+    /// Whose folds the units apply.
+    pub model: SurfaceModel,
 }
 
 impl ProjectionSet {
-    /// Every unit's initial state for a session whose header carries `seed_length` (the inbox
-    /// fold only reads splices from there on, so a fork does not inherit its parent's queue).
+    /// Every unit's initial state for a V0 session whose header carries `seed_length` (the
+    /// inbox fold only reads splices from there on, so a fork does not inherit its parent's
+    /// queue).
     pub fn new(seed_length: u64) -> Self {
+        Self::for_model(seed_length, SurfaceModel::V0)
+    }
+
+    /// [`ProjectionSet::new`] under `model`'s folds.
+    pub fn for_model(seed_length: u64, model: SurfaceModel) -> Self {
         ProjectionSet {
-            states: UNITS.iter().map(|u| u.init(seed_length)).collect(),
+            states: (0..UNITS.len())
+                .map(|i| unit_at(model, i).init(seed_length))
+                .collect(),
+            model,
         }
     }
 
     /// Fold one event (seq `seq`) into every unit.
     pub fn apply(&mut self, seq: u64, event: &Value) {
-        for (unit, state) in UNITS.iter().zip(&mut self.states) {
-            unit.apply(state, seq, event);
+        for (i, state) in self.states.iter_mut().enumerate() {
+            unit_at(self.model, i).apply(state, seq, event);
         }
     }
 
     /// The view of unit `key` in this set.
     pub fn view(&self, key: &str) -> Option<Value> {
-        let (i, unit) = Self::unit(key)?;
+        let (i, unit) = unit_in(self.model, key)?;
         Some(unit.view(&self.states[i]))
     }
 
-    /// The unit named `key`, with its index.
+    /// The V0 unit named `key`, with its index.
     pub fn unit(key: &str) -> Option<(usize, &'static Unit)> {
-        UNITS.iter().enumerate().find(|(_, u)| u.key == key)
+        unit_in(SurfaceModel::V0, key)
     }
 }
 
-/// Fold `events` (seqs from 0) into unit `key` naively: the reference the engine is checked
+/// Fold `events` (seqs from 0) into V0 unit `key` naively: the reference the engine is checked
 /// against.
 pub fn fold(key: &str, seed_length: u64, events: &[Value]) -> Option<Value> {
-    let (_, unit) = ProjectionSet::unit(key)?;
+    fold_in(SurfaceModel::V0, key, seed_length, events)
+}
+
+/// [`fold`] under `model`'s folds.
+pub fn fold_in(
+    model: SurfaceModel,
+    key: &str,
+    seed_length: u64,
+    events: &[Value],
+) -> Option<Value> {
+    let (_, unit) = unit_in(model, key)?;
     let mut state = unit.init(seed_length);
     for (seq, e) in events.iter().enumerate() {
         unit.apply(&mut state, seq as u64, e);

@@ -112,6 +112,32 @@ pub static UNITS: [Unit; 10] = [
     },
 ];
 
+/// DSH 0.2's folds of the units whose events V4 reshaped, by key; every other unit folds V4 logs
+/// as it folds V0 ones. Versions differ from the V0 units' so checkpoints never cross models.
+pub static V4_OVERRIDES: [Unit; 3] = [
+    Unit {
+        key: "tokenUsage",
+        version: 101,
+        init: usage_init,
+        apply: usage_v4,
+        view: usage_view,
+    },
+    Unit {
+        key: "requestHeader",
+        version: 101,
+        init: null,
+        apply: request_header_v4,
+        view: same,
+    },
+    Unit {
+        key: "inbox",
+        version: 101,
+        init: inbox_init,
+        apply: inbox_v4,
+        view: inbox_view,
+    },
+];
+
 fn null(_: u64) -> Value {
     Value::Null
 }
@@ -213,13 +239,32 @@ fn usage(state: &mut Value, _: u64, event: &Value) {
     let Some(Value::Object(u)) = sample else {
         return;
     };
+    settle(state, d, sample_buckets(u));
+}
+
+/// A usage sample's buckets (`inputTokens` is the uncached input).
+fn sample_buckets(u: &Object) -> [f64; 4] {
     let num = |k: &str| u.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-    let next = [
+    [
         num("inputTokens"),
         num("outputTokens"),
         num("cacheReadTokens"),
         num("cacheWriteTokens"),
-    ];
+    ]
+}
+
+fn buckets_value(v: &[f64]) -> Value {
+    Value::Object(
+        BUCKETS
+            .iter()
+            .zip(v)
+            .fold(Object::new(), |o, (k, n)| o.with(k, *n)),
+    )
+}
+
+/// Settle a sample for the event's (turn, step): a repeat of the last step's sample replaces
+/// it instead of adding.
+fn settle(state: &mut Value, d: &Object, next: [f64; 4]) {
     let (turn, step) = (
         d.get("turn").cloned().unwrap_or(Value::Null),
         d.get("step").cloned().unwrap_or(Value::Null),
@@ -237,23 +282,69 @@ fn usage(state: &mut Value, _: u64, event: &Value) {
     let totals = s.get("totals").map(buckets_of).unwrap_or([0.0; 4]);
     let prev = previous.unwrap_or([0.0; 4]);
     let sum: Vec<f64> = (0..4).map(|i| totals[i] - prev[i] + next[i]).collect();
-    let as_buckets = |v: &[f64]| {
-        Value::Object(
-            BUCKETS
-                .iter()
-                .zip(v)
-                .fold(Object::new(), |o, (k, n)| o.with(k, *n)),
-        )
-    };
     let last = Object::new()
         .with("turn", turn)
         .with("step", step)
-        .with("buckets", as_buckets(&next));
+        .with("buckets", buckets_value(&next));
     *state = Value::Object(
         Object::new()
-            .with("totals", as_buckets(&sum))
+            .with("totals", buckets_value(&sum))
             .with("last", Value::Object(last)),
     );
+}
+
+/// `tokenUsage` of a V4 log (DSH 0.2's token meter, state version 3): events before the
+/// inherited cut do not count (the `{inherited:true}` end-seed resets the meter); a sample is
+/// `assistant/message.usage`, else the last usage chunk of a message's or attempt's stream, and
+/// settles per (turn, step) as in V0; `llm/retry-started` for the last sample's step makes the
+/// retried attempt add; `compaction/summary.usage` always adds.
+fn usage_v4(state: &mut Value, seq: u64, event: &Value) {
+    let Some(d) = data(event) else { return };
+    match ty(event) {
+        "session/end-seed" if d.get("inherited") == Some(&Value::Bool(true)) => {
+            *state = usage_init(seq);
+        }
+        "llm/retry-started" => {
+            let Value::Object(s) = state else { return };
+            let same_step = s
+                .get("last")
+                .and_then(Value::as_object)
+                .is_some_and(|l| l.get("turn") == d.get("turn") && l.get("step") == d.get("step"));
+            if same_step {
+                s.insert("last".into(), Value::Null);
+            }
+        }
+        "compaction/summary" => {
+            if let Some(Value::Object(u)) = d.get("usage") {
+                let Value::Object(s) = state else { return };
+                let totals = s.get("totals").map(buckets_of).unwrap_or([0.0; 4]);
+                let sample = sample_buckets(u);
+                let sum: Vec<f64> = (0..4).map(|i| totals[i] + sample[i]).collect();
+                s.insert("totals".into(), buckets_value(&sum));
+            }
+        }
+        "assistant/message" | "assistant/attempt" => {
+            let sample = match d.get("usage") {
+                Some(u @ Value::Object(_)) if ty(event) == "assistant/message" => Some(u),
+                _ => last_stream_usage(d),
+            };
+            if let Some(Value::Object(u)) = sample {
+                settle(state, d, sample_buckets(u));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The usage of the last `{type:"chunk", chunk:{type:"usage"}}` record of `data.stream`.
+fn last_stream_usage(d: &Object) -> Option<&Value> {
+    d.get("stream")?.as_array()?.iter().rev().find_map(|r| {
+        let r = r.as_object()?;
+        let chunk = r.get("chunk")?.as_object()?;
+        (r.get("type")?.as_str()? == "chunk" && chunk.get("type")?.as_str()? == "usage")
+            .then(|| chunk.get("usage"))
+            .flatten()
+    })
 }
 
 fn buckets_of(v: &Value) -> [f64; 4] {
@@ -320,6 +411,40 @@ fn request_header(state: &mut Value, _: u64, event: &Value) {
             *state = h.clone();
         }
     }
+}
+
+/// `requestHeader` of a V4 log (DSH 0.2's `foldRequestHeader`): the latest header,
+/// canonical: `{config, adapterDefaults?, tools?}`, `adapterDefaults` kept only when one of its
+/// markers is `true`, an empty `tools` dropped; `reason` and `startsSeries` do not matter.
+fn request_header_v4(state: &mut Value, _: u64, event: &Value) {
+    if ty(event) != "request/header" {
+        return;
+    }
+    let Some(h) = data(event)
+        .and_then(|d| d.get("header"))
+        .and_then(Value::as_object)
+    else {
+        return;
+    };
+    let mut canonical = Object::new();
+    if let Some(config) = h.get("config") {
+        canonical = canonical.with("config", config.clone());
+    }
+    if let Some(defaults) = h.get("adapterDefaults").filter(|a| {
+        a.as_object().is_some_and(|a| {
+            a.get("reasoningEffort") == Some(&Value::Bool(true))
+                || a.get("maxTokens") == Some(&Value::Bool(true))
+        })
+    }) {
+        canonical = canonical.with("adapterDefaults", defaults.clone());
+    }
+    if let Some(tools) = h
+        .get("tools")
+        .filter(|t| t.as_array().is_some_and(|t| !t.is_empty()))
+    {
+        canonical = canonical.with("tools", tools.clone());
+    }
+    *state = Value::Object(canonical);
 }
 
 /// `requestContext`: the latest `request/context` payload (DSH's `Session.requestContext()`).
@@ -421,6 +546,18 @@ fn inbox(state: &mut Value, seq: u64, event: &Value) {
     let end = (start + index("removedCount")).min(list.len());
     list.splice(start..end, inserted);
     s.insert(target.into(), Value::Array(list));
+}
+
+/// `inbox` of a V4 log: as in V0, from the inherited cut on, which V4 marks with the
+/// `{inherited:true}` end-seed (DSH 0.2 replays `ownEvents()`, from the last marker).
+fn inbox_v4(state: &mut Value, seq: u64, event: &Value) {
+    let inherited = ty(event) == "session/end-seed"
+        && data(event).and_then(|d| d.get("inherited")) == Some(&Value::Bool(true));
+    if inherited {
+        *state = inbox_init(seq);
+    } else {
+        inbox(state, seq, event);
+    }
 }
 
 /// `openTurn`: the number of the turn a `turn/start` opened and no `turn/end` closed yet, else

@@ -202,7 +202,10 @@ impl BodyIndexer {
             scanner: BodyScanner::for_header(header, header_len),
             support: SupportCheck::default(),
             surface: crate::surface::SurfaceBuilder::for_model(model.unwrap_or_default()),
-            projections: crate::projection::ProjectionWriter::new(header_seed_length(header)),
+            projections: crate::projection::ProjectionWriter::new(
+                header_seed_length(header),
+                model.unwrap_or_default(),
+            ),
             source_name: source_name.into(),
             id: header.id.clone(),
         }
