@@ -382,9 +382,8 @@ fn later_generation_reader_cases() {
     assert_eq!((report.verdict, report.events), (Verdict::Torn, 10));
 }
 
-/// What is not modelled yet is refused, not answered in the wrong model: request reconstruction
-/// on V4 (DSH 0.1's dispatch rule reads chunks V4 folded away), and every logical view of V1–V3
-/// sessions, which DSH 0.2 reads through migrations.
+/// What is not modelled yet is refused, not answered in the wrong model: every logical view of
+/// V1–V3 sessions, which DSH 0.2 reads through migrations.
 #[test]
 fn unserved_views_are_refused_not_answered_in_the_wrong_model() {
     let (_t, store) = temp_store();
@@ -393,13 +392,17 @@ fn unserved_views_are_refused_not_answered_in_the_wrong_model() {
     assert_eq!(all_events(&store, "v4").len(), 3);
     let not_served = |r: sessionlog::engine::Result<()>, version| matches!(r, Err(Error::FormatNotServed { version: v, .. }) if v == version);
     assert_eq!(store.messages_at("v4", None).expect("messages"), []);
-    assert!(not_served(store.request("v4", 1, 1).map(|_| ()), 4));
     let v3 = header(3, "v3", "") + "\n" + &row(0, "a/b", "{}") + "\n";
     import_bytes(&store, "v3", v3.as_bytes(), false).expect("import");
     assert!(not_served(store.messages_at("v3", None).map(|_| ()), 3));
     assert!(not_served(store.fork("v3", None, "child").map(|_| ()), 3));
     assert!(not_served(store.repair("v3").map(|_| ()), 3));
     assert!(not_served(store.transcript("v3", None).map(|_| ()), 3));
+    assert!(not_served(
+        store.state_at("v3", "title", None).map(|_| ()),
+        3
+    ));
+    assert!(not_served(store.request("v3", 1, 1).map(|_| ()), 3));
     assert!(not_served(
         store.state_at("v3", "title", None).map(|_| ()),
         3

@@ -85,10 +85,23 @@ fn v4_units_equal_a_naive_fold() {
         assert!(header
             .as_object()
             .is_some_and(|h| h.contains_key("config") && !h.contains_key("system")));
-        assert!(matches!(
-            live.request(&feed.id, 1, 1),
-            Err(Error::FormatNotServed { version: 4, .. })
-        ));
+        let at = live.dispatch_point(&feed.id, 1, 1).expect("dispatch point");
+        let request = live.request(&feed.id, 1, 1).expect("request");
+        let o = request.as_object().expect("object");
+        assert_eq!(
+            o.get("messages"),
+            Some(&Value::Array(
+                live.messages_at(&feed.id, Some(at)).expect("messages")
+            ))
+        );
+        assert_eq!(
+            o.get("header"),
+            Some(
+                &live
+                    .state_at(&feed.id, "requestHeader", Some(at))
+                    .expect("header")
+            )
+        );
     }
 }
 

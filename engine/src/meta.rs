@@ -196,15 +196,6 @@ impl SessionMeta {
         )
     }
 
-    /// Refuse `what` unless the served generation is V0 (request reconstruction follows DSH
-    /// 0.1's dispatch rule only, so far).
-    pub(crate) fn require_v0_model(&self, what: &str) -> Result<()> {
-        if self.version == 0 {
-            return Ok(());
-        }
-        Err(self.not_served(what))
-    }
-
     /// The surface rules of the served generation, or a refusal of `what`: V0 and V4 have
     /// theirs; DSH 0.2 reads V1–V3 through migrations, which are not implemented.
     pub(crate) fn require_surface_model(

@@ -3,7 +3,10 @@
 //! the check that a recorded request equals it.
 //!
 //! Dispatch point: the seq before the step's first `assistant/chunk`, else before its
-//! `assistant/message`, else before its `step/end` (projection-query-spec §4).
+//! `assistant/message`, else before its `step/end` (projection-query-spec §4). In V4, whose
+//! chunks are folded into streams, the first model output of a step is its first
+//! `assistant/attempt` or `assistant/message`, so the point is the seq before that, else before
+//! its `step/end`.
 
 use sessionlog_codec::json::{self, Object, Value};
 
@@ -11,11 +14,11 @@ use crate::store::Store;
 use crate::{Error, Result};
 
 impl Store {
-    /// The seq of the last event before step `step` of turn `turn` was dispatched. The rule is
-    /// DSH 0.1's (V0 sessions): in V4 the chunks that marked a dispatch are folded into streams.
+    /// The seq of the last event before step `step` of turn `turn` was dispatched (see the
+    /// module docs for the V0 and V4 rules).
     pub fn dispatch_point(&self, id: &str, turn: i64, step: i64) -> Result<u64> {
-        self.require_meta(id.as_bytes())?
-            .require_v0_model("request reconstruction")?;
+        let meta = self.require_meta(id.as_bytes())?;
+        meta.require_surface_model("request reconstruction")?;
         let (mut first_chunk, mut message, mut end) = (None, None, None);
         self.events(id, 0, None, &mut |seq, e| {
             let o = e.as_object();
@@ -26,7 +29,7 @@ impl Store {
             });
             if here {
                 match o.and_then(|o| o.get("type")).and_then(Value::as_str) {
-                    Some("assistant/chunk") => {
+                    Some("assistant/chunk" | "assistant/attempt") => {
                         first_chunk.get_or_insert(seq);
                     }
                     Some("assistant/message") => {
@@ -40,8 +43,12 @@ impl Store {
             }
             Ok(())
         })?;
-        first_chunk
-            .or(message)
+        // V4: an attempt and a message are both the step's model output; the earlier one counts.
+        let output = match (meta.version, first_chunk, message) {
+            (4, Some(a), Some(m)) => Some(a.min(m)),
+            _ => first_chunk.or(message),
+        };
+        output
             .or(end)
             .and_then(|s: u64| s.checked_sub(1))
             .ok_or_else(|| Error::NoSuchStep {
