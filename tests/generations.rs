@@ -320,7 +320,7 @@ fn later_generation_reader_cases() {
     let header_row = row(
         2,
         "request/header",
-        r#"{"header":{"tools":[{"name":"t","description":"d","parameters":{}}]},"reason":"initial"}"#,
+        r#"{"header":{"config":{"provider":"p","model":"m"},"tools":[{"name":"t","description":"d","parameters":{}}]},"reason":"initial"}"#,
     );
     let developer = |header_seq: u64| {
         format!(
@@ -339,7 +339,7 @@ fn later_generation_reader_cases() {
     assert_eq!(
         verdict_of(&log(4, "", &rows(1))),
         Verdict::Corrupt(
-            "developer/message headerSeq must reference a known request/header".into()
+            "developer/message headerSeq must reference an earlier request/header".into()
         )
     );
     // The lifecycle: a step outside its turn is corruption, found once the scan is done.
@@ -577,7 +577,7 @@ fn v4_appends_reject_with_the_rule_and_write_nothing() {
         ),
         (
             r#"{"type":"developer/message","time":1,"data":{"turn":1,"step":1,"message":{"id":"d","role":"developer","content":[{"type":"tool-addition","toolName":"t"}],"source":{"kind":"x"}},"headerSeq":1},"surfaceOp":"append"}"#,
-            "must reference a known request/header",
+            "must reference an earlier request/header",
         ),
         (
             r#"{"type":"request/header","time":1,"data":{"header":{"system":"x"},"reason":"initial"}}"#,

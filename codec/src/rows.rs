@@ -340,38 +340,41 @@ pub fn declared_tools(event: &Value) -> Option<std::collections::HashMap<String,
     Some(names)
 }
 
-/// The V4 rule tying a `developer/message` that adds tools to its `headerSeq`: an earlier
-/// `request/header` whose tools hold exactly one complete definition (string `description`,
-/// object `parameters`) per added tool. `header_tools(seq)` gives the declared tools of the
-/// event at `seq` ([`declared_tools`]), `None` when it is not a `request/header`. `Err` is
-/// DSH's relationship text.
+/// The V4 relationship of a `developer/message` to its `headerSeq` (DSH's
+/// `Relationships.developer`): an earlier `request/header` whose tools define each added tool
+/// exactly once, completely (string `description`, object `parameters`). `header_tools(seq)`
+/// gives the declared tools of the event at `seq` ([`declared_tools`]), `None` when it is not a
+/// `request/header`. `Err` is DSH's text.
 pub fn check_header_seq(
     event: &Value,
     header_tools: impl FnOnce(u64) -> Option<std::collections::HashMap<String, Vec<bool>>>,
 ) -> Result<(), String> {
-    let Some(added) = added_tools(event).filter(|a| !a.is_empty()) else {
+    let Some(o) = event.as_object() else {
         return Ok(());
     };
-    let o = event.as_object();
-    let seq = o
-        .and_then(|o| o.get("seq"))
-        .and_then(Value::as_safe_integer);
-    let header_seq = o
-        .and_then(|o| o.get("data"))
-        .and_then(Value::as_object)
-        .and_then(|d| d.get("headerSeq"))
-        .and_then(Value::as_safe_integer);
-    let (Some(seq), Some(header_seq)) = (seq, header_seq) else {
-        return Err("developer/message headerSeq must be a non-negative safe integer".into());
+    if o.get("type").and_then(Value::as_str) != Some("developer/message") {
+        return Ok(());
+    }
+    let data = o.get("data").and_then(Value::as_object);
+    let Some(header_seq) = data.and_then(|d| d.get("headerSeq")) else {
+        return Ok(());
     };
-    let at = u64::try_from(header_seq)
+    let seq = o.get("seq").and_then(Value::as_safe_integer).unwrap_or(0);
+    let header_seq = header_seq
+        .as_safe_integer()
+        .filter(|n| {
+            *n >= 0 && !matches!(header_seq, Value::Number(z) if *z == 0.0 && z.is_sign_negative())
+        })
+        .ok_or("developer/message headerSeq must be a non-negative safe integer")?;
+    if header_seq >= seq {
+        return Err("developer/message headerSeq must name an earlier event".into());
+    }
+    let declared = u64::try_from(header_seq)
         .ok()
-        .filter(|_| header_seq < seq)
+        .and_then(header_tools)
         .ok_or("developer/message headerSeq must reference an earlier request/header")?;
-    let declared = header_tools(at)
-        .ok_or("developer/message headerSeq must reference a known request/header")?;
-    for name in &added {
-        match declared.get(name).map(Vec::as_slice) {
+    for name in added_tools(event).unwrap_or_default() {
+        match declared.get(&name).map(Vec::as_slice) {
             Some([true]) => {}
             Some([false]) => {
                 return Err(format!(

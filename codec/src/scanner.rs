@@ -19,10 +19,7 @@
 
 use crate::header::Header;
 use crate::json::{self, Value};
-use crate::rows::{
-    admit_v4_row, check_header_seq, check_surface_op, declared_tools, decode_line, decode_row,
-    Admission,
-};
+use crate::rows::{admit_v4_row, check_surface_op, decode_line, decode_row, Admission};
 use crate::v4_relations::V4Relations;
 use crate::Result;
 
@@ -54,9 +51,6 @@ pub struct BodyScanner {
     version: u32,
     seeded: bool,
     cut: Option<u64>,
-    /// V4: the tools each committed `request/header` declares, by seq (a `developer/message`
-    /// adding tools must name one of them).
-    header_tools: std::collections::HashMap<u64, std::collections::HashMap<String, Vec<bool>>>,
     /// V4: the lifecycle relationships of the committed events, and the first they break
     /// (DSH checks them once the scan is done, over the committed prefix).
     relations: V4Relations,
@@ -76,7 +70,6 @@ impl BodyScanner {
             version: 0,
             seeded: false,
             cut: None,
-            header_tools: std::collections::HashMap::new(),
             relations: V4Relations::default(),
             relation_error: None,
             line: 0,
@@ -229,15 +222,7 @@ impl BodyScanner {
         match self.decode_row(value) {
             Ok(event) => {
                 if self.version == 4 && self.relation_error.is_none() {
-                    let tools = &self.header_tools;
-                    let related = self
-                        .relations
-                        .accept(&event)
-                        .and_then(|()| check_header_seq(&event, |s| tools.get(&s).cloned()));
-                    self.relation_error = related.err();
-                    if let Some(declared) = declared_tools(&event) {
-                        self.header_tools.insert(self.next_seq, declared);
-                    }
+                    self.relation_error = self.relations.accept(&event).err();
                 }
                 if is_inherited_marker(&event) {
                     self.cut = Some(self.next_seq);
@@ -305,8 +290,12 @@ impl BodyScanner {
                     "released v2 unseeded Session contains an inherited end-seed marker".into(),
                 )
             }
-            None if self.relation_error.is_some() => {
-                BodyVerdict::Corrupt(self.relation_error.clone().unwrap_or_default())
+            None if self.relation_error.is_some() || self.relations.finish().is_some() => {
+                let text = self
+                    .relation_error
+                    .clone()
+                    .or_else(|| self.relations.finish());
+                BodyVerdict::Corrupt(text.unwrap_or_default())
             }
             None if self.committed_bytes < file_len => BodyVerdict::Torn,
             None => BodyVerdict::Clean,

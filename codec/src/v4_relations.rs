@@ -1,15 +1,21 @@
 //! DSH 0.2's lifecycle relationships of a V4 log (`assertV4LifecycleRelationships`), checked
 //! over its committed events in order: turn and step numbering and enclosure, tool calls
 //! advertised by assistant messages and settled by their results, the protected system head on
-//! the surface, title citations and command pairing. A failure is corruption; the text is DSH's.
+//! the surface, `headerSeq` tool definitions, title citations, command pairing, PTC dispatch
+//! pairing, `llm/retry` chains and compaction transactions. A failure is corruption; the text is
+//! DSH's.
 //!
-//! An unfinished tail may leave a turn, step or call open (nothing is checked at the end).
-//! Not modelled yet: compaction transactions, PTC dispatch pairing, `llm/retry` chains, catalog
-//! ids and delivery markers.
+//! An unfinished tail may leave a turn, step, call or compaction open (nothing is checked at the
+//! end). DSH decides before the walk which compactions are orphans (an end-seed comes before
+//! their end), and lets turns cross those; reading in one pass, a crossing is held until the
+//! compaction's end or an end-seed decides it ([`V4Relations::finish`]).
+//! Not modelled: catalog ids and delivery markers (pass 1 of `assertReleasedV4Relationships`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::json::{Object, Value};
+use crate::rows::{check_header_seq, declared_tools};
+use crate::surface::deep_equal;
 
 /// Event types the lifecycle looks at.
 const RELATIONSHIP_TYPES: [&str; 26] = [
@@ -54,6 +60,23 @@ struct Call {
     started: bool,
 }
 
+/// An open compaction transaction.
+#[derive(Clone, Debug)]
+struct Compaction {
+    id: String,
+    command: Option<Value>,
+    turn: Option<Value>,
+    seq: u64,
+    summarized: bool,
+}
+
+/// A PTC dispatch by sub-call id.
+#[derive(Clone, Debug)]
+struct Dispatch {
+    data: Object,
+    settled: bool,
+}
+
 /// The lifecycle state after the events seen so far.
 #[derive(Clone, Debug)]
 pub struct V4Relations {
@@ -61,12 +84,26 @@ pub struct V4Relations {
     step: Option<Value>,
     next_turn: f64,
     next_step: f64,
+    provider: Option<Value>,
     surface: Vec<u64>,
     protected_head: Option<u64>,
+    compaction: Option<Compaction>,
     /// Advertised, unsettled calls in advertisement order.
     tools: Vec<Call>,
+    dispatches: HashMap<String, Dispatch>,
+    retries: Vec<Object>,
+    started_retries: HashSet<(String, u64)>,
     human_prompts: HashSet<u64>,
     commands: HashSet<String>,
+    /// Seqs of `command/run` and `command/done` events (a done's source may be neither).
+    command_events: HashSet<u64>,
+    /// The tools each `request/header` declares, by seq.
+    header_tools: HashMap<u64, HashMap<String, Vec<bool>>>,
+    /// A turn event that crossed an open compaction, held until that compaction ends (the
+    /// crossing stands) or an end-seed makes it an orphan (it does not): compaction seq, text.
+    crossing: Option<(u64, String)>,
+    /// The first failure after a held crossing, reported only if the crossing falls.
+    later: Option<String>,
 }
 
 impl Default for V4Relations {
@@ -76,11 +113,20 @@ impl Default for V4Relations {
             step: None,
             next_turn: 1.0,
             next_step: 1.0,
+            provider: None,
             surface: Vec::new(),
             protected_head: None,
+            compaction: None,
             tools: Vec::new(),
+            dispatches: HashMap::new(),
+            retries: Vec::new(),
+            started_retries: HashSet::new(),
             human_prompts: HashSet::new(),
             commands: HashSet::new(),
+            command_events: HashSet::new(),
+            header_tools: HashMap::new(),
+            crossing: None,
+            later: None,
         }
     }
 }
@@ -88,8 +134,62 @@ impl Default for V4Relations {
 type Check = Result<(), String>;
 
 impl V4Relations {
-    /// Check the next committed event against the lifecycle and advance it.
+    /// Check the next committed event against the lifecycle and advance it. `Err` is a
+    /// decided failure; a crossing of a compaction that may still turn out an orphan is held
+    /// (see [`V4Relations::finish`], [`V4Relations::held`]).
     pub fn accept(&mut self, event: &Value) -> Check {
+        if let Some((cseq, text)) = self.crossing.clone() {
+            if self.decide_crossing(cseq, event) {
+                return match self.crossing.take() {
+                    Some(_) => Err(text),
+                    None => match self.later.take() {
+                        Some(later) => Err(later),
+                        None => self.step_in(event),
+                    },
+                };
+            }
+            if self.later.is_some() {
+                return Ok(());
+            }
+            if let Err(e) = self.step_in(event) {
+                self.later = Some(e);
+            }
+            return Ok(());
+        }
+        self.step_in(event)
+    }
+
+    /// The failure decided by the end of the log: a crossing still held (its compaction never
+    /// met an end-seed, so it was no orphan).
+    pub fn finish(&self) -> Option<String> {
+        self.crossing.as_ref().map(|(_, text)| text.clone())
+    }
+
+    /// A crossing being held, for writers that cannot wait for the rest of the log.
+    pub fn held(&self) -> Option<&str> {
+        self.crossing.as_ref().map(|(_, text)| text.as_str())
+    }
+
+    /// Whether `event` decides the held crossing of compaction `cseq`: its end confirms the
+    /// crossing; an end-seed while it is open makes it an orphan (the crossing is dropped).
+    fn decide_crossing(&mut self, cseq: u64, event: &Value) -> bool {
+        let ty = event
+            .as_object()
+            .and_then(|o| o.get("type"))
+            .and_then(Value::as_str);
+        let open = self.compaction.as_ref().is_some_and(|c| c.seq == cseq);
+        match ty {
+            Some("session/end-seed") if open || self.later.is_some() => {
+                self.crossing = None;
+                true
+            }
+            Some("compaction/end") => true,
+            _ => false,
+        }
+    }
+
+    /// One event of the walk (DSH's `accept`).
+    fn step_in(&mut self, event: &Value) -> Check {
         let Some(o) = event.as_object() else {
             return Ok(());
         };
@@ -111,6 +211,11 @@ impl V4Relations {
             "system/message" | "developer/message" | "assistant/attempt"
         ) {
             self.require_step(ty, data)?;
+        }
+        if ty.starts_with("turn/") && self.crossing.is_none() {
+            if let Some(c) = &self.compaction {
+                self.crossing = Some((c.seq, format!("{ty} crosses an open compaction")));
+            }
         }
         self.fold_surface(ty, seq, o)?;
         match ty {
@@ -150,49 +255,268 @@ impl V4Relations {
                 self.next_step += 1.0;
             }
             "assistant/message" | "tool/call" | "tool/result" => self.tool(ty, o, data)?,
-            "request/header"
-            | "request/context"
-            | "tool/ptc-dispatch-start"
-            | "tool/ptc-dispatch" => {
+            "developer/message" => {
+                let tools = &self.header_tools;
+                check_header_seq(event, |s| tools.get(&s).cloned())?;
+            }
+            "request/header" => {
                 self.require_turn(ty)?;
-            }
-            "llm/retry" => {
-                let step = self
-                    .step
-                    .clone()
-                    .unwrap_or(Value::Number(self.next_step - 1.0));
-                if self.turn.is_none()
-                    || data.get("turn") != self.turn.as_ref()
-                    || data.get("step") != Some(&step)
-                {
-                    return Err("llm/retry does not match the current turn and step".into());
+                let header = record(data.get("header"), "request header")?;
+                let config = record(header.get("config"), "request config")?;
+                self.provider = config.get("provider").cloned();
+                if let Some(declared) = declared_tools(event) {
+                    self.header_tools.insert(seq, declared);
                 }
             }
-            "user/message" => {
-                let human = data
-                    .get("source")
-                    .and_then(Value::as_object)
-                    .and_then(|s| s.get("kind"))
-                    .and_then(Value::as_str)
-                    == Some("user");
-                if human {
-                    self.human_prompts.insert(seq);
-                }
-            }
-            "session/title" => self.title(seq, data)?,
+            "request/context" => self.require_turn(ty)?,
+            "tool/ptc-dispatch-start" | "tool/ptc-dispatch" => self.dispatch(ty, data)?,
+            "llm/retry" | "llm/retry-started" => self.retry(ty, data)?,
+            "session/title" | "session/title-llm-request" => self.title(ty, seq, data)?,
             "command/run" => {
-                let id = nonempty(data.get("commandId"), "command id")?;
+                let id = nonempty(data.get("commandId"), "commandId")?;
                 if !self.commands.insert(id.clone()) {
                     return Err(format!("command/run repeats commandId {id}"));
                 }
+                self.command_events.insert(seq);
             }
             "command/done" => {
-                let id = nonempty(data.get("commandId"), "command id")?;
+                let id = nonempty(data.get("commandId"), "commandId")?;
                 if !self.commands.contains(&id) {
                     return Err("command/done has no prior command/run".into());
                 }
+                if let Some(source) = data.get("sourceEventSeq") {
+                    let source = earlier(Some(source), seq, "command sourceEventSeq")?;
+                    let success = data.get("kind").and_then(Value::as_str) == Some("success");
+                    if !success || self.command_events.contains(&source) {
+                        return Err("command/done has invalid sourceEventSeq".into());
+                    }
+                }
+                self.command_events.insert(seq);
             }
+            "compaction/start" | "compaction/summary" | "compaction/end" | "compaction/prune" => {
+                self.compact(ty, seq, data)?;
+            }
+            "user/message" => {
+                let source = record(data.get("source"), "user message source")?;
+                let kind = source.get("kind").and_then(Value::as_str);
+                if kind == Some("user") {
+                    self.human_prompts.insert(seq);
+                }
+                let replaces = o.get("surfaceOp").and_then(Value::as_str) != Some("append");
+                if kind == Some("compact-checkpoint") && replaces {
+                    self.compaction_owner(source, "compaction checkpoint")?;
+                }
+            }
+            "session/end-seed" => self.compaction = None,
             _ => {}
+        }
+        Ok(())
+    }
+
+    /// PTC dispatches: a start per sub-call, settled once, under one root.
+    fn dispatch(&mut self, ty: &str, data: &Object) -> Check {
+        self.require_turn(ty)?;
+        let id = nonempty(data.get("subCallId"), "PTC subCallId")?;
+        let root = nonempty(data.get("rootCallId"), "PTC rootCallId")?;
+        let parent = nonempty(data.get("parentCallId"), "PTC parentCallId")?;
+        let root_of = |d: &Dispatch| {
+            d.data
+                .get("rootCallId")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        if self
+            .dispatches
+            .get(&id)
+            .is_some_and(|d| root_of(d).as_deref() != Some(root.as_str()))
+        {
+            return Err("PTC dispatch changes its rootCallId".into());
+        }
+        if parent != root
+            && self.dispatches.get(&parent).and_then(root_of).as_deref() != Some(root.as_str())
+        {
+            return Err("PTC parentCallId does not belong to rootCallId".into());
+        }
+        if ty == "tool/ptc-dispatch-start" {
+            if self.dispatches.contains_key(&id) {
+                return Err("PTC dispatch repeats subCallId".into());
+            }
+            let start = Dispatch {
+                data: data.clone(),
+                settled: false,
+            };
+            self.dispatches.insert(id, start);
+            return Ok(());
+        }
+        let Some(start) = self.dispatches.get_mut(&id).filter(|d| !d.settled) else {
+            return Err("PTC dispatch has no unique start".into());
+        };
+        let same = ["rootCallId", "parentCallId", "name", "arguments"]
+            .iter()
+            .all(|k| match (start.data.get(k), data.get(k)) {
+                (Some(a), Some(b)) => deep_equal(a, b),
+                (None, None) => true,
+                _ => false,
+            });
+        if !same {
+            return Err("PTC dispatch does not match its start".into());
+        }
+        start.settled = true;
+        Ok(())
+    }
+
+    /// `llm/retry` chains per (turn, step, provider, policy) and their started attempts.
+    fn retry(&mut self, ty: &str, data: &Object) -> Check {
+        let id = nonempty(data.get("retryId"), "retryId")?;
+        let attempt = count(data.get("retry"), "retry")?;
+        if ty == "llm/retry-started" {
+            let scheduled = self.retries.iter().find(|r| {
+                r.get("retryId").and_then(Value::as_str) == Some(id.as_str())
+                    && r.get("retry").and_then(Value::as_f64) == Some(attempt as f64)
+            });
+            let Some(scheduled) = scheduled else {
+                return Err("llm/retry-started pairs no prior scheduled attempt".into());
+            };
+            if scheduled.get("turn") != data.get("turn")
+                || scheduled.get("step") != data.get("step")
+            {
+                return Err("llm/retry-started changes scheduled coordinates".into());
+            }
+            if !self.started_retries.insert((id, attempt)) {
+                return Err("llm/retry-started repeats one scheduled attempt".into());
+            }
+            return Ok(());
+        }
+        let step = self
+            .step
+            .clone()
+            .unwrap_or(Value::Number(self.next_step - 1.0));
+        if self.turn.is_none()
+            || data.get("turn") != self.turn.as_ref()
+            || data.get("step") != Some(&step)
+        {
+            return Err("llm/retry does not match the current turn and step".into());
+        }
+        if data.get("provider") != self.provider.as_ref() {
+            return Err("llm/retry provider does not match the open request/header".into());
+        }
+        let key = |o: &Object| ["turn", "step", "provider", "policyKey"].map(|k| o.get(k).cloned());
+        let prior = self.retries.iter().rev().find(|r| key(r) == key(data));
+        let expected = match prior {
+            None => 1,
+            Some(p) => count(p.get("retry"), "prior retry")? + 1,
+        };
+        if attempt != expected {
+            return Err("llm/retry skips its policy attempt sequence".into());
+        }
+        let same_id = |r: &Object| r.get("retryId").and_then(Value::as_str) == Some(id.as_str());
+        let broken = match prior {
+            None => self.retries.iter().any(same_id),
+            Some(p) => !same_id(p),
+        };
+        if broken {
+            return Err("llm/retry must keep one retryId per policy chain".into());
+        }
+        self.retries.push(data.clone());
+        Ok(())
+    }
+
+    /// Compaction transactions: start, one summary, end, in the owner turn; spans exact and
+    /// clear of the protected head.
+    fn compact(&mut self, ty: &str, seq: u64, data: &Object) -> Check {
+        if matches!(ty, "compaction/prune" | "compaction/summary") {
+            self.span(ty, seq, data)?;
+        }
+        if ty == "compaction/prune" {
+            return Ok(());
+        }
+        if ty == "compaction/start" {
+            if self.compaction.is_some() {
+                return Err("compaction/start overlaps an open compaction".into());
+            }
+            let owner = match data.get("turn") {
+                Some(Value::Null) => None,
+                v => Some(Value::Number(count(v, "compaction turn")? as f64)),
+            };
+            if owner != self.turn {
+                return Err("compaction/start does not match the open turn".into());
+            }
+            self.compaction = Some(Compaction {
+                id: nonempty(data.get("compactionId"), "compactionId")?,
+                command: data.get("sourceCommandId").cloned(),
+                turn: owner,
+                seq,
+                summarized: false,
+            });
+            return Ok(());
+        }
+        let turn = self.turn.clone();
+        let current = self.compaction_owner(data, ty)?;
+        if current.turn != turn {
+            return Err(format!("{ty} does not match the open turn"));
+        }
+        if ty == "compaction/summary" {
+            if current.summarized {
+                return Err("compaction/summary repeats".into());
+            }
+            current.summarized = true;
+            return Ok(());
+        }
+        // `data.turn !== current.turn`: a missing turn is `undefined`, never the owner.
+        let owner = current.turn.clone().unwrap_or(Value::Null);
+        if data.get("turn") != Some(&owner) {
+            return Err("compaction/end changes its owner turn".into());
+        }
+        if !data.contains_key("error") && !current.summarized {
+            return Err("successful compaction/end requires one summary".into());
+        }
+        self.compaction = None;
+        Ok(())
+    }
+
+    /// The open compaction `data` names (by id and source command).
+    fn compaction_owner(
+        &mut self,
+        data: &Object,
+        subject: &str,
+    ) -> Result<&mut Compaction, String> {
+        let id = data.get("compactionId").and_then(Value::as_str);
+        let command = data.get("sourceCommandId");
+        match &mut self.compaction {
+            Some(c) if Some(c.id.as_str()) == id && c.command.as_ref() == command => Ok(c),
+            _ => Err(format!("{subject} has no matching compaction/start")),
+        }
+    }
+
+    /// A compaction's `shadowedSeqs` name an exact current surface span, not the protected head.
+    fn span(&self, ty: &str, seq: u64, data: &Object) -> Check {
+        let range = record(data.get("shadowedRange"), "compaction shadowedRange")?;
+        let start = earlier(range.get("start"), seq, "compaction range start")?;
+        let end = earlier(range.get("end"), seq, "compaction range end")?;
+        let seqs = data
+            .get("shadowedSeqs")
+            .and_then(Value::as_array)
+            .ok_or("compaction shadowedSeqs requires an array")?;
+        let first = self.surface.iter().position(|&n| n == start);
+        let last = self.surface.iter().position(|&n| n == end);
+        let exact = match (first, last) {
+            (Some(a), Some(b)) if a <= b => {
+                self.surface[a..=b].len() == seqs.len()
+                    && self.surface[a..=b]
+                        .iter()
+                        .zip(seqs)
+                        .all(|(&n, v)| v.as_f64() == Some(n as f64))
+            }
+            _ => false,
+        };
+        if !exact {
+            return Err(format!(
+                "{ty} shadowedSeqs do not name an exact current surface span"
+            ));
+        }
+        let head = self.protected_head;
+        if head.is_some_and(|h| seqs.iter().any(|v| v.as_f64() == Some(h as f64))) {
+            return Err("compaction cannot shadow the protected system head".into());
         }
         Ok(())
     }
@@ -359,27 +683,52 @@ impl V4Relations {
         Ok(())
     }
 
-    /// `session/title` cites earlier human prompts, none for a user-written title.
-    fn title(&self, seq: u64, data: &Object) -> Check {
+    /// Titles cite distinct earlier human prompts (none for a user-written title); a title
+    /// request holds exactly the one prompt message it sends.
+    fn title(&self, ty: &str, seq: u64, data: &Object) -> Check {
         let refs = data
             .get("messageSeqs")
             .and_then(Value::as_array)
-            .ok_or("session/title messageSeqs requires an array")?;
-        let by_user = data
-            .get("source")
-            .and_then(Value::as_object)
-            .and_then(|s| s.get("kind"))
-            .and_then(Value::as_str)
-            == Some("user");
-        if refs.is_empty() != by_user {
-            return Err("session/title messageSeqs must be empty exactly for a user title".into());
+            .ok_or("title messageSeqs requires an array")?;
+        if ty == "session/title" {
+            let source = record(data.get("source"), "title source")?;
+            let by_user = source.get("kind").and_then(Value::as_str) == Some("user");
+            if refs.is_empty() != by_user {
+                return Err(
+                    "session/title messageSeqs must be empty exactly for a user title".into(),
+                );
+            }
         }
         let mut seen = HashSet::new();
         for r in refs {
-            let s = earlier(Some(r), seq, "session/title messageSeqs")?;
+            let s = earlier(Some(r), seq, "title messageSeqs")?;
             if !seen.insert(s) || !self.human_prompts.contains(&s) {
-                return Err("session/title messageSeqs must cite distinct earlier human user/message events".into());
+                return Err(format!(
+                    "{ty} messageSeqs must cite distinct earlier human user/message events"
+                ));
             }
+        }
+        if ty != "session/title-llm-request" {
+            return Ok(());
+        }
+        let messages = data
+            .get("messages")
+            .and_then(Value::as_array)
+            .ok_or("title messages requires an array")?;
+        let message = record(messages.first(), "title message")?;
+        let content = message
+            .get("content")
+            .and_then(Value::as_array)
+            .ok_or("title content requires an array")?;
+        let source = record(message.get("source"), "title source")?;
+        let text_block = matches!(content, [b] if b.as_object().is_some_and(|b| b.get("type").and_then(Value::as_str) == Some("text")));
+        if refs.is_empty()
+            || messages.len() != 1
+            || message.get("role").and_then(Value::as_str) != Some("user")
+            || source.get("kind").and_then(Value::as_str) != Some("dsh-session-title-llm")
+            || !text_block
+        {
+            return Err("session/title-llm-request messages do not represent messageSeqs".into());
         }
         Ok(())
     }
@@ -424,6 +773,20 @@ fn not_started_repair(
     Ok(suffix_ok && text_ok)
 }
 
+/// DSH's `record`: an object.
+fn record<'a>(v: Option<&'a Value>, subject: &str) -> Result<&'a Object, String> {
+    v.and_then(Value::as_object)
+        .ok_or_else(|| format!("{subject} requires an object"))
+}
+
+/// DSH's `sessionFormatCount`: a non-negative safe integer, not `-0`.
+fn count(v: Option<&Value>, subject: &str) -> Result<u64, String> {
+    v.filter(|v| !matches!(v, Value::Number(n) if *n == 0.0 && n.is_sign_negative()))
+        .and_then(Value::as_safe_integer)
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| format!("{subject} must be a non-negative safe integer"))
+}
+
 /// DSH's `text`: a nonempty string.
 fn nonempty(v: Option<&Value>, subject: &str) -> Result<String, String> {
     v.and_then(Value::as_str)
@@ -434,11 +797,7 @@ fn nonempty(v: Option<&Value>, subject: &str) -> Result<String, String> {
 
 /// DSH's `earlier`: a count naming an earlier seq.
 fn earlier(v: Option<&Value>, seq: u64, subject: &str) -> Result<u64, String> {
-    let n = v
-        .filter(|v| !matches!(v, Value::Number(n) if *n == 0.0 && n.is_sign_negative()))
-        .and_then(Value::as_safe_integer)
-        .and_then(|n| u64::try_from(n).ok())
-        .ok_or_else(|| format!("{subject} must be a non-negative safe integer"))?;
+    let n = count(v, subject)?;
     if n >= seq {
         return Err(format!("{subject} must name an earlier event"));
     }
@@ -567,6 +926,79 @@ mod tests {
         assert_eq!(
             check(&[T1, S1, head, user, &title("[3]", "user")]),
             Err("session/title messageSeqs must be empty exactly for a user title".into())
+        );
+    }
+
+    /// Run `log` and report the failure DSH would: the first decided one, else a held crossing.
+    fn verdict(log: &[&str]) -> Result<(), String> {
+        let mut r = V4Relations::default();
+        for e in log {
+            r.accept(&parse(e).expect("JSON"))?;
+        }
+        r.finish().map_or(Ok(()), Err)
+    }
+
+    #[test]
+    fn compaction_transactions_and_orphans() {
+        let start =
+            r#"{"type":"compaction/start","seq":0,"data":{"compactionId":"k","turn":null}}"#;
+        let t1 = r#"{"type":"turn/start","seq":1,"data":{"turn":1}}"#;
+        let end_seed = r#"{"type":"session/end-seed","seq":2,"data":{"inherited":true}}"#;
+        let end = r#"{"type":"compaction/end","seq":2,"data":{"compactionId":"k","turn":null,"error":{}}}"#;
+        // A turn crossing an open compaction stands unless an end-seed makes it an orphan.
+        assert_eq!(
+            verdict(&[start, t1]),
+            Err("turn/start crosses an open compaction".into())
+        );
+        assert_eq!(
+            verdict(&[start, t1, end]),
+            Err("turn/start crosses an open compaction".into())
+        );
+        assert_eq!(verdict(&[start, t1, end_seed]), Ok(()));
+        let unsummarized =
+            r#"{"type":"compaction/end","seq":1,"data":{"compactionId":"k","turn":null}}"#;
+        assert_eq!(
+            verdict(&[start, unsummarized]),
+            Err("successful compaction/end requires one summary".into())
+        );
+        let stray = r#"{"type":"compaction/end","seq":0,"data":{"compactionId":"k","turn":null}}"#;
+        assert_eq!(
+            verdict(&[stray]),
+            Err("compaction/end has no matching compaction/start".into())
+        );
+        let in_turn = r#"{"type":"compaction/start","seq":1,"data":{"compactionId":"k","turn":2}}"#;
+        assert_eq!(
+            verdict(&[T1, in_turn]),
+            Err("compaction/start does not match the open turn".into())
+        );
+    }
+
+    #[test]
+    fn retry_chains_and_ptc_dispatches() {
+        let header =
+            r#"{"type":"request/header","seq":2,"data":{"header":{"config":{"provider":"p"}}}}"#;
+        let retry = |seq: u64, n: u64| {
+            format!(
+                r#"{{"type":"llm/retry","seq":{seq},"data":{{"turn":1,"step":1,"provider":"p","policyKey":"x","retryId":"r","retry":{n}}}}}"#
+            )
+        };
+        assert_eq!(
+            verdict(&[T1, S1, header, &retry(3, 1), &retry(4, 2)]),
+            Ok(())
+        );
+        assert_eq!(
+            verdict(&[T1, S1, header, &retry(3, 2)]),
+            Err("llm/retry skips its policy attempt sequence".into())
+        );
+        let started = r#"{"type":"llm/retry-started","seq":3,"data":{"turn":1,"step":1,"retryId":"r","retry":1}}"#;
+        assert_eq!(
+            verdict(&[T1, S1, header, started]),
+            Err("llm/retry-started pairs no prior scheduled attempt".into())
+        );
+        let dispatch = r#"{"type":"tool/ptc-dispatch","seq":2,"data":{"subCallId":"s","rootCallId":"r","parentCallId":"r"}}"#;
+        assert_eq!(
+            verdict(&[T1, S1, dispatch]),
+            Err("PTC dispatch has no unique start".into())
         );
     }
 }

@@ -33,14 +33,14 @@ pub(crate) enum Companion {
     /// DSH 0.1.
     V0(sessionlog_codec::invariant::InvariantTrace),
     /// DSH 0.2.
-    V4(sessionlog_codec::v4_relations::V4Relations),
+    V4(Box<sessionlog_codec::v4_relations::V4Relations>),
 }
 
 impl Companion {
     /// The empty state for a session of format `version`.
     pub(crate) fn for_version(version: u32) -> Self {
         if version >= 4 {
-            Companion::V4(Default::default())
+            Companion::V4(Box::default())
         } else {
             Companion::V0(Default::default())
         }
@@ -50,7 +50,14 @@ impl Companion {
     pub(crate) fn check(&mut self, event: &sessionlog_codec::json::Value) -> Result<(), String> {
         match self {
             Companion::V0(trace) => trace.check(event),
-            Companion::V4(relations) => relations.accept(event),
+            Companion::V4(relations) => {
+                relations.accept(event)?;
+                // A writer cannot wait for the end-seed that would excuse a crossing.
+                match relations.held() {
+                    Some(crossing) => Err(crossing.to_owned()),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }

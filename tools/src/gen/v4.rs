@@ -190,6 +190,9 @@ impl Transform {
             _ => {}
         }
         self.remap(&mut e, &mut data);
+        if matches!(ty, "compaction/summary" | "compaction/prune") {
+            self.name_span(&mut data);
+        }
         e.insert(JsString::from("data"), Value::Object(data.clone()));
         let seq = self.push(e, out);
         if let Some(old) = old_seq {
@@ -272,6 +275,23 @@ impl Transform {
         out.push(event);
         self.next += 1;
         seq
+    }
+
+    /// A compaction's `shadowedSeqs`: the current V4 surface from `shadowedRange.start` to its
+    /// end (the span holds the nodes this transform inserted, which the V0 list lacks).
+    fn name_span(&self, data: &mut Object) {
+        let range = data.get("shadowedRange").and_then(Value::as_object);
+        let nodes = self.surface.nodes();
+        let at = |key: &str| {
+            let seq = seq_of(range.and_then(|r| r.get(key)))?;
+            nodes.iter().position(|&n| n == seq)
+        };
+        if let (Some(a), Some(b)) = (at("start"), at("end")) {
+            if let Some(span) = nodes.get(a..=b) {
+                let list = span.iter().map(|&s| Value::from(s as i64)).collect();
+                data.insert(JsString::from("shadowedSeqs"), Value::Array(list));
+            }
+        }
     }
 
     /// Add to a replace's `sourceEventSeqs` the shadowed nodes it does not cite.
