@@ -140,11 +140,6 @@ impl OpenTurn {
         }
     }
 
-    /// Whether a turn is open.
-    pub fn is_open(&self) -> bool {
-        self.turn.is_some()
-    }
-
     /// The events that close the open turn (none when no turn is open).
     pub fn closers(&self, cause: CloseCause) -> Vec<Value> {
         let (Some(turn), Some((last_seq, time))) = (&self.turn, &self.last) else {
