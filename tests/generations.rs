@@ -351,6 +351,26 @@ fn later_generation_reader_cases() {
         )),
         Verdict::Corrupt("step/start does not match the open turn and next step".into())
     );
+    // Ownership facts, checked before the lifecycle: a catalog child named twice.
+    let catalog = |seq: u64| {
+        row(
+            seq,
+            "subagent/catalog",
+            r#"{"version":0,"childId":"c","childCreatedAt":1,"mode":"one-shot"}"#,
+        )
+    };
+    assert_eq!(
+        verdict_of(&log(
+            4,
+            "",
+            &[
+                catalog(0),
+                row(1, "step/start", r#"{"turn":1,"step":1}"#),
+                catalog(2)
+            ]
+        )),
+        Verdict::Corrupt("duplicate catalog child c".into())
+    );
     // Cases 15 and 16.
     let good: Vec<String> = (0..10).map(|s| row(s, "a/b", "{}")).collect();
     let with = |tail: &str| {

@@ -55,6 +55,9 @@ pub struct BodyScanner {
     /// (DSH checks them once the scan is done, over the committed prefix).
     relations: V4Relations,
     relation_error: Option<String>,
+    /// V4: the header's id, and whether it names a parent (a child's inherited delivery
+    /// markers name the parent).
+    owner: (String, bool),
     line: u64,
     next_seq: u64,
     committed_bytes: u64,
@@ -72,6 +75,7 @@ impl BodyScanner {
             cut: None,
             relations: V4Relations::default(),
             relation_error: None,
+            owner: (String::new(), false),
             line: 0,
             next_seq: 0,
             committed_bytes: header_len,
@@ -87,6 +91,10 @@ impl BodyScanner {
         BodyScanner {
             version: header.version.unwrap_or(0),
             seeded: header.object.get("isSeeded") == Some(&Value::Bool(true)),
+            owner: (
+                header.id.to_string_lossy(),
+                header.object.contains_key("parentSession"),
+            ),
             ..Self::new(header_len)
         }
     }
@@ -221,8 +229,11 @@ impl BodyScanner {
         }
         match self.decode_row(value) {
             Ok(event) => {
-                if self.version == 4 && self.relation_error.is_none() {
-                    self.relation_error = self.relations.accept(&event).err();
+                if self.version == 4 {
+                    self.relations.owned(&event);
+                    if self.relation_error.is_none() {
+                        self.relation_error = self.relations.accept(&event).err();
+                    }
                 }
                 if is_inherited_marker(&event) {
                     self.cut = Some(self.next_seq);
@@ -290,16 +301,22 @@ impl BodyScanner {
                     "released v2 unseeded Session contains an inherited end-seed marker".into(),
                 )
             }
-            None if self.relation_error.is_some() || self.relations.finish().is_some() => {
-                let text = self
-                    .relation_error
-                    .clone()
-                    .or_else(|| self.relations.finish());
-                BodyVerdict::Corrupt(text.unwrap_or_default())
+            None if self.version == 4 && self.relation_failure().is_some() => {
+                BodyVerdict::Corrupt(self.relation_failure().unwrap_or_default())
             }
             None if self.committed_bytes < file_len => BodyVerdict::Torn,
             None => BodyVerdict::Clean,
         }
+    }
+
+    /// DSH 0.2's relationship verdict over the committed events: ownership facts first (DSH
+    /// checks them over the whole log before the lifecycle), then the lifecycle.
+    fn relation_failure(&self) -> Option<String> {
+        let (id, child) = &self.owner;
+        self.relations
+            .owner_failure(id, *child, self.cut.unwrap_or(0))
+            .or_else(|| self.relation_error.clone())
+            .or_else(|| self.relations.finish())
     }
 }
 

@@ -9,7 +9,9 @@
 //! end). DSH decides before the walk which compactions are orphans (an end-seed comes before
 //! their end), and lets turns cross those; reading in one pass, a crossing is held until the
 //! compaction's end or an end-seed decides it ([`V4Relations::finish`]).
-//! Not modelled: catalog ids and delivery markers (pass 1 of `assertReleasedV4Relationships`).
+//! The ownership facts DSH checks first over the whole log (delivery markers naming this
+//! session, catalog children unique after the inherited cut) are recorded as they come and
+//! decided at the end ([`V4Relations::owned`], [`V4Relations::owner_failure`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -104,6 +106,22 @@ pub struct V4Relations {
     crossing: Option<(u64, String)>,
     /// The first failure after a held crossing, reported only if the crossing falls.
     later: Option<String>,
+    /// Ownership facts in log order, decided once the header and the cut are known.
+    owned: Vec<Owned>,
+}
+
+/// One ownership fact (pass 1 of DSH's `assertReleasedV4Relationships`).
+#[derive(Clone, Debug)]
+enum Owned {
+    /// A current-generation delivery marker naming a session.
+    Delivery { seq: u64, id: String },
+    /// A catalog entry: its child id, or why its fact is unsupported.
+    Catalog {
+        seq: u64,
+        child: Result<String, String>,
+    },
+    /// A delivery marker that fails whatever the cut.
+    Failure(String),
 }
 
 impl Default for V4Relations {
@@ -127,6 +145,7 @@ impl Default for V4Relations {
             header_tools: HashMap::new(),
             crossing: None,
             later: None,
+            owned: Vec::new(),
         }
     }
 }
@@ -157,6 +176,58 @@ impl V4Relations {
             return Ok(());
         }
         self.step_in(event)
+    }
+
+    /// Record the ownership facts of the next event (every event, even past a failure: DSH
+    /// checks these over the whole log before the lifecycle).
+    pub fn owned(&mut self, event: &Value) {
+        let Some(o) = event.as_object() else { return };
+        let seq = o
+            .get("seq")
+            .and_then(Value::as_safe_integer)
+            .and_then(|s| u64::try_from(s).ok())
+            .unwrap_or(0);
+        match o.get("type").and_then(Value::as_str) {
+            Some("session-log-deepseek/delivery-accepted") => match delivery(o.get("data"), seq) {
+                Ok(Some(id)) => self.owned.push(Owned::Delivery { seq, id }),
+                Ok(None) => {}
+                Err(e) => self.owned.push(Owned::Failure(e)),
+            },
+            Some("subagent/catalog") => {
+                let child = catalog_child(o.get("data"));
+                self.owned.push(Owned::Catalog { seq, child });
+            }
+            _ => {}
+        }
+    }
+
+    /// The first ownership failure of a log whose header has id `id` (a fork child when
+    /// `child`) and whose inherited cut is `cut`: a delivery marker naming another session
+    /// outside a child's inherited prefix, or a catalog entry after the cut that is unsupported
+    /// or repeats a child.
+    pub fn owner_failure(&self, id: &str, child: bool, cut: u64) -> Option<String> {
+        let mut children = HashSet::new();
+        for fact in &self.owned {
+            match fact {
+                Owned::Failure(e) => return Some(e.clone()),
+                Owned::Delivery { seq, id: named } => {
+                    if named != id && !(child && *seq < cut) {
+                        return Some(
+                            "current-generation delivery marker names the wrong Session".into(),
+                        );
+                    }
+                }
+                Owned::Catalog { seq, child: entry } if *seq >= cut => match entry {
+                    Err(e) => return Some(e.clone()),
+                    Ok(c) if !children.insert(c.clone()) => {
+                        return Some(format!("duplicate catalog child {c}"))
+                    }
+                    Ok(_) => {}
+                },
+                Owned::Catalog { .. } => {}
+            }
+        }
+        None
     }
 
     /// The failure decided by the end of the log: a crossing still held (its compaction never
@@ -773,6 +844,55 @@ fn not_started_repair(
     Ok(suffix_ok && text_ok)
 }
 
+/// `validateDeliveryAccepted(event, 4)`: the session a current-generation marker names (`None`
+/// for another generation's).
+fn delivery(data: Option<&Value>, seq: u64) -> Result<Option<String>, String> {
+    let data = data
+        .and_then(Value::as_object)
+        .ok_or("delivery-accepted data must be an object")?;
+    let version = match data.get("sessionFormatVersion") {
+        None => 0,
+        v => count(v, "delivery sessionFormatVersion")?,
+    };
+    if version != 4 {
+        return Ok(None);
+    }
+    if count(data.get("throughSeq"), "delivery throughSeq")? >= seq {
+        return Err("delivery throughSeq must precede its marker".into());
+    }
+    nonempty(data.get("sessionId"), "")
+        .map(Some)
+        .map_err(|_| "delivery requires a nonempty Session id".into())
+}
+
+/// `catalogFact`: the child a supported catalog fact names.
+fn catalog_child(data: Option<&Value>) -> Result<String, String> {
+    let unsupported = || "subagent/catalog requires a supported versioned catalog fact".to_owned();
+    let fact = data.and_then(Value::as_object).ok_or_else(unsupported)?;
+    let version = fact.get("version").and_then(Value::as_f64);
+    let mode = fact.get("mode").and_then(Value::as_str);
+    let label = fact.get("label");
+    let supported = matches!(version, Some(v) if v == 0.0 || v == 1.0 || v == 2.0)
+        && matches!(fact.get("childId"), Some(Value::String(_)))
+        && matches!(
+            mode,
+            Some("continuable" | "one-shot" | "external" | "unknown")
+        )
+        && ((version == Some(2.0)) == (mode == Some("external")))
+        && !(version == Some(0.0) && mode == Some("unknown"))
+        && (mode != Some("continuable") || matches!(label, Some(Value::String(_))))
+        && matches!(label, None | Some(Value::String(_)));
+    if !supported {
+        return Err(unsupported());
+    }
+    count(fact.get("childCreatedAt"), "catalog child creation time")?;
+    Ok(fact
+        .get("childId")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned())
+}
+
 /// DSH's `record`: an object.
 fn record<'a>(v: Option<&'a Value>, subject: &str) -> Result<&'a Object, String> {
     v.and_then(Value::as_object)
@@ -999,6 +1119,39 @@ mod tests {
         assert_eq!(
             verdict(&[T1, S1, dispatch]),
             Err("PTC dispatch has no unique start".into())
+        );
+    }
+
+    #[test]
+    fn ownership_facts_are_decided_with_the_header_and_the_cut() {
+        let mut r = V4Relations::default();
+        let marker = |seq: u64, id: &str| {
+            format!(
+                r#"{{"type":"session-log-deepseek/delivery-accepted","seq":{seq},"data":{{"sessionFormatVersion":4,"throughSeq":0,"sessionId":"{id}"}}}}"#
+            )
+        };
+        let catalog = |seq: u64, child: &str| {
+            format!(
+                r#"{{"type":"subagent/catalog","seq":{seq},"data":{{"version":0,"childId":"{child}","childCreatedAt":1,"mode":"one-shot"}}}}"#
+            )
+        };
+        for e in [marker(1, "parent"), catalog(2, "c"), catalog(3, "c")] {
+            r.owned(&parse(&e).expect("JSON"));
+        }
+        assert_eq!(r.owner_failure("child", true, 4), None, "all inherited");
+        assert_eq!(
+            r.owner_failure("child", true, 1),
+            Some("current-generation delivery marker names the wrong Session".into())
+        );
+        assert_eq!(
+            r.owner_failure("parent", false, 0),
+            Some("duplicate catalog child c".into())
+        );
+        let mut bad = V4Relations::default();
+        bad.owned(&parse(r#"{"type":"subagent/catalog","seq":0,"data":{"version":2,"childId":"c","childCreatedAt":1,"mode":"one-shot"}}"#).expect("JSON"));
+        assert_eq!(
+            bad.owner_failure("s", false, 0),
+            Some("subagent/catalog requires a supported versioned catalog fact".into())
         );
     }
 }
