@@ -20,6 +20,14 @@ pub fn fixtures() -> Option<PathBuf> {
     None
 }
 
+/// A batch-shape event (`{"type","data",…}`, as the CLI reads it) as an append input.
+pub fn ev(text: &str) -> sessionlog::codec::event::NewEvent {
+    sessionlog::codec::event::NewEvent::from_value(
+        &sessionlog::codec::json::parse(text).expect("json"),
+    )
+    .expect("event")
+}
+
 /// A generated (already logged) event as an append input.
 pub fn new_event(v: &sessionlog::codec::json::Value) -> sessionlog::codec::event::NewEvent {
     sessionlog::codec::event::NewEvent::from_logged(v).expect("a generated event")

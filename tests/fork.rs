@@ -4,14 +4,13 @@
 //! prefix, and purge keeping parents that live forks read.
 
 use sessionlog::codec::chunk_rows::pack_chunk_runs;
-use sessionlog::codec::event::NewEvent;
 use sessionlog::codec::json::{self, Value};
 use sessionlog::codec::projection::fold;
 use sessionlog::codec::surface::replay;
 use sessionlog::engine::{Error, ExportFormat, Store};
 use sessionlog_tools::gen::{session_bytes, GenOptions};
 
-use crate::fixtures::{all_events, export_bytes, import_bytes, temp_store};
+use crate::fixtures::{all_events, ev, export_bytes, import_bytes, temp_store};
 
 fn generated(store: &Store, index: u64) -> String {
     let opts = GenOptions {
@@ -23,10 +22,6 @@ fn generated(store: &Store, index: u64) -> String {
     import_bytes(store, "gen", &session_bytes(index, &opts), false)
         .expect("import")
         .id
-}
-
-fn ev(text: &str) -> NewEvent {
-    NewEvent::from_value(&json::parse(text).expect("json")).expect("event")
 }
 
 /// What DSH writes for a fork: the child header, the seed (packed as one batch) and then `rest`.

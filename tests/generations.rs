@@ -554,7 +554,6 @@ fn generated_v4_sessions_round_trip_and_answer_like_a_replay() {
 /// Live V4 appends refuse what DSH 0.2 refuses, naming the seq and the rule, and write nothing.
 #[test]
 fn v4_appends_reject_with_the_rule_and_write_nothing() {
-    use sessionlog::codec::json::parse;
     use sessionlog::engine::SourceEncoding;
 
     let (_t, store) = temp_store();
@@ -562,13 +561,7 @@ fn v4_appends_reject_with_the_rule_and_write_nothing() {
         .create_session(&header(4, "live", ""), SourceEncoding::JsonlZstd)
         .expect("create");
     let batch = |lines: &[&str]| -> Vec<sessionlog::codec::event::NewEvent> {
-        lines
-            .iter()
-            .map(|l| {
-                sessionlog::codec::event::NewEvent::from_value(&parse(l).expect("JSON"))
-                    .expect("event")
-            })
-            .collect()
+        lines.iter().map(|l| crate::fixtures::ev(l)).collect()
     };
     let opening = batch(&[
         r#"{"type":"turn/start","time":1,"data":{"turn":1}}"#,
@@ -680,7 +673,7 @@ fn dsh_0_2_snapshot_logs_are_admitted_and_answer() {
             let end = rest[at..].find("}}").map_or(rest.len(), |e| at + e);
             let name = &rest[(at + 2).min(end)..end];
             out.push_str(&if name == "cwd" {
-                "/work/demo".to_owned()
+                "/srv/project".to_owned()
             } else {
                 name.replace(':', "-")
             });

@@ -5,11 +5,7 @@ use sessionlog::codec::json;
 use sessionlog::engine::{ListOrder, SourceEncoding, Store};
 use sessionlog_tools::gen::{session_bytes, GenOptions};
 
-use crate::fixtures::{export_bytes, import_bytes, temp_store};
-
-fn ev(text: &str) -> NewEvent {
-    NewEvent::from_value(&json::parse(text).expect("json")).expect("event")
-}
+use crate::fixtures::{ev, export_bytes, import_bytes, temp_store};
 
 fn header(id: &str, created: i64) -> String {
     format!(

@@ -8,6 +8,16 @@
 
 use crate::json::{admit, JsString, Object, Value};
 
+/// The `type` of a logged event; `""` when it has none (no DSH type is empty, so no rule keyed
+/// on a type matches it).
+pub fn event_type(event: &Value) -> &str {
+    event
+        .as_object()
+        .and_then(|o| o.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
 /// One event a host asks to append; the store assigns its seq.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewEvent {

@@ -12,6 +12,11 @@
 
 use crate::json::{Object, Value};
 
+/// The interrupted closer's text for a call never recorded as started (DSH's `CLOSER_TEXT`);
+/// the lifecycle checks a not-started repair carries it.
+pub(crate) const INTERRUPTED_NOT_STARTED: &str =
+    "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed.";
+
 /// Why a turn is closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CloseCause {
@@ -34,7 +39,7 @@ impl CloseCause {
         match self {
             CloseCause::Interrupted => (
                 "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly.",
-                "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed.",
+                INTERRUPTED_NOT_STARTED,
             ),
             CloseCause::Forked => (
                 "The history inherited by this branch records this tool call starting but does not include its result. The parent session may have completed it after the fork point. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly.",
@@ -67,10 +72,7 @@ impl OpenTurn {
     /// Observe the next event.
     pub fn observe(&mut self, event: &Value) {
         let Some(o) = event.as_object() else { return };
-        let seq = o
-            .get("seq")
-            .and_then(Value::as_safe_integer)
-            .and_then(|s| u64::try_from(s).ok());
+        let seq = o.get("seq").and_then(Value::as_safe_u64);
         if let Some(seq) = seq {
             self.last = Some((seq, o.get("time").cloned().unwrap_or(Value::Null)));
         }

@@ -61,8 +61,7 @@ pub fn interrupted_turn_closers(events: &[Value]) -> Vec<Value> {
     };
     let next_seq = last
         .get("seq")
-        .and_then(Value::as_safe_integer)
-        .and_then(|s| u64::try_from(s).ok())
+        .and_then(Value::as_safe_u64)
         .map_or(events.len() as u64, |s| s + 1);
     open.closers(next_seq, last.get("time"))
 }

@@ -31,15 +31,17 @@ fn decode_v0_ranges(event: &mut Value) -> Result<(), String> {
     let (Some(sources), Some(seq)) = (o.get("sourceEventSeqs"), o.get("seq")) else {
         return Ok(());
     };
-    let seq = seq
-        .as_safe_integer()
-        .and_then(|s| u64::try_from(s).ok())
-        .unwrap_or(0);
+    let seq = seq.as_safe_u64().unwrap_or(0);
     if let Some(seqs) = seq_ranges::decode(sources, seq, Strictness::Lenient)? {
-        let array = seqs.into_iter().map(|s| Value::Number(s as f64)).collect();
-        o.insert(JsString::from("sourceEventSeqs"), Value::Array(array));
+        set_sources(o, seqs);
     }
     Ok(())
+}
+
+/// Put the decoded `seqs` in place of the event's range-encoded `sourceEventSeqs`.
+fn set_sources(event: &mut Object, seqs: Vec<u64>) {
+    let array = seqs.into_iter().map(|s| Value::Number(s as f64)).collect();
+    event.insert(JsString::from("sourceEventSeqs"), Value::Array(array));
 }
 
 /// A V2+ event's file form (what DSH's writer puts on the line): the event with its
@@ -47,14 +49,10 @@ fn decode_v0_ranges(event: &mut Value) -> Result<(), String> {
 pub fn file_row(event: &Value) -> Value {
     let mut row = event.clone();
     if let Value::Object(o) = &mut row {
-        let seqs: Option<Vec<u64>> =
-            o.get("sourceEventSeqs")
-                .and_then(Value::as_array)
-                .and_then(|a| {
-                    a.iter()
-                        .map(|v| v.as_safe_integer().and_then(|n| u64::try_from(n).ok()))
-                        .collect()
-                });
+        let seqs: Option<Vec<u64>> = o
+            .get("sourceEventSeqs")
+            .and_then(Value::as_array)
+            .and_then(|a| a.iter().map(|v| v.as_safe_u64()).collect());
         if let Some(seqs) = seqs {
             o.insert(JsString::from("sourceEventSeqs"), seq_ranges::encode(&seqs));
         }
@@ -106,20 +104,11 @@ pub fn decode_row(value: Value, row_index: u64) -> Result<Object, String> {
     if let Some(sources) = row.get("sourceEventSeqs") {
         let seq = row
             .get("seq")
-            .and_then(Value::as_safe_integer)
-            .and_then(|s| u64::try_from(s).ok())
+            .and_then(Value::as_safe_u64)
             .filter(|_| !is_negative_zero(row.get("seq")))
             .ok_or_else(|| format!("{subject} seq must be a non-negative safe integer"))?;
         let decoded = seq_ranges::decode(sources, seq, Strictness::Strict)?.unwrap_or_default();
-        row.insert(
-            JsString::from("sourceEventSeqs"),
-            Value::Array(
-                decoded
-                    .into_iter()
-                    .map(|s| Value::Number(s as f64))
-                    .collect(),
-            ),
-        );
+        set_sources(&mut row, decoded);
     }
     Ok(row)
 }

@@ -94,13 +94,9 @@ pub fn decode(value: &Value, seq: u64, strictness: Strictness) -> Result<Option<
 
 /// DSH's `sessionFormatCount`: a non-negative safe integer, not `-0`.
 fn count(v: &Value, label: &str) -> Result<u64, String> {
-    non_negative(v)
+    v.as_safe_u64()
         .filter(|_| !matches!(v, Value::Number(n) if *n == 0.0 && n.is_sign_negative()))
         .ok_or_else(|| format!("{label} must be a non-negative safe integer"))
-}
-
-fn non_negative(v: &Value) -> Option<u64> {
-    v.as_safe_integer().and_then(|n| u64::try_from(n).ok())
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::json::{Object, Value};
+use crate::open_turn::INTERRUPTED_NOT_STARTED;
 use crate::rows::{check_header_seq, declared_tools};
 use crate::surface::deep_equal;
 
@@ -48,10 +49,6 @@ const RELATIONSHIP_TYPES: [&str; 26] = [
     "compaction/prune",
     "session/end-seed",
 ];
-
-/// The interrupted closer's text a not-started repair must carry (DSH's `CLOSER_TEXT`).
-const INTERRUPTED_NOT_STARTED: &str =
-    "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed.";
 
 /// A call advertised by an assistant message.
 #[derive(Clone, Debug)]
@@ -182,11 +179,7 @@ impl V4Relations {
     /// checks these over the whole log before the lifecycle).
     pub fn owned(&mut self, event: &Value) {
         let Some(o) = event.as_object() else { return };
-        let seq = o
-            .get("seq")
-            .and_then(Value::as_safe_integer)
-            .and_then(|s| u64::try_from(s).ok())
-            .unwrap_or(0);
+        let seq = o.get("seq").and_then(Value::as_safe_u64).unwrap_or(0);
         match o.get("type").and_then(Value::as_str) {
             Some("session-log-deepseek/delivery-accepted") => match delivery(o.get("data"), seq) {
                 Ok(Some(id)) => self.owned.push(Owned::Delivery { seq, id }),
@@ -268,11 +261,7 @@ impl V4Relations {
         if !RELATIONSHIP_TYPES.contains(&ty) {
             return Ok(());
         }
-        let seq = o
-            .get("seq")
-            .and_then(Value::as_safe_integer)
-            .and_then(|s| u64::try_from(s).ok())
-            .unwrap_or(0);
+        let seq = o.get("seq").and_then(Value::as_safe_u64).unwrap_or(0);
         let data = o
             .get("data")
             .and_then(Value::as_object)
@@ -902,8 +891,7 @@ fn record<'a>(v: Option<&'a Value>, subject: &str) -> Result<&'a Object, String>
 /// DSH's `sessionFormatCount`: a non-negative safe integer, not `-0`.
 fn count(v: Option<&Value>, subject: &str) -> Result<u64, String> {
     v.filter(|v| !matches!(v, Value::Number(n) if *n == 0.0 && n.is_sign_negative()))
-        .and_then(Value::as_safe_integer)
-        .and_then(|n| u64::try_from(n).ok())
+        .and_then(Value::as_safe_u64)
         .ok_or_else(|| format!("{subject} must be a non-negative safe integer"))
 }
 

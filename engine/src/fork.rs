@@ -15,7 +15,7 @@ use sessionlog_codec::json::{self, Object, Value};
 use sessionlog_codec::open_turn::{CloseCause, OpenTurn};
 use sessionlog_codec::repair::{end_seed, needs_end_seed};
 use sessionlog_codec::rows::file_row;
-use sessionlog_codec::surface::{SurfaceFold, SurfaceModel};
+use sessionlog_codec::surface::SurfaceFold;
 
 use crate::keys;
 use crate::meta::{ForkBase, SessionMeta, SourceEncoding, Verdict};
@@ -33,6 +33,16 @@ pub(crate) struct Segment {
     pub(crate) number: u64,
     pub(crate) from: u64,
     pub(crate) end: u64,
+}
+
+impl Segment {
+    /// The last seq of this segment at or before `at`, or `None` when none of its events is.
+    pub(crate) fn last_upto(&self, at: u64) -> Option<u64> {
+        self.end
+            .checked_sub(1)
+            .map(|last| last.min(at))
+            .filter(|&last| last >= self.from)
+    }
 }
 
 /// What `fork` created.
@@ -151,24 +161,13 @@ impl Store {
             seed_length: Some(i64::try_from(seed).unwrap_or(i64::MAX)),
             ..HeaderFields::default()
         });
-        let activity = match seed.checked_sub(1) {
-            Some(at) => self
-                .state_at(source, "activity", Some(at))?
-                .as_object()
-                .and_then(|a| a.get("lastPromptAt"))
-                .and_then(Value::as_safe_integer),
-            None => None,
-        };
-        let base = match seed.checked_sub(1) {
-            Some(at) => self.surface_fold_at(&parent, at)?,
-            None => SurfaceFold::new(),
-        };
+        let activity = self.inherited_activity(source, seed)?;
         let own = if with_end_seed {
             vec![end_seed(seed, now)]
         } else {
             Vec::new()
         };
-        self.commit_fork(&parent, new_id, &header_line, seed, &own, activity, base)?;
+        self.commit_fork(&parent, new_id, &header_line, seed, &own, activity)?;
         Ok(ForkReport {
             id: new_id.into(),
             seed,
@@ -211,23 +210,8 @@ impl Store {
             version: 4,
             ..HeaderFields::default()
         });
-        let activity = if seed == parent.events {
-            parent.activity_ms
-        } else {
-            let mut last = None;
-            if let Some(at) = seed.checked_sub(1) {
-                self.events_of(parent, 0, Some(at), &mut |_, e| {
-                    last = crate::list::human_prompt_time(e).or(last);
-                    Ok(())
-                })?;
-            }
-            last
-        };
-        let base = match seed.checked_sub(1) {
-            Some(at) => self.surface_fold_at(parent, at)?,
-            None => SurfaceFold::new().with_model(SurfaceModel::V4),
-        };
-        self.commit_fork(parent, new_id, &header_line, seed, &own, activity, base)?;
+        let activity = self.inherited_activity(&source, seed)?;
+        self.commit_fork(parent, new_id, &header_line, seed, &own, activity)?;
         Ok(ForkReport {
             id: new_id.into(),
             seed,
@@ -236,14 +220,23 @@ impl Store {
         })
     }
 
+    /// The last human prompt's time in `source`'s first `seed` events (the `activity` unit at the
+    /// boundary, from its nearest checkpoint): the listing activity a fork inherits.
+    fn inherited_activity(&self, source: &str, seed: u64) -> Result<Option<i64>> {
+        let Some(at) = seed.checked_sub(1) else {
+            return Ok(None);
+        };
+        Ok(self
+            .state_at(source, "activity", Some(at))?
+            .as_object()
+            .and_then(|a| a.get("lastPromptAt"))
+            .and_then(Value::as_safe_integer))
+    }
+
     /// Store the fork `new_id` of `parent` after `seed` inherited events: its header, a surface
-    /// snapshot at the boundary (`base`, the parent's surface there), its `own` events (folded
-    /// and indexed after the snapshot, written as one batch in the parent's format), the lineage
-    /// key and its metadata. Atomic, like an import.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one call per format; all are the fork's facts"
-    )]
+    /// snapshot at the boundary (the parent's surface there), its `own` events (folded and
+    /// indexed after the snapshot, written as one batch in the parent's format), the lineage key
+    /// and its metadata. Atomic, like an import.
     fn commit_fork(
         &self,
         parent: &SessionMeta,
@@ -252,8 +245,11 @@ impl Store {
         seed: u64,
         own: &[Value],
         activity: Option<i64>,
-        base: SurfaceFold,
     ) -> Result<()> {
+        let base = match seed.checked_sub(1) {
+            Some(at) => self.surface_fold_at(parent, at)?,
+            None => SurfaceFold::new().with_model(parent.require_surface_model("fork")?),
+        };
         let header = parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
             id: new_id.into(),
             seq: None,
@@ -269,12 +265,8 @@ impl Store {
                 let number = w.number();
                 let mut fold = base;
                 if let Some(at) = seed.checked_sub(1) {
-                    let snap = Snapshot {
-                        next_seq: seed,
-                        nodes: fold.nodes().to_vec(),
-                        replace_generation: fold.replace_generation(),
-                    };
-                    w.put_surface(&keys::event_key(number, SNAP, at), encode(&snap)?)?;
+                    let snap = encode(&Snapshot::of(&fold))?;
+                    w.put_surface(&keys::event_key(number, SNAP, at), snap)?;
                 }
                 let mut indexer = SurfaceIndexer::default();
                 for (k, e) in own.iter().enumerate() {

@@ -25,10 +25,7 @@ const TURN_RECORDS: u8 = 0xF0;
 
 /// A turn entry's `endSeq`, when it is closed.
 fn end_seq(turn: &Value) -> Option<u64> {
-    turn.as_object()?
-        .get("endSeq")?
-        .as_safe_integer()
-        .and_then(|n| u64::try_from(n).ok())
+    turn.as_object()?.get("endSeq")?.as_safe_u64()
 }
 
 /// Events between two periodic checkpoints.
@@ -172,7 +169,7 @@ impl Store {
     fn turn_records(&self, meta: &SessionMeta, upto: u64) -> Result<Vec<Value>> {
         let mut out = Vec::new();
         for seg in self.segments(meta)? {
-            let Some(last) = seg.end.checked_sub(1).map(|l| l.min(upto)) else {
+            let Some(last) = seg.last_upto(upto) else {
                 continue;
             };
             let mut it = self

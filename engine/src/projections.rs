@@ -15,6 +15,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use sessionlog_codec::event::event_type;
 use sessionlog_codec::json::{self, Value};
 use sessionlog_codec::surface::{
     duplicate_projection, missing_projection, removed_projection, ImageOffload, MessageProjection,
@@ -111,10 +112,7 @@ impl ProjectionState {
     fn decode(bytes: &[u8]) -> Option<ProjectionState> {
         let value = json::parse(std::str::from_utf8(bytes).ok()?).ok()?;
         let o = value.as_object()?;
-        let count = o
-            .get("count")?
-            .as_safe_integer()
-            .and_then(|c| u64::try_from(c).ok())?;
+        let count = o.get("count")?.as_safe_u64()?;
         let types = o
             .get("types")?
             .as_array()?
@@ -260,12 +258,9 @@ impl Store {
         seq_of: &dyn Fn(&[u8]) -> Option<u64>,
     ) -> Result<Option<Vec<u8>>> {
         for seg in self.segments(meta)?.iter().rev() {
-            let Some(hi) = seg.end.checked_sub(1).map(|e| e.min(at)) else {
+            let Some(hi) = seg.last_upto(at) else {
                 continue;
             };
-            if seg.from > hi {
-                continue;
-            }
             let mut it = self
                 .db
                 .raw_iterator_cf_opt(self.cf(CF_SURFACE)?, self.bounded(seg.number));
@@ -284,14 +279,6 @@ impl Store {
         }
         Ok(None)
     }
-}
-
-fn event_type(event: &Value) -> &str {
-    event
-        .as_object()
-        .and_then(|o| o.get("type"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
 }
 
 /// `number ‖ PROJN ‖ target ‖ seq`.

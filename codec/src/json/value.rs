@@ -66,6 +66,11 @@ impl Value {
     pub fn as_safe_integer(&self) -> Option<i64> {
         self.as_f64().and_then(safe_integer)
     }
+
+    /// The value as a non-negative safe integer (a seq, count or index), if it is one.
+    pub fn as_safe_u64(&self) -> Option<u64> {
+        self.as_safe_integer().and_then(|n| u64::try_from(n).ok())
+    }
 }
 
 /// Largest integer JS represents exactly (`Number.MAX_SAFE_INTEGER`).

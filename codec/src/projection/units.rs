@@ -1,6 +1,7 @@
 //! The unit table. Each unit: a key, a version, an initial state, an `apply` that folds one
 //! event, and a `view` of the state. States are JSON values in JS key order.
 
+use crate::event::event_type;
 use crate::json::{Object, Value};
 use crate::surface::RequestHeaderFold;
 
@@ -150,14 +151,6 @@ fn same(state: &Value) -> Value {
     state.clone()
 }
 
-fn ty(event: &Value) -> &str {
-    event
-        .as_object()
-        .and_then(|o| o.get("type"))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
 fn data(event: &Value) -> Option<&Object> {
     event
         .as_object()
@@ -175,7 +168,7 @@ fn time(event: &Value) -> Value {
 
 /// `title`: the latest `session/title`'s title (DSH's session-title unit, last-wins).
 fn title(state: &mut Value, _: u64, event: &Value) {
-    if ty(event) == "session/title" {
+    if event_type(event) == "session/title" {
         if let Some(t @ Value::String(_)) = data(event).and_then(|d| d.get("title")) {
             *state = t.clone();
         }
@@ -184,7 +177,7 @@ fn title(state: &mut Value, _: u64, event: &Value) {
 
 /// `todos`: the latest `todo/write` list; a `turn/start` clears it (DSH's tool-todo unit).
 fn todos(state: &mut Value, _: u64, event: &Value) {
-    match ty(event) {
+    match event_type(event) {
         "todo/write" => {
             if let Some(list @ Value::Array(_)) = data(event).and_then(|d| d.get("todos")) {
                 *state = list.clone();
@@ -227,7 +220,7 @@ fn usage_view(state: &Value) -> Value {
 /// one instead of adding to it.
 fn usage(state: &mut Value, _: u64, event: &Value) {
     let Some(d) = data(event) else { return };
-    let sample = match ty(event) {
+    let sample = match event_type(event) {
         "assistant/chunk" => d
             .get("chunk")
             .and_then(Value::as_object)
@@ -300,7 +293,7 @@ fn settle(state: &mut Value, d: &Object, next: [f64; 4]) {
 /// retried attempt add; `compaction/summary.usage` always adds.
 fn usage_v4(state: &mut Value, seq: u64, event: &Value) {
     let Some(d) = data(event) else { return };
-    match ty(event) {
+    match event_type(event) {
         "session/end-seed" if d.get("inherited") == Some(&Value::Bool(true)) => {
             *state = usage_init(seq);
         }
@@ -325,7 +318,7 @@ fn usage_v4(state: &mut Value, seq: u64, event: &Value) {
         }
         "assistant/message" | "assistant/attempt" => {
             let sample = match d.get("usage") {
-                Some(u @ Value::Object(_)) if ty(event) == "assistant/message" => Some(u),
+                Some(u @ Value::Object(_)) if event_type(event) == "assistant/message" => Some(u),
                 _ => last_stream_usage(d),
             };
             if let Some(Value::Object(u)) = sample {
@@ -361,7 +354,7 @@ fn buckets_of(v: &Value) -> [f64; 4] {
 fn turns(state: &mut Value, seq: u64, event: &Value) {
     let Value::Array(list) = state else { return };
     let Some(d) = data(event) else { return };
-    match ty(event) {
+    match event_type(event) {
         "turn/start" => list.push(Value::Object(
             Object::new()
                 .with("turn", d.get("turn").cloned().unwrap_or(Value::Null))
@@ -402,7 +395,7 @@ fn turns(state: &mut Value, seq: u64, event: &Value) {
 
 /// `requestHeader`: DSH's canonical header of the latest `request/header`.
 fn request_header(state: &mut Value, _: u64, event: &Value) {
-    if ty(event) != "request/header" {
+    if event_type(event) != "request/header" {
         return;
     }
     let mut fold = RequestHeaderFold::new();
@@ -417,7 +410,7 @@ fn request_header(state: &mut Value, _: u64, event: &Value) {
 /// canonical: `{config, adapterDefaults?, tools?}`, `adapterDefaults` kept only when one of its
 /// markers is `true`, an empty `tools` dropped; `reason` and `startsSeries` do not matter.
 fn request_header_v4(state: &mut Value, _: u64, event: &Value) {
-    if ty(event) != "request/header" {
+    if event_type(event) != "request/header" {
         return;
     }
     let Some(h) = data(event)
@@ -449,7 +442,7 @@ fn request_header_v4(state: &mut Value, _: u64, event: &Value) {
 
 /// `requestContext`: the latest `request/context` payload (DSH's `Session.requestContext()`).
 fn request_context(state: &mut Value, _: u64, event: &Value) {
-    if ty(event) == "request/context" {
+    if event_type(event) == "request/context" {
         if let Some(d) = event.as_object().and_then(|o| o.get("data")) {
             *state = d.clone();
         }
@@ -468,7 +461,7 @@ fn activity_init(_: u64) -> Value {
 /// the time of the latest `user/message` a human wrote (`source.kind == "user"`).
 fn activity(state: &mut Value, _: u64, event: &Value) {
     let Value::Object(s) = state else { return };
-    match ty(event) {
+    match event_type(event) {
         "turn/start" => s.insert("blank".into(), Value::Bool(false)),
         "user/message" => {
             let human = data(event)
@@ -511,7 +504,7 @@ fn inbox_view(state: &Value) -> Value {
 /// `inbox`: DSH's queue fold — `agent/inbox/spliced {target, start, removedCount?, inserted}`
 /// splices the target list, from the header's `seedLength` on.
 fn inbox(state: &mut Value, seq: u64, event: &Value) {
-    if ty(event) != "agent/inbox/spliced" {
+    if event_type(event) != "agent/inbox/spliced" {
         return;
     }
     let Value::Object(s) = state else { return };
@@ -551,7 +544,7 @@ fn inbox(state: &mut Value, seq: u64, event: &Value) {
 /// `inbox` of a V4 log: as in V0, from the inherited cut on, which V4 marks with the
 /// `{inherited:true}` end-seed (DSH 0.2 replays `ownEvents()`, from the last marker).
 fn inbox_v4(state: &mut Value, seq: u64, event: &Value) {
-    let inherited = ty(event) == "session/end-seed"
+    let inherited = event_type(event) == "session/end-seed"
         && data(event).and_then(|d| d.get("inherited")) == Some(&Value::Bool(true));
     if inherited {
         *state = inbox_init(seq);
@@ -563,7 +556,7 @@ fn inbox_v4(state: &mut Value, seq: u64, event: &Value) {
 /// `openTurn`: the number of the turn a `turn/start` opened and no `turn/end` closed yet, else
 /// `null` (DSH's fork open-turn rule: the last `turn/start` or `turn/end` decides).
 fn open_turn(state: &mut Value, _: u64, event: &Value) {
-    match ty(event) {
+    match event_type(event) {
         "turn/start" => {
             *state = data(event)
                 .and_then(|d| d.get("turn"))

@@ -338,9 +338,7 @@ impl From<TypeError> for Rejection {
 
 /// DSH's `isEventSeq`: a non-negative safe integer (`-0` counts as 0).
 fn event_seq(value: Option<&Value>) -> Option<u64> {
-    value
-        .and_then(Value::as_safe_integer)
-        .and_then(|n| u64::try_from(n).ok())
+    value.and_then(Value::as_safe_u64)
 }
 
 /// DSH's `surfaceOpOf`: `None` for a non-surface event, else its validated operation.

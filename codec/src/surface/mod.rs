@@ -167,7 +167,6 @@ fn event_seq_or_zero(event: &Value) -> u64 {
     event
         .as_object()
         .and_then(|o| o.get("seq"))
-        .and_then(Value::as_safe_integer)
-        .and_then(|n| u64::try_from(n).ok())
+        .and_then(Value::as_safe_u64)
         .unwrap_or(0)
 }

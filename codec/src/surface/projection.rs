@@ -141,9 +141,9 @@ impl MessageProjection for ImageOffload {
 /// A non-negative safe integer, not `-0`.
 fn index(v: Option<&Value>) -> Option<u64> {
     match v {
-        Some(Value::Number(n)) if !(*n == 0.0 && n.is_sign_negative()) => Value::Number(*n)
-            .as_safe_integer()
-            .and_then(|i| u64::try_from(i).ok()),
+        Some(Value::Number(n)) if !(*n == 0.0 && n.is_sign_negative()) => {
+            Value::Number(*n).as_safe_u64()
+        }
         _ => None,
     }
 }

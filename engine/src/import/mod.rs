@@ -321,8 +321,7 @@ fn header_seed_length(header: &Header) -> u64 {
     header
         .object
         .get("seedLength")
-        .and_then(Value::as_safe_integer)
-        .and_then(|n| u64::try_from(n).ok())
+        .and_then(Value::as_safe_u64)
         .unwrap_or(0)
 }
 

@@ -47,6 +47,17 @@ pub(crate) struct Snapshot {
     pub(crate) replace_generation: u64,
 }
 
+impl Snapshot {
+    /// `fold`'s state, to resume folding at its next seq.
+    pub(crate) fn of(fold: &sessionlog_codec::surface::SurfaceFold) -> Self {
+        Snapshot {
+            next_seq: fold.next_seq(),
+            nodes: fold.nodes().to_vec(),
+            replace_generation: fold.replace_generation(),
+        }
+    }
+}
+
 /// bincode with the standard config.
 pub(crate) fn encode<T: Serialize>(v: &T) -> crate::Result<Vec<u8>> {
     bincode::serde::encode_to_vec(v, bincode::config::standard()).map_err(|e| {

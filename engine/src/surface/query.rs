@@ -198,12 +198,9 @@ impl Store {
         each: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<()> {
         for seg in self.segments(meta)? {
-            let Some(last) = seg.end.checked_sub(1).map(|l| l.min(at)) else {
+            let Some(last) = seg.last_upto(at) else {
                 continue;
             };
-            if seg.from > last {
-                continue;
-            }
             let mut it = self
                 .db
                 .raw_iterator_cf_opt(self.cf(CF_SURFACE)?, self.bounded(seg.number));

@@ -1,11 +1,16 @@
 //! Maintaining the surface index while events are written (import and append).
 
+use std::collections::HashMap;
+
+use sessionlog_codec::event::event_type;
+use sessionlog_codec::json::{Object, Value};
 use sessionlog_codec::surface::{SurfaceChange, SurfaceFold, SurfaceModel};
 
 use crate::projections::{Projected, ProjectionState};
 
 use super::{encode, Snapshot, OP, REPL, SNAP, SNAPSHOT_MIN_OPS};
 use crate::keys::event_key;
+use crate::store::Store;
 use crate::Result;
 
 /// Turns the fold's changes into surface-index keys. `since_snapshot` counts the ops written
@@ -38,12 +43,7 @@ impl SurfaceIndexer {
         self.since_snapshot += 1;
         let threshold = SNAPSHOT_MIN_OPS.max(fold.nodes().len() as u64 / 4);
         if replaced || self.since_snapshot >= threshold {
-            let snapshot = Snapshot {
-                next_seq: fold.next_seq(),
-                nodes: fold.nodes().to_vec(),
-                replace_generation: fold.replace_generation(),
-            };
-            put(event_key(number, SNAP, seq), encode(&snapshot)?)?;
+            put(event_key(number, SNAP, seq), encode(&Snapshot::of(fold))?)?;
             self.since_snapshot = 0;
         }
         Ok(())
@@ -60,9 +60,9 @@ pub(crate) struct SurfaceBuilder {
     /// Current surface events a rewrite may target: whole `tool/result` events (and under V4,
     /// whose message projections read them, `user/message` events), and the type alone of the
     /// others (all DSH's rules read of them).
-    current: std::collections::HashMap<u64, sessionlog_codec::json::Value>,
+    current: HashMap<u64, Value>,
     /// V4: the messages committed projection events made so far, by original seq.
-    projected: std::collections::HashMap<u64, sessionlog_codec::json::Value>,
+    projected: HashMap<u64, Value>,
     /// V4: the projection state so far.
     projections: ProjectionState,
     /// The seq and DSH's message of the first event the fold refused.
@@ -71,7 +71,7 @@ pub(crate) struct SurfaceBuilder {
 
 impl SurfaceBuilder {
     /// A builder folding by `model`'s rules.
-    pub(crate) fn for_model(model: sessionlog_codec::surface::SurfaceModel) -> Self {
+    pub(crate) fn for_model(model: SurfaceModel) -> Self {
         SurfaceBuilder {
             fold: SurfaceFold::new().with_model(model),
             ..Self::default()
@@ -82,16 +82,16 @@ impl SurfaceBuilder {
     /// `store`'s registry).
     pub(crate) fn apply(
         &mut self,
-        store: &crate::store::Store,
+        store: &Store,
         number: u64,
         seq: u64,
-        event: &sessionlog_codec::json::Value,
+        event: &Value,
         put: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>,
     ) -> Result<()> {
-        use sessionlog_codec::json::{Object, Value};
         if self.error.is_some() {
             return Ok(());
         }
+        let v4 = self.fold.model() == SurfaceModel::V4;
         let current = &self.current;
         match self.fold.apply(event, |s| current.get(&s).cloned()) {
             Err(e) => self.error = Some((seq, e.to_string())),
@@ -102,12 +102,7 @@ impl SurfaceBuilder {
                     }
                 }
                 if !matches!(change, SurfaceChange::Unchanged) {
-                    let ty = event
-                        .as_object()
-                        .and_then(|o| o.get("type"))
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    let v4 = self.fold.model() == SurfaceModel::V4;
+                    let ty = event_type(event);
                     let kept = if ty == "tool/result" || (v4 && ty == "user/message") {
                         event.clone()
                     } else {
@@ -119,7 +114,7 @@ impl SurfaceBuilder {
                     .record(number, seq, &change, &self.fold, &mut |k, v| {
                         put(k.to_vec(), v)
                     })?;
-                if self.fold.model() == SurfaceModel::V4 {
+                if v4 {
                     self.project(store, number, seq, event, put)?;
                 }
             }
@@ -131,10 +126,10 @@ impl SurfaceBuilder {
     /// stops the index like a fold refusal.
     fn project(
         &mut self,
-        store: &crate::store::Store,
+        store: &Store,
         number: u64,
         seq: u64,
-        event: &sessionlog_codec::json::Value,
+        event: &Value,
         put: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>,
     ) -> Result<()> {
         let current = &self.current;

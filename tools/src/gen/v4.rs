@@ -471,7 +471,7 @@ impl Transform {
 }
 
 fn seq_of(v: Option<&Value>) -> Option<u64> {
-    v?.as_safe_integer().and_then(|n| u64::try_from(n).ok())
+    v?.as_safe_u64()
 }
 
 /// `o` without `key` (order kept).
