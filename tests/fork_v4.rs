@@ -202,3 +202,38 @@ fn repair_closes_an_interrupted_v4_turn() {
         store.messages_at("parent", None).expect("messages")
     );
 }
+
+/// A V4 fork's listing activity is its inherited prefix's last human prompt: what an import of
+/// the child's own file computes from its events.
+#[test]
+fn a_v4_fork_inherits_the_listing_activity_of_its_prefix() {
+    let opts = GenOptions {
+        sessions: 1,
+        events_per_session: 3_000,
+        seed: 5,
+        torn_fraction: 0.0,
+    };
+    let feed = session_batches_v4(0, &opts);
+    let (_t, store) = temp_store();
+    crate::fixtures::host_feed(&store, &feed);
+    let activity = |store: &sessionlog::engine::Store, id: &str| {
+        let listed = store.list().expect("list");
+        listed
+            .iter()
+            .find(|s| s.id == id)
+            .expect("listed")
+            .activity_ms
+    };
+    let events = all_events(&store, &feed.id).len() as u64;
+    let mut prompted = 0;
+    for (k, at) in (0..events).step_by(29).chain([events - 1]).enumerate() {
+        let child = format!("{}-fork-{k}", feed.id);
+        store.fork(&feed.id, Some(at), &child).expect("fork");
+        let (_t2, again) = temp_store();
+        import_bytes(&again, &child, &export_bytes(&store, &child), true).expect("re-import");
+        let inherited = activity(&store, &child);
+        assert_eq!(inherited, activity(&again, &child), "{child}");
+        prompted += usize::from(inherited.is_some());
+    }
+    assert!(prompted > 1, "forks after a human prompt: {prompted}");
+}
