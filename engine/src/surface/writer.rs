@@ -78,8 +78,9 @@ impl SurfaceBuilder {
         }
     }
 
-    /// Fold and index committed event `seq` (running its message projection, under V4, with
-    /// `store`'s registry).
+    /// Fold and index committed event `seq`, then, under V4, run its message projection (if its
+    /// type has one) with `store`'s registry and store its record. A refusal of either stops the
+    /// index at `seq`.
     pub(crate) fn apply(
         &mut self,
         store: &Store,
@@ -91,49 +92,37 @@ impl SurfaceBuilder {
         if self.error.is_some() {
             return Ok(());
         }
-        let v4 = self.fold.model() == SurfaceModel::V4;
         let current = &self.current;
-        match self.fold.apply(event, |s| current.get(&s).cloned()) {
-            Err(e) => self.error = Some((seq, e.to_string())),
-            Ok(change) => {
-                if let SurfaceChange::Replaced(r) = &change {
-                    for s in &r.shadowed_seqs {
-                        self.current.remove(s);
-                    }
-                }
-                if !matches!(change, SurfaceChange::Unchanged) {
-                    let ty = event_type(event);
-                    let kept = if ty == "tool/result" || (v4 && ty == "user/message") {
-                        event.clone()
-                    } else {
-                        Value::Object(Object::new().with("type", ty))
-                    };
-                    self.current.insert(seq, kept);
-                }
-                self.indexer
-                    .record(number, seq, &change, &self.fold, &mut |k, v| {
-                        put(k.to_vec(), v)
-                    })?;
-                if v4 {
-                    self.project(store, number, seq, event, put)?;
-                }
+        let change = match self.fold.apply(event, |s| current.get(&s).cloned()) {
+            Ok(change) => change,
+            Err(e) => {
+                self.error = Some((seq, e.to_string()));
+                return Ok(());
+            }
+        };
+        let v4 = self.fold.model() == SurfaceModel::V4;
+        if let SurfaceChange::Replaced(r) = &change {
+            for s in &r.shadowed_seqs {
+                self.current.remove(s);
             }
         }
-        Ok(())
-    }
-
-    /// Run `event`'s message projection, if its type has one, storing its record; a refusal
-    /// stops the index like a fold refusal.
-    fn project(
-        &mut self,
-        store: &Store,
-        number: u64,
-        seq: u64,
-        event: &Value,
-        put: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>,
-    ) -> Result<()> {
-        let current = &self.current;
-        let projected = &self.projected;
+        if !matches!(change, SurfaceChange::Unchanged) {
+            let ty = event_type(event);
+            let kept = if ty == "tool/result" || (v4 && ty == "user/message") {
+                event.clone()
+            } else {
+                Value::Object(Object::new().with("type", ty))
+            };
+            self.current.insert(seq, kept);
+        }
+        self.indexer
+            .record(number, seq, &change, &self.fold, &mut |k, v| {
+                put(k.to_vec(), v)
+            })?;
+        if !v4 {
+            return Ok(());
+        }
+        let (current, projected) = (&self.current, &self.projected);
         let event_at = |s: u64| current.get(&s).cloned();
         let earlier = |s: u64| projected.get(&s).cloned();
         match store.project_event(event, self.fold.nodes(), &event_at, &earlier) {
