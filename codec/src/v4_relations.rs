@@ -181,7 +181,8 @@ impl V4Relations {
         let Some(o) = event.as_object() else { return };
         let seq = o.get("seq").and_then(Value::as_safe_u64).unwrap_or(0);
         match o.get("type").and_then(Value::as_str) {
-            Some("session-log-deepseek/delivery-accepted") => match delivery(o.get("data"), seq) {
+            Some("session-log-deepseek/delivery-accepted") => match delivery(o.get("data"), seq, 4)
+            {
                 Ok(Some(id)) => self.owned.push(Owned::Delivery { seq, id }),
                 Ok(None) => {}
                 Err(e) => self.owned.push(Owned::Failure(e)),
@@ -833,9 +834,13 @@ fn not_started_repair(
     Ok(suffix_ok && text_ok)
 }
 
-/// `validateDeliveryAccepted(event, 4)`: the session a current-generation marker names (`None`
-/// for another generation's).
-fn delivery(data: Option<&Value>, seq: u64) -> Result<Option<String>, String> {
+/// `validateDeliveryAccepted(event, current)`: the session a marker of generation `current`
+/// names (`None` for another generation's).
+pub(crate) fn delivery(
+    data: Option<&Value>,
+    seq: u64,
+    current: u64,
+) -> Result<Option<String>, String> {
     let data = data
         .and_then(Value::as_object)
         .ok_or("delivery-accepted data must be an object")?;
@@ -843,7 +848,7 @@ fn delivery(data: Option<&Value>, seq: u64) -> Result<Option<String>, String> {
         None => 0,
         v => count(v, "delivery sessionFormatVersion")?,
     };
-    if version != 4 {
+    if version != current {
         return Ok(None);
     }
     if count(data.get("throughSeq"), "delivery throughSeq")? >= seq {
@@ -855,7 +860,7 @@ fn delivery(data: Option<&Value>, seq: u64) -> Result<Option<String>, String> {
 }
 
 /// `catalogFact`: the child a supported catalog fact names.
-fn catalog_child(data: Option<&Value>) -> Result<String, String> {
+pub(crate) fn catalog_child(data: Option<&Value>) -> Result<String, String> {
     let unsupported = || "subagent/catalog requires a supported versioned catalog fact".to_owned();
     let fact = data.and_then(Value::as_object).ok_or_else(unsupported)?;
     let version = fact.get("version").and_then(Value::as_f64);

@@ -38,6 +38,14 @@ impl Value {
         }
     }
 
+    /// The object, for in-place edits, if this is one.
+    pub fn as_object_mut(&mut self) -> Option<&mut Object> {
+        match self {
+            Value::Object(o) => Some(o),
+            _ => None,
+        }
+    }
+
     /// The number, if this is one.
     pub fn as_f64(&self) -> Option<f64> {
         match self {
@@ -342,6 +350,31 @@ impl Object {
             .iter()
             .find(|(k, _)| k.eq_str(key))
             .map(|(_, v)| v)
+    }
+
+    /// The value under `key`, for in-place edits (the key keeps its position).
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
+        self.entries
+            .iter_mut()
+            .find(|(k, _)| k.eq_str(key))
+            .map(|(_, v)| v)
+    }
+
+    /// `delete obj[key]`: remove the entry, keeping the others in order.
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        let at = self.entries.iter().position(|(k, _)| k.eq_str(key))?;
+        if at < self.index_keys {
+            self.index_keys -= 1;
+        }
+        Some(self.entries.remove(at).1)
+    }
+
+    /// Rename `from` to `to` in place (same position), as a stage that rebuilds an object key by
+    /// key does. Nothing happens when `from` is absent.
+    pub fn rename(&mut self, from: &str, to: &str) {
+        if let Some(slot) = self.entries.iter_mut().find(|(k, _)| k.eq_str(from)) {
+            slot.0 = JsString::from(to);
+        }
     }
 
     /// Whether `key` is present (`Object.hasOwn`).

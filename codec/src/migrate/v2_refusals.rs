@@ -1,4 +1,4 @@
-//! The refusals of DSH 0.2's migration edges that decide whether it loads an older generation
+//! The V2→V3 refusal DSH 0.2 meets reading a V2 log that decide whether it loads an older generation
 //! at all (later-format-spec §3.8). DSH 0.2 reads V0–V3 logs only through the migration chain,
 //! so a log an edge refuses is one DSH 0.2 will not open (`SessionFormatUnsupportedMigrationError`).
 //! The transforms themselves are not here; only the refusals checked so far are.

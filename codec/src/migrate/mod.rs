@@ -1,0 +1,149 @@
+//! DSH 0.2's migration chain (later-format-spec §3.8): a V0–V3 log read in the current model
+//! (V4) by streaming its events through one stage per adjacent edge, V0→V1→V2→V3→V4.
+//!
+//! - A stage sees the previous stage's events in order, with dense seqs, and emits 0..n events
+//!   per input; it numbers what it emits densely in emission order ([`Renumber`]) and remaps the
+//!   declared same-session references through its old→new map. Everything else keeps its value.
+//! - Any stage may refuse; a refusal is final for the whole log ([`Refusal`]). Nothing here does
+//!   I/O: publishing the V4 successor is the engine's job.
+//! - The header goes through every edge first ([`Stage::header`]), then the body.
+
+mod messages;
+mod references;
+mod v2_refusals;
+mod v3_to_v4;
+
+pub use references::Renumber;
+pub use v2_refusals::V2ToV3;
+pub use v3_to_v4::V3ToV4;
+
+use crate::json::{Object, Value};
+
+/// The newest format: what the chain produces.
+pub const TARGET_VERSION: u32 = 4;
+
+/// Why DSH refuses to migrate a log. `message` is DSH's own text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("format v{from}→v{} migration refused: {message}", from + 1)]
+pub struct Refusal {
+    /// The edge's source version.
+    pub from: u32,
+    /// DSH's message, naming the seq where the rule applies to one event.
+    pub message: String,
+}
+
+impl Refusal {
+    /// A refusal of the edge from `from`.
+    pub fn new(from: u32, message: impl Into<String>) -> Self {
+        Refusal {
+            from,
+            message: message.into(),
+        }
+    }
+}
+
+/// One adjacent edge of the chain.
+pub trait Stage {
+    /// The edge's source version.
+    fn from_version(&self) -> u32;
+    /// Rewrite the header in place (the stage's own state, such as the inherited cut, is taken
+    /// from the source header here).
+    fn header(&mut self, header: &mut Object) -> Result<(), Refusal>;
+    /// Transform one source event; emitted events go to `out` in order.
+    fn event(&mut self, event: Object, out: &mut Vec<Object>) -> Result<(), Refusal>;
+    /// The end of the source: emit what the stage held back, or refuse what stayed open.
+    fn finish(&mut self, out: &mut Vec<Object>) -> Result<(), Refusal>;
+}
+
+/// What migrating a log produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Migrated {
+    /// The V4 header.
+    pub header: Object,
+    /// The V4 events, seqs dense from 0.
+    pub events: Vec<Object>,
+}
+
+/// Facts about a direct child session found in the same store, for the V3→V4 catalog backfill.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChildFacts {
+    /// The child's id.
+    pub child_id: String,
+    /// The child's `createdAt`.
+    pub child_created_at: f64,
+    /// The child's `subagent/descriptor` payloads after its inherited cut.
+    pub descriptors: Vec<Value>,
+}
+
+/// A chain of stages from some version to V4.
+pub struct Chain {
+    stages: Vec<Box<dyn Stage>>,
+}
+
+impl Chain {
+    /// The stages that carry a log of format `version` to V4 (none for V4). `children` are the
+    /// session's direct children in the same store (used only by V3→V4).
+    pub fn from_version(version: u32, children: Vec<ChildFacts>) -> Self {
+        let mut stages: Vec<Box<dyn Stage>> = Vec::new();
+        if version <= 3 {
+            stages.push(Box::new(V3ToV4::new(children)));
+        }
+        Chain { stages }
+    }
+
+    /// Migrate a whole log: `header` then `events` in order.
+    pub fn run(
+        mut self,
+        mut header: Object,
+        events: impl IntoIterator<Item = Value>,
+    ) -> Result<Migrated, Refusal> {
+        for stage in &mut self.stages {
+            stage.header(&mut header)?;
+        }
+        let mut out = Vec::new();
+        for event in events {
+            let Value::Object(event) = event else {
+                return Err(Refusal::new(
+                    self.stages
+                        .first()
+                        .map_or(TARGET_VERSION, |s| s.from_version()),
+                    "session events must be JSON objects",
+                ));
+            };
+            push(&mut self.stages, event, &mut out)?;
+        }
+        for at in 0..self.stages.len() {
+            let (done, rest) = self.stages.split_at_mut(at + 1);
+            let mut held = Vec::new();
+            done[at].finish(&mut held)?;
+            for event in held {
+                push(rest, event, &mut out)?;
+            }
+        }
+        Ok(Migrated {
+            header,
+            events: out,
+        })
+    }
+}
+
+/// Feed `event` to the first stage and everything it emits through the rest.
+fn push(
+    stages: &mut [Box<dyn Stage>],
+    event: Object,
+    sink: &mut Vec<Object>,
+) -> Result<(), Refusal> {
+    let Some((first, rest)) = stages.split_first_mut() else {
+        sink.push(event);
+        return Ok(());
+    };
+    let mut emitted = Vec::new();
+    first.event(event, &mut emitted)?;
+    for e in emitted {
+        push(rest, e, sink)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,774 @@
+//! V3→V4 (later-format-spec §3.8.4): tool-role results, producer-owned sources, namespaced
+//! unknown names, the outcome-unknown repair of started tools, the interrupted closure, and the
+//! subagent catalog backfilled from the session's children.
+
+use std::collections::HashMap;
+
+use super::messages::{for_each_message, Restart};
+use super::references::{BadReference, Renumber};
+use super::{ChildFacts, Refusal, Stage};
+use crate::json::{JsString, Object, Value};
+
+/// First-party event names the released V3 reader knows (DSH's frozen `RELEASED_V3_EVENT_TYPES`).
+const RELEASED_V3_EVENT_TYPES: [&str; 58] = [
+    "agent-preset/selected",
+    "agent/inbox/spliced",
+    "approval/asked",
+    "approval/decided",
+    "approval/policy",
+    "assistant/attempt",
+    "assistant/message",
+    "command/done",
+    "command/run",
+    "compaction/end",
+    "compaction/prune",
+    "compaction/start",
+    "compaction/summary",
+    "deliverables/presented",
+    "feedback/message-delete",
+    "feedback/message-put",
+    "feedback/record",
+    "goal/change",
+    "hook/invoked",
+    "hook/result",
+    "image/offload",
+    "llm/retry",
+    "llm/retry-started",
+    "model/selection",
+    "permission/preset",
+    "plan/mode",
+    "request/context",
+    "request/header",
+    "sandbox/mode",
+    "schedule/change",
+    "session-log-deepseek/delivery-accepted",
+    "session/end-seed",
+    "session/title",
+    "session/title-llm-request",
+    "step/end",
+    "step/start",
+    "subagent/catalog",
+    "subagent/descriptor",
+    "subagent/model-selection-policy",
+    "system/message",
+    "team/member",
+    "team/message/delivered",
+    "team/message/queued",
+    "team/task",
+    "todo/write",
+    "tool-workflow/agent-end",
+    "tool-workflow/agent-start",
+    "tool-workflow/run-end",
+    "tool-workflow/run-start",
+    "tool/call",
+    "tool/ptc-dispatch",
+    "tool/ptc-dispatch-start",
+    "tool/result",
+    "turn/end",
+    "turn/start",
+    "user/message",
+    "web/deepseek-search-llm-request",
+    "workspace/changes",
+];
+
+/// V3 content block tags; any other tag becomes `plugin:<tag>`.
+const V3_BLOCK_TYPES: [&str; 6] = [
+    "text",
+    "reasoning",
+    "image",
+    "file",
+    "tool-call",
+    "tool-result",
+];
+
+/// Released plugin names whose V4 producer kind is another name.
+const RENAMED_PRODUCERS: [(&str, &str); 5] = [
+    ("compact", "compact-checkpoint"),
+    ("tools-code-mode", "ptc-mode"),
+    ("tools-ptc", "ptc-mode"),
+    ("dsh-compaction-basic", "compact-basic"),
+    ("@deepseek-ai/dsh-system-prompt", "runtime-context"),
+];
+
+/// First-party plugin names that keep their name as the V4 producer kind.
+const SAME_NAME_PRODUCERS: [&str; 25] = [
+    "agent-instructions",
+    "session-reference",
+    "team-message",
+    "goal",
+    "skill-invocation",
+    "skill-catalog",
+    "coordinator",
+    "subagent-report",
+    "subagent-settled",
+    "webhook",
+    "agent-message",
+    "model-selection",
+    "plan-mode",
+    "time-context",
+    "tmux-context",
+    "user-approval",
+    "repeat-tool-reminder",
+    "tool-cordis",
+    "cordis-host-runner",
+    "tool-goal",
+    "tool-jobs",
+    "hooks-codex",
+    "hooks-claude-code",
+    "schedule",
+    "dsh-session-title-llm",
+];
+
+/// DSH's frozen wording of a repaired started tool's result.
+const OUTCOME_UNKNOWN_TEXT: &str = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly.";
+
+/// The V3→V4 stage.
+pub struct V3ToV4 {
+    children: Vec<ChildFacts>,
+    seeded: bool,
+    has_parent: bool,
+    /// The session's id (a delivery marker naming another is foreign).
+    id: String,
+    renumber: Renumber,
+    restart: Restart,
+    /// The source and target seqs of the last inherited marker (0 when unseeded).
+    cut: Option<(u64, u64)>,
+    /// Catalog payloads after the last inherited marker.
+    catalogs: Vec<Value>,
+    /// The time of the last event (the header's `createdAt` before any).
+    time: Value,
+    foreign_delivery: Option<u64>,
+    /// Tool calls of the open step without an appended result: call id → target seq.
+    started: Vec<(JsString, u64)>,
+    /// A turn whose repaired step now needs an error `turn/end`.
+    pending_error_turn: Option<Value>,
+}
+
+impl V3ToV4 {
+    /// The stage, with the session's direct children in the same store.
+    pub fn new(mut children: Vec<ChildFacts>) -> Self {
+        children.sort_by(|a, b| {
+            a.child_created_at
+                .total_cmp(&b.child_created_at)
+                .then_with(|| a.child_id.cmp(&b.child_id))
+        });
+        V3ToV4 {
+            children,
+            seeded: false,
+            has_parent: false,
+            id: String::new(),
+            renumber: Renumber::default(),
+            restart: Restart::default(),
+            cut: None,
+            catalogs: Vec::new(),
+            time: Value::Number(0.0),
+            foreign_delivery: None,
+            started: Vec::new(),
+            pending_error_turn: None,
+        }
+    }
+
+    fn refuse(message: impl Into<String>) -> Refusal {
+        Refusal::new(3, message)
+    }
+
+    /// A repaired step's turn must end in error before anything else starts.
+    fn check_repaired_turn(&mut self, ty: &str, data: Option<&Object>) -> Result<(), Refusal> {
+        let Some(turn) = &self.pending_error_turn else {
+            return Ok(());
+        };
+        if ty == "turn/end" {
+            let kind = data
+                .and_then(|d| d.get("reason"))
+                .and_then(Value::as_object)
+                .and_then(|r| r.get("kind"))
+                .and_then(Value::as_str);
+            if data.and_then(|d| d.get("turn")) != Some(turn) || kind != Some("error") {
+                return Err(Self::refuse(
+                    "V3 tool result repair requires an error turn/end for the same turn",
+                ));
+            }
+            self.pending_error_turn = None;
+        } else if ty == "step/start" || ty == "turn/start" {
+            return Err(Self::refuse(
+                "V3 tool result repair requires an error turn/end before another step or turn",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Before a `step/end`: an outcome-unknown result for every started tool without one.
+    fn repair_started(&mut self, event: &Object, out: &mut Vec<Object>) -> Result<(), Refusal> {
+        if self.started.is_empty() {
+            return Ok(());
+        }
+        let data = event
+            .get("data")
+            .and_then(Value::as_object)
+            .ok_or_else(|| Self::refuse("V3 step/end data must be an object"))?;
+        let count = |key: &str, what: &str| {
+            data.get(key)
+                .filter(|v| v.as_safe_u64().is_some())
+                .cloned()
+                .ok_or_else(|| Self::refuse(format!("{what} must be a non-negative safe integer")))
+        };
+        let turn = count("turn", "V3 repaired step turn")?;
+        let step = count("step", "V3 repaired step")?;
+        for (call_id, call_seq) in std::mem::take(&mut self.started) {
+            let seq = self.renumber.take();
+            let id = format!("interrupted-tool-result-{call_id}-{seq}");
+            let message = Object::new()
+                .with("id", id.as_str())
+                .with("role", "tool")
+                .with("toolCallId", Value::String(call_id.clone()))
+                .with(
+                    "source",
+                    Object::new()
+                        .with("kind", "tool")
+                        .with("callId", Value::String(call_id.clone())),
+                )
+                .with("isError", true)
+                .with(
+                    "content",
+                    Value::Array(vec![Object::new()
+                        .with("type", "text")
+                        .with("text", OUTCOME_UNKNOWN_TEXT)
+                        .into()]),
+                );
+            out.push(
+                Object::new()
+                    .with("type", "tool/result")
+                    .with("seq", seq as f64)
+                    .with("time", event.get("time").cloned().unwrap_or(Value::Null))
+                    .with("surfaceOp", "append")
+                    .with(
+                        "sourceEventSeqs",
+                        Value::Array(vec![Value::Number(call_seq as f64)]),
+                    )
+                    .with(
+                        "data",
+                        Object::new()
+                            .with("turn", turn.clone())
+                            .with("step", step.clone())
+                            .with("message", message)
+                            .with(
+                                "error",
+                                Object::new()
+                                    .with("name", "ToolOutcomeUnknownError")
+                                    .with("code", "TOOL_OUTCOME_UNKNOWN"),
+                            ),
+                    ),
+            );
+        }
+        self.pending_error_turn = Some(turn);
+        Ok(())
+    }
+
+    /// Track the step's started tools after the event is emitted.
+    fn observe_started(&mut self, ty: &str, event: &Object, target: u64) {
+        let data = event.get("data").and_then(Value::as_object);
+        match ty {
+            "tool/call" => {
+                if let Some(Value::String(id)) = data.and_then(|d| d.get("callId")) {
+                    self.started.retain(|(c, _)| c != id);
+                    self.started.push((id.clone(), target));
+                }
+            }
+            "tool/result" if event.get("surfaceOp").and_then(Value::as_str) == Some("append") => {
+                let call = data
+                    .and_then(|d| d.get("message"))
+                    .and_then(Value::as_object)
+                    .and_then(|m| m.get("source"))
+                    .and_then(Value::as_object)
+                    .and_then(|s| s.get("callId"));
+                if let Some(Value::String(id)) = call {
+                    self.started.retain(|(c, _)| c != id);
+                }
+            }
+            "step/end" | "turn/end" => self.started.clear(),
+            _ => {}
+        }
+    }
+
+    /// The catalog payloads of this session (after the final cut), checked and keyed by child.
+    fn existing_catalogs(&self) -> Result<HashMap<String, Object>, Refusal> {
+        let mut existing = HashMap::new();
+        for data in &self.catalogs {
+            let fact = catalog_fact(data, "subagent/catalog")?;
+            let id = fact
+                .get("childId")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            if existing.insert(id.clone(), fact.clone()).is_some() {
+                return Err(Self::refuse(format!("duplicate catalog child {id}")));
+            }
+        }
+        Ok(existing)
+    }
+}
+
+impl Stage for V3ToV4 {
+    fn from_version(&self) -> u32 {
+        3
+    }
+
+    fn header(&mut self, header: &mut Object) -> Result<(), Refusal> {
+        self.seeded = header.get("isSeeded") == Some(&Value::Bool(true));
+        self.has_parent = header.contains_key("parentSession");
+        self.id = header
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if !self.seeded {
+            self.cut = Some((0, 0));
+        }
+        self.time = header
+            .get("createdAt")
+            .cloned()
+            .unwrap_or(Value::Number(0.0));
+        header.insert("version".into(), Value::Number(4.0));
+        Ok(())
+    }
+
+    fn event(&mut self, mut event: Object, out: &mut Vec<Object>) -> Result<(), Refusal> {
+        let source_seq = self.renumber.sources();
+        if event.get("seq").and_then(Value::as_safe_u64) != Some(source_seq) {
+            return Err(Self::refuse("V3 source events must be dense"));
+        }
+        let ty = event
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        self.check_repaired_turn(&ty, event.get("data").and_then(Value::as_object))?;
+        if let Some(turn) = self.restart.observe(&ty, event.get("data")) {
+            out.push(self.restart.closer(self.renumber.take(), &event, turn));
+        }
+        if ty == "step/end" {
+            self.repair_started(&event, out)?;
+        }
+        let target = self.renumber.take();
+        self.time = event.get("time").cloned().unwrap_or(Value::Null);
+        let data = event.get("data").and_then(Value::as_object);
+        if ty == "session/end-seed"
+            && data.and_then(|d| d.get("inherited")) == Some(&Value::Bool(true))
+        {
+            if !self.seeded {
+                return Err(Self::refuse(
+                    "unseeded format v3 Session contains an inherited end-seed marker",
+                ));
+            }
+            self.cut = Some((source_seq, target));
+            self.catalogs.clear();
+        } else if ty == "subagent/catalog" {
+            self.catalogs
+                .push(event.get("data").cloned().unwrap_or(Value::Null));
+        } else if ty == "session-log-deepseek/delivery-accepted" {
+            if data.and_then(|d| d.get("sessionFormatVersion")) == Some(&Value::Number(4.0)) {
+                return Err(Self::refuse(
+                    "format v3 delivery marker claims target format v4",
+                ));
+            }
+            let named = crate::v4_relations::delivery(event.get("data"), source_seq, 3)
+                .map_err(Self::refuse)?;
+            if named.is_some_and(|id| id != self.id) {
+                self.foreign_delivery = Some(source_seq);
+            }
+        }
+        let known = RELEASED_V3_EVENT_TYPES.contains(&ty.as_str());
+        if !known && event.get("ignorable") == Some(&Value::Bool(true)) {
+            // Opaque events keep their unvalidated references: only `seq` moves.
+            self.renumber.record(Some(target));
+            event.insert("type".into(), Value::from(format!("plugin:{ty}").as_str()));
+            event.insert("seq".into(), Value::Number(target as f64));
+            out.push(event);
+            return Ok(());
+        }
+        if !known {
+            return Err(Self::refuse(format!(
+                "format v3 contains unknown event type {} at seq {source_seq}",
+                crate::json::stringify(&Value::from(ty.as_str()))
+            )));
+        }
+        self.renumber
+            .remap(&mut event, source_seq, ("startSeq", "endSeq"))
+            .map_err(|_: BadReference| {
+                Self::refuse("V3 reference must name an earlier source event")
+            })?;
+        self.renumber.record(Some(target));
+        event.insert("seq".into(), Value::Number(target as f64));
+        let observed = event.clone();
+        rewrite_sources(&ty, &mut event, source_seq)?;
+        lift_tool_result(&ty, &mut event, source_seq)?;
+        migrate_content(&ty, &mut event, source_seq)?;
+        out.push(event);
+        self.observe_started(&ty, &observed, target);
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut Vec<Object>) -> Result<(), Refusal> {
+        if self.pending_error_turn.is_some() {
+            return Err(Self::refuse(
+                "V3 tool result repair requires a recorded error turn/end",
+            ));
+        }
+        let Some((source_cut, _)) = self.cut else {
+            return Err(Self::refuse(
+                "V3 inherited event count must be a non-negative safe integer",
+            ));
+        };
+        let mut existing = self.existing_catalogs()?;
+        if let Some(seq) = self.foreign_delivery {
+            if !self.has_parent || seq >= source_cut {
+                return Err(Self::refuse(
+                    "current-generation delivery marker names the wrong Session",
+                ));
+            }
+        }
+        for child in &self.children {
+            let fact = child_catalog_fact(child)?;
+            if let Some(found) = existing.get(&child.child_id) {
+                let conflicts = found.get("childCreatedAt")
+                    != Some(&Value::Number(child.child_created_at))
+                    || fact.as_ref().is_some_and(|f| {
+                        ["mode", "label"].iter().any(|k| found.get(k) != f.get(k))
+                    });
+                if conflicts {
+                    return Err(Self::refuse(format!(
+                        "Session {} conflicts with its parent catalog",
+                        child.child_id
+                    )));
+                }
+                continue;
+            }
+            let entry = fact.unwrap_or_else(|| {
+                Object::new()
+                    .with("version", 1.0)
+                    .with("childId", child.child_id.as_str())
+                    .with("childCreatedAt", child.child_created_at)
+                    .with("mode", "unknown")
+            });
+            existing.insert(child.child_id.clone(), entry.clone());
+            out.push(
+                Object::new()
+                    .with("type", "subagent/catalog")
+                    .with("seq", self.renumber.take() as f64)
+                    .with("time", self.time.clone())
+                    .with("data", entry),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `{kind:"plugin", plugin:P}` sources become the producer's own kind.
+fn rewrite_sources(ty: &str, event: &mut Object, seq: u64) -> Result<(), Refusal> {
+    for_each_message(ty, event, &mut |message| {
+        let role = message.get("role").cloned();
+        let Some(Value::Object(source)) = message.get_mut("source") else {
+            return Ok(());
+        };
+        let kind = source
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if kind.is_empty() {
+            return Err(format!(
+                "message source at seq {seq} requires a nonempty kind"
+            ));
+        }
+        if kind != "plugin" {
+            return Ok(());
+        }
+        let Some(plugin) = source
+            .get("plugin")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return Err(format!(
+                "plugin source at seq {seq} is not canonical: plugin requires a string"
+            ));
+        };
+        let kind = producer_kind(&plugin, role.as_ref());
+        source.remove("plugin");
+        source.insert("kind".into(), Value::from(kind.as_str()));
+        Ok(())
+    })
+    .map_err(V3ToV4::refuse)
+}
+
+/// The V4 producer kind of released plugin `plugin` on a message of `role`.
+fn producer_kind(plugin: &str, role: Option<&Value>) -> String {
+    if plugin == "@deepseek-ai/dsh-system-prompt" && role.and_then(Value::as_str) == Some("system")
+    {
+        return "system-prompt".into();
+    }
+    if let Some((_, to)) = RENAMED_PRODUCERS.iter().find(|(from, _)| *from == plugin) {
+        return (*to).into();
+    }
+    if SAME_NAME_PRODUCERS.contains(&plugin) {
+        return plugin.into();
+    }
+    format!("plugin:{plugin}")
+}
+
+/// A V3 tool result (a user message holding one `tool-result` wrapper) becomes a tool-role
+/// message; the wrapper's and message's extra fields are kept under `plugin:result:` and
+/// `plugin:message:` names.
+fn lift_tool_result(ty: &str, event: &mut Object, seq: u64) -> Result<(), Refusal> {
+    if ty != "tool/result" {
+        return Ok(());
+    }
+    let Some(Value::Object(data)) = event.get_mut("data") else {
+        return Ok(());
+    };
+    let Some(Value::Object(message)) = data.get("message") else {
+        return Ok(());
+    };
+    if message.get("role").and_then(Value::as_str) != Some("user") {
+        return Ok(());
+    }
+    let subject = format!("format v3 {ty} at seq {seq}");
+    let source = message.get("source").and_then(Value::as_object);
+    let call_id = source.and_then(|s| s.get("callId")).and_then(Value::as_str);
+    let wrapper = match message.get("content") {
+        Some(Value::Array(blocks)) if blocks.len() == 1 => blocks[0].as_object(),
+        _ => None,
+    };
+    let id = message
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    let valid = id.is_some()
+        && source.and_then(|s| s.get("kind")).and_then(Value::as_str) == Some("tool")
+        && call_id.is_some_and(|c| !c.is_empty())
+        && wrapper.is_some_and(|w| {
+            w.get("type").and_then(Value::as_str) == Some("tool-result")
+                && w.get("toolCallId").and_then(Value::as_str) == call_id
+        });
+    let (Some(wrapper), Some(call_id), true) = (wrapper, call_id, valid) else {
+        return Err(V3ToV4::refuse(format!(
+            "{subject} requires exactly one tool-result wrapper matching its tool source"
+        )));
+    };
+    let is_error = wrapper.get("isError");
+    if is_error.is_some_and(|v| !matches!(v, Value::Bool(_))) {
+        return Err(V3ToV4::refuse(format!(
+            "{subject} tool-result isError must be boolean"
+        )));
+    }
+    let content = match wrapper.get("content") {
+        Some(Value::Array(blocks)) => {
+            if blocks.iter().any(|b| block_type(b) == Some("tool-result")) {
+                return Err(V3ToV4::refuse(format!(
+                    "{subject} contains a nested tool-result unsupported by this converter"
+                )));
+            }
+            Value::Array(blocks.clone())
+        }
+        _ => {
+            return Err(V3ToV4::refuse(format!(
+                "{subject} tool-result content must be an array"
+            )))
+        }
+    };
+    let mut lifted = Object::new()
+        .with("role", "tool")
+        .with(
+            "source",
+            message.get("source").cloned().unwrap_or(Value::Null),
+        )
+        .with("toolCallId", call_id)
+        .with("content", content);
+    if let Some(e) = is_error {
+        lifted.insert("isError".into(), e.clone());
+    }
+    lifted.insert(
+        "id".into(),
+        message.get("id").cloned().unwrap_or(Value::Null),
+    );
+    for (owner, object, fields) in [
+        ("message", message, &["id", "role", "source", "content"][..]),
+        (
+            "result",
+            wrapper,
+            &["type", "toolCallId", "content", "isError"][..],
+        ),
+    ] {
+        for (k, v) in object.iter() {
+            if !fields.iter().any(|f| k.eq_str(f)) {
+                lifted.insert(format!("plugin:{owner}:{k}").into(), v.clone());
+            }
+        }
+    }
+    data.insert("message".into(), Value::Object(lifted));
+    Ok(())
+}
+
+fn block_type(block: &Value) -> Option<&str> {
+    block.as_object()?.get("type")?.as_str()
+}
+
+/// Unknown content tags become `plugin:<tag>` in messages, summaries, dispatch content and
+/// stream chunks; a V3 tool definition with V4's `deferLoading` is refused.
+fn migrate_content(ty: &str, event: &mut Object, seq: u64) -> Result<(), Refusal> {
+    let subject = format!("format v3 {ty} at seq {seq}");
+    for_each_message(ty, event, &mut |message| {
+        namespace_content(message.get_mut("content"), &subject)
+    })
+    .map_err(V3ToV4::refuse)?;
+    let Some(Value::Object(data)) = event.get_mut("data") else {
+        return Ok(());
+    };
+    let fields: &[&str] = match ty {
+        "compaction/summary" => &["summary", "rawOutput"],
+        "tool/ptc-dispatch" => &["content"],
+        _ => &[],
+    };
+    for key in fields {
+        if *key == "rawOutput" && !data.contains_key(key) {
+            continue;
+        }
+        namespace_content(data.get_mut(key), &format!("{subject}.{key}"))
+            .map_err(V3ToV4::refuse)?;
+    }
+    if ty == "team/message/queued" {
+        if let Some(Value::Object(message)) = data.get_mut("message") {
+            namespace_content(message.get_mut("content"), &subject).map_err(V3ToV4::refuse)?;
+        }
+    }
+    if ty == "request/header" {
+        let tools = data
+            .get("header")
+            .and_then(Value::as_object)
+            .and_then(|h| h.get("tools"))
+            .and_then(Value::as_array);
+        for (index, tool) in tools.unwrap_or_default().iter().enumerate() {
+            if tool
+                .as_object()
+                .is_some_and(|t| t.contains_key("deferLoading"))
+            {
+                return Err(V3ToV4::refuse(format!(
+                    "{subject}.header.tools[{index}] contains deferLoading, which is only defined in V4"
+                )));
+            }
+        }
+    }
+    if ty == "assistant/message" || ty == "assistant/attempt" {
+        if let Some(Value::Array(stream)) = data.get_mut("stream") {
+            for (index, entry) in stream.iter_mut().enumerate() {
+                let Some(entry) = entry.as_object_mut() else {
+                    continue;
+                };
+                if entry.get("type").and_then(Value::as_str) != Some("chunk") {
+                    continue;
+                }
+                if let Some(Value::Object(chunk)) = entry.get_mut("chunk") {
+                    namespace_chunk(chunk, &format!("{subject}.stream[{index}]"))
+                        .map_err(V3ToV4::refuse)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn namespace_content(content: Option<&mut Value>, subject: &str) -> Result<(), String> {
+    let Some(Value::Array(blocks)) = content else {
+        return Err(format!("{subject} content must be an array"));
+    };
+    for (index, block) in blocks.iter_mut().enumerate() {
+        namespace_block(block, &format!("{subject}[{index}]"))?;
+    }
+    Ok(())
+}
+
+fn namespace_block(block: &mut Value, subject: &str) -> Result<(), String> {
+    let Some(Value::String(tag)) = block.as_object().and_then(|b| b.get("type")) else {
+        return Err(format!(
+            "{subject} requires content blocks with string type tags"
+        ));
+    };
+    if !V3_BLOCK_TYPES.iter().any(|t| tag.eq_str(t)) {
+        let renamed = format!("plugin:{tag}");
+        if let Some(b) = block.as_object_mut() {
+            b.insert("type".into(), Value::from(renamed.as_str()));
+        }
+    }
+    Ok(())
+}
+
+fn namespace_chunk(chunk: &mut Object, subject: &str) -> Result<(), String> {
+    match chunk.get("type").and_then(Value::as_str) {
+        Some("block-end") => {
+            let block = chunk.get_mut("block").ok_or_else(|| {
+                format!("{subject}.block requires content blocks with string type tags")
+            })?;
+            namespace_block(block, &format!("{subject}.block"))
+        }
+        Some("block-start") => {
+            let Some(Value::String(tag)) = chunk.get("blockType") else {
+                return Err(format!("{subject} blockType must be a string"));
+            };
+            if !V3_BLOCK_TYPES.iter().any(|t| tag.eq_str(t)) {
+                let renamed = format!("plugin:{tag}");
+                chunk.insert("blockType".into(), Value::from(renamed.as_str()));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// DSH's `catalogFact` over `value`, with its failure named after `subject`.
+fn catalog_fact(value: &Value, subject: &str) -> Result<Object, Refusal> {
+    crate::v4_relations::catalog_child(Some(value))
+        .map(|_| value.as_object().cloned().unwrap_or_default())
+        .map_err(|m| {
+            V3ToV4::refuse(m.replace("subagent/catalog requires", &format!("{subject} requires")))
+        })
+}
+
+/// DSH's `childCatalogFact`: the catalog fact a child's own single descriptor supports, if any.
+fn child_catalog_fact(child: &ChildFacts) -> Result<Option<Object>, Refusal> {
+    let [descriptor] = child.descriptors.as_slice() else {
+        return Ok(None);
+    };
+    let Some(d) = descriptor.as_object() else {
+        return Ok(None);
+    };
+    let version = d.get("version").and_then(Value::as_f64);
+    if !matches!(version, Some(v) if v == 1.0 || v == 2.0 || v == 3.0) {
+        return Ok(None);
+    }
+    let subject = format!("Session {}", child.child_id);
+    if d.get("provider").and_then(Value::as_str).is_none() {
+        return Err(V3ToV4::refuse(format!(
+            "{subject} has an invalid subagent descriptor provider"
+        )));
+    }
+    let mode = d.get("mode").and_then(Value::as_str);
+    if version != Some(1.0) && !matches!(mode, Some("continuable" | "one-shot")) {
+        return Err(V3ToV4::refuse(format!(
+            "{subject} has an invalid subagent descriptor mode"
+        )));
+    }
+    let mut fact = Object::new()
+        .with("version", 0.0)
+        .with("childId", child.child_id.as_str())
+        .with("childCreatedAt", child.child_created_at)
+        .with(
+            "mode",
+            if version == Some(1.0) {
+                "continuable"
+            } else {
+                mode.unwrap_or_default()
+            },
+        );
+    if let Some(label) = d.get("label") {
+        fact.insert("label".into(), label.clone());
+    }
+    catalog_fact(&Value::Object(fact), &subject).map(Some)
+}
