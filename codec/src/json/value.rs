@@ -29,6 +29,13 @@ pub enum Value {
     Object(Object),
 }
 
+/// `null`, the value of a member that was never set.
+impl Default for Value {
+    fn default() -> Self {
+        Value::Null
+    }
+}
+
 impl Value {
     /// The object, if this is one.
     pub fn as_object(&self) -> Option<&Object> {

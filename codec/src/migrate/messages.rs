@@ -52,9 +52,25 @@ pub struct Restart {
     turn: Option<f64>,
     step_open: bool,
     spliced_next_turn: bool,
+    /// V1→V2 closes the step with its turn (`turn/start` and `turn/end` clear it); V3→V4 leaves
+    /// that to `step/*`.
+    turns_close_steps: bool,
 }
 
 impl Restart {
+    /// V1→V2's tracking, where turn boundaries also close the step.
+    pub fn resetting_steps() -> Self {
+        Restart {
+            turns_close_steps: true,
+            ..Restart::default()
+        }
+    }
+
+    /// The open turn's number.
+    pub fn open_turn(&self) -> Option<f64> {
+        self.turn
+    }
+
     /// Observe the next source event; `Some(turn)` when an interrupted `turn/end` for `turn`
     /// must come first.
     pub fn observe(&mut self, ty: &str, data: Option<&Value>) -> Option<f64> {
@@ -82,8 +98,12 @@ impl Restart {
                 if let Some(t) = turn_of(data) {
                     self.turn = Some(t);
                 }
+                self.step_open &= !self.turns_close_steps;
             }
-            "turn/end" => self.turn = None,
+            "turn/end" => {
+                self.turn = None;
+                self.step_open &= !self.turns_close_steps;
+            }
             "step/start" => self.step_open = true,
             "step/end" => self.step_open = false,
             _ => {}

@@ -10,11 +10,19 @@
 
 mod messages;
 mod references;
+mod stream;
+mod v0_to_v1;
+mod v1_to_v2;
 mod v2_refusals;
+mod v2_to_v3;
 mod v3_to_v4;
 
-pub use references::Renumber;
-pub use v2_refusals::V2ToV3;
+pub use references::{BadReference, Renumber};
+pub use stream::StreamAccumulator;
+pub use v0_to_v1::V0ToV1;
+pub use v1_to_v2::V1ToV2;
+pub use v2_refusals::SurfaceBeforeStep;
+pub use v2_to_v3::V2ToV3;
 pub use v3_to_v4::V3ToV4;
 
 use crate::json::{Object, Value};
@@ -22,25 +30,59 @@ use crate::json::{Object, Value};
 /// The newest format: what the chain produces.
 pub const TARGET_VERSION: u32 = 4;
 
-/// Why DSH refuses to migrate a log. `message` is DSH's own text.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("format v{from}→v{} migration refused: {message}", from + 1)]
+/// Why DSH refuses to migrate a log (DSH's `SessionFormatUnsupportedMigrationError`).
+///
+/// A stage's own semantic refusals reach the caller as they are; a format rule broken inside a
+/// stage (DSH's `SessionFormatError`) is named after the stage that threw, as DSH's chain wraps
+/// it: `@deepseek-ai/dsh-session-format-v2-to-v3 refuses this format v2 Session: …`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
-    /// The edge's source version.
+    /// The source version of the edge that refused.
     pub from: u32,
+    /// Whether the stage refused by itself (no wrapping) rather than by a format rule.
+    pub unsupported: bool,
     /// DSH's message, naming the seq where the rule applies to one event.
     pub message: String,
 }
 
 impl Refusal {
-    /// A refusal of the edge from `from`.
-    pub fn new(from: u32, message: impl Into<String>) -> Self {
+    /// A semantic refusal of the edge from `from`.
+    pub fn unsupported(from: u32, message: impl Into<String>) -> Self {
         Refusal {
             from,
+            unsupported: true,
+            message: message.into(),
+        }
+    }
+
+    /// A format rule the edge from `from` found broken.
+    pub fn format(from: u32, message: impl Into<String>) -> Self {
+        Refusal {
+            from,
+            unsupported: false,
             message: message.into(),
         }
     }
 }
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.unsupported {
+            f.write_str(&self.message)
+        } else {
+            write!(
+                f,
+                "@deepseek-ai/dsh-session-format-v{}-to-v{} refuses this format v{} Session: {}",
+                self.from,
+                self.from + 1,
+                self.from,
+                self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
 
 /// One adjacent edge of the chain.
 pub trait Stage {
@@ -85,6 +127,15 @@ impl Chain {
     /// session's direct children in the same store (used only by V3→V4).
     pub fn from_version(version: u32, children: Vec<ChildFacts>) -> Self {
         let mut stages: Vec<Box<dyn Stage>> = Vec::new();
+        if version == 0 {
+            stages.push(Box::new(V0ToV1::default()));
+        }
+        if version <= 1 {
+            stages.push(Box::new(V1ToV2::default()));
+        }
+        if version <= 2 {
+            stages.push(Box::new(V2ToV3::default()));
+        }
         if version <= 3 {
             stages.push(Box::new(V3ToV4::new(children)));
         }
@@ -103,7 +154,7 @@ impl Chain {
         let mut out = Vec::new();
         for event in events {
             let Value::Object(event) = event else {
-                return Err(Refusal::new(
+                return Err(Refusal::format(
                     self.stages
                         .first()
                         .map_or(TARGET_VERSION, |s| s.from_version()),

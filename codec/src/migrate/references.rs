@@ -15,13 +15,16 @@ pub struct Renumber {
     next: u64,
 }
 
-/// Why a reference cannot be remapped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BadReference {
-    /// Not a count, or not an earlier source event.
-    NotEarlier(Option<u64>),
-    /// An earlier event the stage consumed.
-    Consumed(u64),
+/// A reference that cannot be remapped: which field of the event holds it (DSH's label, e.g.
+/// `sources`, `surface start`, `messageSeqs`) and the value written there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BadReference {
+    /// The field, as DSH's V1→V2 labels name it.
+    pub field: &'static str,
+    /// The value found.
+    pub value: Value,
+    /// Whether it names an earlier event the stage consumed (rather than no earlier event).
+    pub consumed: bool,
 }
 
 impl Renumber {
@@ -47,30 +50,41 @@ impl Renumber {
         self.mapping.push(target);
     }
 
-    /// Re-point an earlier recorded source (a chunk that a later message claims lands where the
-    /// message lands).
-    pub fn repoint(&mut self, source: u64, target: Option<u64>) {
-        if let Some(slot) = usize::try_from(source)
-            .ok()
-            .and_then(|i| self.mapping.get_mut(i))
-        {
-            *slot = target;
+    /// Record where source event `source` went, for a stage that emits out of source order
+    /// (sources not recorded yet read as consumed).
+    pub fn record_at(&mut self, source: u64, target: impl Into<Option<u64>>) {
+        let Ok(at) = usize::try_from(source) else {
+            return;
+        };
+        if self.mapping.len() <= at {
+            self.mapping.resize(at + 1, None);
         }
+        self.mapping[at] = target.into();
     }
 
-    /// The target of source seq `value`, which must be earlier than `before`.
-    pub fn map(&self, value: &Value, before: u64) -> Result<u64, BadReference> {
-        let source = value.as_safe_u64().filter(|&s| s < before);
-        let Some(source) = source else {
-            return Err(BadReference::NotEarlier(value.as_safe_u64()));
+    /// The target of source seq `value` (held in `field`), which must be earlier than `before`.
+    pub fn map(
+        &self,
+        value: &Value,
+        before: u64,
+        field: &'static str,
+    ) -> Result<u64, BadReference> {
+        let bad = |consumed| BadReference {
+            field,
+            value: value.clone(),
+            consumed,
         };
+        let source = value
+            .as_safe_u64()
+            .filter(|&s| s < before)
+            .ok_or_else(|| bad(false))?;
         match usize::try_from(source)
             .ok()
             .and_then(|i| self.mapping.get(i))
         {
             Some(Some(target)) => Ok(*target),
-            Some(None) => Err(BadReference::Consumed(source)),
-            None => Err(BadReference::NotEarlier(Some(source))),
+            Some(None) => Err(bad(true)),
+            None => Err(bad(false)),
         }
     }
 
@@ -92,31 +106,34 @@ impl Renumber {
             match ty.as_str() {
                 "command/done" => {
                     if let Some(v) = data.get_mut("sourceEventSeq") {
-                        self.one(v, seq)?;
+                        self.one(v, seq, "sourceEventSeq")?;
                     }
                 }
                 "compaction/summary" | "compaction/prune" => {
                     if let Some(Value::Object(range)) = data.get_mut("shadowedRange") {
-                        for key in ["start", "end"] {
+                        for (key, field) in [
+                            ("start", "shadowedRange start"),
+                            ("end", "shadowedRange end"),
+                        ] {
                             if let Some(v) = range.get_mut(key) {
-                                self.one(v, seq)?;
+                                self.one(v, seq, field)?;
                             }
                         }
                     }
                     if let Some(v) = data.get_mut("shadowedSeqs") {
-                        self.all(v, seq)?;
+                        self.all(v, seq, "shadowedSeqs")?;
                     }
                 }
                 "session/title" | "session/title-llm-request" => {
                     if let Some(v) = data.get_mut("messageSeqs") {
-                        self.all(v, seq)?;
+                        self.all(v, seq, "messageSeqs")?;
                     }
                 }
                 "image/offload" => {
                     if let Some(Value::Array(targets)) = data.get_mut("targets") {
                         for target in targets {
                             if let Some(v) = target.as_object_mut().and_then(|t| t.get_mut("seq")) {
-                                self.one(v, seq)?;
+                                self.one(v, seq, "targets seq")?;
                             }
                         }
                     }
@@ -125,29 +142,36 @@ impl Renumber {
             }
         }
         if let Some(v) = event.get_mut("sourceEventSeqs") {
-            self.all(v, seq)?;
+            self.all(v, seq, "sources")?;
         }
         if let Some(Value::Object(op)) = event.get_mut("surfaceOp") {
-            for key in [replace_keys.0, replace_keys.1] {
+            for (key, field) in [
+                (replace_keys.0, "surface start"),
+                (replace_keys.1, "surface end"),
+            ] {
                 if let Some(v) = op.get_mut(key) {
-                    self.one(v, seq)?;
+                    self.one(v, seq, field)?;
                 }
             }
         }
         Ok(())
     }
 
-    fn one(&self, v: &mut Value, before: u64) -> Result<(), BadReference> {
-        *v = Value::Number(self.map(v, before)? as f64);
+    fn one(&self, v: &mut Value, before: u64, field: &'static str) -> Result<(), BadReference> {
+        *v = Value::Number(self.map(v, before, field)? as f64);
         Ok(())
     }
 
-    fn all(&self, v: &mut Value, before: u64) -> Result<(), BadReference> {
+    fn all(&self, v: &mut Value, before: u64, field: &'static str) -> Result<(), BadReference> {
         let Value::Array(items) = v else {
-            return Err(BadReference::NotEarlier(None));
+            return Err(BadReference {
+                field,
+                value: v.clone(),
+                consumed: false,
+            });
         };
         for item in items {
-            self.one(item, before)?;
+            self.one(item, before, field)?;
         }
         Ok(())
     }
@@ -180,14 +204,12 @@ mod tests {
             r#"{"type":"session/title","seq":4,"data":{"messageSeqs":[1,2],"x":3},"sourceEventSeqs":[0,1],"surfaceOp":{"op":"replace","start":1,"end":2}}"#
         );
         let mut consumed = object(r#"{"type":"x","sourceEventSeqs":[1]}"#);
-        assert_eq!(
-            r.remap(&mut consumed, 4, ("start", "end")),
-            Err(BadReference::Consumed(1))
-        );
+        let bad = r
+            .remap(&mut consumed, 4, ("start", "end"))
+            .expect_err("consumed");
+        assert!(bad.consumed && bad.field == "sources" && bad.value == Value::Number(1.0));
         let mut later = object(r#"{"type":"x","sourceEventSeqs":[3]}"#);
-        assert_eq!(
-            r.remap(&mut later, 3, ("start", "end")),
-            Err(BadReference::NotEarlier(Some(3)))
-        );
+        let bad = r.remap(&mut later, 3, ("start", "end")).expect_err("later");
+        assert!(!bad.consumed);
     }
 }

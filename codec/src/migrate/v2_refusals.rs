@@ -1,19 +1,18 @@
-//! The V2→V3 refusal DSH 0.2 meets reading a V2 log that decide whether it loads an older generation
-//! at all (later-format-spec §3.8). DSH 0.2 reads V0–V3 logs only through the migration chain,
-//! so a log an edge refuses is one DSH 0.2 will not open (`SessionFormatUnsupportedMigrationError`).
-//! The transforms themselves are not here; only the refusals checked so far are.
+//! The V2→V3 refusal an import of a V2 log records as its verdict: DSH 0.2 reads V0–V3 logs only
+//! through the migration chain, so a V2 log with a surface node before its first step is one DSH
+//! 0.2 will not open (`SessionFormatUnsupportedMigrationError`).
 
 use crate::json::Value;
 use crate::surface::is_surface_eligible_type;
 
 /// Watches a V2 log's events for the V2→V3 refusals.
 #[derive(Debug, Default)]
-pub struct V2ToV3 {
+pub struct SurfaceBeforeStep {
     seen_step: bool,
     refusal: Option<String>,
 }
 
-impl V2ToV3 {
+impl SurfaceBeforeStep {
     /// Observe the next event.
     pub fn observe(&mut self, event: &Value) {
         if self.refusal.is_some() {
@@ -49,7 +48,7 @@ mod tests {
     #[test]
     fn a_surface_before_the_first_step_is_refused() {
         let events = |texts: &[&str]| {
-            let mut check = V2ToV3::default();
+            let mut check = SurfaceBeforeStep::default();
             for t in texts {
                 check.observe(&parse(t).expect("JSON"));
             }

@@ -168,8 +168,14 @@ impl V3ToV4 {
         }
     }
 
+    /// A format rule broken (DSH's `SessionFormatError`, named after the stage).
     fn refuse(message: impl Into<String>) -> Refusal {
-        Refusal::new(3, message)
+        Refusal::format(3, message)
+    }
+
+    /// The stage's own refusal (DSH's `SessionFormatUnsupportedMigrationError`).
+    fn unsupported(message: impl Into<String>) -> Refusal {
+        Refusal::unsupported(3, message)
     }
 
     /// A repaired step's turn must end in error before anything else starts.
@@ -184,13 +190,13 @@ impl V3ToV4 {
                 .and_then(|r| r.get("kind"))
                 .and_then(Value::as_str);
             if data.and_then(|d| d.get("turn")) != Some(turn) || kind != Some("error") {
-                return Err(Self::refuse(
+                return Err(Self::unsupported(
                     "V3 tool result repair requires an error turn/end for the same turn",
                 ));
             }
             self.pending_error_turn = None;
         } else if ty == "step/start" || ty == "turn/start" {
-            return Err(Self::refuse(
+            return Err(Self::unsupported(
                 "V3 tool result repair requires an error turn/end before another step or turn",
             ));
         }
@@ -301,7 +307,7 @@ impl V3ToV4 {
                 .unwrap_or_default()
                 .to_owned();
             if existing.insert(id.clone(), fact.clone()).is_some() {
-                return Err(Self::refuse(format!("duplicate catalog child {id}")));
+                return Err(Self::unsupported(format!("duplicate catalog child {id}")));
             }
         }
         Ok(existing)
@@ -367,7 +373,7 @@ impl Stage for V3ToV4 {
                 .push(event.get("data").cloned().unwrap_or(Value::Null));
         } else if ty == "session-log-deepseek/delivery-accepted" {
             if data.and_then(|d| d.get("sessionFormatVersion")) == Some(&Value::Number(4.0)) {
-                return Err(Self::refuse(
+                return Err(Self::unsupported(
                     "format v3 delivery marker claims target format v4",
                 ));
             }
@@ -387,7 +393,7 @@ impl Stage for V3ToV4 {
             return Ok(());
         }
         if !known {
-            return Err(Self::refuse(format!(
+            return Err(Self::unsupported(format!(
                 "format v3 contains unknown event type {} at seq {source_seq}",
                 crate::json::stringify(&Value::from(ty.as_str()))
             )));
@@ -410,7 +416,7 @@ impl Stage for V3ToV4 {
 
     fn finish(&mut self, out: &mut Vec<Object>) -> Result<(), Refusal> {
         if self.pending_error_turn.is_some() {
-            return Err(Self::refuse(
+            return Err(Self::unsupported(
                 "V3 tool result repair requires a recorded error turn/end",
             ));
         }
@@ -436,7 +442,7 @@ impl Stage for V3ToV4 {
                         ["mode", "label"].iter().any(|k| found.get(k) != f.get(k))
                     });
                 if conflicts {
-                    return Err(Self::refuse(format!(
+                    return Err(Self::unsupported(format!(
                         "Session {} conflicts with its parent catalog",
                         child.child_id
                     )));
@@ -562,7 +568,7 @@ fn lift_tool_result(ty: &str, event: &mut Object, seq: u64) -> Result<(), Refusa
     let content = match wrapper.get("content") {
         Some(Value::Array(blocks)) => {
             if blocks.iter().any(|b| block_type(b) == Some("tool-result")) {
-                return Err(V3ToV4::refuse(format!(
+                return Err(V3ToV4::unsupported(format!(
                     "{subject} contains a nested tool-result unsupported by this converter"
                 )));
             }
@@ -650,7 +656,7 @@ fn migrate_content(ty: &str, event: &mut Object, seq: u64) -> Result<(), Refusal
                 .as_object()
                 .is_some_and(|t| t.contains_key("deferLoading"))
             {
-                return Err(V3ToV4::refuse(format!(
+                return Err(V3ToV4::unsupported(format!(
                     "{subject}.header.tools[{index}] contains deferLoading, which is only defined in V4"
                 )));
             }
@@ -745,13 +751,13 @@ fn child_catalog_fact(child: &ChildFacts) -> Result<Option<Object>, Refusal> {
     }
     let subject = format!("Session {}", child.child_id);
     if d.get("provider").and_then(Value::as_str).is_none() {
-        return Err(V3ToV4::refuse(format!(
+        return Err(V3ToV4::unsupported(format!(
             "{subject} has an invalid subagent descriptor provider"
         )));
     }
     let mode = d.get("mode").and_then(Value::as_str);
     if version != Some(1.0) && !matches!(mode, Some("continuable" | "one-shot")) {
-        return Err(V3ToV4::refuse(format!(
+        return Err(V3ToV4::unsupported(format!(
             "{subject} has an invalid subagent descriptor mode"
         )));
     }

@@ -180,7 +180,7 @@ struct BodyIndexer {
     /// V0 and V1 refuse event types outside V0's frozen inventory, even ignorable ones.
     closed_v0_vocabulary: bool,
     /// V2 logs: the V2→V3 refusals DSH 0.2 meets reading them.
-    v2_migration: Option<sessionlog_codec::migrate::V2ToV3>,
+    v2_migration: Option<sessionlog_codec::migrate::SurfaceBeforeStep>,
     scanner: BodyScanner,
     support: SupportCheck,
     source_name: String,
