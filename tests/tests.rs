@@ -13,6 +13,7 @@ mod generations;
 mod hostile;
 mod hostile_props;
 mod listing;
+mod migrate;
 mod projections;
 mod reader;
 mod repair;

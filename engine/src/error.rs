@@ -112,6 +112,15 @@ pub enum Error {
         /// The verdict.
         verdict: String,
     },
+    /// A migration to the current format was refused (DSH's reason, or why this store cannot
+    /// publish it); nothing was written.
+    #[error("session \"{id}\": migration refused: {reason}")]
+    Migration {
+        /// The session id.
+        id: String,
+        /// Why, in DSH's words where DSH has them.
+        reason: String,
+    },
     /// An append broke one of DSH's append rules; nothing was written.
     #[error("session \"{id}\"{}: {rule}; nothing was appended", seq.map(|s| format!(" seq {s}")).unwrap_or_default())]
     Rejected {

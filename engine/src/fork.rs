@@ -261,6 +261,7 @@ impl Store {
             &format!("fork {new_id}"),
             &header,
             &ImportOptions::default(),
+            crate::import::Landing::default(),
             |mut w| {
                 let number = w.number();
                 let mut fold = base;

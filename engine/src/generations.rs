@@ -120,21 +120,47 @@ pub(crate) fn check_served_version(file: &GenerationFile, header: &Header) -> Re
     )))
 }
 
+/// A lower generation's bytes, ready to be stored frozen.
+#[derive(Clone, Debug)]
+pub(crate) struct LowerGeneration {
+    /// The N of its name.
+    pub(crate) version: u32,
+    /// Whether it is `.jsonl.zstd`.
+    pub(crate) zstd: bool,
+    /// Where it came from, for messages.
+    pub(crate) shown: String,
+    /// Its exact bytes.
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl LowerGeneration {
+    /// Read `file`.
+    pub(crate) fn read(file: &GenerationFile) -> Result<LowerGeneration> {
+        let bytes = std::fs::read(&file.path).map_err(|source| Error::Io {
+            path: file.path.clone(),
+            source,
+        })?;
+        Ok(LowerGeneration {
+            version: file.version,
+            zstd: file.zstd,
+            shown: file.path.display().to_string(),
+            bytes,
+        })
+    }
+}
+
 /// Store `file`, a lower generation of the session whose header is `served`, frozen: check its
 /// header (same id, version = its name's N) and write its bytes in chunks of `chunk_bytes`.
 pub(crate) fn stage_frozen(
     w: &mut SessionWriter<'_>,
-    file: &GenerationFile,
+    file: &LowerGeneration,
     served: &Header,
     chunk_bytes: usize,
 ) -> Result<FrozenGeneration> {
-    let shown = file.path.display();
-    let bytes = std::fs::read(&file.path).map_err(|source| Error::Io {
-        path: file.path.clone(),
-        source,
-    })?;
+    let shown = &file.shown;
+    let bytes = &file.bytes;
     let line = if file.zstd {
-        sessionlog_codec::zstd::read_header_line(&bytes)
+        sessionlog_codec::zstd::read_header_line(bytes)
             .ok()
             .flatten()
     } else {

@@ -284,7 +284,8 @@ fn exact_members(
 /// DSH's `sessionFormatCount`: a non-negative safe integer, `-0` excluded.
 fn is_count(v: Option<&Value>) -> bool {
     v.and_then(Value::as_safe_u64).is_some()
-        && v.and_then(Value::as_f64).is_some_and(|x| x.is_sign_positive())
+        && v.and_then(Value::as_f64)
+            .is_some_and(|x| x.is_sign_positive())
 }
 
 fn data_mut<'a>(event: &'a mut Object, ty: &str, seq: u64) -> Result<&'a mut Object, Refusal> {

@@ -83,16 +83,23 @@ impl Store {
         if encoding == SourceEncoding::JsonlZstd {
             FrameCompressor::new()?.compress_into(&header_record, &mut header_frame)?;
         }
-        self.import_session(&format!("create {id}"), &header, &options, |mut w| {
-            if encoding == SourceEncoding::JsonlZstd {
-                w.put_frame(&header_frame)?;
-            }
-            let mut meta = SessionMeta::new(w.number(), &header, header_record.clone(), encoding);
-            if encoding == SourceEncoding::JsonlZstd {
-                meta.total_bytes = header_frame.len() as u64;
-            }
-            w.finish(meta, false)
-        })?;
+        self.import_session(
+            &format!("create {id}"),
+            &header,
+            &options,
+            crate::import::Landing::default(),
+            |mut w| {
+                if encoding == SourceEncoding::JsonlZstd {
+                    w.put_frame(&header_frame)?;
+                }
+                let mut meta =
+                    SessionMeta::new(w.number(), &header, header_record.clone(), encoding);
+                if encoding == SourceEncoding::JsonlZstd {
+                    meta.total_bytes = header_frame.len() as u64;
+                }
+                w.finish(meta, false)
+            },
+        )?;
         Ok(id)
     }
 

@@ -20,8 +20,26 @@ impl Store {
     pub fn import_jsonl(
         &self,
         source_name: &str,
+        input: impl BufRead,
+        options: &ImportOptions,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ImportReport> {
+        self.land_jsonl(
+            source_name,
+            input,
+            options,
+            super::Landing::default(),
+            progress,
+        )
+    }
+
+    /// [`Store::import_jsonl`] landing as `landing` says.
+    pub(crate) fn land_jsonl(
+        &self,
+        source_name: &str,
         mut input: impl BufRead,
         options: &ImportOptions,
+        landing: super::Landing,
         progress: &mut dyn FnMut(u64),
     ) -> Result<ImportReport> {
         let io = |source| Error::Io {
@@ -45,7 +63,7 @@ impl Store {
             source_name: source_name.into(),
             reason: e.to_string(),
         })?;
-        self.import_session(source_name, &header, options, |mut w| {
+        self.import_session(source_name, &header, options, landing, |mut w| {
             let header_len = header_line.len() as u64;
             let mut body = BodyIndexer::new(source_name, &header, header_len);
             let mut offset = header_len;

@@ -65,6 +65,16 @@ pub struct ImportReport {
     pub bytes: u64,
 }
 
+/// Where an import lands, beyond what [`ImportOptions`] says (engine-internal: a migration
+/// publishing a session's V4 successor).
+#[derive(Default)]
+pub(crate) struct Landing {
+    /// The lower generations, given as bytes; `None`: the files of `options.generations`.
+    pub(crate) lower: Option<Vec<crate::generations::LowerGeneration>>,
+    /// The stored session (same id) this import replaces, atomically with its final commit.
+    pub(crate) replaces: Option<crate::meta::SessionMeta>,
+}
+
 /// The zstd magic number, little-endian on disk: how an input announces `.jsonl.zstd`.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 
@@ -103,6 +113,7 @@ impl Store {
         source_name: &str,
         header: &Header,
         options: &ImportOptions,
+        landing: Landing,
         body: impl FnOnce(SessionWriter<'_>) -> Result<ImportReport>,
     ) -> Result<ImportReport> {
         if let Some(location) = &options.location {
@@ -116,23 +127,27 @@ impl Store {
             source_name: source_name.into(),
             id: header.id.to_string_lossy(),
         };
-        if !self.claim(id) {
+        let replacing = landing.replaces.is_some();
+        if !replacing && !self.claim(id) {
             return Err(duplicate());
         }
         let result = (|| {
-            if self.meta(id)?.is_some() {
+            let stored = self.meta(id)?.map(|m| m.number);
+            if stored != landing.replaces.as_ref().map(|m| m.number) {
                 return Err(duplicate());
             }
             let number = self.allocate_number();
             let outcome = self
-                .stage_lower_generations(number, header, options)
+                .stage_lower_generations(number, header, options, landing)
                 .and_then(body);
             if outcome.is_err() {
                 self.discard(number)?;
             }
             outcome
         })();
-        self.release(id);
+        if !replacing {
+            self.release(id);
+        }
         result
     }
 
@@ -142,17 +157,28 @@ impl Store {
         number: u64,
         header: &Header,
         options: &ImportOptions,
+        landing: Landing,
     ) -> Result<SessionWriter<'_>> {
         let mut w = SessionWriter::new(self, number);
-        for file in options.generations.iter().flat_map(|d| &d.lower) {
+        let lower = match landing.lower {
+            Some(lower) => lower,
+            None => options
+                .generations
+                .iter()
+                .flat_map(|d| &d.lower)
+                .map(crate::generations::LowerGeneration::read)
+                .collect::<Result<_>>()?,
+        };
+        for generation in &lower {
             let frozen = crate::generations::stage_frozen(
                 &mut w,
-                file,
+                generation,
                 header,
                 self.options.tail_chunk_bytes,
             )?;
             w.frozen.push(frozen);
         }
+        w.replaces = landing.replaces;
         Ok(w)
     }
 

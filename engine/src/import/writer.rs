@@ -38,6 +38,8 @@ pub(crate) struct SessionWriter<'s> {
     pub(crate) frames: u64,
     /// Lower generations stored with the session.
     pub(crate) frozen: Vec<crate::meta::FrozenGeneration>,
+    /// The stored session of the same id this one replaces: its keys go in the final commit.
+    pub(crate) replaces: Option<SessionMeta>,
 }
 
 impl<'s> SessionWriter<'s> {
@@ -55,6 +57,7 @@ impl<'s> SessionWriter<'s> {
             lines: 0,
             frames: 0,
             frozen: Vec::new(),
+            replaces: None,
         }
     }
 
@@ -246,6 +249,15 @@ impl<'s> SessionWriter<'s> {
         if self.spilled {
             self.batch
                 .delete_cf(sessions, keys::pending_key(self.number));
+        }
+        if let Some(old) = &self.replaces {
+            self.store
+                .delete_number_range(&mut self.batch, old.number)?;
+            self.batch.delete_cf(sessions, keys::number_key(old.number));
+            self.batch
+                .delete_cf(sessions, keys::activity_key(old.activity_ms, old.number));
+            self.batch
+                .delete_cf(sessions, keys::created_key(old.created_at, old.number));
         }
         let context = format!("committing session \"{}\"", meta.id_lossy());
         if defer_sync {

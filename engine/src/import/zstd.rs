@@ -33,6 +33,17 @@ impl Store {
         bytes: &[u8],
         options: &ImportOptions,
     ) -> Result<ImportReport> {
+        self.land_zstd(source_name, bytes, options, super::Landing::default())
+    }
+
+    /// [`Store::import_zstd`] landing as `landing` says.
+    pub(crate) fn land_zstd(
+        &self,
+        source_name: &str,
+        bytes: &[u8],
+        options: &ImportOptions,
+        landing: super::Landing,
+    ) -> Result<ImportReport> {
         let not_a_session = |reason: String| Error::NotASession {
             source_name: source_name.into(),
             reason,
@@ -68,7 +79,7 @@ impl Store {
                 .map(|e| e.to_string());
         }
 
-        self.import_session(source_name, &header, options, |mut w| {
+        self.import_session(source_name, &header, options, landing, |mut w| {
             let header_len = header_line.len() as u64;
             let mut body = BodyIndexer::new(source_name, &header, header_len);
             let mut late = None;

@@ -1,0 +1,340 @@
+//! Migrating a V0–V3 session to DSH 0.2's current format (later-format-spec §3.8, §3.9): the
+//! codec's migration chain over the served generation's committed events, the result admitted by
+//! the V4 reader, then published as the session's served V4 generation beside the untouched
+//! source, which becomes a frozen lower generation (DSH's write-open).
+//!
+//! Invariants:
+//! - a refused migration writes nothing: the chain and the V4 admission run before any write;
+//! - publication is one atomic commit: the session is re-imported under a new number from the
+//!   V4 file plus every generation it had (exact bytes), and the old number's keys go in the
+//!   same final batch; appends to the session wait on its lock meanwhile;
+//! - the V3→V4 catalog backfill sees the session's direct children in this store
+//!   (`origin:"subagent"`, `parentSession` = its id), as DSH sees the child logs of its root.
+
+use sessionlog_codec::generation::NEWEST_VERSION;
+use sessionlog_codec::header::parse_header;
+use sessionlog_codec::json::{parse, stringify, Object, Value};
+use sessionlog_codec::migrate::{Chain, ChildFacts};
+use sessionlog_codec::rows::file_row;
+use sessionlog_codec::scanner::{BodyScanner, BodyVerdict};
+
+use crate::generations::LowerGeneration;
+use crate::import::{ImportOptions, Landing};
+use crate::meta::{SessionMeta, SourceEncoding, Verdict};
+use crate::store::Store;
+use crate::{Error, Result};
+
+/// How to migrate.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MigrateOptions {
+    /// Migrate and check, but publish nothing.
+    pub dry_run: bool,
+}
+
+/// What a migration did (or, dry, would do).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MigrationReport {
+    /// The session id.
+    pub id: String,
+    /// The source generation's format version.
+    pub from_version: u32,
+    /// Logical events of the source's committed region.
+    pub source_events: u64,
+    /// Logical events of the V4 successor.
+    pub events: u64,
+    /// Bytes of the V4 successor file.
+    pub bytes: u64,
+    /// Whether the successor was published (false on a dry run).
+    pub published: bool,
+}
+
+/// One session's outcome in a whole-store migration.
+#[derive(Clone, Debug)]
+pub enum MigrationOutcome {
+    /// Migrated (or would be, dry).
+    Migrated(MigrationReport),
+    /// Already in the current format.
+    Current(String),
+    /// Refused; the session is unchanged.
+    Refused(String, String),
+}
+
+/// The V4 successor of a session, checked and ready to publish.
+struct Successor {
+    bytes: Vec<u8>,
+    events: u64,
+}
+
+impl Store {
+    /// Migrate session `id` to the current format and, unless `dry_run`, publish the V4
+    /// successor as its served generation; the source generation stays stored, frozen, and is
+    /// still exported by `export --generation N`.
+    ///
+    /// # Errors
+    /// [`Error::Migration`] when DSH refuses the migration (its reason), when the session is
+    /// already current, torn beyond DSH's recovery, or shares a fork prefix; nothing is written.
+    pub fn migrate(&self, id: &str, options: &MigrateOptions) -> Result<MigrationReport> {
+        let children = self.children_facts(Some(id))?;
+        self.migrate_with(id, options, children.get(id).cloned().unwrap_or_default())
+    }
+
+    /// Migrate every session below the current format; `each` hears every outcome as it
+    /// happens (for progress). A refusal does not stop the run.
+    pub fn migrate_all(
+        &self,
+        options: &MigrateOptions,
+        each: &mut dyn FnMut(&MigrationOutcome),
+    ) -> Result<Vec<MigrationOutcome>> {
+        let children = self.children_facts(None)?;
+        let mut ids = Vec::new();
+        self.for_each_meta(&mut |m| {
+            if m.deleted_at_ms.is_none() {
+                ids.push((m.id_lossy(), m.version));
+            }
+            Ok(())
+        })?;
+        let mut outcomes = Vec::with_capacity(ids.len());
+        for (id, version) in ids {
+            let outcome = if version >= NEWEST_VERSION {
+                MigrationOutcome::Current(id)
+            } else {
+                let own = children.get(&id).cloned().unwrap_or_default();
+                match self.migrate_with(&id, options, own) {
+                    Ok(report) => MigrationOutcome::Migrated(report),
+                    Err(Error::Migration { reason, .. }) => MigrationOutcome::Refused(id, reason),
+                    Err(e) => return Err(e),
+                }
+            };
+            each(&outcome);
+            outcomes.push(outcome);
+        }
+        Ok(outcomes)
+    }
+
+    fn migrate_with(
+        &self,
+        id: &str,
+        options: &MigrateOptions,
+        children: Vec<ChildFacts>,
+    ) -> Result<MigrationReport> {
+        let refuse = |reason: String| Error::Migration {
+            id: id.to_owned(),
+            reason,
+        };
+        let meta = self.require_meta(id.as_bytes())?;
+        let successor = self.successor(&meta, children).map_err(refuse)?;
+        let report = MigrationReport {
+            id: id.to_owned(),
+            from_version: meta.version,
+            source_events: meta.events,
+            events: successor.events,
+            bytes: successor.bytes.len() as u64,
+            published: !options.dry_run,
+        };
+        if !options.dry_run {
+            self.publish(&meta, successor)?;
+        }
+        Ok(report)
+    }
+
+    /// The checked V4 successor of `meta`'s served generation, or DSH's refusal.
+    fn successor(
+        &self,
+        meta: &SessionMeta,
+        children: Vec<ChildFacts>,
+    ) -> std::result::Result<Successor, String> {
+        let from = meta.version;
+        if from >= NEWEST_VERSION {
+            return Err(format!(
+                "the session is already in the current format v{NEWEST_VERSION}"
+            ));
+        }
+        // DSH 0.1's own refusals (`Unsupported`) are left to the chain, which states DSH 0.2's.
+        if let Verdict::Corrupt(m) = &meta.verdict {
+            return Err(format!(
+                "source v{from} artifact cannot be read: {m}; it remains unchanged"
+            ));
+        }
+        if meta.deleted_at_ms.is_some() {
+            return Err("the session is deleted; undelete it first".into());
+        }
+        if meta.fork_of.is_some()
+            || !self
+                .children(meta.number)
+                .map_err(|e| e.to_string())?
+                .is_empty()
+        {
+            return Err("the session shares its prefix with a fork; migrate the fork family by re-importing its files".into());
+        }
+        let header = header_object(&meta.header)?;
+        let mut events = Vec::with_capacity(usize::try_from(meta.events).unwrap_or(0));
+        self.events_of(meta, 0, None, &mut |_, e| {
+            events.push(e.clone());
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+        let unchanged =
+            |reason: String| format!("{reason}; source v{from} artifact remains unchanged");
+        let migrated = Chain::from_version(from, children)
+            .run(header, events)
+            .map_err(|r| unchanged(r.to_string()))?;
+        let mut plain = stringify(&Value::Object(migrated.header)).into_bytes();
+        plain.push(b'\n');
+        let header_len = plain.len();
+        for e in &migrated.events {
+            plain.extend_from_slice(stringify(&file_row(&Value::Object(e.clone()))).as_bytes());
+            plain.push(b'\n');
+        }
+        let checked = admit_v4(&plain, header_len).map_err(|detail| {
+            unchanged(format!(
+                "Session migration from v{from} to v{NEWEST_VERSION} refuses the transformed artifact: {detail}"
+            ))
+        })?;
+        let bytes = match meta.source {
+            SourceEncoding::Jsonl => plain,
+            SourceEncoding::JsonlZstd => {
+                let frame =
+                    |b: &[u8]| sessionlog_codec::zstd::compress_frame(b).map_err(|e| e.to_string());
+                let mut out = frame(&plain[..header_len])?;
+                if plain.len() > header_len {
+                    out.extend(frame(&plain[header_len..])?);
+                }
+                out
+            }
+        };
+        Ok(Successor {
+            bytes,
+            events: checked,
+        })
+    }
+
+    /// Publish `successor` as `meta`'s served generation, keeping every generation it had.
+    fn publish(&self, meta: &SessionMeta, successor: Successor) -> Result<()> {
+        let id = meta.id_lossy();
+        let handle = self.hot.handle(&meta.id);
+        let mut hot = handle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let current = self.require_meta(&meta.id)?;
+        if current.number != meta.number || current.events != meta.events {
+            return Err(Error::Migration {
+                id,
+                reason: "the session changed while it was being migrated; nothing was published"
+                    .into(),
+            });
+        }
+        let zstd = meta.source == SourceEncoding::JsonlZstd;
+        let mut lower = Vec::with_capacity(meta.frozen.len() + 1);
+        for version in meta.frozen.iter().map(|f| f.version).chain([meta.version]) {
+            let mut bytes = Vec::new();
+            self.export_generation(&id, version, None, &mut bytes)?;
+            lower.push(LowerGeneration {
+                version,
+                zstd,
+                shown: format!("generation v{version} of \"{id}\""),
+                bytes,
+            });
+        }
+        let landing = Landing {
+            lower: Some(lower),
+            replaces: Some(current),
+        };
+        let name = format!("v{NEWEST_VERSION} successor of \"{id}\"");
+        let options = ImportOptions {
+            strict: true,
+            ..ImportOptions::default()
+        };
+        if zstd {
+            self.land_zstd(&name, &successor.bytes, &options, landing)?;
+        } else {
+            self.land_jsonl(&name, &successor.bytes[..], &options, landing, &mut |_| {})?;
+        }
+        *hot = None;
+        Ok(())
+    }
+
+    /// The direct children of each session (of `only`, when given) in this store, as the V3→V4
+    /// catalog backfill needs them: `origin:"subagent"` sessions naming it as `parentSession`.
+    fn children_facts(
+        &self,
+        only: Option<&str>,
+    ) -> Result<std::collections::HashMap<String, Vec<ChildFacts>>> {
+        let mut found: Vec<(String, SessionMeta)> = Vec::new();
+        self.for_each_meta(&mut |m| {
+            let Ok(header) = header_object(&m.header) else {
+                return Ok(());
+            };
+            let parent = header.get("parentSession").and_then(Value::as_str);
+            let child = header.get("origin").and_then(Value::as_str) == Some("subagent");
+            if let (Some(parent), true) = (parent, child) {
+                if only.is_none_or(|o| o == parent) && m.deleted_at_ms.is_none() {
+                    found.push((parent.to_owned(), m.clone()));
+                }
+            }
+            Ok(())
+        })?;
+        let mut out: std::collections::HashMap<String, Vec<ChildFacts>> = Default::default();
+        for (parent, child) in found {
+            let header = header_object(&child.header).unwrap_or_default();
+            let cut = child.inherited_cut.unwrap_or(0);
+            let mut descriptors = Vec::new();
+            self.events_of(&child, cut, None, &mut |_, e| {
+                if sessionlog_codec::event::event_type(e) == "subagent/descriptor" {
+                    descriptors.push(
+                        e.as_object()
+                            .and_then(|o| o.get("data"))
+                            .cloned()
+                            .unwrap_or_default(),
+                    );
+                }
+                Ok(())
+            })?;
+            out.entry(parent).or_default().push(ChildFacts {
+                child_id: child.id_lossy(),
+                child_created_at: header
+                    .get("createdAt")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0),
+                descriptors,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// A stored header line as a JSON object.
+fn header_object(line: &[u8]) -> std::result::Result<Object, String> {
+    let text = std::str::from_utf8(line).map_err(|e| e.to_string())?;
+    match parse(text.trim_end_matches('\n')) {
+        Ok(Value::Object(o)) => Ok(o),
+        _ => Err("the stored header is not a JSON object".into()),
+    }
+}
+
+/// The V4 reader's strict verdict on a migrated file (`plain`, header `header_len` bytes): its
+/// event count when clean, else the reader's reason.
+fn admit_v4(plain: &[u8], header_len: usize) -> std::result::Result<u64, String> {
+    let header = parse_header(&plain[..header_len - 1]).map_err(|e| e.to_string())?;
+    if let sessionlog_codec::header::HeaderCheck::Unsupported(m)
+    | sessionlog_codec::header::HeaderCheck::Corrupt(m) = &header.check
+    {
+        return Err(m.clone());
+    }
+    let mut scanner = BodyScanner::for_header(&header, header_len as u64);
+    let mut start = header_len;
+    while start < plain.len() {
+        let end = plain[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(plain.len(), |i| start + i);
+        scanner
+            .push_line(&plain[start..end], end as u64 + 1)
+            .map_err(|e| e.to_string())?;
+        start = end + 1;
+    }
+    match scanner.finish(plain.len() as u64) {
+        BodyVerdict::Clean => Ok(scanner.events()),
+        BodyVerdict::Torn => Err("current session generation has a torn physical tail".into()),
+        BodyVerdict::Corrupt(m) | BodyVerdict::Unsupported(m) => Err(m),
+    }
+}
