@@ -121,6 +121,23 @@ pub enum Command {
         #[arg(long)]
         strict: bool,
     },
+    /// Migrate a V0–V3 session (or, with --all, every one) to DSH 0.2's current format V4:
+    /// the V4 successor becomes the served generation, the source stays as a frozen lower
+    /// generation. A refused migration names DSH's reason and writes nothing.
+    Migrate {
+        /// Session id (omit with --all).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<String>,
+        /// Migrate every session below V4, with progress; refusals are reported, not fatal.
+        #[arg(long)]
+        all: bool,
+        /// Check what would be published, and publish nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object per session.
+        #[arg(long)]
+        json: bool,
+    },
     /// Repair a session as DSH does on load: cut a torn tail, close an interrupted turn.
     Repair {
         /// Session id.

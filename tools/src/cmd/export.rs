@@ -62,11 +62,7 @@ pub fn run(
 pub fn run_all(store: &Store, out: &Path, format: Option<FormatArg>) -> anyhow::Result<ExitCode> {
     let format = engine_format(format);
     let ids = store.ids()?;
-    let bar = crate::cmd::progress_bar(ids.len() as u64, "exporting");
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{msg} {wide_bar} {pos}/{len} sessions eta {eta}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let bar = crate::cmd::session_bar(ids.len() as u64, "exporting");
     let results = crate::cmd::par::map(&ids, |id| {
         let r = store
             .export_to_root(out, id, format)

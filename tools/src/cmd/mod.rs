@@ -6,6 +6,7 @@ mod export;
 mod import;
 mod inspect;
 mod lineage;
+mod migrate;
 mod par;
 mod pit;
 mod stress;
@@ -59,6 +60,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             expect_seq,
             strict,
         } => append::append(&open_with(strict)?, &id, expect_seq),
+        Command::Migrate {
+            id,
+            all,
+            dry_run,
+            json,
+        } => migrate::run(&open()?, id.as_deref(), all, dry_run, json),
         Command::Repair { id } => append::repair(&open()?, &id, false),
         Command::Resume { id } => append::repair(&open()?, &id, true),
         Command::Events { id, from, to } => inspect::events(&open()?, &id, from, to),
@@ -191,6 +198,16 @@ pub fn progress_bar(total: u64, what: &str) -> indicatif::ProgressBar {
     .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
     bar.set_style(style);
     bar.set_message(what.to_owned());
+    bar
+}
+
+/// A session-count progress bar on stderr (drawn only on a terminal).
+pub fn session_bar(total: u64, what: &str) -> indicatif::ProgressBar {
+    let bar = progress_bar(total, what);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg} {wide_bar} {pos}/{len} sessions eta {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
     bar
 }
 
