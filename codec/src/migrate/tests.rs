@@ -148,3 +148,234 @@ fn a_started_tool_without_a_result_gets_an_outcome_unknown_result_and_needs_an_e
         "V3 tool result repair requires an error turn/end for the same turn"
     );
 }
+
+const V1_HEADER: &str =
+    r#"{"type":"session","version":1,"id":"s","createdAt":5,"cwd":"/w","delegationDepth":0}"#;
+
+/// A V1 log: turn/start, step/start and three `request/context`s (seqs 0–4), then `tail` from
+/// seq 5 on.
+fn v1_log(tail: &[String]) -> Vec<String> {
+    let mut events = vec![
+        r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#.to_owned(),
+        r#"{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}"#.to_owned(),
+        r#"{"type":"request/context","seq":2,"time":1,"data":{"provider":"p","model":"m"}}"#
+            .to_owned(),
+        r#"{"type":"request/context","seq":3,"time":1,"data":{"provider":"p","model":"m"}}"#
+            .to_owned(),
+        r#"{"type":"request/context","seq":4,"time":1,"data":{"provider":"p","model":"m"}}"#
+            .to_owned(),
+    ];
+    events.extend_from_slice(tail);
+    events
+}
+
+fn chunk(seq: u64, text: &str) -> String {
+    format!(
+        r#"{{"type":"assistant/chunk","seq":{seq},"time":{seq},"data":{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"{text}"}}}}}}"#
+    )
+}
+
+fn run_strings(version: u32, header: &str, events: &[String]) -> Result<Vec<String>, Refusal> {
+    migrate(
+        version,
+        header,
+        &events.iter().map(String::as_str).collect::<Vec<_>>(),
+        vec![],
+    )
+}
+
+#[test]
+fn case_17_a_claimed_attempt_embeds_its_chunks_and_later_seqs_close_up() {
+    let mut tail: Vec<String> = (5..10).map(|s| chunk(s, "x")).collect();
+    tail.push(r#"{"type":"assistant/message","seq":10,"time":10,"data":{"turn":1,"step":1,"message":{"id":"a","role":"assistant","content":[{"type":"text","text":"xxxxx"}],"source":{"kind":"model","provider":"p","model":"m"}}},"sourceEventSeqs":[5,6,7,8,9],"surfaceOp":"append"}"#.into());
+    tail.push(r#"{"type":"session/title","seq":11,"time":11,"data":{"title":"t","messageSeqs":[10],"source":{"kind":"fallback"}}}"#.into());
+    tail.push(r#"{"type":"step/end","seq":12,"time":12,"data":{"turn":1,"step":1}}"#.into());
+    let lines = run_strings(1, V1_HEADER, &v1_log(&tail)).expect("migrates");
+    // Header, 5 lead events, the system head after step/start, then the message at seq 6 (V2
+    // seq 5, +1 for the head).
+    let message = &lines[7];
+    assert!(
+        message.starts_with(
+            r#"{"type":"assistant/message","seq":6,"time":10,"data":{"turn":1,"step":1,"message":"#
+        ),
+        "{message}"
+    );
+    assert!(message.ends_with(r#""stream":[{"type":"text-chunks","time0":5,"index":0,"dt":[1,1,1,1],"texts":["x","x","x","x","x"]}]},"surfaceOp":"append"}"#), "{message}");
+    assert_eq!(
+        lines[8],
+        r#"{"type":"session/title","seq":7,"time":11,"data":{"title":"t","messageSeqs":[6],"source":{"kind":"fallback"}}}"#
+    );
+}
+
+#[test]
+fn case_18_an_unclaimed_attempt_stays_where_its_last_chunk_was_and_its_chunks_cannot_be_cited() {
+    let mut tail: Vec<String> = (5..8).map(|s| chunk(s, "y")).collect();
+    tail.push(r#"{"type":"step/end","seq":8,"time":8,"data":{"turn":1,"step":1}}"#.into());
+    let lines = run_strings(1, V1_HEADER, &v1_log(&tail)).expect("migrates");
+    assert_eq!(
+        lines[7],
+        r#"{"type":"assistant/attempt","seq":6,"time":7,"data":{"turn":1,"step":1,"stream":[{"type":"text-chunks","time0":5,"index":0,"dt":[1,1],"texts":["y","y","y"]}]}}"#
+    );
+    assert_eq!(
+        lines[8],
+        r#"{"type":"step/end","seq":7,"time":8,"data":{"turn":1,"step":1}}"#
+    );
+    tail.push(r#"{"type":"command/done","seq":9,"time":9,"data":{"commandId":"c","kind":"x","sourceEventSeq":6}}"#.into());
+    let refused = run_strings(1, V1_HEADER, &v1_log(&tail)).expect_err("refused");
+    assert_eq!(
+        refused.message,
+        "command/done 9 sourceEventSeq targets consumed assistant/chunk 6"
+    );
+}
+
+#[test]
+fn case_19_a_seeded_v0_end_seed_at_the_cut_becomes_the_inherited_marker() {
+    let header = r#"{"type":"session","version":0,"id":"c","createdAt":5,"cwd":"/w","parentSession":"p","seedLength":4,"delegationDepth":1}"#;
+    let events: Vec<String> = [
+        r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#,
+        r#"{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}"#,
+        r#"{"type":"step/end","seq":2,"time":2,"data":{"turn":1,"step":1}}"#,
+        r#"{"type":"turn/end","seq":3,"time":2,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
+        r#"{"type":"session/end-seed","seq":4,"time":3,"data":{}}"#,
+    ]
+    .map(String::from)
+    .to_vec();
+    let lines = run_strings(0, header, &events).expect("migrates");
+    assert_eq!(
+        lines[0],
+        r#"{"type":"session","version":4,"id":"c","createdAt":5,"cwd":"/w","parentSession":"p","isSeeded":true,"delegationDepth":1}"#
+    );
+    // The head after step/start moves the marker to seq 5; it is still the last inherited event.
+    assert_eq!(
+        lines[6],
+        r#"{"type":"session/end-seed","seq":5,"time":3,"data":{"inherited":true}}"#
+    );
+}
+
+#[test]
+fn case_20_a_changed_prompt_replaces_the_empty_head_before_its_header() {
+    let header = r#"{"type":"session","version":2,"id":"s","createdAt":5,"cwd":"/w","isSeeded":false,"delegationDepth":0}"#;
+    let events: Vec<String> = [
+        r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#,
+        r#"{"type":"request/context","seq":1,"time":1,"data":{"provider":"p","model":"m"}}"#,
+        r#"{"type":"request/context","seq":2,"time":1,"data":{"provider":"p","model":"m"}}"#,
+        r#"{"type":"step/start","seq":3,"time":3,"data":{"turn":1,"step":1}}"#,
+        r#"{"type":"request/context","seq":4,"time":4,"data":{"provider":"p","model":"m"}}"#,
+        r#"{"type":"request/header","seq":5,"time":5,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"S","tools":[]},"reason":"initial"}}"#,
+    ]
+    .map(String::from)
+    .to_vec();
+    let lines = run_strings(2, header, &events).expect("migrates");
+    assert_eq!(
+        lines[5],
+        r#"{"type":"system/message","seq":4,"time":3,"data":{"turn":1,"step":1,"message":{"id":"v2-to-v3-system-fee9f9045c3b00b0e6866ffb34c3659f74bac00f4394d8a7c0af6467dde19056","role":"system","source":{"kind":"system-prompt"},"content":[]}},"surfaceOp":"append"}"#
+    );
+    assert_eq!(
+        lines[7],
+        r#"{"type":"system/message","seq":6,"time":5,"data":{"turn":1,"step":1,"message":{"id":"v2-to-v3-system-3a7d42217f90ab9d9ed64a940088ef18bc2decec366fc380caa9f8ff415dba9d","role":"system","source":{"kind":"system-prompt"},"content":[{"type":"text","text":"S"}]}},"surfaceOp":{"op":"replace","startSeq":4,"endSeq":4},"sourceEventSeqs":[4]}"#
+    );
+    assert_eq!(
+        lines[8],
+        r#"{"type":"request/header","seq":7,"time":5,"data":{"header":{"config":{"provider":"p","model":"m"}},"reason":"initial"}}"#
+    );
+}
+
+#[test]
+fn legacy_v0_shapes_are_wrapped_renamed_and_given_deterministic_ids() {
+    let header =
+        r#"{"type":"session","version":0,"id":"L","createdAt":5,"cwd":"/w","delegationDepth":0}"#;
+    let events: Vec<String> = [
+        r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1,"trigger":{"kind":"message"}}}"#,
+        r#"{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}"#,
+        r#"{"type":"user/message","seq":2,"time":1,"data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
+        r#"{"type":"tool/result","seq":3,"time":2,"data":{"turn":1,"step":1,"callId":"c","content":[{"type":"text","text":"r"}],"isError":false},"surfaceOp":"append"}"#,
+        r#"{"type":"step/end","seq":4,"time":3,"data":{"turn":1,"step":1}}"#,
+        r#"{"type":"turn/end","seq":5,"time":3,"data":{"turn":1,"reason":{"kind":"error","step":1,"message":"boom"}}}"#,
+    ]
+    .map(String::from)
+    .to_vec();
+    let lines = run_strings(0, header, &events).expect("migrates");
+    assert_eq!(
+        lines[1],
+        r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#
+    );
+    assert_eq!(
+        lines[4],
+        r#"{"type":"user/message","seq":3,"time":1,"data":{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"id":"legacy-message:L:2","role":"user"},"surfaceOp":"append"}"#
+    );
+    assert_eq!(
+        lines[5],
+        r#"{"type":"tool/result","seq":4,"time":2,"data":{"turn":1,"step":1,"message":{"role":"tool","source":{"kind":"tool","callId":"c"},"toolCallId":"c","content":[{"type":"text","text":"r"}],"isError":false,"id":"legacy-message:L:3"}},"surfaceOp":"append"}"#
+    );
+    assert_eq!(
+        lines[7],
+        r#"{"type":"turn/end","seq":6,"time":3,"data":{"turn":1,"reason":{"kind":"error","error":{"message":"boom","code":"UNKNOWN"}}}}"#
+    );
+    let unknown = [
+        events[0].clone(),
+        r#"{"type":"x/y","seq":1,"time":1,"data":{},"ignorable":true}"#.into(),
+    ];
+    assert_eq!(
+        run_strings(0, header, &unknown)
+            .expect_err("refused")
+            .to_string(),
+        r#"format v0 contains unknown historical event type "x/y" at seq 1; migration refuses unknown historical events even when ignorable"#
+    );
+}
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Event shapes the edges treat specially, with holes for the generated numbers.
+    const TEMPLATES: [&str; 12] = [
+        r#"{"type":"turn/start","seq":S,"time":T,"data":{"turn":N}}"#,
+        r#"{"type":"turn/end","seq":S,"time":T,"data":{"turn":N,"reason":{"kind":"completed"}}}"#,
+        r#"{"type":"step/start","seq":S,"time":T,"data":{"turn":N,"step":N}}"#,
+        r#"{"type":"step/end","seq":S,"time":T,"data":{"turn":N,"step":N}}"#,
+        r#"{"type":"assistant/chunk","seq":S,"time":T,"data":{"turn":N,"step":N,"chunk":{"type":"text-delta","index":0,"text":"a"}}}"#,
+        r#"{"type":"assistant/chunk","seq":S,"time":T,"data":{"turn":N,"step":N,"chunk":{"type":"finish","reason":{"kind":"stop"}}}}"#,
+        r#"{"type":"assistant/message","seq":S,"time":T,"data":{"turn":N,"step":N,"message":{"id":"m","role":"assistant","content":[],"source":{"kind":"model","provider":"p","model":"m"}}},"sourceEventSeqs":[N],"surfaceOp":"append"}"#,
+        r#"{"type":"user/message","seq":S,"time":T,"data":{"content":[{"type":"text","text":"u"}],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
+        r#"{"type":"request/header","seq":S,"time":T,"data":{"header":{"config":{"provider":"p","model":"m"},"system":"sN"},"reason":"initial"}}"#,
+        r#"{"type":"tool/call","seq":S,"time":T,"data":{"turn":N,"step":N,"callId":"c","name":"x","arguments":"{}"}}"#,
+        r#"{"type":"agent/inbox/spliced","seq":S,"time":T,"data":{"target":"next-turn","start":0,"inserted":[{"role":"user","id":"i","content":[],"source":{"kind":"user"}}]}}"#,
+        r#"{"type":"session/end-seed","seq":S,"time":T,"data":{}}"#,
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// Any sequence of these shapes, from any version, is migrated or refused without a
+        /// panic; a migrated log has dense seqs.
+        #[test]
+        fn any_log_is_migrated_or_refused_never_a_panic(
+            picks in proptest::collection::vec((0..TEMPLATES.len(), 0u8..4, 0i64..5), 0..40),
+            version in 0u32..4,
+            seeded in any::<bool>(),
+        ) {
+            let header = match (version, seeded) {
+                (0 | 1, false) => format!(r#"{{"type":"session","version":{version},"id":"h","createdAt":0,"cwd":"/w","delegationDepth":0}}"#),
+                (0 | 1, true) => format!(r#"{{"type":"session","version":{version},"id":"h","createdAt":0,"cwd":"/w","parentSession":"p","seedLength":3,"delegationDepth":1}}"#),
+                (_, s) => format!(r#"{{"type":"session","version":{version},"id":"h","createdAt":0,"cwd":"/w","isSeeded":{s},"delegationDepth":0}}"#),
+            };
+            let mut time = 0;
+            let events: Vec<String> = picks
+                .iter()
+                .enumerate()
+                .map(|(seq, (t, n, dt))| {
+                    time += dt;
+                    TEMPLATES[*t]
+                        .replace("\"seq\":S", &format!("\"seq\":{seq}"))
+                        .replace("\"time\":T", &format!("\"time\":{time}"))
+                        .replace('N', &n.to_string())
+                })
+                .collect();
+            if let Ok(lines) = run_strings(version, &header, &events) {
+                for (i, line) in lines.iter().skip(1).enumerate() {
+                    let seq = parse(line).ok().and_then(|v| v.as_object()?.get("seq")?.as_safe_u64());
+                    prop_assert_eq!(seq, Some(i as u64), "{}", line);
+                }
+            }
+        }
+    }
+}
