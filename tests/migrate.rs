@@ -3,6 +3,7 @@
 //! successors written as DSH's migration writer writes them (case 28).
 
 use sessionlog::codec::json::{parse, stringify, Object, Value};
+use sessionlog::codec::migrate::producer_kind;
 use sessionlog::engine::{Error, MigrateOptions, Store};
 
 use crate::fixtures::{export_bytes, fixtures, import_bytes, names_ending, temp_store};
@@ -30,37 +31,8 @@ fn with_absolute_cwd(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-/// DSH 0.2's first-party producers that keep their plugin name as their source kind.
-const SAME_NAME_PRODUCERS: [&str; 25] = [
-    "agent-instructions",
-    "session-reference",
-    "team-message",
-    "goal",
-    "skill-invocation",
-    "skill-catalog",
-    "coordinator",
-    "subagent-report",
-    "subagent-settled",
-    "webhook",
-    "agent-message",
-    "model-selection",
-    "plan-mode",
-    "time-context",
-    "tmux-context",
-    "user-approval",
-    "repeat-tool-reminder",
-    "tool-cordis",
-    "cordis-host-runner",
-    "tool-goal",
-    "tool-jobs",
-    "hooks-codex",
-    "hooks-claude-code",
-    "schedule",
-    "dsh-session-title-llm",
-];
-
 /// A V0 message (DSH 0.1's model) in DSH 0.2's: a tool result is a tool-role message, and a
-/// plugin source names its producer (the renames of the V3→V4 edge that the fixtures use).
+/// plugin source names its producer (the codec's table of DSH's renames).
 fn v0_message_in_v4_model(message: &Value) -> Value {
     let mut m = message.as_object().expect("message object").clone();
     if let Some(Value::Object(source)) = m.get("source").cloned() {
@@ -69,13 +41,7 @@ fn v0_message_in_v4_model(message: &Value) -> Value {
                 .get("plugin")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let kind = match plugin {
-                "compact" => "compact-checkpoint".to_owned(),
-                "tools-code-mode" | "tools-ptc" => "ptc-mode".to_owned(),
-                "@deepseek-ai/dsh-system-prompt" => "runtime-context".to_owned(),
-                p if SAME_NAME_PRODUCERS.contains(&p) => p.to_owned(),
-                other => format!("plugin:{other}"),
-            };
+            let kind = producer_kind(plugin, m.get("role"));
             let mut renamed = Object::new();
             for (k, v) in source.iter() {
                 if k.eq_str("plugin") {

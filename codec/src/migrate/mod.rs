@@ -23,7 +23,7 @@ pub use v0_to_v1::V0ToV1;
 pub use v1_to_v2::V1ToV2;
 pub use v2_refusals::SurfaceBeforeStep;
 pub use v2_to_v3::V2ToV3;
-pub use v3_to_v4::V3ToV4;
+pub use v3_to_v4::{producer_kind, V3ToV4};
 
 use crate::json::{Object, Value};
 
@@ -87,7 +87,7 @@ impl std::error::Error for Refusal {}
 /// One adjacent edge of the chain.
 pub trait Stage {
     /// The edge's source version.
-    fn from_version(&self) -> u32;
+    fn source_version(&self) -> u32;
     /// Rewrite the header in place (the stage's own state, such as the inherited cut, is taken
     /// from the source header here).
     fn header(&mut self, header: &mut Object) -> Result<(), Refusal>;
@@ -157,7 +157,7 @@ impl Chain {
                 return Err(Refusal::format(
                     self.stages
                         .first()
-                        .map_or(TARGET_VERSION, |s| s.from_version()),
+                        .map_or(TARGET_VERSION, |s| s.source_version()),
                     "session events must be JSON objects",
                 ));
             };

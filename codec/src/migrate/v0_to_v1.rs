@@ -581,36 +581,34 @@ impl V0ToV1 {
         };
         let data = data_mut(event, ty, seq)?;
         match ty {
-            "user/message" => {
+            "user/message"
                 if data.contains_key("content")
                     && data.contains_key("source")
                     && !["id", "role", "message"]
                         .iter()
-                        .any(|k| data.contains_key(k))
-                {
-                    data.insert("id".into(), legacy_id);
-                    data.insert("role".into(), Value::from("user"));
-                }
+                        .any(|k| data.contains_key(k)) =>
+            {
+                data.insert("id".into(), legacy_id);
+                data.insert("role".into(), Value::from("user"));
             }
-            "assistant/message" => {
+            "assistant/message"
                 if !data.contains_key("message")
                     && data.contains_key("content")
-                    && data.contains_key("provenance")
-                {
-                    let Some(Value::Object(mut source)) = data.remove("provenance") else {
-                        return Err(refuse(format!(
-                            "assistant/message {seq} provenance must be a JSON object"
-                        )));
-                    };
-                    let content = data.remove("content").unwrap_or(Value::Null);
-                    source.insert("kind".into(), Value::from("model"));
-                    let message = Object::new()
-                        .with("id", legacy_id)
-                        .with("role", "assistant")
-                        .with("content", content)
-                        .with("source", source);
-                    data.insert("message".into(), Value::Object(message));
-                }
+                    && data.contains_key("provenance") =>
+            {
+                let Some(Value::Object(mut source)) = data.remove("provenance") else {
+                    return Err(refuse(format!(
+                        "assistant/message {seq} provenance must be a JSON object"
+                    )));
+                };
+                let content = data.remove("content").unwrap_or(Value::Null);
+                source.insert("kind".into(), Value::from("model"));
+                let message = Object::new()
+                    .with("id", legacy_id)
+                    .with("role", "assistant")
+                    .with("content", content)
+                    .with("source", source);
+                data.insert("message".into(), Value::Object(message));
             }
             "tool/result" => {
                 let call_id = data
@@ -735,7 +733,7 @@ impl V0ToV1 {
 }
 
 impl Stage for V0ToV1 {
-    fn from_version(&self) -> u32 {
+    fn source_version(&self) -> u32 {
         0
     }
 

@@ -70,6 +70,16 @@ fn refuse(message: impl Into<String>) -> Refusal {
     Refusal::format(1, message)
 }
 
+/// `event.data[key]` (`null` when absent).
+fn data_field(event: &Object, key: &str) -> Value {
+    event
+        .get("data")
+        .and_then(Value::as_object)
+        .and_then(|d| d.get(key))
+        .cloned()
+        .unwrap_or_default()
+}
+
 fn seq_of(event: &Object) -> u64 {
     event.get("seq").and_then(Value::as_safe_u64).unwrap_or(0)
 }
@@ -191,19 +201,7 @@ impl V1ToV2 {
 
     fn chunk(&mut self, event: Object, out: &mut Vec<Object>) -> Result<(), Refusal> {
         let seq = seq_of(&event);
-        let data = event.get("data").and_then(Value::as_object);
-        let turn = data
-            .and_then(|d| d.get("turn"))
-            .cloned()
-            .unwrap_or(Value::Null);
-        let step = data
-            .and_then(|d| d.get("step"))
-            .cloned()
-            .unwrap_or(Value::Null);
-        let chunk = data
-            .and_then(|d| d.get("chunk"))
-            .cloned()
-            .unwrap_or(Value::Null);
+        let [turn, step, chunk] = ["turn", "step", "chunk"].map(|k| data_field(&event, k));
         let other = self
             .pending
             .as_ref()
@@ -245,15 +243,7 @@ impl V1ToV2 {
 
     fn message(&mut self, mut event: Object, out: &mut Vec<Object>) -> Result<(), Refusal> {
         let seq = seq_of(&event);
-        let data = event.get("data").and_then(Value::as_object);
-        let turn = data
-            .and_then(|d| d.get("turn"))
-            .cloned()
-            .unwrap_or(Value::Null);
-        let step = data
-            .and_then(|d| d.get("step"))
-            .cloned()
-            .unwrap_or(Value::Null);
+        let [turn, step] = ["turn", "step"].map(|k| data_field(&event, k));
         let sources = event.remove("sourceEventSeqs");
         let empty = || Value::Array(Vec::new());
         if self
@@ -366,7 +356,7 @@ pub(super) fn v2_header(header: &Object, version: f64, seeded: bool) -> Object {
 }
 
 impl Stage for V1ToV2 {
-    fn from_version(&self) -> u32 {
+    fn source_version(&self) -> u32 {
         1
     }
 

@@ -310,7 +310,7 @@ fn canonicalize(ty: &str, event: &mut Object, seq: u64) -> Result<(), Refusal> {
 }
 
 impl Stage for V2ToV3 {
-    fn from_version(&self) -> u32 {
+    fn source_version(&self) -> u32 {
         2
     }
 

@@ -315,7 +315,7 @@ impl V3ToV4 {
 }
 
 impl Stage for V3ToV4 {
-    fn from_version(&self) -> u32 {
+    fn source_version(&self) -> u32 {
         3
     }
 
@@ -506,7 +506,7 @@ fn rewrite_sources(ty: &str, event: &mut Object, seq: u64) -> Result<(), Refusal
 }
 
 /// The V4 producer kind of released plugin `plugin` on a message of `role`.
-fn producer_kind(plugin: &str, role: Option<&Value>) -> String {
+pub fn producer_kind(plugin: &str, role: Option<&Value>) -> String {
     if plugin == "@deepseek-ai/dsh-system-prompt" && role.and_then(Value::as_str) == Some("system")
     {
         return "system-prompt".into();

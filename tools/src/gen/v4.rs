@@ -532,10 +532,7 @@ fn producer_source(data: &Object) -> Object {
         .get("plugin")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let kind = match plugin {
-        "compact" => "compact-checkpoint".to_owned(),
-        other => format!("plugin:{other}"),
-    };
+    let kind = sessionlog_codec::migrate::producer_kind(plugin, data.get("role"));
     let mut renamed = Object::new().with("kind", kind.as_str());
     for (k, v) in source
         .iter()
