@@ -16,6 +16,7 @@ mod keys;
 mod list;
 mod meta;
 mod migrate;
+mod migrated_view;
 mod options;
 mod projection;
 mod projections;

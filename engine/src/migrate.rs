@@ -60,9 +60,11 @@ pub enum MigrationOutcome {
 }
 
 /// The V4 successor of a session, checked and ready to publish.
-struct Successor {
+pub(crate) struct Successor {
+    /// The file's bytes, in the session's encoding.
     bytes: Vec<u8>,
-    events: u64,
+    /// Its events, seqs dense from 0.
+    pub(crate) events: Vec<Value>,
 }
 
 impl Store {
@@ -127,7 +129,7 @@ impl Store {
             id: id.to_owned(),
             from_version: meta.version,
             source_events: meta.events,
-            events: successor.events,
+            events: successor.events.len() as u64,
             bytes: successor.bytes.len() as u64,
             published: !options.dry_run,
         };
@@ -138,7 +140,7 @@ impl Store {
     }
 
     /// The checked V4 successor of `meta`'s served generation, or DSH's refusal.
-    fn successor(
+    pub(crate) fn successor(
         &self,
         meta: &SessionMeta,
         children: Vec<ChildFacts>,
@@ -185,7 +187,7 @@ impl Store {
             plain.extend_from_slice(stringify(&file_row(&Value::Object(e.clone()))).as_bytes());
             plain.push(b'\n');
         }
-        let checked = admit_v4(&plain, header_len).map_err(|detail| {
+        admit_v4(&plain, header_len).map_err(|detail| {
             unchanged(format!(
                 "Session migration from v{from} to v{NEWEST_VERSION} refuses the transformed artifact: {detail}"
             ))
@@ -204,7 +206,7 @@ impl Store {
         };
         Ok(Successor {
             bytes,
-            events: checked,
+            events: migrated.events.into_iter().map(Value::Object).collect(),
         })
     }
 
@@ -255,7 +257,7 @@ impl Store {
 
     /// The direct children of each session (of `only`, when given) in this store, as the V3→V4
     /// catalog backfill needs them: `origin:"subagent"` sessions naming it as `parentSession`.
-    fn children_facts(
+    pub(crate) fn children_facts(
         &self,
         only: Option<&str>,
     ) -> Result<std::collections::HashMap<String, Vec<ChildFacts>>> {
@@ -311,9 +313,9 @@ fn header_object(line: &[u8]) -> std::result::Result<Object, String> {
     }
 }
 
-/// The V4 reader's strict verdict on a migrated file (`plain`, header `header_len` bytes): its
-/// event count when clean, else the reader's reason.
-fn admit_v4(plain: &[u8], header_len: usize) -> std::result::Result<u64, String> {
+/// The V4 reader's strict verdict on a migrated file (`plain`, header `header_len` bytes):
+/// clean, else the reader's reason.
+fn admit_v4(plain: &[u8], header_len: usize) -> std::result::Result<(), String> {
     let header = parse_header(&plain[..header_len - 1]).map_err(|e| e.to_string())?;
     if let sessionlog_codec::header::HeaderCheck::Unsupported(m)
     | sessionlog_codec::header::HeaderCheck::Corrupt(m) = &header.check
@@ -333,7 +335,7 @@ fn admit_v4(plain: &[u8], header_len: usize) -> std::result::Result<u64, String>
         start = end + 1;
     }
     match scanner.finish(plain.len() as u64) {
-        BodyVerdict::Clean => Ok(scanner.events()),
+        BodyVerdict::Clean => Ok(()),
         BodyVerdict::Torn => Err("current session generation has a torn physical tail".into()),
         BodyVerdict::Corrupt(m) | BodyVerdict::Unsupported(m) => Err(m),
     }

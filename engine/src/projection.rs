@@ -123,11 +123,24 @@ impl Store {
     /// The state (view) of projection unit `unit` after event `at` (default: the last event).
     pub fn state_at(&self, id: &str, unit: &str, at: Option<u64>) -> Result<Value> {
         let meta = self.require_meta(id.as_bytes())?;
-        let model = meta.require_surface_model("projection state")?;
+        let migrated = self.migrated_events(&meta)?;
+        let model = match migrated {
+            Some(_) => SurfaceModel::V4,
+            None => meta.require_surface_model("projection state")?,
+        };
         let (index, u) = unit_in(model, unit).ok_or_else(|| Error::UnknownUnit {
             unit: unit.into(),
             known: UNITS.iter().map(|u| u.key).collect::<Vec<_>>().join(", "),
         })?;
+        if let Some(events) = migrated {
+            // A V1–V3 session: DSH 0.2's fold over its V4 successor (the cut is its marker).
+            let end = crate::migrated_view::migrated_at(&meta, &events, at)?;
+            let mut state = u.init(0);
+            for (seq, e) in events.iter().take(end.map_or(0, |e| e + 1)).enumerate() {
+                u.apply(&mut state, seq as u64, e);
+            }
+            return Ok(u.view(&state));
+        }
         let seed = seed_length(&meta);
         let Some(at) = (match (at, meta.events) {
             (_, 0) => None,

@@ -44,6 +44,9 @@ impl Store {
     /// The surface after event `at` (default: the last event).
     pub fn surface_at(&self, id: &str, at: Option<u64>) -> Result<SurfaceView> {
         let meta = self.require_meta(id.as_bytes())?;
+        if let Some(replay) = self.migrated_replay(&meta, at)? {
+            return Ok(Self::replay_surface(replay.as_ref()));
+        }
         let model = meta.require_surface_model("the surface")?;
         let Some(at) = resolve_at(&meta, at)? else {
             return Ok(SurfaceView {
@@ -76,6 +79,9 @@ impl Store {
     /// The model-visible messages after event `at`, as DSH's `deriveMessages()` returns them.
     pub fn messages_at(&self, id: &str, at: Option<u64>) -> Result<Vec<Value>> {
         let meta = self.require_meta(id.as_bytes())?;
+        if let Some(replay) = self.migrated_replay(&meta, at)? {
+            return Ok(replay.map(|r| r.messages).unwrap_or_default());
+        }
         let Some(at) = resolve_at(&meta, at)? else {
             return Ok(Vec::new());
         };
@@ -114,6 +120,9 @@ impl Store {
     /// order (shadowed or not).
     pub fn transcript(&self, id: &str, at: Option<u64>) -> Result<Vec<Value>> {
         let meta = self.require_meta(id.as_bytes())?;
+        if let Some(replay) = self.migrated_replay(&meta, at)? {
+            return Ok(replay.map(|r| r.transcript).unwrap_or_default());
+        }
         meta.require_surface_model("the transcript")?;
         let Some(at) = resolve_at(&meta, at)? else {
             return Ok(Vec::new());

@@ -1,0 +1,93 @@
+//! Logical reads of a V1–V3 session. DSH 0.2 opens such a log for reading by migrating it in
+//! memory (a read-open publishes nothing), so its messages, surface, transcript and state are
+//! those of its V4 successor, at the successor's seqs. The store does the same: the migration
+//! chain runs over the stored events on each read and the views are folded naively over the
+//! result; `sessionlog migrate` publishes the successor and makes the reads indexed.
+//!
+//! V0 sessions keep DSH 0.1's model (the format's own reader); V4 is served from its index.
+
+use sessionlog_codec::json::Value;
+use sessionlog_codec::surface::{replay_with, Replay, SurfaceModel};
+
+use crate::meta::SessionMeta;
+use crate::store::Store;
+use crate::surface::SurfaceView;
+use crate::{Error, Result};
+
+/// The first format a read serves through migration, and the first it serves natively again.
+const MIGRATED_READS: std::ops::Range<u32> = 1..4;
+
+impl Store {
+    /// The V4 successor's events of a V1–V3 session; `None` for sessions served natively.
+    pub(crate) fn migrated_events(&self, meta: &SessionMeta) -> Result<Option<Vec<Value>>> {
+        if !MIGRATED_READS.contains(&meta.version) {
+            return Ok(None);
+        }
+        let id = meta.id_lossy();
+        let children = self.children_facts(Some(&id))?;
+        let children = children.get(&id).cloned().unwrap_or_default();
+        let successor = self
+            .successor(meta, children)
+            .map_err(|reason| Error::Migration { id, reason })?;
+        Ok(Some(successor.events))
+    }
+
+    /// The replay of a V1–V3 session's successor up to `at` (default: its last event); `None`
+    /// for sessions served natively, `Some(None)` for an empty successor.
+    pub(crate) fn migrated_replay(
+        &self,
+        meta: &SessionMeta,
+        at: Option<u64>,
+    ) -> Result<Option<Option<Replay>>> {
+        let Some(events) = self.migrated_events(meta)? else {
+            return Ok(None);
+        };
+        let Some(end) = migrated_at(meta, &events, at)? else {
+            return Ok(Some(None));
+        };
+        let replay =
+            replay_with(SurfaceModel::V4, &events[..=end]).map_err(|e| Error::SurfaceFailed {
+                id: meta.id_lossy(),
+                reason: e.to_string(),
+            })?;
+        Ok(Some(Some(replay)))
+    }
+
+    /// The surface view of a replay (`None`: nothing folded yet).
+    pub(crate) fn replay_surface(replay: Option<&Replay>) -> SurfaceView {
+        let Some(r) = replay else {
+            return SurfaceView {
+                nodes: Vec::new(),
+                replace_generation: 0,
+                replacements: Vec::new(),
+                model: SurfaceModel::V4,
+                content_generation: 0,
+            };
+        };
+        SurfaceView {
+            nodes: r.surface.nodes().to_vec(),
+            replace_generation: r.surface.replace_generation(),
+            replacements: r.surface.replacements().to_vec(),
+            model: SurfaceModel::V4,
+            content_generation: r.surface.content_generation(),
+        }
+    }
+}
+
+/// The last successor seq a read at `at` covers, checked against the successor's length.
+pub(crate) fn migrated_at(
+    meta: &SessionMeta,
+    events: &[Value],
+    at: Option<u64>,
+) -> Result<Option<usize>> {
+    let n = events.len();
+    match at {
+        None => Ok(n.checked_sub(1)),
+        Some(a) if (a as usize) < n => Ok(Some(a as usize)),
+        Some(a) => Err(Error::OutOfRange {
+            id: meta.id_lossy(),
+            seq: a,
+            events: n as u64,
+        }),
+    }
+}
