@@ -4,7 +4,7 @@
 
 use sessionlog::codec::json::{parse, stringify, Object, Value};
 use sessionlog::codec::migrate::producer_kind;
-use sessionlog::engine::{Error, MigrateOptions, Store};
+use sessionlog::engine::{Error, MigrateOptions, MigrationOutcome, Store};
 
 use crate::fixtures::{export_bytes, fixtures, import_bytes, names_ending, temp_store};
 
@@ -283,4 +283,70 @@ fn case_28_a_zstd_successor_is_a_header_frame_and_one_body_frame() {
             .contains("already in the current format v4"),
         "{again}"
     );
+}
+
+/// Generated V0 sessions (chunked streams, tool rounds, replacements, compactions, torn tails)
+/// migrate, and the V4 successor's messages are the V0 session's in DSH 0.2's model; or, where
+/// the generator regenerated an assistant message over another (a V0 replacement citing chunks
+/// an earlier message already claimed), DSH's V1→V2 refusal leaves the session unchanged.
+#[test]
+fn generated_v0_sessions_migrate_to_the_same_messages() {
+    let opts = sessionlog_tools::gen::GenOptions {
+        sessions: 16,
+        events_per_session: 1500,
+        seed: 41,
+        ..Default::default()
+    };
+    let (_dir, store) = temp_store();
+    let mut sessions = Vec::new();
+    for i in 0..opts.sessions {
+        let bytes = sessionlog_tools::gen::session_bytes(i, &opts);
+        let id = import_bytes(&store, "gen", &bytes, false)
+            .expect("import")
+            .id;
+        let messages: Vec<String> = store
+            .messages_at(&id, None)
+            .expect("V0 messages")
+            .iter()
+            .map(|m| stringify(&v0_message_in_v4_model(m)))
+            .collect();
+        sessions.push((id, bytes, messages));
+    }
+    let outcomes = store
+        .migrate_all(&MigrateOptions::default(), &mut |_| {})
+        .expect("migrate all");
+    let mut migrated = 0;
+    assert_eq!(outcomes.len(), sessions.len());
+    for (id, bytes, want) in &sessions {
+        let outcome = outcomes.iter().find(|o| match o {
+            MigrationOutcome::Migrated(r) => &r.id == id,
+            MigrationOutcome::Refused(i, _) | MigrationOutcome::Current(i) => i == id,
+        });
+        match outcome.unwrap_or_else(|| panic!("no outcome for {id}")) {
+            MigrationOutcome::Migrated(_) => {
+                migrated += 1;
+                assert_eq!(messages_without_system_prompt(&store, id), *want, "{id}");
+                let mut v0 = Vec::new();
+                store
+                    .export_generation(id, 0, None, &mut v0)
+                    .expect("generation 0");
+                assert_eq!(&v0, bytes, "{id}");
+            }
+            MigrationOutcome::Refused(_, reason) => {
+                assert!(
+                    reason.contains("chunk references are not one complete ordered attempt"),
+                    "{id}: {reason}"
+                );
+                assert_eq!(&export_bytes(&store, id), bytes, "{id}");
+            }
+            MigrationOutcome::Current(_) => panic!("{id} was V0"),
+        }
+    }
+    assert!(
+        migrated >= 8,
+        "only {migrated} of {} migrated",
+        sessions.len()
+    );
+    let problems = store.verify(&[]).expect("verify").problems;
+    assert!(problems.is_empty(), "{problems:?}");
 }
