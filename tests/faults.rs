@@ -353,3 +353,70 @@ fn store_locked_by_another_process_is_refused_clearly() {
         Store::open(tmp.path().join("db"), Options::default()).expect("opens once released");
     assert!(!store.list().expect("list").is_empty());
 }
+
+/// A migration that runs out of disk while publishing leaves the source session as it was:
+/// still V0, byte-exact, `verify` clean after a reopen; with space it then migrates.
+#[test]
+fn full_disk_during_migration_keeps_the_source_session() {
+    let Some(fs) = Tmpfs::mount(24 << 20) else {
+        return;
+    };
+    let db = fs.dir.join("db");
+    let opts = GenOptions {
+        events_per_session: 6000,
+        torn_fraction: 0.0,
+        ..GenOptions::default()
+    };
+    let migratable = (0..8)
+        .map(|i| session(i, &opts))
+        .find(|s| {
+            let (_dir, probe) = temp_store();
+            probe
+                .import_jsonl(
+                    "probe",
+                    &s.bytes[..],
+                    &ImportOptions::default(),
+                    &mut |_| {},
+                )
+                .expect("probe import");
+            probe
+                .migrate(&s.id, &sessionlog::engine::MigrateOptions { dry_run: true })
+                .is_ok()
+        })
+        .expect("a generated session DSH can migrate");
+    let failed = {
+        let store = Store::open(&db, durable()).expect("open");
+        store
+            .import_jsonl(
+                "v0",
+                &migratable.bytes[..],
+                &ImportOptions::default(),
+                &mut |_| {},
+            )
+            .expect("import");
+        store.sync().expect("sync");
+        fill(&fs.dir);
+        let e = store
+            .migrate(
+                &migratable.id,
+                &sessionlog::engine::MigrateOptions::default(),
+            )
+            .expect_err("a migration larger than the free space");
+        assert!(is_disk_full(&e), "unclear error: {e}");
+        e.to_string()
+    };
+    std::fs::remove_file(fs.dir.join("filler")).expect("free the disk");
+    let store =
+        Store::open(&db, durable()).unwrap_or_else(|e| panic!("reopen after {failed}: {e}"));
+    assert_eq!(store.list().expect("list")[0].format, 0);
+    assert_eq!(export_bytes(&store, &migratable.id), migratable.bytes);
+    let r = store.verify(&[]).expect("verify");
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    store
+        .migrate(
+            &migratable.id,
+            &sessionlog::engine::MigrateOptions::default(),
+        )
+        .expect("the migration works once there is space");
+    assert_eq!(store.list().expect("list")[0].format, 4);
+}
