@@ -350,3 +350,40 @@ fn generated_v0_sessions_migrate_to_the_same_messages() {
     let problems = store.verify(&[]).expect("verify").problems;
     assert!(problems.is_empty(), "{problems:?}");
 }
+
+/// Case 23 in the store: a V3 parent whose direct child (`origin:"subagent"`, naming it as
+/// `parentSession`) is stored beside it, with no catalog entry, gets the child's
+/// `subagent/catalog` fact appended after its last event, from the child's own descriptor.
+#[test]
+fn case_23_the_catalog_is_backfilled_from_children_in_the_store() {
+    let (_dir, store) = temp_store();
+    let parent = concat!(
+        r#"{"type":"session","version":3,"id":"parent","createdAt":1,"cwd":"/w","isSeeded":false,"delegationDepth":0}"#,
+        "\n",
+        r#"{"type":"turn/start","data":{"turn":1},"seq":0,"time":5}"#,
+        "\n",
+        r#"{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}},"seq":1,"time":9}"#,
+        "\n",
+    );
+    let child = concat!(
+        r#"{"type":"session","version":4,"id":"child","createdAt":7,"cwd":"/w","parentSession":"parent","isSeeded":false,"origin":"subagent","delegationDepth":1}"#,
+        "\n",
+        r#"{"type":"subagent/descriptor","data":{"version":3,"mode":"one-shot","provider":"spawn","label":"Look"},"seq":0,"time":8}"#,
+        "\n",
+    );
+    import_bytes(&store, "parent", parent.as_bytes(), false).expect("import parent");
+    import_bytes(&store, "child", child.as_bytes(), false).expect("import child");
+    store
+        .migrate("parent", &MigrateOptions::default())
+        .expect("migrate");
+    let events = crate::fixtures::all_events(&store, "parent");
+    assert_eq!(
+        stringify(events.last().expect("events")),
+        r#"{"type":"subagent/catalog","seq":2,"time":9,"data":{"version":0,"childId":"child","childCreatedAt":7,"mode":"one-shot","label":"Look"}}"#
+    );
+    let mut v3 = Vec::new();
+    store
+        .export_generation("parent", 3, None, &mut v3)
+        .expect("generation 3");
+    assert_eq!(v3, parent.as_bytes());
+}
