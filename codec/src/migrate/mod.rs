@@ -130,8 +130,10 @@ impl Chain {
         if version == 0 {
             stages.push(Box::new(V0ToV1::default()));
         }
-        if version <= 1 {
-            stages.push(Box::new(V1ToV2::default()));
+        match version {
+            0 => stages.push(Box::new(V1ToV2::default())),
+            1 => stages.push(Box::new(V1ToV2::decoded())),
+            _ => {}
         }
         if version <= 2 {
             stages.push(Box::new(V2ToV3::default()));

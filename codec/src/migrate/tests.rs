@@ -379,3 +379,15 @@ mod hostile {
         }
     }
 }
+
+#[test]
+fn a_decoded_v1_payload_is_held_to_the_frozen_inventory() {
+    let tail = [
+        r#"{"type":"step/end","seq":5,"time":5,"data":{"turn":1,"step":1,"tier":"x"}}"#.to_owned(),
+    ];
+    let refused = run_strings(1, V1_HEADER, &v1_log(&tail)).expect_err("refused");
+    assert_eq!(
+        refused.to_string(),
+        r#"@deepseek-ai/dsh-session-format-v1-to-v2 refuses this format v1 Session: step/end 5 data has unexpected member "tier""#
+    );
+}

@@ -656,49 +656,6 @@ impl V0ToV1 {
         Ok(())
     }
 
-    /// The frozen inventory: a known type with exactly its members.
-    fn check_payload(&self, ty: &str, event: &Object, seq: u64) -> Result<(), Refusal> {
-        if ty == "assistant/chunk" {
-            return Ok(());
-        }
-        let Some((_, required, optional)) = INVENTORY.iter().find(|(t, _, _)| *t == ty) else {
-            return Err(unsupported(format!(
-                "format v0 contains unknown historical event type {} at seq {seq}; migration refuses unknown historical events even when ignorable",
-                stringify(&Value::from(ty))
-            )));
-        };
-        let Some(Value::Object(data)) = event.get("data") else {
-            return Err(refuse(format!("{ty} {seq} data must be a JSON object")));
-        };
-        exact_members(data, required, optional, &format!("{ty} {seq} data"))?;
-        if ty == "subagent/descriptor" {
-            let version = data.get("version");
-            if !is_count(version) {
-                return Err(refuse(format!(
-                    "subagent/descriptor {seq} version must be a non-negative safe integer"
-                )));
-            }
-            if version != Some(&Value::Number(3.0)) {
-                return Err(unsupported(format!(
-                    "subagent/descriptor {seq} uses unsupported descriptor version {}",
-                    stringify(version.unwrap_or(&Value::Null))
-                )));
-            }
-        }
-        if ty == "user/message" {
-            let id_ok = data
-                .get("id")
-                .and_then(Value::as_str)
-                .is_some_and(|s| !s.is_empty());
-            if !id_ok {
-                return Err(refuse(format!(
-                    "user/message {seq} id must be a non-empty string"
-                )));
-            }
-        }
-        Ok(())
-    }
-
     fn record_message_id(&mut self, ty: &str, event: &Object, seq: u64) {
         let data = event.get("data").and_then(Value::as_object);
         let id = if ty == "user/message" {
@@ -827,7 +784,7 @@ impl Stage for V0ToV1 {
         }
         self.compaction(&ty, &mut event, seq)?;
         self.wrap_legacy(&ty, &mut event, seq)?;
-        self.check_payload(&ty, &event, seq)?;
+        check_payload(0, &ty, &event, seq)?;
         self.record_message_id(&ty, &event, seq);
         if ty == "session-log-deepseek/delivery-accepted" {
             self.check_delivery(&event, seq)?;
@@ -844,6 +801,68 @@ impl Stage for V0ToV1 {
         }
         Ok(())
     }
+}
+
+/// DSH's `assertReleasedEventPayload(event, version)` as far as it is ported: a type of the
+/// frozen inventory with exactly its `data` members (V1 also admits a delivery marker's
+/// `sessionFormatVersion`), descriptor version 3, and a user message's non-empty id. Refusals
+/// are the edge from `version`'s.
+pub(super) fn check_payload(
+    version: u32,
+    ty: &str,
+    event: &Object,
+    seq: u64,
+) -> Result<(), Refusal> {
+    if ty == "assistant/chunk" {
+        return Ok(());
+    }
+    let refuse = |m: String| Refusal::format(version, m);
+    let Some((_, required, optional)) = INVENTORY.iter().find(|(t, _, _)| *t == ty) else {
+        return Err(Refusal::unsupported(version, format!(
+            "format v{version} contains unknown historical event type {} at seq {seq}; migration refuses unknown historical events even when ignorable",
+            stringify(&Value::from(ty))
+        )));
+    };
+    let Some(Value::Object(data)) = event.get("data") else {
+        return Err(refuse(format!("{ty} {seq} data must be a JSON object")));
+    };
+    let v1_delivery = ["sessionFormatVersion"];
+    let optional: &[&str] = if version >= 1 && ty == "session-log-deepseek/delivery-accepted" {
+        &v1_delivery
+    } else {
+        optional
+    };
+    exact_members(data, required, optional, &format!("{ty} {seq} data"))
+        .map_err(|r| Refusal::format(version, r.message))?;
+    if ty == "subagent/descriptor" {
+        let descriptor = data.get("version");
+        if !is_count(descriptor) {
+            return Err(refuse(format!(
+                "subagent/descriptor {seq} version must be a non-negative safe integer"
+            )));
+        }
+        if descriptor != Some(&Value::Number(3.0)) {
+            return Err(Refusal::unsupported(
+                version,
+                format!(
+                    "subagent/descriptor {seq} uses unsupported descriptor version {}",
+                    stringify(descriptor.unwrap_or(&Value::Null))
+                ),
+            ));
+        }
+    }
+    if ty == "user/message" {
+        let id_ok = data
+            .get("id")
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty());
+        if !id_ok {
+            return Err(refuse(format!(
+                "user/message {seq} id must be a non-empty string"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Whether `ty` is in the frozen V0 inventory (V1's closed vocabulary).

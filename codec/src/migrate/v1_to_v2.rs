@@ -11,7 +11,7 @@
 use super::messages::Restart;
 use super::references::{BadReference, Renumber};
 use super::stream::StreamAccumulator;
-use super::v0_to_v1::is_v0_type;
+use super::v0_to_v1::{check_payload, is_v0_type};
 use super::{Refusal, Stage};
 use crate::json::{js_string_of, stringify, Object, Value};
 
@@ -43,6 +43,8 @@ pub struct V1ToV2 {
     last_time: Value,
     /// The next source seq expected (sources are dense).
     next_source: u64,
+    /// The source is a decoded V1 file (not V0→V1's output): its payloads are checked here.
+    decoded: bool,
 }
 
 impl Default for V1ToV2 {
@@ -58,6 +60,7 @@ impl Default for V1ToV2 {
             pending: None,
             last_time: Value::Null,
             next_source: 0,
+            decoded: false,
         }
     }
 }
@@ -85,6 +88,14 @@ fn seq_of(event: &Object) -> u64 {
 }
 
 impl V1ToV2 {
+    /// The stage for a decoded V1 file, whose payloads no earlier edge has checked.
+    pub fn decoded() -> Self {
+        V1ToV2 {
+            decoded: true,
+            ..V1ToV2::default()
+        }
+    }
+
     /// Emit a source event under its dense target seq, its references remapped.
     fn emit_source(&mut self, mut event: Object, out: &mut Vec<Object>) -> Result<(), Refusal> {
         let seq = seq_of(&event);
@@ -396,6 +407,9 @@ impl Stage for V1ToV2 {
                 "format v1 contains unknown event type {} at seq {seq}",
                 stringify(&Value::from(ty.as_str()))
             )));
+        }
+        if self.decoded {
+            check_payload(1, &ty, &event, seq)?;
         }
         let data = event.get("data");
         let open_turn = self.restart.open_turn();
