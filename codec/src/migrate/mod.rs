@@ -8,22 +8,26 @@
 //!   I/O: publishing the V4 successor is the engine's job.
 //! - The header goes through every edge first ([`Stage::header`]), then the body.
 
+mod inventory;
 mod messages;
+mod producers;
 mod references;
 mod stream;
+mod tool_role;
 mod v0_to_v1;
 mod v1_to_v2;
 mod v2_refusals;
 mod v2_to_v3;
 mod v3_to_v4;
 
+pub use producers::producer_kind;
 pub use references::{BadReference, Renumber};
 pub use stream::StreamAccumulator;
 pub use v0_to_v1::V0ToV1;
 pub use v1_to_v2::V1ToV2;
 pub use v2_refusals::SurfaceBeforeStep;
 pub use v2_to_v3::V2ToV3;
-pub use v3_to_v4::{producer_kind, V3ToV4};
+pub use v3_to_v4::V3ToV4;
 
 use crate::json::{Object, Value};
 

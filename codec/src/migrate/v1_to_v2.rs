@@ -8,10 +8,10 @@
 //! Only one attempt is pending at a time. Events after an attempt's last chunk wait until it
 //! settles: an unclaimed attempt goes before them, a claiming message after them.
 
+use super::inventory::{check_payload, is_v0_type};
 use super::messages::Restart;
 use super::references::{BadReference, Renumber};
 use super::stream::StreamAccumulator;
-use super::v0_to_v1::{check_payload, is_v0_type};
 use super::{Refusal, Stage};
 use crate::json::{js_string_of, stringify, Object, Value};
 

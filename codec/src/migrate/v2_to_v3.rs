@@ -14,9 +14,9 @@ use std::collections::HashSet;
 
 use sha2::{Digest, Sha256};
 
+use super::inventory::is_v0_type;
 use super::messages::for_each_message;
 use super::references::Renumber;
-use super::v0_to_v1::is_v0_type;
 use super::{Refusal, Stage};
 use crate::json::{stringify, JsString, Object, Value};
 
