@@ -387,3 +387,98 @@ fn case_23_the_catalog_is_backfilled_from_children_in_the_store() {
         .expect("generation 3");
     assert_eq!(v3, parent.as_bytes());
 }
+
+/// A fork family, in both encodings: the parent is refused while its fork reads its prefix;
+/// `migrate --all` takes the fork first (it becomes a whole V4 log of its own, its V0 file kept
+/// as generation 0), then the parent. Both answer the same messages as before, in the V4 model.
+#[test]
+fn a_fork_family_migrates_forks_first() {
+    let opts = sessionlog_tools::gen::GenOptions {
+        events_per_session: 1500,
+        torn_fraction: 0.0,
+        seed: 5,
+        ..Default::default()
+    };
+    let parent = (0..16)
+        .map(|i| sessionlog_tools::gen::session_bytes(i, &opts))
+        .find(|bytes| {
+            let (_d, probe) = temp_store();
+            let id = import_bytes(&probe, "probe", bytes, false)
+                .expect("probe")
+                .id;
+            probe
+                .migrate(&id, &MigrateOptions { dry_run: true })
+                .is_ok()
+        })
+        .expect("a generated session DSH can migrate");
+    for zstd in [false, true] {
+        let (_dir, store) = temp_store();
+        let id = if zstd {
+            let mut frames = Vec::new();
+            for line in parent.split_inclusive(|&b| b == b'\n') {
+                frames.extend(sessionlog::codec::zstd::compress_frame(line).expect("frame"));
+            }
+            store
+                .import_zstd("parent", &frames, &Default::default())
+                .expect("import")
+                .id
+        } else {
+            import_bytes(&store, "parent", &parent, false)
+                .expect("import")
+                .id
+        };
+        let events = crate::fixtures::all_events(&store, &id);
+        let boundary = events
+            .iter()
+            .position(|e| {
+                e.as_object().and_then(|o| o.get("type")) == Some(&Value::from("turn/end"))
+            })
+            .expect("a turn/end") as u64;
+        store.fork(&id, Some(boundary), "child").expect("fork");
+        let mut child_file = Vec::new();
+        store
+            .export("child", None, &mut child_file)
+            .expect("export");
+        let messages = |store: &Store, id: &str| -> Vec<String> {
+            store
+                .messages_at(id, None)
+                .expect("messages")
+                .iter()
+                .map(|m| stringify(&v0_message_in_v4_model(m)))
+                .collect()
+        };
+        let want = [messages(&store, &id), messages(&store, "child")];
+        let refused = store
+            .migrate(&id, &MigrateOptions::default())
+            .expect_err("parent first");
+        assert!(
+            refused
+                .to_string()
+                .contains("the fork \"child\" reads its prefix"),
+            "{refused}"
+        );
+        let outcomes = store
+            .migrate_all(&MigrateOptions::default(), &mut |_| {})
+            .expect("migrate all");
+        assert!(
+            outcomes
+                .iter()
+                .all(|o| matches!(o, MigrationOutcome::Migrated(_))),
+            "{outcomes:?}"
+        );
+        assert_eq!(
+            [
+                messages_without_system_prompt(&store, &id),
+                messages_without_system_prompt(&store, "child")
+            ],
+            want
+        );
+        let mut v0 = Vec::new();
+        store
+            .export_generation("child", 0, None, &mut v0)
+            .expect("generation 0");
+        assert_eq!(v0, child_file, "zstd: {zstd}");
+        let problems = store.verify(&[]).expect("verify").problems;
+        assert!(problems.is_empty(), "{problems:?}");
+    }
+}

@@ -8,6 +8,9 @@
 //! - publication is one atomic commit: the session is re-imported under a new number from the
 //!   V4 file plus every generation it had (exact bytes), and the old number's keys go in the
 //!   same final batch; appends to the session wait on its lock meanwhile;
+//! - a fork (which reads its prefix from its parent's storage) migrates into a whole,
+//!   independent V4 log; a session whose prefix a fork still reads is refused until its forks
+//!   are migrated (`migrate_all` takes forks first);
 //! - the V3→V4 catalog backfill sees the session's direct children in this store
 //!   (`origin:"subagent"`, `parentSession` = its id), as DSH sees the child logs of its root.
 
@@ -88,15 +91,27 @@ impl Store {
         each: &mut dyn FnMut(&MigrationOutcome),
     ) -> Result<Vec<MigrationOutcome>> {
         let children = self.children_facts(None)?;
-        let mut ids = Vec::new();
+        let mut metas = std::collections::HashMap::new();
         self.for_each_meta(&mut |m| {
-            if m.deleted_at_ms.is_none() {
-                ids.push((m.id_lossy(), m.version));
-            }
+            metas.insert(m.id.clone(), m.clone());
             Ok(())
         })?;
+        // Forks before the sessions they read their prefix from: deepest first.
+        let depth = |m: &SessionMeta| {
+            std::iter::successors(m.fork_of.as_ref(), |b| {
+                metas.get(&b.id).and_then(|p| p.fork_of.as_ref())
+            })
+            .take(metas.len())
+            .count()
+        };
+        let mut ids: Vec<(usize, String, u32)> = metas
+            .values()
+            .filter(|m| m.deleted_at_ms.is_none())
+            .map(|m| (depth(m), m.id_lossy(), m.version))
+            .collect();
+        ids.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         let mut outcomes = Vec::with_capacity(ids.len());
-        for (id, version) in ids {
+        for (_, id, version) in ids {
             let outcome = if version >= NEWEST_VERSION {
                 MigrationOutcome::Current(id)
             } else {
@@ -160,13 +175,14 @@ impl Store {
         if meta.deleted_at_ms.is_some() {
             return Err("the session is deleted; undelete it first".into());
         }
-        if meta.fork_of.is_some()
-            || !self
-                .children(meta.number)
-                .map_err(|e| e.to_string())?
-                .is_empty()
-        {
-            return Err("the session shares its prefix with a fork; migrate the fork family by re-importing its files".into());
+        // A fork reads its prefix through this session's storage: it must become independent
+        // first (a migrated fork is a whole V4 log of its own).
+        let forks = self.children(meta.number).map_err(|e| e.to_string())?;
+        if let Some(fork) = forks.first() {
+            return Err(format!(
+                "the fork \"{}\" reads its prefix from this session; migrate the forks first (migrate --all does)",
+                String::from_utf8_lossy(fork)
+            ));
         }
         let header = header_object(&meta.header)?;
         let mut events = Vec::with_capacity(usize::try_from(meta.events).unwrap_or(0));

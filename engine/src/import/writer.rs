@@ -251,6 +251,10 @@ impl<'s> SessionWriter<'s> {
                 .delete_cf(sessions, keys::pending_key(self.number));
         }
         if let Some(old) = &self.replaces {
+            if let Some(base) = &old.fork_of {
+                self.batch
+                    .delete_cf(sessions, keys::fork_key(base.number, old.number));
+            }
             self.store
                 .delete_number_range(&mut self.batch, old.number)?;
             self.batch.delete_cf(sessions, keys::number_key(old.number));
