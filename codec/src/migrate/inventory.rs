@@ -317,6 +317,16 @@ pub(super) fn check_payload(
     Ok(())
 }
 
+/// The required and optional `data` members of inventory type `ty`.
+pub(super) fn inventory_members(
+    ty: &str,
+) -> Option<(&'static [&'static str], &'static [&'static str])> {
+    INVENTORY
+        .iter()
+        .find(|(t, _, _)| *t == ty)
+        .map(|(_, required, optional)| (*required, *optional))
+}
+
 /// Whether `ty` is in the frozen V0 inventory (V1's closed vocabulary).
 pub(super) fn is_v0_type(ty: &str) -> bool {
     INVENTORY.iter().any(|(t, _, _)| *t == ty)

@@ -16,6 +16,7 @@ mod stream;
 mod tool_role;
 mod v0_to_v1;
 mod v1_to_v2;
+mod v2_audit;
 mod v2_refusals;
 mod v2_to_v3;
 mod v3_to_v4;

@@ -391,3 +391,40 @@ fn a_decoded_v1_payload_is_held_to_the_frozen_inventory() {
         r#"@deepseek-ai/dsh-session-format-v1-to-v2 refuses this format v1 Session: step/end 5 data has unexpected member "tier""#
     );
 }
+
+#[test]
+fn the_v2_source_audit_refuses_unaudited_members_and_kinds() {
+    let header = r#"{"type":"session","version":2,"id":"s","createdAt":5,"cwd":"/w","isSeeded":false,"delegationDepth":0}"#;
+    let log = |message: &str| {
+        vec![
+            r#"{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}"#.to_owned(),
+            r#"{"type":"step/start","seq":1,"time":1,"data":{"turn":1,"step":1}}"#.to_owned(),
+            format!(
+                r#"{{"type":"user/message","seq":2,"time":1,"data":{message},"surfaceOp":"append"}}"#
+            ),
+        ]
+    };
+    let ok = r#"{"id":"u","role":"user","content":[{"type":"text","text":"t"}],"source":{"kind":"user"}}"#;
+    assert!(run_strings(2, header, &log(ok)).is_ok());
+    let extra = r#"{"id":"u","role":"user","content":[],"source":{"kind":"user"},"foo":1}"#;
+    assert_eq!(
+        run_strings(2, header, &log(extra)).expect_err("refused").to_string(),
+        "@deepseek-ai/dsh-session-format-v2-to-v3 refuses this format v2 Session: user/message data has unexpected field foo"
+    );
+    let chart = r#"{"id":"u","role":"user","content":[{"type":"chart"}],"source":{"kind":"user"}}"#;
+    assert_eq!(
+        run_strings(2, header, &log(chart))
+            .expect_err("refused")
+            .to_string(),
+        r#"format v2 user/message at seq 2 data.content[0]: cannot safely transform unclassified message content kind "chart""#
+    );
+    let chunk = [
+        r#"{"type":"assistant/chunk","seq":0,"time":1,"data":{"turn":1,"step":1,"chunk":{"type":"finish"}}}"#.to_owned(),
+    ];
+    assert_eq!(
+        run_strings(2, header, &chunk)
+            .expect_err("refused")
+            .to_string(),
+        "format v2 to v3 cannot safely transform unclassified event assistant/chunk"
+    );
+}

@@ -14,48 +14,10 @@ use std::collections::HashSet;
 
 use sha2::{Digest, Sha256};
 
-use super::inventory::is_v0_type;
 use super::messages::for_each_message;
 use super::references::Renumber;
 use super::{Refusal, Stage};
 use crate::json::{stringify, JsString, Object, Value};
-
-/// Message content kinds the edge knows how to carry.
-const CONTENT_KINDS: [&str; 6] = [
-    "text",
-    "reasoning",
-    "image",
-    "file",
-    "tool-call",
-    "tool-result",
-];
-
-/// Message source kinds the edge knows how to carry.
-const SOURCE_KINDS: [&str; 15] = [
-    "user",
-    "plugin",
-    "model",
-    "tool",
-    "agent-instructions",
-    "session-reference",
-    "team-message",
-    "goal",
-    "skill-invocation",
-    "skill-catalog",
-    "coordinator",
-    "subagent-report",
-    "subagent-settled",
-    "webhook",
-    "agent-message",
-];
-
-/// The V2 surface types: none may come before the head exists.
-const SURFACE_TYPES: [&str; 4] = [
-    "system/message",
-    "user/message",
-    "assistant/message",
-    "tool/result",
-];
 
 /// The V2→V3 stage.
 #[derive(Default)]
@@ -83,55 +45,7 @@ fn refuse(message: impl Into<String>) -> Refusal {
     Refusal::format(2, message)
 }
 
-/// Whether `ty` is in the released V2 vocabulary.
-fn is_v2_type(ty: &str) -> bool {
-    is_v0_type(ty)
-        || matches!(
-            ty,
-            "assistant/attempt" | "feedback/message-put" | "feedback/message-delete"
-        )
-}
-
 impl V2ToV3 {
-    /// The source audit: a known type, and messages whose content and source kinds the edge
-    /// can carry.
-    fn audit(&self, ty: &str, event: &mut Object, seq: u64) -> Result<(), Refusal> {
-        if !is_v2_type(ty) {
-            return Err(unsupported(format!(
-                "format v2 to v3 cannot safely transform unclassified event {ty}"
-            )));
-        }
-        let mut refusal = None;
-        let _ = for_each_message(ty, event, &mut |message| {
-            if let Some(Value::Array(content)) = message.get("content") {
-                for (i, block) in content.iter().enumerate() {
-                    let kind = block.as_object().and_then(|b| b.get("type"));
-                    let known = kind
-                        .and_then(Value::as_str)
-                        .is_some_and(|k| CONTENT_KINDS.contains(&k));
-                    if !known {
-                        refusal.get_or_insert(unsupported(format!(
-                            "format v2 {ty} at seq {seq} content[{i}]: cannot safely transform unclassified message content kind {}",
-                            kind.map_or_else(|| "undefined".into(), stringify)
-                        )));
-                    }
-                }
-            }
-            let kind = message
-                .get("source")
-                .and_then(Value::as_object)
-                .and_then(|s| s.get("kind"))
-                .and_then(Value::as_str);
-            if kind.is_some_and(|k| !SOURCE_KINDS.contains(&k)) {
-                refusal.get_or_insert(unsupported(
-                    "cannot safely transform unclassified message source",
-                ));
-            }
-            Ok(())
-        });
-        refusal.map_or(Ok(()), Err)
-    }
-
     /// Record the source's message ids; one equal to a generated id is refused.
     fn observe_ids(&mut self, ty: &str, event: &mut Object) -> Result<(), Refusal> {
         let mut ids = Vec::new();
@@ -337,7 +251,7 @@ impl Stage for V2ToV3 {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        self.audit(&ty, &mut event, seq)?;
+        super::v2_audit::audit(&ty, &event, seq)?;
         self.observe_ids(&ty, &mut event)?;
         if ty == "request/header" {
             let system = event
@@ -354,7 +268,7 @@ impl Stage for V2ToV3 {
                 self.emit_system(prompt, &event, out)?;
             }
         }
-        if SURFACE_TYPES.contains(&ty.as_str()) && self.head.is_none() {
+        if super::v2_audit::SURFACE_TYPES.contains(&ty.as_str()) && self.head.is_none() {
             return Err(unsupported(
                 "format v2 surface before first step cannot acquire a system head without changing chronology",
             ));
