@@ -15,11 +15,8 @@
 //!   (`origin:"subagent"`, `parentSession` = its id), as DSH sees the child logs of its root.
 
 use sessionlog_codec::generation::NEWEST_VERSION;
-use sessionlog_codec::header::parse_header;
-use sessionlog_codec::json::{parse, stringify, Object, Value};
-use sessionlog_codec::migrate::{Chain, ChildFacts};
-use sessionlog_codec::rows::file_row;
-use sessionlog_codec::scanner::{BodyScanner, BodyVerdict};
+use sessionlog_codec::json::{parse, Object, Value};
+use sessionlog_codec::migrate::{transformed_refusal, Admission, Chain, ChildFacts};
 
 use crate::generations::LowerGeneration;
 use crate::import::{ImportOptions, Landing};
@@ -196,18 +193,18 @@ impl Store {
         let migrated = Chain::from_version(from, children)
             .run(header, events)
             .map_err(|r| unchanged(r.to_string()))?;
-        let mut plain = stringify(&Value::Object(migrated.header)).into_bytes();
+        let (mut admission, header_line) = Admission::new(&migrated.header)
+            .map_err(|detail| unchanged(transformed_refusal(from, &detail)))?;
+        let mut plain = header_line.into_bytes();
         plain.push(b'\n');
         let header_len = plain.len();
         for e in &migrated.events {
-            plain.extend_from_slice(stringify(&file_row(&Value::Object(e.clone()))).as_bytes());
+            plain.extend_from_slice(admission.push(e).as_bytes());
             plain.push(b'\n');
         }
-        admit_v4(&plain, header_len).map_err(|detail| {
-            unchanged(format!(
-                "Session migration from v{from} to v{NEWEST_VERSION} refuses the transformed artifact: {detail}"
-            ))
-        })?;
+        admission
+            .finish()
+            .map_err(|detail| unchanged(transformed_refusal(from, &detail)))?;
         let bytes = match meta.source {
             SourceEncoding::Jsonl => plain,
             SourceEncoding::JsonlZstd => {
@@ -326,33 +323,5 @@ fn header_object(line: &[u8]) -> std::result::Result<Object, String> {
     match parse(text.trim_end_matches('\n')) {
         Ok(Value::Object(o)) => Ok(o),
         _ => Err("the stored header is not a JSON object".into()),
-    }
-}
-
-/// The V4 reader's strict verdict on a migrated file (`plain`, header `header_len` bytes):
-/// clean, else the reader's reason.
-fn admit_v4(plain: &[u8], header_len: usize) -> std::result::Result<(), String> {
-    let header = parse_header(&plain[..header_len - 1]).map_err(|e| e.to_string())?;
-    if let sessionlog_codec::header::HeaderCheck::Unsupported(m)
-    | sessionlog_codec::header::HeaderCheck::Corrupt(m) = &header.check
-    {
-        return Err(m.clone());
-    }
-    let mut scanner = BodyScanner::for_header(&header, header_len as u64);
-    let mut start = header_len;
-    while start < plain.len() {
-        let end = plain[start..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(plain.len(), |i| start + i);
-        scanner
-            .push_line(&plain[start..end], end as u64 + 1)
-            .map_err(|e| e.to_string())?;
-        start = end + 1;
-    }
-    match scanner.finish(plain.len() as u64) {
-        BodyVerdict::Clean => Ok(()),
-        BodyVerdict::Torn => Err("current session generation has a torn physical tail".into()),
-        BodyVerdict::Corrupt(m) | BodyVerdict::Unsupported(m) => Err(m),
     }
 }

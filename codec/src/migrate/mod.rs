@@ -8,6 +8,7 @@
 //!   I/O: publishing the V4 successor is the engine's job.
 //! - The header goes through every edge first ([`Stage::header`]), then the body.
 
+mod check;
 mod inventory;
 mod messages;
 mod producers;
@@ -17,16 +18,15 @@ mod tool_role;
 mod v0_to_v1;
 mod v1_to_v2;
 mod v2_audit;
-mod v2_refusals;
 mod v2_to_v3;
 mod v3_to_v4;
 
+pub use check::{transformed_refusal, Admission, MigrationCheck};
 pub use producers::producer_kind;
 pub use references::{BadReference, Renumber};
 pub use stream::StreamAccumulator;
 pub use v0_to_v1::V0ToV1;
 pub use v1_to_v2::V1ToV2;
-pub use v2_refusals::SurfaceBeforeStep;
 pub use v2_to_v3::V2ToV3;
 pub use v3_to_v4::V3ToV4;
 
@@ -155,33 +155,50 @@ impl Chain {
         mut header: Object,
         events: impl IntoIterator<Item = Value>,
     ) -> Result<Migrated, Refusal> {
-        for stage in &mut self.stages {
-            stage.header(&mut header)?;
-        }
+        self.header(&mut header)?;
         let mut out = Vec::new();
         for event in events {
-            let Value::Object(event) = event else {
-                return Err(Refusal::format(
-                    self.stages
-                        .first()
-                        .map_or(TARGET_VERSION, |s| s.source_version()),
-                    "session events must be JSON objects",
-                ));
-            };
-            push(&mut self.stages, event, &mut out)?;
+            self.push(event, &mut out)?;
         }
+        self.finish(&mut out)?;
+        Ok(Migrated {
+            header,
+            events: out,
+        })
+    }
+
+    /// Streaming use, first: carry the header through every edge.
+    pub fn header(&mut self, header: &mut Object) -> Result<(), Refusal> {
+        for stage in &mut self.stages {
+            stage.header(header)?;
+        }
+        Ok(())
+    }
+
+    /// Streaming use: the next source event; what the last edge emits goes to `out`.
+    pub fn push(&mut self, event: Value, out: &mut Vec<Object>) -> Result<(), Refusal> {
+        let Value::Object(event) = event else {
+            return Err(Refusal::format(
+                self.stages
+                    .first()
+                    .map_or(TARGET_VERSION, |s| s.source_version()),
+                "session events must be JSON objects",
+            ));
+        };
+        push(&mut self.stages, event, out)
+    }
+
+    /// Streaming use, last: the end of the source, each edge finishing in order.
+    pub fn finish(&mut self, out: &mut Vec<Object>) -> Result<(), Refusal> {
         for at in 0..self.stages.len() {
             let (done, rest) = self.stages.split_at_mut(at + 1);
             let mut held = Vec::new();
             done[at].finish(&mut held)?;
             for event in held {
-                push(rest, event, &mut out)?;
+                push(rest, event, out)?;
             }
         }
-        Ok(Migrated {
-            header,
-            events: out,
-        })
+        Ok(())
     }
 }
 

@@ -8,6 +8,7 @@ mod jsonl;
 mod writer;
 mod zstd;
 
+use sessionlog_codec::generation::NEWEST_VERSION;
 use sessionlog_codec::header::{Header, HeaderCheck};
 use sessionlog_codec::json::Value;
 use sessionlog_codec::known_types::SupportCheck;
@@ -206,7 +207,10 @@ struct BodyIndexer {
     /// V0 and V1 refuse event types outside V0's frozen inventory, even ignorable ones.
     closed_v0_vocabulary: bool,
     /// V2 logs: the V2→V3 refusals DSH 0.2 meets reading them.
-    v2_migration: Option<sessionlog_codec::migrate::SurfaceBeforeStep>,
+    /// V1–V3 logs: DSH 0.2 reads them only through the migration chain and its V4 reader, whose
+    /// refusal is the verdict (checked without the session's children, whom an import cannot
+    /// know yet).
+    migration: Option<sessionlog_codec::migrate::MigrationCheck>,
     scanner: BodyScanner,
     support: SupportCheck,
     source_name: String,
@@ -224,7 +228,9 @@ impl BodyIndexer {
             projected: model.is_some(),
             activity: None,
             closed_v0_vocabulary: version <= 1,
-            v2_migration: (header.version == Some(2)).then(Default::default),
+            migration: (1..NEWEST_VERSION).contains(&version).then(|| {
+                sessionlog_codec::migrate::MigrationCheck::new(version, &header.object, Vec::new())
+            }),
             scanner: BodyScanner::for_header(header, header_len),
             support: SupportCheck::default(),
             surface: crate::surface::SurfaceBuilder::for_model(model.unwrap_or_default()),
@@ -264,7 +270,7 @@ impl BodyIndexer {
             if self.closed_v0_vocabulary {
                 self.support.observe(&self.id, e);
             }
-            if let Some(check) = &mut self.v2_migration {
+            if let Some(check) = &mut self.migration {
                 check.observe(e);
             }
             if let Some(t) = crate::list::human_prompt_time(e) {
@@ -294,7 +300,7 @@ impl BodyIndexer {
     }
 
     /// The verdict, given the header's and any container-level (zstd) refusal.
-    fn verdict(&self, header: &Header, container: Option<String>, body_len: u64) -> Verdict {
+    fn verdict(&mut self, header: &Header, container: Option<String>, body_len: u64) -> Verdict {
         match (&header.check, container) {
             (HeaderCheck::Unsupported(m), _) => Verdict::Unsupported(m.clone()),
             (HeaderCheck::Corrupt(m), _) => Verdict::Corrupt(m.clone()),
@@ -305,9 +311,10 @@ impl BodyIndexer {
                 body => match self
                     .support
                     .refusal()
-                    .or(self.v2_migration.as_ref().and_then(|c| c.refusal()))
+                    .map(str::to_owned)
+                    .or_else(|| self.migration.as_mut().and_then(|c| c.finish()))
                 {
-                    Some(m) => Verdict::Unsupported(m.to_owned()),
+                    Some(m) => Verdict::Unsupported(m),
                     None if body == BodyVerdict::Torn => Verdict::Torn,
                     None => Verdict::Clean,
                 },
