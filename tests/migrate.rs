@@ -8,9 +8,11 @@ use sessionlog::engine::{Error, MigrateOptions, MigrationOutcome, Store};
 
 use crate::fixtures::{export_bytes, fixtures, import_bytes, names_ending, temp_store};
 
-/// `bytes` with a `{{cwd}}`-style placeholder in the header's cwd made an absolute path: the
-/// snapshot goldens normalise the cwd, which DSH's released V0 header requires to be absolute.
-fn with_absolute_cwd(bytes: &[u8]) -> Vec<u8> {
+/// A fixture as DSH's released V0 reader can take it: the snapshot goldens normalise the
+/// header's cwd (`{{cwd}}`) and the request headers' tools (`"{{tools}}"`), which DSH requires to
+/// be an absolute path and an array; the cwd is made `/srv/…` and the tools `[]`. Nothing else
+/// changes.
+fn prepared(bytes: &[u8]) -> Vec<u8> {
     let end = bytes
         .iter()
         .position(|&b| b == b'\n')
@@ -26,9 +28,53 @@ fn with_absolute_cwd(bytes: &[u8]) -> Vec<u8> {
             header.insert("cwd".into(), Value::from(fixed.as_str()));
         }
     }
+    let body =
+        String::from_utf8_lossy(&bytes[end..]).replace(r#""tools":"{{tools}}""#, r#""tools":[]"#);
     let mut out = stringify(&Value::Object(header)).into_bytes();
-    out.extend_from_slice(&bytes[end..]);
+    out.extend_from_slice(body.as_bytes());
     out
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The successors DSH 0.2's own migration code wrote for the prepared fixtures (its stages run
+/// under Node, outside this repository), pinned by SHA-256: ours must be the same bytes.
+#[test]
+fn migrated_fixtures_are_byte_identical_to_dsh_0_2s_own_migration() {
+    let Some(fx) = fixtures() else { return };
+    let golden = include_str!("data/migrate-dsh-0.2.sha256");
+    let mut checked = 0;
+    for line in golden.lines() {
+        let mut parts = line.split(' ');
+        let (Some(name), Some(input), Some(output)) = (parts.next(), parts.next(), parts.next())
+        else {
+            panic!("malformed golden line {line}");
+        };
+        let bytes = prepared(&std::fs::read(fx.join("dsh").join(name)).expect("fixture"));
+        assert_eq!(
+            sha256_hex(&bytes),
+            input,
+            "{name}: prepared differently from DSH's run"
+        );
+        let (_dir, store) = temp_store();
+        let id = import_bytes(&store, name, &bytes, false)
+            .expect("import")
+            .id;
+        store
+            .migrate(&id, &MigrateOptions::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut v4 = Vec::new();
+        store.export(&id, None, &mut v4).expect("export");
+        assert_eq!(sha256_hex(&v4), output, "{name}: not DSH's bytes");
+        checked += 1;
+    }
+    assert_eq!(checked, 97);
 }
 
 /// A V0 message (DSH 0.1's model) in DSH 0.2's: a tool result is a tool-role message, and a
@@ -120,7 +166,7 @@ fn the_v0_corpus_migrates_or_is_refused_with_dsh_reason_and_the_store_unchanged(
         if !is_session {
             continue;
         }
-        let bytes = with_absolute_cwd(&raw);
+        let bytes = prepared(&raw);
         let (_dir, store) = temp_store();
         let id = import_bytes(&store, &name, &bytes, false)
             .expect("import")
