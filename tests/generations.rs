@@ -451,12 +451,13 @@ fn reads_through_migration_equal_the_published_successor() {
             .join("examples__acp-agent__tests__snapshots__hook-cc-posttool-context__session.jsonl"),
     )
     .expect("v0 fixture");
-    // A V1 file is a V0 file under version 1 (DSH 0.1.2's rows); the golden's cwd placeholder
-    // is made the absolute path DSH's released header requires.
+    // A V1 file is a V0 file under version 1 (DSH 0.1.2's rows); the golden's cwd and tools
+    // placeholders are made the absolute path and the array DSH's released reader requires.
     let v1 = String::from_utf8(v0)
         .expect("utf8")
         .replacen(r#""version":0"#, r#""version":1"#, 1)
         .replacen("{{cwd}}", "/srv/project", 1)
+        .replace(r#""tools":"{{tools}}""#, r#""tools":[]"#)
         .into_bytes();
     for (version, bytes) in [(3, v3), (1, v1)] {
         let (_t, store) = temp_store();

@@ -163,11 +163,25 @@ impl Store {
                 "the session is already in the current format v{NEWEST_VERSION}"
             ));
         }
+        let unchanged =
+            |reason: String| format!("{reason}; source v{from} artifact remains unchanged");
+        let header = header_object(&meta.header)?;
+        // DSH 0.2 reads the header's version first, then the generation's own header rules; a
+        // header it cannot take is refused in its words, even where DSH 0.1's reader (the
+        // stored verdict) already said it is corrupt.
+        if !header.get("version").is_some_and(is_count) {
+            return Err(unchanged(
+                "Session format version must be a non-negative safe integer".into(),
+            ));
+        }
+        Chain::from_version(from, Vec::new())
+            .header(&mut header.clone())
+            .map_err(|r| unchanged(r.to_string()))?;
         // DSH 0.1's own refusals (`Unsupported`) are left to the chain, which states DSH 0.2's.
         if let Verdict::Corrupt(m) = &meta.verdict {
-            return Err(format!(
-                "source v{from} artifact cannot be read: {m}; it remains unchanged"
-            ));
+            return Err(unchanged(format!(
+                "source v{from} artifact cannot be read: {m}"
+            )));
         }
         if meta.deleted_at_ms.is_some() {
             return Err("the session is deleted; undelete it first".into());
@@ -181,15 +195,12 @@ impl Store {
                 String::from_utf8_lossy(fork)
             ));
         }
-        let header = header_object(&meta.header)?;
         let mut events = Vec::with_capacity(usize::try_from(meta.events).unwrap_or(0));
         self.events_of(meta, 0, None, &mut |_, e| {
             events.push(e.clone());
             Ok(())
         })
         .map_err(|e| e.to_string())?;
-        let unchanged =
-            |reason: String| format!("{reason}; source v{from} artifact remains unchanged");
         let migrated = Chain::from_version(from, children)
             .run(header, events)
             .map_err(|r| unchanged(r.to_string()))?;
@@ -315,6 +326,11 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// DSH's `sessionFormatCount`: a non-negative safe integer (`-0` excluded).
+fn is_count(v: &Value) -> bool {
+    v.as_safe_u64().is_some() && v.as_f64().is_some_and(f64::is_sign_positive)
 }
 
 /// A stored header line as a JSON object.

@@ -230,22 +230,7 @@ pub(super) fn exact_members(
     optional: &[&str],
     label: &str,
 ) -> Result<(), Refusal> {
-    if let Some((k, _)) = o
-        .iter()
-        .find(|(k, _)| !required.iter().chain(optional).any(|m| k.eq_str(m)))
-    {
-        return Err(Refusal::format(
-            0,
-            format!("{label} has unexpected member \"{k}\""),
-        ));
-    }
-    if let Some(k) = required.iter().find(|k| !o.contains_key(k)) {
-        return Err(Refusal::format(
-            0,
-            format!("{label} lacks required member \"{k}\""),
-        ));
-    }
-    Ok(())
+    super::payload::keys(o, required, optional, label).map_err(|m| Refusal::format(0, m))
 }
 
 /// DSH's `sessionFormatCount`: a non-negative safe integer, `-0` excluded.
@@ -255,10 +240,10 @@ pub(super) fn is_count(v: Option<&Value>) -> bool {
             .is_some_and(|x| x.is_sign_positive())
 }
 
-/// DSH's `assertReleasedEventPayload(event, version)` as far as it is ported: a type of the
-/// frozen inventory with exactly its `data` members (V1 also admits a delivery marker's
-/// `sessionFormatVersion`), descriptor version 3, and a user message's non-empty id. Refusals
-/// are the edge from `version`'s.
+/// DSH's `assertReleasedEventPayload(event, version)`: a type of the frozen inventory with
+/// exactly its `data` members (V1 also admits a delivery marker's `sessionFormatVersion`),
+/// descriptor version 3, then the type's payload semantics ([`super::payload`]). Refusals are
+/// the edge from `version`'s.
 pub(super) fn check_payload(
     version: u32,
     ty: &str,
@@ -303,18 +288,7 @@ pub(super) fn check_payload(
             ));
         }
     }
-    if ty == "user/message" {
-        let id_ok = data
-            .get("id")
-            .and_then(Value::as_str)
-            .is_some_and(|s| !s.is_empty());
-        if !id_ok {
-            return Err(refuse(format!(
-                "user/message {seq} id must be a non-empty string"
-            )));
-        }
-    }
-    Ok(())
+    super::payload::check_semantics(version, ty, event, seq)
 }
 
 /// The required and optional `data` members of inventory type `ty`.

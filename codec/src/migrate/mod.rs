@@ -11,6 +11,7 @@
 mod check;
 mod inventory;
 mod messages;
+mod payload;
 mod producers;
 mod references;
 mod stream;
@@ -35,17 +36,20 @@ use crate::json::{Object, Value};
 /// The newest format: what the chain produces.
 pub const TARGET_VERSION: u32 = 4;
 
-/// Why DSH refuses to migrate a log (DSH's `SessionFormatUnsupportedMigrationError`).
+/// Why DSH refuses to migrate a log.
 ///
-/// A stage's own semantic refusals reach the caller as they are; a format rule broken inside a
-/// stage (DSH's `SessionFormatError`) is named after the stage that threw, as DSH's chain wraps
-/// it: `@deepseek-ai/dsh-session-format-v2-to-v3 refuses this format v2 Session: …`.
+/// - A stage's own semantic refusal (DSH's `SessionFormatUnsupportedMigrationError`) reaches
+///   the caller as it is.
+/// - A format rule broken inside a stage (DSH's `SessionFormatError`) is named after the stage
+///   that threw, as DSH's chain wraps it:
+///   `@deepseek-ai/dsh-session-format-v2-to-v3 refuses this format v2 Session: …`.
+/// - A physical header the released decoder cannot take is the decoder's error, unwrapped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
     /// The source version of the edge that refused.
     pub from: u32,
-    /// Whether the stage refused by itself (no wrapping) rather than by a format rule.
-    pub unsupported: bool,
+    /// Whether the message is named after the stage (a format rule broken inside it).
+    pub wrapped: bool,
     /// DSH's message, naming the seq where the rule applies to one event.
     pub message: String,
 }
@@ -55,7 +59,7 @@ impl Refusal {
     pub fn unsupported(from: u32, message: impl Into<String>) -> Self {
         Refusal {
             from,
-            unsupported: true,
+            wrapped: false,
             message: message.into(),
         }
     }
@@ -64,17 +68,20 @@ impl Refusal {
     pub fn format(from: u32, message: impl Into<String>) -> Self {
         Refusal {
             from,
-            unsupported: false,
+            wrapped: true,
             message: message.into(),
         }
+    }
+
+    /// The released decoder of format `from` refusing its physical header.
+    pub fn decoder(from: u32, message: impl Into<String>) -> Self {
+        Refusal::unsupported(from, message)
     }
 }
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.unsupported {
-            f.write_str(&self.message)
-        } else {
+        if self.wrapped {
             write!(
                 f,
                 "@deepseek-ai/dsh-session-format-v{}-to-v{} refuses this format v{} Session: {}",
@@ -83,6 +90,8 @@ impl std::fmt::Display for Refusal {
                 self.from,
                 self.message
             )
+        } else {
+            f.write_str(&self.message)
         }
     }
 }

@@ -220,7 +220,7 @@ fn case_18_an_unclaimed_attempt_stays_where_its_last_chunk_was_and_its_chunks_ca
         lines[8],
         r#"{"type":"step/end","seq":7,"time":8,"data":{"turn":1,"step":1}}"#
     );
-    tail.push(r#"{"type":"command/done","seq":9,"time":9,"data":{"commandId":"c","kind":"x","sourceEventSeq":6}}"#.into());
+    tail.push(r#"{"type":"command/done","seq":9,"time":9,"data":{"commandId":"c","kind":"success","sourceEventSeq":6}}"#.into());
     let refused = run_strings(1, V1_HEADER, &v1_log(&tail)).expect_err("refused");
     assert_eq!(
         refused.message,

@@ -452,12 +452,16 @@ impl Stage for V0ToV1 {
     }
 
     fn header(&mut self, header: &mut Object) -> Result<(), Refusal> {
+        // The released decoder's header rules: its errors are not the stage's, so unwrapped.
+        let decoder = |r: Refusal| Refusal::decoder(0, r.message);
         exact_members(
             header,
             &HEADER_REQUIRED,
             &HEADER_OPTIONAL,
             "released v0 physical header",
-        )?;
+        )
+        .map_err(decoder)?;
+        let refuse = |m: &str| Refusal::decoder(0, m);
         if header.get("type").and_then(Value::as_str) != Some("session")
             || header.get("version") != Some(&Value::Number(0.0))
         {
@@ -469,14 +473,14 @@ impl Stage for V0ToV1 {
         self.id = id.to_owned();
         for key in ["createdAt", "delegationDepth", "seedLength"] {
             if header.contains_key(key) && !is_count(header.get(key)) {
-                return Err(refuse(format!(
+                return Err(refuse(&format!(
                     "released v0 physical header {key} must be a non-negative safe integer"
                 )));
             }
         }
         for key in ["cwd", "parentSession", "agentPreset"] {
             if header.get(key).is_some_and(|v| v.as_str().is_none()) {
-                return Err(refuse(format!(
+                return Err(refuse(&format!(
                     "released v0 physical header {key} must be a string"
                 )));
             }
