@@ -153,8 +153,16 @@ fn messages_without_system_prompt(store: &Store, id: &str) -> Vec<String> {
 fn the_v0_corpus_migrates_or_is_refused_with_dsh_reason_and_the_store_unchanged() {
     let Some(fx) = fixtures() else { return };
     let expected_dir = fx.join("dsh-expected");
+    // DSH 0.2's own refusal of each fixture it does not migrate (from the same run as the
+    // golden successors; the two it migrates but its V4 reader refuses are not listed).
+    let dsh_refusals: std::collections::HashMap<&str, &str> =
+        include_str!("data/migrate-dsh-0.2.refusals")
+            .lines()
+            .filter_map(|l| l.split_once('\t'))
+            .collect();
     let mut migrated = 0;
     let mut compared = 0;
+    let mut admission_refusals = 0;
     let mut refused = std::collections::BTreeMap::<String, usize>::new();
     for name in names_ending(&fx.join("dsh"), &[".jsonl"]) {
         let raw = std::fs::read(fx.join("dsh").join(&name)).expect("fixture");
@@ -203,7 +211,23 @@ fn the_v0_corpus_migrates_or_is_refused_with_dsh_reason_and_the_store_unchanged(
                     .take(70)
                     .collect();
                 *refused.entry(rule).or_default() += 1;
-                assert!(reason.contains("remains unchanged"), "{name}: {reason}");
+                match dsh_refusals.get(name.as_str()) {
+                    Some(dsh) => assert_eq!(
+                        reason,
+                        format!("{dsh}; source v0 artifact remains unchanged"),
+                        "{name}: not DSH's refusal"
+                    ),
+                    // DSH's stages migrate it; its V4 reader is what refuses the result.
+                    None => {
+                        assert!(
+                            reason.starts_with(
+                                "Session migration from v0 to v4 refuses the transformed artifact: "
+                            ),
+                            "{name}: refused ({reason}), but DSH 0.2 migrates it"
+                        );
+                        admission_refusals += 1;
+                    }
+                }
                 assert_eq!(
                     format!("{:?}", store.list().expect("list")),
                     before,
@@ -215,7 +239,14 @@ fn the_v0_corpus_migrates_or_is_refused_with_dsh_reason_and_the_store_unchanged(
         }
     }
     eprintln!("migrated {migrated} (messages compared for {compared}); refused: {refused:#?}");
-    assert!(migrated >= 95, "only {migrated} fixture sessions migrated");
+    assert_eq!(
+        (
+            migrated,
+            refused.values().sum::<usize>() - admission_refusals,
+            admission_refusals
+        ),
+        (97, dsh_refusals.len(), 2)
+    );
     assert!(
         compared >= 40,
         "only {compared} migrated sessions had V0 messages to compare"
