@@ -418,6 +418,15 @@ fn the_v2_source_audit_refuses_unaudited_members_and_kinds() {
             .to_string(),
         r#"format v2 user/message at seq 2 data.content[0]: cannot safely transform unclassified message content kind "chart""#
     );
+    let textless =
+        r#"{"id":"u","role":"user","content":[{"type":"text"}],"source":{"kind":"user"}}"#;
+    let refused = run_strings(2, header, &log(textless))
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        refused.starts_with(r#"@deepseek-ai/dsh-session-format-v2-to-v3 refuses this format v2 Session: format v2 user/message at seq 2 data.content[0]: invalid message content kind "text": SessionFormatError: "#),
+        "{refused}"
+    );
     let chunk = [
         r#"{"type":"assistant/chunk","seq":0,"time":1,"data":{"turn":1,"step":1,"chunk":{"type":"finish"}}}"#.to_owned(),
     ];

@@ -5,8 +5,8 @@
 //! `ignorable` and `surfaceOp` presence; feedback payloads; content kinds and `file` blocks in
 //! every content the edge carries (messages, spliced and title messages, summaries, dispatch
 //! content, assistant streams); message source kinds; positive assistant coordinates; the
-//! inherited marker; and the canonical id of a `TOOL_NOT_STARTED` repair. DSH's frozen V0
-//! payload semantics beyond these are not ported.
+//! inherited marker; the canonical id of a `TOOL_NOT_STARTED` repair; and each content block
+//! against the frozen V0 field rules, probed as DSH probes it.
 
 use super::inventory::inventory_members;
 use super::Refusal;
@@ -334,7 +334,11 @@ fn check_block(value: Option<&Value>, label: &str) -> Result<(), Refusal> {
                     "{label}.content: invalid message content kind \"tool-result\": content must be an array"
                 )));
             }
-            check_kinds(block.get("content"), &format!("{label}.content"))
+            check_kinds(block.get("content"), &format!("{label}.content"))?;
+            // Its children are checked above; the block itself is probed without them.
+            let mut leaf = block.clone();
+            leaf.insert("content".into(), Value::Array(Vec::new()));
+            probe(leaf, label)
         }
         Some("file") => {
             let what = format!("{label} kind \"file\"");
@@ -363,8 +367,31 @@ fn check_block(value: Option<&Value>, label: &str) -> Result<(), Refusal> {
             }
             Ok(())
         }
-        _ => Ok(()),
+        _ => probe(block.clone(), label),
     }
+}
+
+/// DSH reuses the frozen V0 field rules for one block: a user message holding just `block`
+/// must pass them, else the block is refused under its own path.
+fn probe(block: Object, label: &str) -> Result<(), Refusal> {
+    let kind = block.get("type").cloned().unwrap_or_default();
+    let message = Object::new()
+        .with("id", "content-admission")
+        .with("role", "user")
+        .with("source", Object::new().with("kind", "user"))
+        .with("content", Value::Array(vec![Value::Object(block)]));
+    let event = Object::new()
+        .with("type", "user/message")
+        .with("seq", 0.0)
+        .with("time", 0.0)
+        .with("data", message);
+    super::payload::check_semantics(2, "user/message", &event, 0).map_err(|r| {
+        refuse(format!(
+            "{label}: invalid message content kind {}: SessionFormatError: {}",
+            stringify(&kind),
+            r.message
+        ))
+    })
 }
 
 /// DSH's feedback payloads, the two V2 types outside the frozen inventory.
