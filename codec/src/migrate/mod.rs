@@ -33,6 +33,17 @@ pub use v3_to_v4::V3ToV4;
 
 use crate::json::{Object, Value};
 
+/// The content block kinds V2 and V3 define (DSH's audited set): the V2→V3 edge refuses any
+/// other, the V3→V4 edge namespaces any other as `plugin:<kind>`.
+const CONTENT_KINDS: [&str; 6] = [
+    "text",
+    "reasoning",
+    "image",
+    "file",
+    "tool-call",
+    "tool-result",
+];
+
 /// The newest format: what the chain produces.
 pub const TARGET_VERSION: u32 = 4;
 

@@ -7,16 +7,6 @@ use super::v3_to_v4::V3ToV4;
 use super::Refusal;
 use crate::json::{Object, Value};
 
-/// V3 content block tags; any other tag becomes `plugin:<tag>`.
-const V3_BLOCK_TYPES: [&str; 6] = [
-    "text",
-    "reasoning",
-    "image",
-    "file",
-    "tool-call",
-    "tool-result",
-];
-
 /// A V3 tool result (a user message holding one `tool-result` wrapper) becomes a tool-role
 /// message; the wrapper's and message's extra fields are kept under `plugin:result:` and
 /// `plugin:message:` names.
@@ -194,7 +184,7 @@ fn namespace_block(block: &mut Value, subject: &str) -> Result<(), String> {
             "{subject} requires content blocks with string type tags"
         ));
     };
-    if !V3_BLOCK_TYPES.iter().any(|t| tag.eq_str(t)) {
+    if !super::CONTENT_KINDS.iter().any(|t| tag.eq_str(t)) {
         let renamed = format!("plugin:{tag}");
         if let Some(b) = block.as_object_mut() {
             b.insert("type".into(), Value::from(renamed.as_str()));
@@ -215,7 +205,7 @@ fn namespace_chunk(chunk: &mut Object, subject: &str) -> Result<(), String> {
             let Some(Value::String(tag)) = chunk.get("blockType") else {
                 return Err(format!("{subject} blockType must be a string"));
             };
-            if !V3_BLOCK_TYPES.iter().any(|t| tag.eq_str(t)) {
+            if !super::CONTENT_KINDS.iter().any(|t| tag.eq_str(t)) {
                 let renamed = format!("plugin:{tag}");
                 chunk.insert("blockType".into(), Value::from(renamed.as_str()));
             }

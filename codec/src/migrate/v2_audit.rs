@@ -12,16 +12,6 @@ use super::inventory::inventory_members;
 use super::Refusal;
 use crate::json::{stringify, Object, Value};
 
-/// Content kinds the edge knows how to carry.
-const CONTENT_KINDS: [&str; 6] = [
-    "text",
-    "reasoning",
-    "image",
-    "file",
-    "tool-call",
-    "tool-result",
-];
-
 /// Message source kinds the edge knows how to carry.
 const SOURCE_KINDS: [&str; 15] = [
     "user",
@@ -307,7 +297,7 @@ fn content_array<'a>(v: Option<&'a Value>, label: &str) -> Result<&'a [Value], R
 fn check_kind(kind: Option<&Value>, label: &str) -> Result<(), Refusal> {
     if kind
         .and_then(Value::as_str)
-        .is_some_and(|k| CONTENT_KINDS.contains(&k))
+        .is_some_and(|k| super::CONTENT_KINDS.contains(&k))
     {
         return Ok(());
     }

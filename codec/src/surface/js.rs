@@ -223,8 +223,9 @@ fn is_decimal_literal(s: &str) -> bool {
     mantissa_ok && exponent_ok
 }
 
-/// ECMAScript `WhiteSpace` and `LineTerminator` code points.
-fn is_js_whitespace(c: char) -> bool {
+/// ECMAScript `WhiteSpace` and `LineTerminator` code points (what `String.prototype.trim`
+/// removes).
+pub(crate) fn is_js_whitespace(c: char) -> bool {
     matches!(
         c,
         '\t' | '\n' | '\u{B}' | '\u{C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'

@@ -36,7 +36,7 @@ pub use replay::{replay, replay_projected, replay_with, Replay};
 
 use crate::json::Value;
 use crate::Result;
-pub(crate) use js::deep_equal;
+pub(crate) use js::{deep_equal, is_js_whitespace};
 use js::{length, prop, truthy, TypeError};
 
 const USER_MESSAGE: &str = "user/message";

@@ -1,6 +1,7 @@
 //! The payloads of single event families: assistant streams and turn ends, request headers and compaction ranges, goals and schedules, subagents, teams, workflows and search.
 
 use super::*;
+use crate::surface::is_js_whitespace;
 
 pub(super) fn stream_chunk(value: Option<&Value>, label: &str) -> Check {
     let chunk = record(value, label)?;
@@ -379,21 +380,6 @@ pub(super) fn schedule_id(value: Option<&Value>, label: &str) -> Check {
         return Err(format!("{label} must not have surrounding whitespace"));
     }
     Ok(())
-}
-
-/// ECMAScript `WhiteSpace` and `LineTerminator`, what `String.prototype.trim` removes.
-pub(super) fn is_js_whitespace(c: char) -> bool {
-    matches!(
-        c,
-        '\t' | '\n' | '\u{B}' | '\u{C}' | '\r' | ' ' | '\u{A0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200A}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202F}'
-                | '\u{205F}'
-                | '\u{3000}'
-                | '\u{FEFF}'
-    )
 }
 
 /// A canonical UTC instant: `YYYY-MM-DDTHH:MM:SS.mmmZ` (year not 0000) that names a real
