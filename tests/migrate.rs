@@ -43,17 +43,19 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// The successors DSH 0.2's own migration code wrote for the prepared fixtures (its stages run
-/// under Node, outside this repository), pinned by SHA-256: ours must be the same bytes.
+/// The successors DSH 0.2's own migration code wrote for the prepared fixtures (its stages and
+/// its migration writer run under Node 22 outside this repository), pinned by SHA-256 of the
+/// prepared input, the `.jsonl` successor and the `.jsonl.zstd` successor (header frame, then
+/// the rows through one streaming compressor): ours must be the same bytes in both encodings.
+/// The zstd source is the prepared file as DSH's live writer frames it, one frame per line.
 #[test]
 fn migrated_fixtures_are_byte_identical_to_dsh_0_2s_own_migration() {
     let Some(fx) = fixtures() else { return };
     let golden = include_str!("data/migrate-dsh-0.2.sha256");
     let mut checked = 0;
     for line in golden.lines() {
-        let mut parts = line.split(' ');
-        let (Some(name), Some(input), Some(output)) = (parts.next(), parts.next(), parts.next())
-        else {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let [name, input, plain, zstd] = fields[..] else {
             panic!("malformed golden line {line}");
         };
         let bytes = prepared(&std::fs::read(fx.join("dsh").join(name)).expect("fixture"));
@@ -62,16 +64,37 @@ fn migrated_fixtures_are_byte_identical_to_dsh_0_2s_own_migration() {
             input,
             "{name}: prepared differently from DSH's run"
         );
-        let (_dir, store) = temp_store();
-        let id = import_bytes(&store, name, &bytes, false)
-            .expect("import")
-            .id;
-        store
-            .migrate(&id, &MigrateOptions::default())
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let mut v4 = Vec::new();
-        store.export(&id, None, &mut v4).expect("export");
-        assert_eq!(sha256_hex(&v4), output, "{name}: not DSH's bytes");
+        let mut framed = Vec::new();
+        for line in bytes.split_inclusive(|&b| b == b'\n') {
+            framed.extend(sessionlog::codec::zstd::compress_frame(line).expect("frame"));
+        }
+        for (source, want) in [(None, plain), (Some(framed), zstd)] {
+            let (_dir, store) = temp_store();
+            let id = match &source {
+                None => {
+                    import_bytes(&store, name, &bytes, false)
+                        .expect("import")
+                        .id
+                }
+                Some(z) => {
+                    store
+                        .import_zstd(name, z, &Default::default())
+                        .expect("import")
+                        .id
+                }
+            };
+            store
+                .migrate(&id, &MigrateOptions::default())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut v4 = Vec::new();
+            store.export(&id, None, &mut v4).expect("export");
+            assert_eq!(
+                sha256_hex(&v4),
+                want,
+                "{name} (zstd: {}): not DSH's bytes",
+                source.is_some()
+            );
+        }
         checked += 1;
     }
     assert_eq!(checked, 97);
