@@ -582,3 +582,42 @@ fn a_fork_family_migrates_forks_first() {
         assert!(problems.is_empty(), "{problems:?}");
     }
 }
+
+/// A store opened with `V0Reads::Migrated` answers a V0 session's views in DSH 0.2's model (the
+/// in-memory successor), exactly as the published successor answers them once migrated.
+#[test]
+fn v0_reads_can_be_served_through_migration() {
+    let Some(fx) = fixtures() else { return };
+    let name = "examples__acp-agent__tests__snapshots__hook-cc-posttool-context__session.jsonl";
+    let bytes = prepared(&std::fs::read(fx.join("dsh").join(name)).expect("fixture"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = sessionlog::engine::Options {
+        durability: sessionlog::engine::Durability::Buffered,
+        v0_reads: sessionlog::engine::V0Reads::Migrated,
+        ..Default::default()
+    };
+    let store = Store::open(dir.path().join("db"), options).expect("open");
+    let id = import_bytes(&store, name, &bytes, false)
+        .expect("import")
+        .id;
+    let views = |store: &Store| {
+        let messages = store.messages_at(&id, None).expect("messages");
+        let surface = store.surface_at(&id, None).expect("surface").to_json();
+        let usage = store.state_at(&id, "tokenUsage", None).expect("usage");
+        (
+            messages.iter().map(stringify).collect::<Vec<_>>(),
+            surface,
+            stringify(&usage),
+        )
+    };
+    let read = views(&store);
+    assert!(
+        read.0.iter().any(|m| m.contains(r#""role":"tool""#)),
+        "{:?}",
+        read.0
+    );
+    store
+        .migrate(&id, &MigrateOptions::default())
+        .expect("migrate");
+    assert_eq!(views(&store), read);
+}

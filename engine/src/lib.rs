@@ -37,7 +37,7 @@ pub use import::{ImportOptions, ImportReport, RootLocation};
 pub use list::{ListOrder, ListPage, SessionSummary};
 pub use meta::{FrozenGeneration, SourceEncoding, Verdict};
 pub use migrate::{MigrateOptions, MigrationOutcome, MigrationReport};
-pub use options::{Durability, Options};
+pub use options::{Durability, Options, V0Reads};
 pub use projection::CHECKPOINT_EVERY;
 pub use repair::RepairReport;
 pub use retention::PurgeReport;

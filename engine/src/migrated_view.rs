@@ -4,23 +4,27 @@
 //! chain runs over the stored events on each read and the views are folded naively over the
 //! result; `sessionlog migrate` publishes the successor and makes the reads indexed.
 //!
-//! V0 sessions keep DSH 0.1's model (the format's own reader); V4 is served from its index.
+//! V0 sessions keep DSH 0.1's model (the format's own reader) unless the store is opened with
+//! `V0Reads::Migrated`; V4 is served from its index.
 
 use sessionlog_codec::json::Value;
 use sessionlog_codec::surface::{replay_with, Replay, SurfaceModel};
 
 use crate::meta::SessionMeta;
+use crate::options::V0Reads;
 use crate::store::Store;
 use crate::surface::SurfaceView;
 use crate::{Error, Result};
 
-/// The first format a read serves through migration, and the first it serves natively again.
+/// The formats a read always serves through migration (V0 only when the store is opened with
+/// `V0Reads::Migrated`).
 const MIGRATED_READS: std::ops::Range<u32> = 1..4;
 
 impl Store {
     /// The V4 successor's events of a V1–V3 session; `None` for sessions served natively.
     pub(crate) fn migrated_events(&self, meta: &SessionMeta) -> Result<Option<Vec<Value>>> {
-        if !MIGRATED_READS.contains(&meta.version) {
+        let v0_migrated = meta.version == 0 && self.options.v0_reads == V0Reads::Migrated;
+        if !MIGRATED_READS.contains(&meta.version) && !v0_migrated {
             return Ok(None);
         }
         let id = meta.id_lossy();

@@ -11,6 +11,16 @@ pub enum Durability {
     Buffered,
 }
 
+/// Which model a V0 session's logical views answer in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum V0Reads {
+    /// DSH 0.1's model: the format's own reader and folds (indexed).
+    Native,
+    /// DSH 0.2's: the V4 successor the migration chain makes in memory, at its seqs (what DSH
+    /// 0.2 answers for a V0 log it opens without migrating; a refusal is the chain's).
+    Migrated,
+}
+
 /// Options for [`crate::Store::open`].
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -37,6 +47,9 @@ pub struct Options {
     /// Sessions whose write state (next seq, surface) stays in memory; more are evicted and
     /// reloaded on their next append. Default: 100,000.
     pub hot_sessions: usize,
+    /// The model V0 sessions' messages, surface, transcript and state answer in (V1–V3 always
+    /// answer DSH 0.2's; `migrate` makes either indexed). Default: `V0Reads::Native`.
+    pub v0_reads: V0Reads,
 }
 
 impl Default for Options {
@@ -51,6 +64,7 @@ impl Default for Options {
             background_jobs: 2,
             hot_sessions: 100_000,
             strict_appends: false,
+            v0_reads: V0Reads::Native,
         }
     }
 }

@@ -20,6 +20,10 @@ pub struct Cli {
     /// Durability of writes: `sync` fsyncs before acknowledging, `buffered` leaves it to the OS.
     #[arg(long, global = true, value_enum, default_value_t = DurabilityArg::Sync)]
     pub durability: DurabilityArg,
+    /// The model V0 sessions' views answer in: `native` (DSH 0.1's, indexed) or `migrated`
+    /// (DSH 0.2's: the V4 successor made in memory, at its seqs). V1–V3 always answer DSH 0.2's.
+    #[arg(long, global = true, value_enum, default_value_t = V0ReadsArg::Native)]
+    pub v0_reads: V0ReadsArg,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -31,6 +35,15 @@ pub enum DurabilityArg {
     Sync,
     /// Acknowledge after the WAL write.
     Buffered,
+}
+
+/// `--v0-reads` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum V0ReadsArg {
+    /// DSH 0.1's model.
+    Native,
+    /// DSH 0.2's, through the migration chain.
+    Migrated,
 }
 
 /// `ls --order` values.

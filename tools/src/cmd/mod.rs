@@ -14,10 +14,10 @@ mod stress;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use sessionlog_engine::{Durability, Options, Store};
+use sessionlog_engine::{Durability, Options, Store, V0Reads};
 use sessionlog_tools::hosting::{self, peers::Peer};
 
-use crate::cli::{BenchWorkload, Cli, Command, DurabilityArg, PeerArg};
+use crate::cli::{BenchWorkload, Cli, Command, DurabilityArg, PeerArg, V0ReadsArg};
 
 /// Run one parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -29,6 +29,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         let options = Options {
             durability,
             strict_appends,
+            v0_reads: match cli.v0_reads {
+                V0ReadsArg::Native => V0Reads::Native,
+                V0ReadsArg::Migrated => V0Reads::Migrated,
+            },
             ..Options::default()
         };
         Store::open(&cli.db, options)
