@@ -7,6 +7,9 @@
 //! V0 sessions keep DSH 0.1's model (the format's own reader) unless the store is opened with
 //! `V0Reads::Migrated`; V4 is served from its index.
 
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
 use sessionlog_codec::json::Value;
 use sessionlog_codec::surface::{replay_with, Replay, SurfaceModel};
 
@@ -16,16 +19,59 @@ use crate::store::Store;
 use crate::surface::SurfaceView;
 use crate::{Error, Result};
 
+/// How many successors stay in memory for repeated reads.
+const CACHED_SUCCESSORS: usize = 4;
+
+/// What a successor depends on: the session's number and event count, and the store's session
+/// number watermark (a new session may be a child the catalog backfill lists).
+type SuccessorKey = (u64, u64, u64);
+
+/// The last few successors read, so a session's views do not re-run the chain per query.
+#[derive(Default)]
+pub(crate) struct SuccessorCache(Mutex<VecDeque<(SuccessorKey, Arc<Vec<Value>>)>>);
+
+impl SuccessorCache {
+    fn get(&self, key: SuccessorKey) -> Option<Arc<Vec<Value>>> {
+        let cache = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, events)| Arc::clone(events))
+    }
+
+    fn put(&self, key: SuccessorKey, events: Arc<Vec<Value>>) {
+        let mut cache = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache.retain(|(k, _)| k.0 != key.0);
+        if cache.len() == CACHED_SUCCESSORS {
+            cache.pop_front();
+        }
+        cache.push_back((key, events));
+    }
+}
+
 /// The formats a read always serves through migration (V0 only when the store is opened with
 /// `V0Reads::Migrated`).
 const MIGRATED_READS: std::ops::Range<u32> = 1..4;
 
 impl Store {
-    /// The V4 successor's events of a V1–V3 session; `None` for sessions served natively.
-    pub(crate) fn migrated_events(&self, meta: &SessionMeta) -> Result<Option<Vec<Value>>> {
+    /// The V4 successor's events of a session read through migration; `None` for sessions
+    /// served natively.
+    pub(crate) fn migrated_events(&self, meta: &SessionMeta) -> Result<Option<Arc<Vec<Value>>>> {
         let v0_migrated = meta.version == 0 && self.options.v0_reads == V0Reads::Migrated;
         if !MIGRATED_READS.contains(&meta.version) && !v0_migrated {
             return Ok(None);
+        }
+        // The successor depends on the session's events and, through the catalog backfill, on
+        // which sessions exist: any new session changes the key.
+        let key = (meta.number, meta.events, self.number_watermark());
+        if let Some(events) = self.successors.get(key) {
+            return Ok(Some(events));
         }
         let id = meta.id_lossy();
         let children = self.children_facts(Some(&id))?;
@@ -33,7 +79,9 @@ impl Store {
         let successor = self
             .successor(meta, children)
             .map_err(|reason| Error::Migration { id, reason })?;
-        Ok(Some(successor.events))
+        let events = Arc::new(successor.events);
+        self.successors.put(key, Arc::clone(&events));
+        Ok(Some(events))
     }
 
     /// The replay of a V1–V3 session's successor up to `at` (default: its last event); `None`

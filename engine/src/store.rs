@@ -44,6 +44,8 @@ pub struct Store {
     claims: Mutex<HashSet<Vec<u8>>>,
     /// Registered message projections (see `projections.rs`).
     pub(crate) projections: crate::projections::Registry,
+    /// Successors of sessions read through migration (see `migrated_view.rs`).
+    pub(crate) successors: crate::migrated_view::SuccessorCache,
 }
 
 impl std::fmt::Debug for Store {
@@ -103,6 +105,7 @@ impl Store {
             poisoned: std::sync::atomic::AtomicBool::new(false),
             claims: Mutex::new(HashSet::new()),
             projections: crate::projections::Registry::default(),
+            successors: crate::migrated_view::SuccessorCache::default(),
         };
         store.recover_interrupted_imports()?;
         let next = store.read_counter()?;
@@ -178,6 +181,11 @@ impl Store {
         self.meta(id)?.ok_or_else(|| Error::UnknownSession {
             id: String::from_utf8_lossy(id).into_owned(),
         })
+    }
+
+    /// The next session number to be allocated: it moves whenever a session is created.
+    pub(crate) fn number_watermark(&self) -> u64 {
+        self.next_number.load(Ordering::SeqCst)
     }
 
     /// Reserve a fresh session number (never reused, even if the import fails).
