@@ -22,6 +22,9 @@ use crate::{Error, Result};
 /// How many successors stay in memory for repeated reads.
 const CACHED_SUCCESSORS: usize = 4;
 
+/// Successors longer than this are not kept (each read rebuilds them), bounding the memory held.
+const CACHEABLE_EVENTS: usize = 100_000;
+
 /// What a successor depends on: the session's number and event count, and the store's session
 /// number watermark (a new session may be a child the catalog backfill lists).
 type SuccessorKey = (u64, u64, u64);
@@ -80,7 +83,9 @@ impl Store {
             .successor(meta, children)
             .map_err(|reason| Error::Migration { id, reason })?;
         let events = Arc::new(successor.events);
-        self.successors.put(key, Arc::clone(&events));
+        if events.len() <= CACHEABLE_EVENTS {
+            self.successors.put(key, Arc::clone(&events));
+        }
         Ok(Some(events))
     }
 
