@@ -403,9 +403,10 @@ fn later_generation_reader_cases() {
     assert_eq!((report.verdict, report.events), (Verdict::Torn, 10));
 }
 
-/// A V1–V3 session is read as DSH 0.2 reads it, through the migration chain: a log the chain
-/// refuses gets its reason on every logical view; what is not modelled (fork, repair, request
-/// reconstruction and appends of V1–V3 sessions) is refused, not answered in the wrong model.
+/// A V1–V3 session is read as DSH 0.2 reads it, through the migration chain, and written to as
+/// DSH's write-open does, after publishing its V4 successor: a log the chain refuses gets its
+/// reason on every view and write, unchanged; request reconstruction is refused, not answered in
+/// the wrong model.
 #[test]
 fn views_of_older_generations_go_through_migration_and_the_rest_is_refused() {
     let (_t, store) = temp_store();
@@ -428,8 +429,18 @@ fn views_of_older_generations_go_through_migration_and_the_rest_is_refused() {
         refused(store.state_at("v3", "title", None).map(|_| ())),
         reason
     );
-    assert!(not_served(store.fork("v3", None, "child").map(|_| ()), 3));
-    assert!(not_served(store.repair("v3").map(|_| ()), 3));
+    // Writes open the session as DSH's write-open does: through the migration, here refused.
+    assert_eq!(refused(store.fork("v3", None, "child").map(|_| ())), reason);
+    assert_eq!(refused(store.repair("v3").map(|_| ())), reason);
+    let append = store.append(
+        "v3",
+        None,
+        vec![crate::fixtures::ev(
+            r#"{"type":"plan/mode","data":{"active":true}}"#,
+        )],
+    );
+    assert_eq!(refused(append.map(|_| ())), reason);
+    assert_eq!(export_bytes(&store, "v3"), v3.as_bytes());
     assert!(not_served(store.request("v3", 1, 1).map(|_| ()), 3));
     assert!(store
         .create_session(
@@ -438,6 +449,37 @@ fn views_of_older_generations_go_through_migration_and_the_rest_is_refused() {
         )
         .is_err());
     assert_eq!(export_bytes(&store, "v4"), text.as_bytes());
+}
+
+/// Appending to a V3 session first publishes its V4 successor (the V3 file kept as generation 3),
+/// then appends in DSH 0.2's model at the successor's next seq.
+#[test]
+fn a_write_to_an_older_generation_migrates_it_first() {
+    let Some(fx) = fixtures() else { return };
+    let v3 = std::fs::read(fx.join("dsh-later").join(RAW_V3)).expect("v3 fixture");
+    let (_t, store) = temp_store();
+    let id = import_bytes(&store, "v3", &v3, false).expect("import").id;
+    let successor = store
+        .messages_at(&id, None)
+        .expect("read through migration");
+    let receipt = store
+        .append(
+            &id,
+            None,
+            vec![crate::fixtures::ev(
+                r#"{"type":"plan/mode","data":{"active":true}}"#,
+            )],
+        )
+        .expect("append");
+    let summary = &store.list().expect("list")[0];
+    assert_eq!(
+        (summary.format, summary.generations.clone()),
+        (4, vec![3, 4])
+    );
+    assert_eq!(receipt.first_seq + 1, summary.events);
+    assert_eq!(store.messages_at(&id, None).expect("messages"), successor);
+    assert_eq!(generation_bytes(&store, &id, 3), v3);
+    assert!(store.verify(&[]).expect("verify").problems.is_empty());
 }
 
 /// Reading a V1 or V3 session through the chain in memory answers exactly what its published

@@ -107,6 +107,9 @@ impl Store {
                 format!("session \"{new_id}\" already exists"),
             );
         }
+        // The child shares the parent's prefix in DSH 0.2's model: an older parent is migrated
+        // first (its successor published, as DSH's next write-open would).
+        self.write_open(source)?;
         let parent = self.meta(source.as_bytes())?.ok_or_else(|| Error::Fork {
             code: "SESSION_NOT_FOUND",
             message: format!("session \"{source}\" not found"),

@@ -125,6 +125,18 @@ impl Store {
         Ok(outcomes)
     }
 
+    /// DSH's write-open of an older generation: a V1–V3 session is migrated, its V4 successor
+    /// published, before anything is written to it. V0 sessions are written as V0 (DSH 0.1's
+    /// writer), and a missing session is left to the caller's own error.
+    pub(crate) fn write_open(&self, id: &str) -> Result<()> {
+        match self.meta(id.as_bytes())? {
+            Some(meta) if (1..NEWEST_VERSION).contains(&meta.version) => {
+                self.migrate(id, &MigrateOptions::default()).map(|_| ())
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn migrate_with(
         &self,
         id: &str,

@@ -53,6 +53,7 @@ impl Store {
     }
 
     fn repair_or_resume(&self, id: &str, resume: bool) -> Result<RepairReport> {
+        self.write_open(id)?;
         self.rewrite_session(id, "repairing session", |meta, batch| {
             self.stage_repair(id, meta, resume, batch)
         })

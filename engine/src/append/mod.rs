@@ -126,6 +126,9 @@ impl Store {
         if let Err(e) = self.check_writable() {
             return items.iter().map(|_| Err(e.duplicate())).collect();
         }
+        // A V1–V3 session is migrated before it is written to, as DSH's write-open does.
+        let mut opened: Vec<Option<Error>> =
+            items.iter().map(|i| self.write_open(i.id).err()).collect();
         // Lock sessions in id order so concurrent group appends cannot deadlock.
         let mut order: Vec<usize> = (0..items.len()).collect();
         order.sort_by(|&a, &b| items[a].id.cmp(items[b].id));
@@ -148,6 +151,10 @@ impl Store {
                     seq: None,
                     rule: "a session may appear once per append_many call".into(),
                 }));
+                continue;
+            }
+            if let Some(e) = opened[i].take() {
+                results[i] = Some(Err(e));
                 continue;
             }
             let expected = items[i].expected_next_seq;
