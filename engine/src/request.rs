@@ -18,9 +18,17 @@ impl Store {
     /// module docs for the V0 and V4 rules).
     pub fn dispatch_point(&self, id: &str, turn: i64, step: i64) -> Result<u64> {
         let meta = self.require_meta(id.as_bytes())?;
-        meta.require_surface_model("request reconstruction")?;
+        // A session read through migration is asked in its successor's model and seqs.
+        let migrated = self.migrated_events(&meta)?;
+        let version = match migrated {
+            Some(_) => sessionlog_codec::generation::NEWEST_VERSION,
+            None => {
+                meta.require_surface_model("request reconstruction")?;
+                meta.version
+            }
+        };
         let (mut first_chunk, mut message, mut end) = (None, None, None);
-        self.events(id, 0, None, &mut |seq, e| {
+        let mut visit = |seq: u64, e: &Value| {
             let o = e.as_object();
             let d = o.and_then(|o| o.get("data")).and_then(Value::as_object);
             let here = d.is_some_and(|d| {
@@ -42,9 +50,17 @@ impl Store {
                 }
             }
             Ok(())
-        })?;
+        };
+        match &migrated {
+            Some(events) => {
+                for (seq, e) in events.iter().enumerate() {
+                    visit(seq as u64, e)?;
+                }
+            }
+            None => self.events_of(&meta, 0, None, &mut visit)?,
+        }
         // V4: an attempt and a message are both the step's model output; the earlier one counts.
-        let output = match (meta.version, first_chunk, message) {
+        let output = match (version, first_chunk, message) {
             (4, Some(a), Some(m)) => Some(a.min(m)),
             _ => first_chunk.or(message),
         };
