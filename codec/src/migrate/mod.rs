@@ -7,6 +7,13 @@
 //! - Any stage may refuse; a refusal is final for the whole log ([`Refusal`]). Nothing here does
 //!   I/O: publishing the V4 successor is the engine's job.
 //! - The header goes through every edge first ([`Stage::header`]), then the body.
+//!
+//! The edges: [`V0ToV1`] (legacy normalizations; payloads held to the frozen V0 inventory and
+//! its value rules, `inventory` and `payload`), [`V1ToV2`] (the attempt fold, `stream`),
+//! [`V2ToV3`] (system heads, canonical envelopes; the source audit in `v2_audit`) and
+//! [`V3ToV4`] (tool-role results in `tool_role`, producer sources in `producers`, the catalog
+//! backfill). [`MigrationCheck`] and [`Admission`] give DSH 0.2's verdict on an older log: the
+//! chain, then its V4 reader.
 
 mod check;
 mod inventory;
