@@ -621,3 +621,59 @@ fn v0_reads_can_be_served_through_migration() {
         .expect("migrate");
     assert_eq!(views(&store), read);
 }
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+        /// A fixture log with lines dropped, duplicated or swapped: the migration either
+        /// publishes a successor the store verifies (generation 0 byte-exact) or is refused with
+        /// the store unchanged; nothing else happens.
+        #[test]
+        fn a_damaged_log_is_migrated_or_refused_cleanly(
+            pick in 0usize..64,
+            edits in proptest::collection::vec((0u8..3, any::<prop::sample::Index>(), any::<prop::sample::Index>()), 1..4),
+        ) {
+            let Some(fx) = fixtures() else { return Ok(()) };
+            let names: Vec<&str> = include_str!("data/migrate-dsh-0.2.sha256")
+                .lines()
+                .filter_map(|l| l.split(' ').next())
+                .collect();
+            let name = names[pick % names.len()];
+            let bytes = prepared(&std::fs::read(fx.join("dsh").join(name)).expect("fixture"));
+            let mut lines: Vec<&[u8]> = bytes.split_inclusive(|&b| b == b'\n').collect();
+            for (op, a, b) in &edits {
+                if lines.len() < 3 {
+                    break;
+                }
+                let (i, j) = (1 + a.index(lines.len() - 1), 1 + b.index(lines.len() - 1));
+                match op {
+                    0 => { lines.remove(i); }
+                    1 => lines.insert(i, lines[j]),
+                    _ => lines.swap(i, j),
+                }
+            }
+            let damaged = lines.concat();
+            let (_dir, store) = temp_store();
+            let Ok(report) = import_bytes(&store, name, &damaged, false) else { return Ok(()) };
+            let before = format!("{:?}", store.list().expect("list"));
+            match store.migrate(&report.id, &MigrateOptions::default()) {
+                Ok(_) => {
+                    let mut v0 = Vec::new();
+                    store.export_generation(&report.id, 0, None, &mut v0).expect("generation 0");
+                    prop_assert_eq!(v0, damaged);
+                }
+                Err(Error::Migration { reason, .. }) => {
+                    prop_assert!(reason.ends_with("remains unchanged"), "{}", reason);
+                    prop_assert_eq!(format!("{:?}", store.list().expect("list")), before);
+                    prop_assert_eq!(export_bytes(&store, &report.id), damaged);
+                }
+                Err(e) => prop_assert!(false, "{name}: {e}"),
+            }
+            let problems = store.verify(&[]).expect("verify").problems;
+            prop_assert!(problems.is_empty(), "{:?}", problems);
+        }
+    }
+}
