@@ -35,6 +35,14 @@ fn prepared(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
+/// `bytes` as DSH's live zstd writer frames a log written one event per batch: a frame a line.
+fn frame_per_line(bytes: &[u8]) -> Vec<u8> {
+    bytes
+        .split_inclusive(|&b| b == b'\n')
+        .flat_map(|line| sessionlog::codec::zstd::compress_frame(line).expect("frame"))
+        .collect()
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes)
@@ -64,10 +72,7 @@ fn migrated_fixtures_are_byte_identical_to_dsh_0_2s_own_migration() {
             input,
             "{name}: prepared differently from DSH's run"
         );
-        let mut framed = Vec::new();
-        for line in bytes.split_inclusive(|&b| b == b'\n') {
-            framed.extend(sessionlog::codec::zstd::compress_frame(line).expect("frame"));
-        }
+        let framed = frame_per_line(&bytes);
         for (source, want) in [(None, plain), (Some(framed), zstd)] {
             let (_dir, store) = temp_store();
             let id = match &source {
@@ -337,10 +342,7 @@ fn case_28_a_zstd_successor_is_a_header_frame_and_one_body_frame() {
         r#"{"type":"turn/end","seq":4,"time":6,"data":{"turn":1,"reason":{"kind":"completed"}}}"#,
         "\n",
     );
-    let mut zstd = Vec::new();
-    for line in plain.split_inclusive('\n') {
-        zstd.extend(sessionlog::codec::zstd::compress_frame(line.as_bytes()).expect("frame"));
-    }
+    let zstd = frame_per_line(plain.as_bytes());
     store
         .import_zstd("z", &zstd, &Default::default())
         .expect("import");
@@ -514,10 +516,7 @@ fn a_fork_family_migrates_forks_first() {
     for zstd in [false, true] {
         let (_dir, store) = temp_store();
         let id = if zstd {
-            let mut frames = Vec::new();
-            for line in parent.split_inclusive(|&b| b == b'\n') {
-                frames.extend(sessionlog::codec::zstd::compress_frame(line).expect("frame"));
-            }
+            let frames = frame_per_line(&parent);
             store
                 .import_zstd("parent", &frames, &Default::default())
                 .expect("import")

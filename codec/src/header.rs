@@ -203,7 +203,7 @@ fn released_v2_header(h: &Object) -> Result<(), String> {
         return Err("released v2 header id must be a string".into());
     }
     for key in ["createdAt", "delegationDepth"] {
-        if !is_count(h.get(key)) {
+        if h.get(key).and_then(Value::as_count).is_none() {
             return Err(format!(
                 "released v2 header {key} must be a non-negative safe integer"
             ));
@@ -242,22 +242,12 @@ fn version_refusal(id: &JsString, version: f64) -> String {
     }
 }
 
-/// A non-negative safe integer that is not `-0` (the createdAt / delegationDepth rule).
-fn is_count(v: Option<&Value>) -> bool {
-    match v {
-        Some(Value::Number(n)) => {
-            safe_integer(*n).is_some_and(|i| i >= 0) && !(*n == 0.0 && n.is_sign_negative())
-        }
-        _ => false,
-    }
-}
-
 /// DSH `isHeaderLine`.
 fn is_header_line(h: &Object) -> bool {
     matches!(h.get("version"), Some(Value::Number(_)))
         && matches!(h.get("id"), Some(Value::String(_)))
-        && is_count(h.get("createdAt"))
-        && is_count(h.get("delegationDepth"))
+        && h.get("createdAt").and_then(Value::as_count).is_some()
+        && h.get("delegationDepth").and_then(Value::as_count).is_some()
         && match h.get("origin") {
             None => true,
             Some(o) => o.as_str() == Some("subagent"),

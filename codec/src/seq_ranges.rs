@@ -94,8 +94,7 @@ pub fn decode(value: &Value, seq: u64, strictness: Strictness) -> Result<Option<
 
 /// DSH's `sessionFormatCount`: a non-negative safe integer, not `-0`.
 fn count(v: &Value, label: &str) -> Result<u64, String> {
-    v.as_safe_u64()
-        .filter(|_| !matches!(v, Value::Number(n) if *n == 0.0 && n.is_sign_negative()))
+    v.as_count()
         .ok_or_else(|| format!("{label} must be a non-negative safe integer"))
 }
 

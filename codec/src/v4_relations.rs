@@ -188,7 +188,7 @@ impl V4Relations {
                 Err(e) => self.owned.push(Owned::Failure(e)),
             },
             Some("subagent/catalog") => {
-                let child = catalog_child(o.get("data"));
+                let child = catalog_child(o.get("data"), "subagent/catalog");
                 self.owned.push(Owned::Catalog { seq, child });
             }
             _ => {}
@@ -859,9 +859,9 @@ pub(crate) fn delivery(
         .map_err(|_| "delivery requires a nonempty Session id".into())
 }
 
-/// `catalogFact`: the child a supported catalog fact names.
-pub(crate) fn catalog_child(data: Option<&Value>) -> Result<String, String> {
-    let unsupported = || "subagent/catalog requires a supported versioned catalog fact".to_owned();
+/// `catalogFact(value, subject)`: the child a supported catalog fact names.
+pub(crate) fn catalog_child(data: Option<&Value>, subject: &str) -> Result<String, String> {
+    let unsupported = || format!("{subject} requires a supported versioned catalog fact");
     let fact = data.and_then(Value::as_object).ok_or_else(unsupported)?;
     let version = fact.get("version").and_then(Value::as_f64);
     let mode = fact.get("mode").and_then(Value::as_str);
@@ -895,8 +895,7 @@ fn record<'a>(v: Option<&'a Value>, subject: &str) -> Result<&'a Object, String>
 
 /// DSH's `sessionFormatCount`: a non-negative safe integer, not `-0`.
 fn count(v: Option<&Value>, subject: &str) -> Result<u64, String> {
-    v.filter(|v| !matches!(v, Value::Number(n) if *n == 0.0 && n.is_sign_negative()))
-        .and_then(Value::as_safe_u64)
+    v.and_then(Value::as_count)
         .ok_or_else(|| format!("{subject} must be a non-negative safe integer"))
 }
 

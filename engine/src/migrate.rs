@@ -16,7 +16,7 @@
 
 use sessionlog_codec::generation::NEWEST_VERSION;
 use sessionlog_codec::json::{parse, Object, Value};
-use sessionlog_codec::migrate::{transformed_refusal, Admission, Chain, ChildFacts};
+use sessionlog_codec::migrate::{ChildFacts, MigrationCheck};
 
 use crate::generations::LowerGeneration;
 use crate::import::{ImportOptions, Landing};
@@ -60,7 +60,7 @@ pub enum MigrationOutcome {
 }
 
 /// The V4 successor of a session, checked and ready to publish.
-pub(crate) struct Successor {
+pub(crate) struct MigratedFile {
     /// The file's bytes, in the session's encoding.
     bytes: Vec<u8>,
     /// Its events, seqs dense from 0.
@@ -87,12 +87,12 @@ impl Store {
         options: &MigrateOptions,
         each: &mut dyn FnMut(&MigrationOutcome),
     ) -> Result<Vec<MigrationOutcome>> {
-        let children = self.children_facts(None)?;
         let mut metas = std::collections::HashMap::new();
         self.for_each_meta(&mut |m| {
             metas.insert(m.id.clone(), m.clone());
             Ok(())
         })?;
+        let children = self.children_facts_of(metas.values(), None)?;
         // Forks before the sessions they read their prefix from: deepest first.
         let depth = |m: &SessionMeta| {
             std::iter::successors(m.fork_of.as_ref(), |b| {
@@ -168,7 +168,7 @@ impl Store {
         &self,
         meta: &SessionMeta,
         children: Vec<ChildFacts>,
-    ) -> std::result::Result<Successor, String> {
+    ) -> std::result::Result<MigratedFile, String> {
         let from = meta.version;
         if from >= NEWEST_VERSION {
             return Err(format!(
@@ -176,22 +176,17 @@ impl Store {
             ));
         }
         let unchanged =
-            |reason: String| format!("{reason}; source v{from} artifact remains unchanged");
+            |reason: &str| format!("{reason}; source v{from} artifact remains unchanged");
         let header = header_object(&meta.header)?;
-        // DSH 0.2 reads the header's version first, then the generation's own header rules; a
-        // header it cannot take is refused in its words, even where DSH 0.1's reader (the
-        // stored verdict) already said it is corrupt.
-        if !header.get("version").is_some_and(is_count) {
-            return Err(unchanged(
-                "Session format version must be a non-negative safe integer".into(),
-            ));
+        let mut check = MigrationCheck::keeping(from, &header, children);
+        // A header DSH 0.2 cannot take is refused in its words, even where DSH 0.1's reader (the
+        // stored verdict) already said it is corrupt; DSH 0.1's own refusals (`Unsupported`) are
+        // left to the chain, which states DSH 0.2's.
+        if let Some(reason) = check.refusal() {
+            return Err(unchanged(reason));
         }
-        Chain::from_version(from, Vec::new())
-            .header(&mut header.clone())
-            .map_err(|r| unchanged(r.to_string()))?;
-        // DSH 0.1's own refusals (`Unsupported`) are left to the chain, which states DSH 0.2's.
         if let Verdict::Corrupt(m) = &meta.verdict {
-            return Err(unchanged(format!(
+            return Err(unchanged(&format!(
                 "source v{from} artifact cannot be read: {m}"
             )));
         }
@@ -207,47 +202,38 @@ impl Store {
                 String::from_utf8_lossy(fork)
             ));
         }
-        let mut events = Vec::with_capacity(usize::try_from(meta.events).unwrap_or(0));
         self.events_of(meta, 0, None, &mut |_, e| {
-            events.push(e.clone());
+            check.observe(e);
             Ok(())
         })
         .map_err(|e| e.to_string())?;
-        let migrated = Chain::from_version(from, children)
-            .run(header, events)
-            .map_err(|r| unchanged(r.to_string()))?;
-        let (mut admission, header_line) = Admission::new(&migrated.header)
-            .map_err(|detail| unchanged(transformed_refusal(from, &detail)))?;
-        let mut plain = header_line.into_bytes();
-        plain.push(b'\n');
-        let header_len = plain.len();
-        for e in &migrated.events {
-            plain.extend_from_slice(admission.push(e).as_bytes());
-            plain.push(b'\n');
+        if let Some(reason) = check.finish() {
+            return Err(unchanged(&reason));
         }
-        admission
-            .finish()
-            .map_err(|detail| unchanged(transformed_refusal(from, &detail)))?;
+        let successor = check
+            .into_successor()
+            .ok_or_else(|| "the migration kept no successor".to_owned())?;
         let bytes = match meta.source {
-            SourceEncoding::Jsonl => plain,
+            SourceEncoding::Jsonl => successor.text,
             SourceEncoding::JsonlZstd => {
                 let frame =
                     |b: &[u8]| sessionlog_codec::zstd::compress_frame(b).map_err(|e| e.to_string());
-                let mut out = frame(&plain[..header_len])?;
-                if plain.len() > header_len {
-                    out.extend(frame(&plain[header_len..])?);
+                let (header, rows) = successor.text.split_at(successor.header_len);
+                let mut out = frame(header)?;
+                if !rows.is_empty() {
+                    out.extend(frame(rows)?);
                 }
                 out
             }
         };
-        Ok(Successor {
+        Ok(MigratedFile {
             bytes,
-            events: migrated.events.into_iter().map(Value::Object).collect(),
+            events: successor.events,
         })
     }
 
     /// Publish `successor` as `meta`'s served generation, keeping every generation it had.
-    fn publish(&self, meta: &SessionMeta, successor: Successor) -> Result<()> {
+    fn publish(&self, meta: &SessionMeta, successor: MigratedFile) -> Result<()> {
         let id = meta.id_lossy();
         let handle = self.hot.handle(&meta.id);
         let mut hot = handle
@@ -297,26 +283,41 @@ impl Store {
         &self,
         only: Option<&str>,
     ) -> Result<std::collections::HashMap<String, Vec<ChildFacts>>> {
-        let mut found: Vec<(String, SessionMeta)> = Vec::new();
+        let mut metas = Vec::new();
         self.for_each_meta(&mut |m| {
+            metas.push(m.clone());
+            Ok(())
+        })?;
+        self.children_facts_of(metas.iter(), only)
+    }
+
+    /// [`Store::children_facts`] among `metas` (every session of the store).
+    fn children_facts_of<'m>(
+        &self,
+        metas: impl IntoIterator<Item = &'m SessionMeta>,
+        only: Option<&str>,
+    ) -> Result<std::collections::HashMap<String, Vec<ChildFacts>>> {
+        let mut found: Vec<(String, &SessionMeta, Object)> = Vec::new();
+        for m in metas {
             let Ok(header) = header_object(&m.header) else {
-                return Ok(());
+                continue;
             };
-            let parent = header.get("parentSession").and_then(Value::as_str);
+            let parent = header
+                .get("parentSession")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
             let child = header.get("origin").and_then(Value::as_str) == Some("subagent");
             if let (Some(parent), true) = (parent, child) {
                 if only.is_none_or(|o| o == parent) && m.deleted_at_ms.is_none() {
-                    found.push((parent.to_owned(), m.clone()));
+                    found.push((parent, m, header));
                 }
             }
-            Ok(())
-        })?;
+        }
         let mut out: std::collections::HashMap<String, Vec<ChildFacts>> = Default::default();
-        for (parent, child) in found {
-            let header = header_object(&child.header).unwrap_or_default();
+        for (parent, child, header) in found {
             let cut = child.inherited_cut.unwrap_or(0);
             let mut descriptors = Vec::new();
-            self.events_of(&child, cut, None, &mut |_, e| {
+            self.events_of(child, cut, None, &mut |_, e| {
                 if sessionlog_codec::event::event_type(e) == "subagent/descriptor" {
                     descriptors.push(
                         e.as_object()
@@ -338,11 +339,6 @@ impl Store {
         }
         Ok(out)
     }
-}
-
-/// DSH's `sessionFormatCount`: a non-negative safe integer (`-0` excluded).
-fn is_count(v: &Value) -> bool {
-    v.as_safe_u64().is_some() && v.as_f64().is_some_and(f64::is_sign_positive)
 }
 
 /// A stored header line as a JSON object.

@@ -142,18 +142,7 @@ impl Store {
             return Ok(u.view(&state));
         }
         let seed = seed_length(&meta);
-        let Some(at) = (match (at, meta.events) {
-            (_, 0) => None,
-            (None, n) => Some(n - 1),
-            (Some(a), n) if a < n => Some(a),
-            (Some(a), n) => {
-                return Err(Error::OutOfRange {
-                    id: id.into(),
-                    seq: a,
-                    events: n,
-                })
-            }
-        }) else {
+        let Some(at) = crate::surface::resolve_at(&meta, at)? else {
             return Ok(u.view(&u.init(seed)));
         };
         let (mut state, from) = self

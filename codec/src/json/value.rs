@@ -86,6 +86,15 @@ impl Value {
     pub fn as_safe_u64(&self) -> Option<u64> {
         self.as_safe_integer().and_then(|n| u64::try_from(n).ok())
     }
+
+    /// DSH's `sessionFormatCount`: [`Value::as_safe_u64`] without `-0`, which DSH refuses where
+    /// it counts (header fields, seqs, turn and step numbers).
+    pub fn as_count(&self) -> Option<u64> {
+        match self {
+            Value::Number(n) if *n == 0.0 && n.is_sign_negative() => None,
+            _ => self.as_safe_u64(),
+        }
+    }
 }
 
 /// Largest integer JS represents exactly (`Number.MAX_SAFE_INTEGER`).

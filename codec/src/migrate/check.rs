@@ -36,8 +36,8 @@ impl Admission {
     }
 
     /// Read the next event's row; returns the row's text (without `\n`).
-    pub fn push(&mut self, event: &Object) -> String {
-        let row = stringify(&file_row(&Value::Object(event.clone())));
+    pub fn push(&mut self, event: &Value) -> String {
+        let row = stringify(&file_row(event));
         if self.failure.is_none() {
             self.offset += row.len() as u64 + 1;
             if let Err(e) = self.scanner.push_line(row.as_bytes(), self.offset) {
@@ -67,35 +67,80 @@ pub fn transformed_refusal(from: u32, detail: &str) -> String {
     )
 }
 
-/// The chain and the V4 reader over a source log, event by event; the first refusal is kept.
+/// A migrated log as its V4 file holds it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Successor {
+    /// The header line and every row, each ending in `\n`.
+    pub text: Vec<u8>,
+    /// Where the rows start in `text`.
+    pub header_len: usize,
+    /// The events, seqs dense from 0.
+    pub events: Vec<Value>,
+}
+
+/// The chain and the V4 reader over a source log, event by event; the first refusal is kept,
+/// and with [`MigrationCheck::keeping`] the successor too.
 pub struct MigrationCheck {
     from: u32,
     chain: Chain,
     admission: Option<Admission>,
     refusal: Option<String>,
     emitted: Vec<Object>,
+    kept: Option<Successor>,
 }
 
 impl MigrationCheck {
     /// A check of a format-`from` log whose header is `header` (its session's children in
-    /// `children`, for the catalog backfill).
+    /// `children`, for the catalog backfill). A header DSH 0.2 cannot take is refused at once:
+    /// first its version (DSH reads it before anything else), then the edges' header rules.
     pub fn new(from: u32, header: &Object, children: Vec<ChildFacts>) -> Self {
+        Self::start(from, header, children, false)
+    }
+
+    /// [`MigrationCheck::new`], keeping the successor for [`MigrationCheck::into_successor`].
+    pub fn keeping(from: u32, header: &Object, children: Vec<ChildFacts>) -> Self {
+        Self::start(from, header, children, true)
+    }
+
+    fn start(from: u32, header: &Object, children: Vec<ChildFacts>, keep: bool) -> Self {
         let mut check = MigrationCheck {
             from,
             chain: Chain::from_version(from, children),
             admission: None,
             refusal: None,
             emitted: Vec::new(),
+            kept: None,
         };
+        if header.get("version").and_then(Value::as_count).is_none() {
+            check.refusal =
+                Some("Session format version must be a non-negative safe integer".into());
+            return check;
+        }
         let mut header = header.clone();
         match check.chain.header(&mut header) {
             Err(r) => check.refusal = Some(r.to_string()),
             Ok(()) => match Admission::new(&header) {
-                Ok((admission, _)) => check.admission = Some(admission),
+                Ok((admission, line)) => {
+                    check.admission = Some(admission);
+                    if keep {
+                        let mut text = line.into_bytes();
+                        text.push(b'\n');
+                        check.kept = Some(Successor {
+                            header_len: text.len(),
+                            text,
+                            events: Vec::new(),
+                        });
+                    }
+                }
                 Err(detail) => check.refusal = Some(transformed_refusal(from, &detail)),
             },
         }
         check
+    }
+
+    /// The refusal met so far (the header's, before any event).
+    pub fn refusal(&self) -> Option<&str> {
+        self.refusal.as_deref()
     }
 
     /// The next source event.
@@ -125,10 +170,22 @@ impl MigrationCheck {
         self.refusal.clone()
     }
 
+    /// After a [`MigrationCheck::finish`] without refusal: the successor, when kept.
+    pub fn into_successor(self) -> Option<Successor> {
+        self.kept.filter(|_| self.refusal.is_none())
+    }
+
     fn admit(&mut self) {
-        if let Some(admission) = &mut self.admission {
-            for event in self.emitted.drain(..) {
-                admission.push(&event);
+        let Some(admission) = &mut self.admission else {
+            return;
+        };
+        for event in self.emitted.drain(..) {
+            let event = Value::Object(event);
+            let row = admission.push(&event);
+            if let Some(kept) = &mut self.kept {
+                kept.text.extend_from_slice(row.as_bytes());
+                kept.text.push(b'\n');
+                kept.events.push(event);
             }
         }
     }

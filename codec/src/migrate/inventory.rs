@@ -233,13 +233,6 @@ pub(super) fn exact_members(
     super::payload::keys(o, required, optional, label).map_err(|m| Refusal::format(0, m))
 }
 
-/// DSH's `sessionFormatCount`: a non-negative safe integer, `-0` excluded.
-pub(super) fn is_count(v: Option<&Value>) -> bool {
-    v.and_then(Value::as_safe_u64).is_some()
-        && v.and_then(Value::as_f64)
-            .is_some_and(|x| x.is_sign_positive())
-}
-
 /// DSH's `assertReleasedEventPayload(event, version)`: a type of the frozen inventory with
 /// exactly its `data` members (V1 also admits a delivery marker's `sessionFormatVersion`),
 /// descriptor version 3, then the type's payload semantics ([`super::payload`]). Refusals are
@@ -273,7 +266,7 @@ pub(super) fn check_payload(
         .map_err(|r| Refusal::format(version, r.message))?;
     if ty == "subagent/descriptor" {
         let descriptor = data.get("version");
-        if !is_count(descriptor) {
+        if descriptor.and_then(Value::as_count).is_none() {
             return Err(refuse(format!(
                 "subagent/descriptor {seq} version must be a non-negative safe integer"
             )));

@@ -1,7 +1,16 @@
-//! Helpers more than one edge uses: walking the messages an event carries (DSH's
-//! `mapEventMessages`) and the legacy restart closure (V1→V2 and V3→V4).
+//! Helpers more than one edge uses: an event's type, walking the messages an event carries
+//! (DSH's `mapEventMessages`) and the legacy restart closure (V1→V2 and V3→V4).
 
 use crate::json::{Object, Value};
+
+/// An event's `type` (`""` when it has none), owned so the event can be rewritten meanwhile.
+pub fn type_of(event: &Object) -> String {
+    event
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
 
 /// Apply `f` to every message `event` (of type `ty`) carries: a `user/message`'s data; the
 /// `data.message` of system, developer, assistant and tool-result events; each of

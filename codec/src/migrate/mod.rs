@@ -29,7 +29,7 @@ mod v2_audit;
 mod v2_to_v3;
 mod v3_to_v4;
 
-pub use check::{transformed_refusal, Admission, MigrationCheck};
+pub use check::{transformed_refusal, Admission, MigrationCheck, Successor};
 pub use producers::producer_kind;
 pub use references::{BadReference, Renumber};
 pub use stream::StreamAccumulator;

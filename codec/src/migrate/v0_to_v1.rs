@@ -7,7 +7,8 @@
 
 use std::collections::HashMap;
 
-use super::inventory::{check_payload, exact_members, is_count};
+use super::inventory::{check_payload, exact_members};
+use super::messages::type_of;
 use super::{Refusal, Stage};
 use crate::json::{stringify, Object, Value};
 
@@ -79,7 +80,7 @@ impl V0ToV1 {
             &[],
             &format!("turn/start {seq} data"),
         )?;
-        if !is_count(data.get("turn")) {
+        if data.get("turn").and_then(Value::as_count).is_none() {
             return Err(refuse(format!(
                 "turn/start {seq} turn must be a non-negative safe integer"
             )));
@@ -110,7 +111,7 @@ impl V0ToV1 {
             &[],
             &format!("turn/end {seq} data"),
         )?;
-        if !is_count(data.get("turn")) {
+        if data.get("turn").and_then(Value::as_count).is_none() {
             return Err(refuse(format!(
                 "turn/end {seq} turn must be a non-negative safe integer"
             )));
@@ -152,7 +153,7 @@ impl V0ToV1 {
             }
             "error" if reason.contains_key("error") => None,
             "error" => {
-                if !is_count(reason.get("step")) {
+                if reason.get("step").and_then(Value::as_count).is_none() {
                     return Err(refuse(format!(
                         "turn/end {seq} error step must be a non-negative safe integer"
                     )));
@@ -243,7 +244,7 @@ impl V0ToV1 {
             flat.remove("turn");
             Value::Object(flat.with("id", legacy_id).with("role", "user"))
         };
-        if !is_count(data.get("turn")) {
+        if data.get("turn").and_then(Value::as_count).is_none() {
             return Err(refuse(format!(
                 "steering/message {seq} turn must be a non-negative safe integer"
             )));
@@ -472,7 +473,7 @@ impl Stage for V0ToV1 {
         };
         self.id = id.to_owned();
         for key in ["createdAt", "delegationDepth", "seedLength"] {
-            if header.contains_key(key) && !is_count(header.get(key)) {
+            if header.contains_key(key) && header.get(key).and_then(Value::as_count).is_none() {
                 return Err(refuse(&format!(
                     "released v0 physical header {key} must be a non-negative safe integer"
                 )));
@@ -515,11 +516,7 @@ impl Stage for V0ToV1 {
             return Err(refuse(format!("released Session row {seq} has seq gap")));
         }
         self.next += 1;
-        let mut ty = event
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let mut ty = type_of(&event);
         if let Some(rest) = ty.strip_prefix("compact/") {
             if ["start", "summary", "end", "prune"].contains(&rest) {
                 ty = format!("compaction/{rest}");

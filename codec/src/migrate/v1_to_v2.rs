@@ -9,7 +9,7 @@
 //! settles: an unclaimed attempt goes before them, a claiming message after them.
 
 use super::inventory::{check_payload, is_v0_type};
-use super::messages::Restart;
+use super::messages::{type_of, Restart};
 use super::references::{BadReference, Renumber};
 use super::stream::StreamAccumulator;
 use super::{Refusal, Stage};
@@ -99,7 +99,7 @@ impl V1ToV2 {
     /// Emit a source event under its dense target seq, its references remapped.
     fn emit_source(&mut self, mut event: Object, out: &mut Vec<Object>) -> Result<(), Refusal> {
         let seq = seq_of(&event);
-        let ty = crate::event::event_type(&Value::Object(event.clone())).to_owned();
+        let ty = type_of(&event);
         if self.seeded && seq == self.source_cut && ty == "session/end-seed" {
             event.insert(
                 "data".into(),
@@ -153,11 +153,7 @@ impl V1ToV2 {
     /// Emit an event the stage made, `origin` the source seq it stands for.
     fn emit_generated(&mut self, origin: u64, mut event: Object, out: &mut Vec<Object>) {
         let time = event.get("time").cloned().unwrap_or(Value::Null);
-        let ty = event
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let ty = type_of(&event);
         self.ensure_cut(origin, &time, &ty, out);
         event.insert("seq".into(), Value::Number(self.renumber.take() as f64));
         out.push(event);
@@ -398,7 +394,7 @@ impl Stage for V1ToV2 {
             return Err(refuse(format!("format v1 event {seq} is not dense")));
         }
         self.next_source += 1;
-        let ty = crate::event::event_type(&Value::Object(event.clone())).to_owned();
+        let ty = type_of(&event);
         if ty == "assistant/chunk" {
             check_chunk_envelope(&event, seq)?;
         }

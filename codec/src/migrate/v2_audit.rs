@@ -85,11 +85,6 @@ fn record<'a>(v: Option<&'a Value>, label: &str) -> Result<&'a Object, Refusal> 
         .ok_or_else(|| refuse(format!("{label} must be an object")))
 }
 
-fn is_count(v: Option<&Value>) -> bool {
-    v.and_then(Value::as_f64)
-        .is_some_and(|x| x.is_sign_positive() && Value::Number(x).as_safe_u64().is_some())
-}
-
 /// Audit one V2 source event (`seq` is its source seq).
 pub(super) fn audit(ty: &str, event: &Object, seq: u64) -> Result<(), Refusal> {
     let feedback = matches!(ty, "feedback/message-put" | "feedback/message-delete");
@@ -124,7 +119,7 @@ pub(super) fn audit(ty: &str, event: &Object, seq: u64) -> Result<(), Refusal> {
     if matches!(ty, "assistant/message" | "assistant/attempt") {
         for coordinate in ["turn", "step"] {
             let v = data.get(coordinate);
-            if !is_count(v) {
+            if v.and_then(Value::as_count).is_none() {
                 return Err(refuse(format!(
                     "{coordinate} must be a non-negative safe integer"
                 )));
@@ -350,7 +345,7 @@ fn check_block(value: Option<&Value>, label: &str) -> Result<(), Refusal> {
                     "{what}: file attachment requires attachmentId and name"
                 )));
             }
-            if !is_count(attachment.get("bytes")) {
+            if attachment.get("bytes").and_then(Value::as_count).is_none() {
                 return Err(refuse(format!(
                     "{what} attachment bytes must be a non-negative safe integer"
                 )));
@@ -424,7 +419,7 @@ fn check_feedback(ty: &str, data: &Object) -> Result<(), Refusal> {
         return Err(refuse("feedback note must be a string"));
     }
     for key in ["createdAt", "updatedAt"] {
-        if !is_count(item.get(key)) {
+        if item.get(key).and_then(Value::as_count).is_none() {
             return Err(refuse(format!(
                 "feedback {key} must be a non-negative safe integer"
             )));

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 
 use sha2::{Digest, Sha256};
 
-use super::messages::for_each_message;
+use super::messages::{for_each_message, type_of};
 use super::references::Renumber;
 use super::{Refusal, Stage};
 use crate::json::{stringify, JsString, Object, Value};
@@ -246,11 +246,7 @@ impl Stage for V2ToV3 {
         if event.get("seq").and_then(Value::as_safe_u64) != Some(seq) {
             return Err(refuse("format v2 source events must be dense"));
         }
-        let ty = event
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let ty = type_of(&event);
         super::v2_audit::audit(&ty, &event, seq)?;
         self.observe_ids(&ty, &mut event)?;
         if ty == "request/header" {
@@ -307,14 +303,17 @@ impl Stage for V2ToV3 {
         event.insert("seq".into(), Value::Number(target as f64));
         rename_ptc(&ty, &mut event);
         canonicalize(&ty, &mut event, target)?;
-        let anchor = event.clone();
+        // The head's anchor is the first source `step/start` (its source seq).
+        let anchor = (step.is_some() && self.head.is_none()).then(|| {
+            let mut anchor = event.clone();
+            anchor.insert("seq".into(), Value::Number(seq as f64));
+            anchor
+        });
         out.push(event);
         if let Some(step) = step {
             self.step = Some(step);
-            if self.head.is_none() {
-                let mut source_anchor = anchor;
-                source_anchor.insert("seq".into(), Value::Number(seq as f64));
-                self.emit_system(Value::from(""), &source_anchor, out)?;
+            if let Some(anchor) = anchor {
+                self.emit_system(Value::from(""), &anchor, out)?;
             }
         } else if ty == "step/end" || ty == "turn/end" {
             self.step = None;

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::messages::Restart;
+use super::messages::{type_of, Restart};
 use super::producers::rewrite_sources;
 use super::references::{BadReference, Renumber};
 use super::tool_role::{lift_tool_result, migrate_content};
@@ -297,11 +297,7 @@ impl Stage for V3ToV4 {
         if event.get("seq").and_then(Value::as_safe_u64) != Some(source_seq) {
             return Err(Self::refuse("V3 source events must be dense"));
         }
-        let ty = event
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+        let ty = type_of(&event);
         self.check_repaired_turn(&ty, event.get("data").and_then(Value::as_object))?;
         if let Some(turn) = self.restart.observe(&ty, event.get("data")) {
             out.push(self.restart.closer(self.renumber.take(), &event, turn));
@@ -359,12 +355,12 @@ impl Stage for V3ToV4 {
             })?;
         self.renumber.record(Some(target));
         event.insert("seq".into(), Value::Number(target as f64));
-        let observed = event.clone();
         rewrite_sources(&ty, &mut event, source_seq)?;
         lift_tool_result(&ty, &mut event, source_seq)?;
         migrate_content(&ty, &mut event, source_seq)?;
+        // The rewrites keep what this reads: call ids, tool sources and the surface op.
+        self.observe_started(&ty, &event, target);
         out.push(event);
-        self.observe_started(&ty, &observed, target);
         Ok(())
     }
 
@@ -425,11 +421,9 @@ impl Stage for V3ToV4 {
 
 /// DSH's `catalogFact` over `value`, with its failure named after `subject`.
 fn catalog_fact(value: &Value, subject: &str) -> Result<Object, Refusal> {
-    crate::v4_relations::catalog_child(Some(value))
+    crate::v4_relations::catalog_child(Some(value), subject)
         .map(|_| value.as_object().cloned().unwrap_or_default())
-        .map_err(|m| {
-            V3ToV4::refuse(m.replace("subagent/catalog requires", &format!("{subject} requires")))
-        })
+        .map_err(V3ToV4::refuse)
 }
 
 /// DSH's `childCatalogFact`: the catalog fact a child's own single descriptor supports, if any.

@@ -21,6 +21,7 @@
 mod query;
 mod writer;
 
+pub(crate) use query::resolve_at;
 pub use query::SurfaceView;
 pub(crate) use writer::{SurfaceBuilder, SurfaceIndexer};
 

@@ -234,7 +234,7 @@ impl Store {
 }
 
 /// `at` defaulted to the last event and checked against the log; `None` for an empty log.
-fn resolve_at(meta: &SessionMeta, at: Option<u64>) -> Result<Option<u64>> {
+pub(crate) fn resolve_at(meta: &SessionMeta, at: Option<u64>) -> Result<Option<u64>> {
     match (at, meta.events) {
         (_, 0) => Ok(None),
         (None, n) => Ok(Some(n - 1)),

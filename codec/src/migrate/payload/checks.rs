@@ -78,11 +78,9 @@ pub(super) fn safe_integer(value: Option<&Value>, label: &str) -> Check<i64> {
 
 /// `sessionFormatCount`: a non-negative safe integer, `-0` excluded.
 pub(super) fn count(value: Option<&Value>, label: &str) -> Check<u64> {
-    match value {
-        Some(Value::Number(x)) if !is_negative_zero(*x) => value.and_then(Value::as_safe_u64),
-        _ => None,
-    }
-    .ok_or_else(|| format!("{label} must be a non-negative safe integer"))
+    value
+        .and_then(Value::as_count)
+        .ok_or_else(|| format!("{label} must be a non-negative safe integer"))
 }
 
 pub(super) fn positive(value: Option<&Value>, label: &str) -> Check<u64> {
