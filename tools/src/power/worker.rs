@@ -6,7 +6,8 @@
 //!   generator feed `k` — creates them, and appends to a random group of its open sessions in
 //!   one `append_many` (group commit; threads share fsyncs too). A restarted child resumes each
 //!   session at its stored next seq.
-//! - The admin thread: imports (`.jsonl`, `.jsonl.zstd`, and torn logs), repair, resume, fork,
+//! - The admin thread: imports (`.jsonl`, `.jsonl.zstd`, torn logs, and bulk imports committed
+//!   unsynced then made durable by one `Store::sync`), repair, resume, fork,
 //!   migrate, delete, undelete and purge, on sessions no appending thread touches
 //!   (`imp-`, `zimp-`, `torn-`, `fork-` ids); it records each touched session's image after
 //!   the call returns.
@@ -231,6 +232,7 @@ const ADMIN_OPS: &[(&str, u64)] = &[
     ("import", 3),
     ("import-zstd", 2),
     ("import-torn", 1),
+    ("import-bulk", 1),
     ("repair", 2),
     ("resume", 1),
     ("fork", 3),
@@ -303,25 +305,7 @@ fn admin_op(ctx: &Ctx<'_>, kind: &str, n: u64, rng: &mut Rng) -> anyhow::Result<
     let store = ctx.store;
     let fresh = |prefix: &str| format!("{prefix}-c{}-{n}", ctx.spec.cycle);
     if kind.starts_with("import") {
-        let (prefix, zstd, torn) = match kind {
-            "import-zstd" => ("zimp", true, false),
-            "import-torn" => ("torn", false, true),
-            _ => ("imp", false, false),
-        };
-        let id = fresh(prefix);
-        let bytes = import_bytes(&id, rng, &ctx.spec.options, zstd, torn)?;
-        let expected = ctx.journal.save_image(&Image::exported(bytes.clone()))?;
-        let op = ctx.journal.intend(&Intent::Admin {
-            kind: kind.into(),
-            ids: vec![(id.clone(), Some(expected.clone()))],
-        })?;
-        let options = ImportOptions::default();
-        if zstd {
-            store.import_zstd(&id, &bytes, &options)?;
-        } else {
-            store.import_jsonl(&id, Cursor::new(&bytes), &options, &mut |_| {})?;
-        }
-        return ctx.journal.ack(op, true, &[(id, expected)]);
+        return import_op(ctx, kind, &fresh, rng);
     }
     let all = targets(store)?;
     let clean = |t: &Target| !t.deleted && t.verdict == Verdict::Clean;
@@ -403,6 +387,55 @@ fn admin_op(ctx: &Ctx<'_>, kind: &str, n: u64, rng: &mut Rng) -> anyhow::Result<
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     ctx.journal.ack(op, outcome.is_ok(), &images)
+}
+
+/// An import: one file (`.jsonl`, `.jsonl.zstd` or torn), or a bulk import of several files
+/// committed without fsync and made durable together by one [`Store::sync`] before they are
+/// acknowledged (what `sessionlog import DIR` does). The image each must leave is known before
+/// the call: the file's bytes.
+fn import_op(
+    ctx: &Ctx<'_>,
+    kind: &str,
+    fresh: &dyn Fn(&str) -> String,
+    rng: &mut Rng,
+) -> anyhow::Result<()> {
+    let (prefix, zstd, torn, files) = match kind {
+        "import-zstd" => ("zimp", true, false, 1),
+        "import-torn" => ("torn", false, true, 1),
+        "import-bulk" => ("imp", false, false, 3),
+        _ => ("imp", false, false, 1),
+    };
+    let mut inputs = Vec::new();
+    for i in 0..files {
+        let id = format!("{}-{i}", fresh(prefix));
+        let bytes = import_bytes(&id, rng, &ctx.spec.options, zstd, torn)?;
+        let expected = ctx.journal.save_image(&Image::exported(bytes.clone()))?;
+        inputs.push((id, bytes, expected));
+    }
+    let op = ctx.journal.intend(&Intent::Admin {
+        kind: kind.into(),
+        ids: inputs
+            .iter()
+            .map(|(id, _, img)| (id.clone(), Some(img.clone())))
+            .collect(),
+    })?;
+    let options = ImportOptions {
+        defer_sync: files > 1,
+        ..ImportOptions::default()
+    };
+    for (id, bytes, _) in &inputs {
+        if zstd {
+            ctx.store.import_zstd(id, bytes, &options)?;
+        } else {
+            ctx.store
+                .import_jsonl(id, Cursor::new(bytes), &options, &mut |_| {})?;
+        }
+    }
+    if options.defer_sync {
+        ctx.store.sync()?;
+    }
+    let acked: Vec<(String, PathBuf)> = inputs.into_iter().map(|(id, _, img)| (id, img)).collect();
+    ctx.journal.ack(op, true, &acked)
 }
 
 /// A generated log for import `id`: a prefix of a feed (V0 or V4, so it may end inside a turn),
