@@ -60,7 +60,16 @@ pub struct OpRecord {
     pub intent: Intent,
     /// `Some` when acknowledged: `true` when the call succeeded, and the images it named.
     pub ack: Option<(bool, Vec<(String, PathBuf)>)>,
+    /// Acknowledged and then made durable by a `Store::sync` that returned (a `sync` op
+    /// intended after this ack, or a bulk import, which syncs before it acknowledges): it
+    /// must survive whatever the store's durability.
+    pub synced: bool,
 }
+
+/// The admin op that calls `Store::sync` (ids: none).
+pub const SYNC: &str = "sync";
+/// The admin op that imports unsynced and calls `Store::sync` before acknowledging.
+pub const BULK_IMPORT: &str = "import-bulk";
 
 /// The child's writer side.
 pub struct Journal {
@@ -150,7 +159,11 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<OpRecord>> {
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
     let mut ops: BTreeMap<u64, OpRecord> = BTreeMap::new();
-    for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+    // Line of each ack, and of the last intent of a sync that was acknowledged.
+    let mut acked_at: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut sync_intents: BTreeMap<u64, usize> = BTreeMap::new();
+    let lines = text.split_inclusive('\n').filter(|l| l.ends_with('\n'));
+    for (n, line) in lines.enumerate() {
         let mut f = line.split_whitespace();
         let (Some(tag), Some(op)) = (f.next(), f.next().and_then(|n| n.parse::<u64>().ok())) else {
             bail!("malformed journal line {line:?}");
@@ -159,7 +172,17 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<OpRecord>> {
             "I" => {
                 let intent = parse_intent(f.next(), f.collect())
                     .with_context(|| format!("journal line {line:?}"))?;
-                ops.insert(op, OpRecord { intent, ack: None });
+                if matches!(&intent, Intent::Admin { kind, .. } if kind == SYNC) {
+                    sync_intents.insert(op, n);
+                }
+                ops.insert(
+                    op,
+                    OpRecord {
+                        intent,
+                        ack: None,
+                        synced: false,
+                    },
+                );
             }
             "A" => {
                 let ok = f.next() == Some("ok");
@@ -174,9 +197,21 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<OpRecord>> {
                     bail!("journal acknowledges op {op} it never intended");
                 };
                 rec.ack = Some((ok, images));
+                acked_at.insert(op, n);
             }
             _ => bail!("malformed journal line {line:?}"),
         }
+    }
+    let last_sync = sync_intents
+        .iter()
+        .filter(|(op, _)| acked_at.contains_key(op))
+        .map(|(_, &line)| line)
+        .max();
+    for (op, rec) in &mut ops {
+        let bulk = matches!(&rec.intent, Intent::Admin { kind, .. } if kind == BULK_IMPORT);
+        rec.synced = acked_at
+            .get(op)
+            .is_some_and(|&at| bulk || last_sync.is_some_and(|s| at < s));
     }
     Ok(ops.into_values().collect())
 }
@@ -265,5 +300,37 @@ mod tests {
             }
         );
         assert_eq!(ops[1].ack, None, "a cut line acknowledges nothing");
+        assert!(!ops[0].synced, "no sync returned after it");
+    }
+
+    #[test]
+    fn a_returned_sync_covers_exactly_the_acks_written_before_it_began() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("j.log");
+        let j = Journal::create(&path, &dir.path().join("img")).expect("journal");
+        let create = |id: &str| j.intend(&Intent::Create(id.into())).expect("intent");
+        let sync = || {
+            j.intend(&Intent::Admin {
+                kind: SYNC.into(),
+                ids: vec![],
+            })
+            .expect("intent")
+        };
+        let before = create("v0-00000");
+        j.ack(before, true, &[]).expect("ack");
+        let during = create("v0-00002");
+        let s = sync();
+        j.ack(during, true, &[]).expect("ack");
+        j.ack(s, true, &[]).expect("ack");
+        let unreturned = sync();
+        let after = create("v0-00004");
+        j.ack(after, true, &[]).expect("ack");
+        let ops = read(&path).expect("read");
+        let synced: Vec<bool> = [before, during, after]
+            .iter()
+            .map(|&op| ops[op as usize].synced)
+            .collect();
+        assert_eq!(synced, [true, false, false]);
+        assert!(ops[unreturned as usize].ack.is_none());
     }
 }

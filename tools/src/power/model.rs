@@ -11,7 +11,8 @@
 //! older acknowledgement left counts the acknowledged writes after it as lost; a live session
 //! whose next seq cuts a batch, a pending group commit applied to some of its sessions but not
 //! others, or an import that is neither absent nor its exact file, is half-applied; anything
-//! else (a state no op ever left, `verify` problems, a session nobody wrote) is a problem.
+//! else (a state no op ever left, a write lost although a `Store::sync` that returned covered
+//! it, `verify` problems, a session nobody wrote) is a problem.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -53,6 +54,9 @@ struct Tracked {
     acked: Vec<State>,
     /// States an unacknowledged op may have left; `None`: not known in advance.
     pending: Vec<Option<State>>,
+    /// Index in `acked` of the newest state a returned `Store::sync` made durable: it and
+    /// everything after it must survive under any durability.
+    synced: Option<usize>,
 }
 
 impl Default for Tracked {
@@ -60,6 +64,7 @@ impl Default for Tracked {
         Tracked {
             acked: vec![State::Absent],
             pending: Vec::new(),
+            synced: None,
         }
     }
 }
@@ -104,6 +109,7 @@ impl Model {
         let (mut acknowledged, mut rejected) = (0, 0);
         for op in ops {
             let acked = op.ack.is_some();
+            let synced = op.synced;
             match &op.intent {
                 Intent::Append(items) => {
                     let mut group = Vec::new();
@@ -112,7 +118,7 @@ impl Model {
                         let Some(n) = boundary(feed, a.first_seq + a.count) else {
                             anyhow::bail!("{}: journal batch ends off the feed's batches", a.id);
                         };
-                        self.expect(&a.id, acked, Some(State::Live(n)));
+                        self.expect(&a.id, acked, synced, Some(State::Live(n)));
                         group.push((a.id.clone(), n));
                     }
                     if acked {
@@ -122,7 +128,7 @@ impl Model {
                     }
                 }
                 Intent::Create(id) => {
-                    self.expect(id, acked, Some(State::Live(0)));
+                    self.expect(id, acked, synced, Some(State::Live(0)));
                     acknowledged += u64::from(acked);
                 }
                 Intent::Admin { ids, .. } => match &op.ack {
@@ -130,7 +136,7 @@ impl Model {
                         rejected += u64::from(!ok);
                         for (id, path) in images {
                             let state = State::from_image(Image::load(path)?);
-                            self.expect(id, true, Some(state));
+                            self.expect(id, true, synced, Some(state));
                             acknowledged += 1;
                         }
                     }
@@ -140,7 +146,7 @@ impl Model {
                                 Some(p) => Some(State::from_image(Image::load(p)?)),
                                 None => None,
                             };
-                            self.expect(id, false, state);
+                            self.expect(id, false, false, state);
                         }
                     }
                 },
@@ -149,10 +155,15 @@ impl Model {
         Ok((acknowledged, rejected))
     }
 
-    fn expect(&mut self, id: &str, acked: bool, state: Option<State>) {
+    fn expect(&mut self, id: &str, acked: bool, synced: bool, state: Option<State>) {
         let t = self.sessions.entry(id.to_owned()).or_default();
         match (acked, state) {
-            (true, Some(s)) => t.acked.push(s),
+            (true, Some(s)) => {
+                t.acked.push(s);
+                if synced {
+                    t.synced = Some(t.acked.len() - 1);
+                }
+            }
             (true, None) => {}
             (false, s) => t.pending.push(s),
         }
@@ -215,7 +226,7 @@ impl Model {
                     id,
                     Tracked {
                         acked: vec![s],
-                        pending: Vec::new(),
+                        ..Tracked::default()
                     },
                 )
             })
@@ -235,6 +246,13 @@ fn judge(id: &str, t: &Tracked, observed: &State, report: &mut CycleCheck) {
     }
     if let Some(i) = t.acked.iter().rposition(|s| s == observed) {
         report.lost += (t.acked.len() - 1 - i) as u64;
+        if t.synced.is_some_and(|d| i < d) {
+            report.problems.push(format!(
+                "{id}: shows {}, older than a write acknowledged and then made durable by \
+                 Store::sync",
+                describe(observed)
+            ));
+        }
         return;
     }
     let what = describe(observed);
@@ -339,7 +357,11 @@ mod tests {
     use super::*;
 
     fn tracked(acked: Vec<State>, pending: Vec<Option<State>>) -> Tracked {
-        Tracked { acked, pending }
+        Tracked {
+            acked,
+            pending,
+            synced: None,
+        }
     }
 
     #[test]
@@ -368,7 +390,16 @@ mod tests {
         );
         judge("s", &t, &State::Absent, &mut r);
         assert_eq!(r.lost, 3);
-        assert!(r.problems.is_empty());
+        assert!(r.problems.is_empty(), "buffered writes may be lost");
+        let synced = Tracked {
+            synced: Some(2),
+            ..t
+        };
+        judge("s", &synced, &State::Live(1), &mut r);
+        assert_eq!(r.lost, 4);
+        assert!(r.problems.is_empty(), "the synced state is there");
+        judge("s", &synced, &State::Live(0), &mut r);
+        assert_eq!((r.lost, r.problems.len()), (6, 1), "a synced write is gone");
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!   unsynced then made durable by one `Store::sync`), repair, resume, fork,
 //!   migrate, delete, undelete and purge, on sessions no appending thread touches
 //!   (`imp-`, `zimp-`, `torn-`, `fork-` ids); it records each touched session's image after
-//!   the call returns.
+//!   the call returns; and now and then a `Store::sync`, which makes every write acknowledged
+//!   before it durable even in a buffered store.
 
 use std::collections::HashMap;
 use std::io::Cursor;
@@ -24,7 +25,7 @@ use sessionlog_engine::{
 };
 
 use super::image::Image;
-use super::journal::{AppendSpec, Intent, Journal};
+use super::journal::{self, AppendSpec, Intent, Journal};
 use super::{feed_for, live_id, PowerOptions};
 use crate::gen::SessionFeed;
 use crate::hosting::sessionlog::new_event;
@@ -232,7 +233,7 @@ const ADMIN_OPS: &[(&str, u64)] = &[
     ("import", 3),
     ("import-zstd", 2),
     ("import-torn", 1),
-    ("import-bulk", 1),
+    (journal::BULK_IMPORT, 1),
     ("repair", 2),
     ("resume", 1),
     ("fork", 3),
@@ -240,6 +241,7 @@ const ADMIN_OPS: &[(&str, u64)] = &[
     ("delete", 2),
     ("undelete", 1),
     ("purge", 1),
+    (journal::SYNC, 1),
 ];
 
 /// Whether `id` belongs to the admin thread.
@@ -306,6 +308,14 @@ fn admin_op(ctx: &Ctx<'_>, kind: &str, n: u64, rng: &mut Rng) -> anyhow::Result<
     let fresh = |prefix: &str| format!("{prefix}-c{}-{n}", ctx.spec.cycle);
     if kind.starts_with("import") {
         return import_op(ctx, kind, &fresh, rng);
+    }
+    if kind == journal::SYNC {
+        let op = ctx.journal.intend(&Intent::Admin {
+            kind: kind.into(),
+            ids: Vec::new(),
+        })?;
+        store.sync()?;
+        return ctx.journal.ack(op, true, &[]);
     }
     let all = targets(store)?;
     let clean = |t: &Target| !t.deleted && t.verdict == Verdict::Clean;
@@ -402,7 +412,7 @@ fn import_op(
     let (prefix, zstd, torn, files) = match kind {
         "import-zstd" => ("zimp", true, false, 1),
         "import-torn" => ("torn", false, true, 1),
-        "import-bulk" => ("imp", false, false, 3),
+        journal::BULK_IMPORT => ("imp", false, false, 3),
         _ => ("imp", false, false, 1),
     };
     let mut inputs = Vec::new();
