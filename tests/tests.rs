@@ -22,4 +22,5 @@ mod root;
 mod roundtrip;
 mod state;
 mod surface;
+mod views;
 mod zstd;

@@ -476,6 +476,11 @@ pub enum BenchWorkload {
         /// The log format of the hosted sessions (DSH 0.1's v0 or DSH 0.2's v4).
         #[arg(long, value_enum, default_value_t = LogFormatArg::V0)]
         format: LogFormatArg,
+        /// Run the whole benchmark with the data directory's disk limited to N write requests
+        /// per second by the kernel's block throttle (a cgroup the bench creates and removes;
+        /// needs root): a provisioned-IOPS cloud volume. Refused where it cannot be set.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        write_iops: Option<u64>,
         /// Working directory for the systems' data (default: a temp dir, removed after).
         #[arg(long)]
         dir: Option<PathBuf>,

@@ -174,6 +174,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 events,
                 peers,
                 format,
+                write_iops,
                 dir,
                 json,
             } => {
@@ -195,15 +196,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         PeerArg::Sqlite => Peer::Sqlite,
                     })
                     .collect::<Vec<_>>();
-                bench::hosting(
-                    &workload,
+                bench::hosting(bench::HostingBench {
+                    workload,
                     events,
-                    format.into(),
+                    format: format.into(),
                     durability,
-                    &peers,
+                    peers,
+                    write_iops,
                     dir,
-                    json,
-                )
+                    as_json: json,
+                })
             }
         },
     }
