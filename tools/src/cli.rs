@@ -368,8 +368,11 @@ pub enum Command {
         #[arg(long, hide = true)]
         worker: bool,
         /// Cut the power instead of killing the process: the store lives on a LazyFS mount
-        /// and every byte not fsynced is dropped at each cut; every writer runs in the child.
-        /// `--durability buffered` is the control that must lose acknowledged writes.
+        /// and every byte not fsynced is dropped at each cut; every writer runs in the child
+        /// (its own workload: 3 appending threads of 3 sessions, 120-event feeds, and an admin
+        /// thread; `--cycles`, `--cycles-per-store`, `--seed` and `--dir` apply). Needs root
+        /// and /dev/fuse. `--durability buffered` is the control that must lose acknowledged
+        /// writes.
         #[arg(long)]
         power_loss: bool,
         /// LazyFS's build.sh (default: $SESSIONLOG_LAZYFS_BUILD, else

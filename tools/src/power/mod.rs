@@ -69,6 +69,25 @@ impl Default for PowerOptions {
     }
 }
 
+impl PowerOptions {
+    /// Reject a workload that cannot run.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.threads == 0 || self.sessions_per_thread == 0 || self.events_per_session == 0 {
+            bail!("threads, sessions per thread and events per session must be at least 1");
+        }
+        if self.cut_window_ms.0 > self.cut_window_ms.1 {
+            bail!(
+                "the cut window {:?} ends before it starts",
+                self.cut_window_ms
+            );
+        }
+        if self.cycles_per_store == 0 {
+            bail!("cycles per store must be at least 1");
+        }
+        Ok(())
+    }
+}
+
 /// `sync` or `buffered`.
 pub fn durability_name(d: Durability) -> &'static str {
     match d {
@@ -187,6 +206,7 @@ pub fn power_loop(
     spawn: &mut dyn FnMut(&WorkerSpec) -> Command,
     progress: &mut dyn FnMut(u64, &CycleCheck),
 ) -> anyhow::Result<PowerReport> {
+    opts.validate()?;
     std::fs::create_dir_all(work.join("journal"))?;
     let mut mount = lazyfs::Mount::start(lazyfs, &work.join("lazyfs"))?;
     let db = mount.path().join("db");
@@ -203,7 +223,7 @@ pub fn power_loop(
     let mut in_store = 0;
     let mut attempt = 0;
     while report.cycles < cycles {
-        if fresh || in_store == opts.cycles_per_store.max(1) {
+        if fresh || in_store == opts.cycles_per_store {
             if db.exists() {
                 std::fs::remove_dir_all(&db)
                     .with_context(|| format!("removing {}", db.display()))?;
@@ -352,6 +372,27 @@ mod tests {
         assert_eq!(live_k("v4-00007"), Some(7));
         assert_eq!(live_k("v0-00007"), None, "odd feeds are V4");
         assert_eq!(live_k("imp-c1-2"), None);
+    }
+
+    #[test]
+    fn a_workload_that_cannot_run_is_refused() {
+        assert!(PowerOptions::default().validate().is_ok());
+        for bad in [
+            PowerOptions {
+                threads: 0,
+                ..PowerOptions::default()
+            },
+            PowerOptions {
+                cut_window_ms: (9, 3),
+                ..PowerOptions::default()
+            },
+            PowerOptions {
+                cycles_per_store: 0,
+                ..PowerOptions::default()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
     }
 
     #[test]
