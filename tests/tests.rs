@@ -21,5 +21,6 @@ mod root;
 mod roundtrip;
 mod state;
 mod surface;
+mod v4_verdicts;
 mod views;
 mod zstd;
