@@ -14,6 +14,7 @@ mod hostile;
 mod hostile_props;
 mod listing;
 mod migrate;
+mod power;
 mod projections;
 mod reader;
 mod repair;
