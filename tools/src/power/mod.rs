@@ -195,7 +195,7 @@ pub fn power_loop(
     let dirs = RunDirs {
         work: work.to_path_buf(),
     };
-    let mut rng = Rng::new(opts.seed ^ 0x706f_7765_72);
+    let mut rng = Rng::new(opts.seed ^ 0x0070_6f77_6572);
     let mut feeds = FeedCache::new();
     let mut model = Model::default();
     let mut report = PowerReport::default();
