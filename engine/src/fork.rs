@@ -17,6 +17,7 @@ use sessionlog_codec::repair::{end_seed, needs_end_seed};
 use sessionlog_codec::rows::file_row;
 use sessionlog_codec::surface::SurfaceFold;
 
+use crate::error::FirstError;
 use crate::keys;
 use crate::meta::{ForkBase, SessionMeta, SourceEncoding, Verdict};
 use crate::store::{Store, CF_SESSIONS};
@@ -275,11 +276,14 @@ impl Store {
                 let mut indexer = SurfaceIndexer::default();
                 for (k, e) in own.iter().enumerate() {
                     let seq = seed + k as u64;
+                    let failure = FirstError::default();
                     let lookup = |s: u64| match s.checked_sub(seed) {
                         Some(i) => own.get(usize::try_from(i).ok()?).cloned(),
-                        None => self.event_at(parent, s).ok().flatten(),
+                        None => failure.keep(self.event_at(parent, s)),
                     };
-                    let change = fold.apply(e, lookup)?;
+                    let change = fold.apply(e, lookup);
+                    failure.check()?;
+                    let change = change?;
                     indexer.record(number, seq, &change, &fold, &mut |key, value| {
                         w.put_surface(&key, value)
                     })?;
@@ -345,12 +349,8 @@ impl Store {
 
     /// The `cwd` of a stored session's header (a fork inherits it).
     fn header_cwd(&self, meta: &SessionMeta) -> Result<Option<String>> {
-        let header = parse_header(meta.header.strip_suffix(b"\n").unwrap_or(&meta.header))
-            .map_err(|e| Error::Corrupt {
-                id: meta.id_lossy(),
-                detail: format!("stored header: {e}"),
-            })?;
-        Ok(header
+        Ok(meta
+            .parsed_header()?
             .object
             .get("cwd")
             .and_then(Value::as_str)

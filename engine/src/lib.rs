@@ -26,6 +26,8 @@ mod retention;
 mod root;
 mod store;
 mod surface;
+#[cfg(test)]
+mod test_support;
 mod verify;
 
 pub use append::{AppendItem, AppendReceipt};

@@ -114,6 +114,16 @@ pub struct SessionMeta {
     pub frozen: Vec<FrozenGeneration>,
 }
 
+/// A header's `seedLength`: the events a fork inherited, from which its inbox reads splices
+/// (0 when absent or not a count).
+pub(crate) fn seed_length(header: &sessionlog_codec::header::Header) -> u64 {
+    header
+        .object
+        .get("seedLength")
+        .and_then(sessionlog_codec::json::Value::as_safe_u64)
+        .unwrap_or(0)
+}
+
 /// A lower generation file kept beside the served one (`GENERATION` keys, in chunks).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrozenGeneration {
@@ -206,12 +216,39 @@ impl SessionMeta {
             .ok_or_else(|| self.not_served(what))
     }
 
+    /// Refuse a write that adds events to a deleted session (append, repair, resume): it must
+    /// be undeleted first. Purge removes only deleted sessions, so this rule and the session
+    /// lock that purge takes keep a purged session from coming back half-written.
+    pub(crate) fn require_undeleted(&self) -> Result<()> {
+        match self.deleted_at_ms {
+            None => Ok(()),
+            Some(_) => Err(Error::NotAppendable {
+                id: self.id_lossy(),
+                reason: "it is deleted; undelete it first (sessionlog undelete)".into(),
+            }),
+        }
+    }
+
     fn not_served(&self, what: &str) -> Error {
         Error::FormatNotServed {
             id: self.id_lossy(),
             version: self.version,
             what: what.into(),
         }
+    }
+
+    /// The stored header line, parsed; one that no longer parses is corrupt stored data.
+    pub(crate) fn parsed_header(&self) -> Result<sessionlog_codec::header::Header> {
+        let line = self.header.strip_suffix(b"\n").unwrap_or(&self.header);
+        sessionlog_codec::header::parse_header(line).map_err(|e| Error::Corrupt {
+            id: self.id_lossy(),
+            detail: format!("stored header: {e}"),
+        })
+    }
+
+    /// The stored header's `seedLength` (see [`seed_length`]).
+    pub(crate) fn seed_length(&self) -> Result<u64> {
+        Ok(seed_length(&self.parsed_header()?))
     }
 
     /// The id for messages (lossy for lone surrogates).

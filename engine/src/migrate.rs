@@ -75,13 +75,15 @@ impl Store {
     /// # Errors
     /// [`Error::Migration`] when DSH refuses the migration (its reason), when the session is
     /// already current, torn beyond DSH's recovery, or shares a fork prefix; nothing is written.
+    /// A failure reading the stored session is a [`Error::Storage`] or [`Error::Corrupt`].
     pub fn migrate(&self, id: &str, options: &MigrateOptions) -> Result<MigrationReport> {
         let children = self.children_facts(Some(id))?;
         self.migrate_with(id, options, children.get(id).cloned().unwrap_or_default())
     }
 
     /// Migrate every session below the current format; `each` hears every outcome as it
-    /// happens (for progress). A refusal does not stop the run.
+    /// happens (for progress). A refusal does not stop the run; a storage error (an unreadable
+    /// or corrupt stored value) does, and is returned as itself.
     pub fn migrate_all(
         &self,
         options: &MigrateOptions,
@@ -148,7 +150,7 @@ impl Store {
             reason,
         };
         let meta = self.require_meta(id.as_bytes())?;
-        let successor = self.successor(&meta, children).map_err(refuse)?;
+        let successor = self.successor(&meta, children)?.map_err(refuse)?;
         let report = MigrationReport {
             id: id.to_owned(),
             from_version: meta.version,
@@ -163,82 +165,115 @@ impl Store {
         Ok(report)
     }
 
-    /// The checked V4 successor of `meta`'s served generation, or DSH's refusal.
+    /// The checked V4 successor of `meta`'s served generation, or (`Ok(Err(..))`) DSH's
+    /// refusal. A failure reading the store is an error of its own, never a refusal.
     pub(crate) fn successor(
         &self,
         meta: &SessionMeta,
         children: Vec<ChildFacts>,
-    ) -> std::result::Result<MigratedFile, String> {
+    ) -> Result<std::result::Result<MigratedFile, String>> {
+        // A fork reads its prefix through this session's storage: it must become independent
+        // first (a migrated fork is a whole V4 log of its own).
+        let forks = self.children(meta.number)?;
+        let mut check = None;
+        let refusal = self.refusal(meta, children, &forks, &mut check);
+        let Some(mut check) = check.filter(|_| refusal.is_none()) else {
+            return Ok(Err(refusal.unwrap_or_default()));
+        };
+        self.events_of(meta, 0, None, &mut |_, e| {
+            check.observe(e);
+            Ok(())
+        })?;
+        Ok(finish_successor(meta, check))
+    }
+
+    /// Why `meta` cannot be migrated before its events are read, or `None` with `check` set to
+    /// the migration to feed them to.
+    fn refusal(
+        &self,
+        meta: &SessionMeta,
+        children: Vec<ChildFacts>,
+        forks: &[Vec<u8>],
+        check: &mut Option<MigrationCheck>,
+    ) -> Option<String> {
         let from = meta.version;
         if from >= NEWEST_VERSION {
-            return Err(format!(
+            return Some(format!(
                 "the session is already in the current format v{NEWEST_VERSION}"
             ));
         }
-        let unchanged =
-            |reason: &str| format!("{reason}; source v{from} artifact remains unchanged");
-        let header = header_object(&meta.header)?;
-        let mut check = MigrationCheck::keeping(from, &header, children);
+        let header = match header_object(&meta.header) {
+            Ok(header) => header,
+            Err(reason) => return Some(reason),
+        };
+        let migration = MigrationCheck::keeping(from, &header, children);
         // A header DSH 0.2 cannot take is refused in its words, even where DSH 0.1's reader (the
         // stored verdict) already said it is corrupt; DSH 0.1's own refusals (`Unsupported`) are
         // left to the chain, which states DSH 0.2's.
-        if let Some(reason) = check.refusal() {
-            return Err(unchanged(reason));
+        if let Some(reason) = migration.refusal() {
+            return Some(unchanged(from, reason));
         }
         if let Verdict::Corrupt(m) = &meta.verdict {
-            return Err(unchanged(&format!(
-                "source v{from} artifact cannot be read: {m}"
-            )));
+            return Some(unchanged(
+                from,
+                &format!("source v{from} artifact cannot be read: {m}"),
+            ));
         }
         if meta.deleted_at_ms.is_some() {
-            return Err("the session is deleted; undelete it first".into());
+            return Some("the session is deleted; undelete it first".into());
         }
-        // A fork reads its prefix through this session's storage: it must become independent
-        // first (a migrated fork is a whole V4 log of its own).
-        let forks = self.children(meta.number).map_err(|e| e.to_string())?;
         if let Some(fork) = forks.first() {
-            return Err(format!(
+            return Some(format!(
                 "the fork \"{}\" reads its prefix from this session; migrate the forks first (migrate --all does)",
                 String::from_utf8_lossy(fork)
             ));
         }
-        self.events_of(meta, 0, None, &mut |_, e| {
-            check.observe(e);
-            Ok(())
-        })
-        .map_err(|e| e.to_string())?;
-        if let Some(reason) = check.finish() {
-            return Err(unchanged(&reason));
-        }
-        let successor = check
-            .into_successor()
-            .ok_or_else(|| "the migration kept no successor".to_owned())?;
-        let bytes = match meta.source {
-            SourceEncoding::Jsonl => successor.text,
-            SourceEncoding::JsonlZstd => {
-                let frame =
-                    |b: &[u8]| sessionlog_codec::zstd::compress_frame(b).map_err(|e| e.to_string());
-                let (header, rows) = successor.text.split_at(successor.header_len);
-                let mut out = frame(header)?;
-                if !rows.is_empty() {
-                    out.extend(frame(rows)?);
-                }
-                out
-            }
-        };
-        Ok(MigratedFile {
-            bytes,
-            events: successor.events,
-        })
+        *check = Some(migration);
+        None
     }
+}
 
+/// The end of a migration fed every event: its refusal, or the successor in `meta`'s encoding.
+fn finish_successor(
+    meta: &SessionMeta,
+    mut check: MigrationCheck,
+) -> std::result::Result<MigratedFile, String> {
+    if let Some(reason) = check.finish() {
+        return Err(unchanged(meta.version, &reason));
+    }
+    let successor = check
+        .into_successor()
+        .ok_or_else(|| "the migration kept no successor".to_owned())?;
+    let bytes = match meta.source {
+        SourceEncoding::Jsonl => successor.text,
+        SourceEncoding::JsonlZstd => {
+            let frame =
+                |b: &[u8]| sessionlog_codec::zstd::compress_frame(b).map_err(|e| e.to_string());
+            let (header, rows) = successor.text.split_at(successor.header_len);
+            let mut out = frame(header)?;
+            if !rows.is_empty() {
+                out.extend(frame(rows)?);
+            }
+            out
+        }
+    };
+    Ok(MigratedFile {
+        bytes,
+        events: successor.events,
+    })
+}
+
+/// A refusal of migrating a v`from` source, which stays as it is.
+fn unchanged(from: u32, reason: &str) -> String {
+    format!("{reason}; source v{from} artifact remains unchanged")
+}
+
+impl Store {
     /// Publish `successor` as `meta`'s served generation, keeping every generation it had.
     fn publish(&self, meta: &SessionMeta, successor: MigratedFile) -> Result<()> {
         let id = meta.id_lossy();
         let handle = self.hot.handle(&meta.id);
-        let mut hot = handle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut hot = crate::append::lock_session(&handle);
         let current = self.require_meta(&meta.id)?;
         if current.number != meta.number || current.events != meta.events {
             return Err(Error::Migration {
@@ -347,5 +382,30 @@ fn header_object(line: &[u8]) -> std::result::Result<Object, String> {
     match parse(text.trim_end_matches('\n')) {
         Ok(Value::Object(o)) => Ok(o),
         _ => Err("the stored header is not a JSON object".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MigrateOptions, MigrationOutcome};
+    use crate::test_support::{damage_first_block, seeded};
+    use crate::Error;
+
+    /// Unreadable stored events stop a migration as the storage fault they are: not a refusal
+    /// of the session, and `migrate --all` does not carry on past them.
+    #[test]
+    fn a_storage_fault_is_not_a_migration_refusal() {
+        let (_t, store) = seeded();
+        damage_first_block(&store);
+        let e = store
+            .migrate("a", &MigrateOptions::default())
+            .expect_err("unreadable");
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+        let mut heard = Vec::new();
+        let all = store.migrate_all(&MigrateOptions::default(), &mut |o| {
+            heard.push(matches!(o, MigrationOutcome::Refused(..)))
+        });
+        assert!(matches!(all, Err(Error::Corrupt { .. })), "{all:?}");
+        assert!(heard.is_empty(), "reported as an outcome: {heard:?}");
     }
 }

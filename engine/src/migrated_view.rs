@@ -80,7 +80,7 @@ impl Store {
         let children = self.children_facts(Some(&id))?;
         let children = children.get(&id).cloned().unwrap_or_default();
         let successor = self
-            .successor(meta, children)
+            .successor(meta, children)?
             .map_err(|reason| Error::Migration { id, reason })?;
         let events = Arc::new(successor.events);
         if events.len() <= CACHEABLE_EVENTS {

@@ -105,20 +105,6 @@ pub(crate) fn unit_section(index: usize) -> u8 {
     u8::try_from(index).unwrap_or(u8::MAX)
 }
 
-/// The header's `seedLength` (0 when absent).
-pub(crate) fn seed_length(meta: &SessionMeta) -> u64 {
-    let line = meta.header.strip_suffix(b"\n").unwrap_or(&meta.header);
-    json::parse(&String::from_utf8_lossy(line))
-        .ok()
-        .and_then(|h| {
-            h.as_object()
-                .and_then(|o| o.get("seedLength"))
-                .and_then(Value::as_safe_integer)
-        })
-        .and_then(|n| u64::try_from(n).ok())
-        .unwrap_or(0)
-}
-
 impl Store {
     /// The state (view) of projection unit `unit` after event `at` (default: the last event).
     pub fn state_at(&self, id: &str, unit: &str, at: Option<u64>) -> Result<Value> {
@@ -141,7 +127,7 @@ impl Store {
             }
             return Ok(u.view(&state));
         }
-        let seed = seed_length(&meta);
+        let seed = meta.seed_length()?;
         let Some(at) = crate::surface::resolve_at(&meta, at)? else {
             return Ok(u.view(&u.init(seed)));
         };
@@ -203,13 +189,16 @@ impl Store {
     pub(crate) fn projection_set(&self, meta: &SessionMeta) -> Result<ProjectionSet> {
         match meta.events.checked_sub(1) {
             Some(at) => self.projection_set_at(meta, at),
-            None => Ok(ProjectionSet::for_model(seed_length(meta), model_of(meta))),
+            None => Ok(ProjectionSet::for_model(
+                meta.seed_length()?,
+                model_of(meta),
+            )),
         }
     }
 
     /// Every unit's state after event `at`.
     pub(crate) fn projection_set_at(&self, meta: &SessionMeta, at: u64) -> Result<ProjectionSet> {
-        let mut set = ProjectionSet::for_model(seed_length(meta), model_of(meta));
+        let mut set = ProjectionSet::for_model(meta.seed_length()?, model_of(meta));
         let mut from = Vec::with_capacity(UNITS.len());
         for index in 0..UNITS.len() {
             match self.nearest_checkpoint(meta, index, at)? {
@@ -291,4 +280,20 @@ impl Store {
 /// state queries are refused before any fold).
 fn model_of(meta: &SessionMeta) -> SurfaceModel {
     SurfaceModel::for_version(meta.version).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::test_support::{edit_meta, seeded};
+    use crate::Error;
+
+    /// A stored header that no longer parses is corrupt data, not a `seedLength` of 0.
+    #[test]
+    fn an_unparsable_stored_header_is_corrupt() {
+        let (_t, store) = seeded();
+        assert!(store.state_at("a", "inbox", None).is_ok());
+        edit_meta(&store, |m| m.header = b"not a header\n".to_vec());
+        let e = store.state_at("a", "inbox", None).expect_err("unparsable");
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    }
 }

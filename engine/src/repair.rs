@@ -67,6 +67,7 @@ impl Store {
         resume: bool,
         batch: &mut WriteBatch,
     ) -> Result<RepairReport> {
+        meta.require_undeleted()?;
         let model = meta.require_surface_model("repair")?;
         if !meta.verdict.is_loadable() {
             return Err(Error::NotAppendable {
@@ -92,9 +93,10 @@ impl Store {
             }
             report.cut_bytes = meta.tail_bytes;
             report.recovered = recovered.len() as u64;
-            meta.total_bytes -= meta.tail_bytes;
-            meta.events -= recovered.len() as u64;
-            meta.committed_lines -= torn.lines;
+            meta.total_bytes = less(&meta, "file bytes", meta.total_bytes, meta.tail_bytes)?;
+            meta.events = less(&meta, "events", meta.events, report.recovered)?;
+            meta.committed_lines =
+                less(&meta, "committed lines", meta.committed_lines, torn.lines)?;
             meta.committed_bytes = meta.plaintext_bytes;
             meta.tail_bytes = 0;
             meta.tail_chunks = 0;
@@ -147,7 +149,7 @@ impl Store {
         fold: &mut sessionlog_codec::surface::SurfaceFold,
         events: &[Value],
     ) -> Result<crate::append::stage::Folded> {
-        fold_batch(self, meta, fold, events).map_err(|(seq, rule)| {
+        fold_batch(self, meta, fold, events)?.map_err(|(seq, rule)| {
             corrupt(
                 meta,
                 format!("repair event at seq {seq} breaks the surface: {rule}"),
@@ -214,4 +216,41 @@ fn v0_closers(id: &str, events: &[Value]) -> Result<Vec<Value>> {
         .and_then(Value::as_object)
         .and_then(|o| o.get("time"));
     Ok(open.closers(events.len() as u64, last_time))
+}
+
+/// `total - cut` of a stored counter; a cut larger than the counter means the stored metadata
+/// contradicts its own data (never a wrapped counter written back).
+fn less(meta: &SessionMeta, what: &str, total: u64, cut: u64) -> Result<u64> {
+    total.checked_sub(cut).ok_or_else(|| {
+        corrupt(
+            meta,
+            format!("the metadata counts {total} {what}, but the repair would cut {cut}"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::meta::Verdict;
+    use crate::test_support::{edit_meta, seeded};
+    use crate::Error;
+
+    /// Stored counters that contradict each other fail the repair as corrupt metadata; a
+    /// counter is never wrapped and written back.
+    #[test]
+    fn a_cut_larger_than_the_stored_counter_is_corrupt_not_wrapped() {
+        let (_t, store) = seeded();
+        edit_meta(&store, |m| {
+            m.verdict = Verdict::Torn;
+            m.tail_bytes = m.total_bytes + 1;
+            m.tail_chunks = 1;
+        });
+        let e = store.repair("a").expect_err("inconsistent counters");
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+        assert_eq!(
+            store.require_meta(b"a").expect("meta").tail_bytes,
+            store.require_meta(b"a").expect("meta").total_bytes + 1,
+            "nothing was written"
+        );
+    }
 }

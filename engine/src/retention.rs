@@ -3,6 +3,7 @@
 
 use rocksdb::WriteBatch;
 
+use crate::append::lock_session;
 use crate::keys;
 use crate::meta::SessionMeta;
 use crate::store::{Store, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE};
@@ -50,13 +51,25 @@ impl Store {
     pub fn purge(&self, older_than_ms: i64, dry_run: bool) -> Result<PurgeReport> {
         self.check_writable()?;
         let cutoff = crate::import::now_ms().saturating_sub(older_than_ms);
-        let mut victims: Vec<SessionMeta> = Vec::new();
+        let due = |m: &SessionMeta| m.deleted_at_ms.is_some_and(|t| t <= cutoff);
+        let mut candidates: Vec<Vec<u8>> = Vec::new();
         self.for_each_meta(&mut |m| {
-            if m.deleted_at_ms.is_some_and(|t| t <= cutoff) {
-                victims.push(m.clone());
+            if due(m) {
+                candidates.push(m.id.clone());
             }
             Ok(())
         })?;
+        // Purge and append exclude each other: every candidate's session lock is held (taken in
+        // id order, as appends take theirs) from the re-read of its metadata to the commit, and
+        // its cached write state is dropped with it. An undelete meanwhile keeps the session.
+        let handles: Vec<_> = candidates.iter().map(|id| self.hot.handle(id)).collect();
+        let mut locked: Vec<_> = handles.iter().map(lock_session).collect();
+        let mut victims: Vec<SessionMeta> = Vec::new();
+        for id in &candidates {
+            if let Some(m) = self.meta(id)?.filter(|m| due(m)) {
+                victims.push(m);
+            }
+        }
         // A parent whose prefix a live fork still reads stays (and so do its ancestors).
         let mut kept = Vec::new();
         loop {
@@ -108,6 +121,10 @@ impl Store {
             batch.delete_cf(sessions, keys::created_key(m.created_at, m.number));
         }
         self.commit(batch, "purging deleted sessions")?;
+        for hot in &mut locked {
+            **hot = None;
+        }
+        drop(locked);
         self.db
             .flush_cf(sessions)
             .map_err(Error::storage("flushing after a purge"))?;

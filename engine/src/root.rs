@@ -110,13 +110,7 @@ impl Store {
         format: Option<ExportFormat>,
     ) -> Result<PathBuf> {
         let meta = self.require_meta(id.as_bytes())?;
-        let header = sessionlog_codec::header::parse_header(
-            meta.header.strip_suffix(b"\n").unwrap_or(&meta.header),
-        )
-        .map_err(|e| Error::Corrupt {
-            id: id.into(),
-            detail: format!("stored header: {e}"),
-        })?;
+        let header = meta.parsed_header()?;
         let cwd = match header.object.get("cwd") {
             None => None,
             Some(sessionlog_codec::json::Value::String(s)) => Some(s.clone()),

@@ -199,19 +199,21 @@ impl Store {
         next.to_be_bytes().to_vec()
     }
 
-    /// Claim `id` for an import; `false` when another import in this process holds it.
-    pub(crate) fn claim(&self, id: &[u8]) -> bool {
-        self.claims
-            .lock()
-            .map(|mut c| c.insert(id.to_vec()))
-            .unwrap_or(false)
+    /// Claim `id` for an import; `None` when another import in this process holds it. The claim
+    /// is released when the returned guard drops, also when the import panics.
+    pub(crate) fn claim(&self, id: &[u8]) -> Option<Claim<'_>> {
+        self.claimed().insert(id.to_vec()).then(|| Claim {
+            store: self,
+            id: id.to_vec(),
+        })
     }
 
-    /// Release a claim taken by [`Store::claim`].
-    pub(crate) fn release(&self, id: &[u8]) {
-        if let Ok(mut c) = self.claims.lock() {
-            c.remove(id);
-        }
+    /// The claimed ids. The lock is held only for one insert or remove, which a panic elsewhere
+    /// cannot leave half-done, so a poisoned lock still holds the true set.
+    fn claimed(&self) -> std::sync::MutexGuard<'_, HashSet<Vec<u8>>> {
+        self.claims
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Delete everything stored under a session number (its lines, tail and indexes).
@@ -265,6 +267,18 @@ impl Store {
             self.commit(batch, "removing interrupted imports")?;
         }
         Ok(())
+    }
+}
+
+/// An import's claim on an id (see [`Store::claim`]), released on drop.
+pub(crate) struct Claim<'s> {
+    store: &'s Store,
+    id: Vec<u8>,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.store.claimed().remove(&self.id);
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use sessionlog_codec::surface::SurfaceFold;
 
@@ -62,8 +62,20 @@ impl Companion {
     }
 }
 
-/// A handle to one cached session; lock it to write.
+/// A handle to one cached session; lock it (with [`lock_session`]) to write.
 pub(crate) type HotHandle = Arc<Mutex<Option<HotSession>>>;
+
+/// Lock one session for writing. A writer that panicked while holding the lock may have left
+/// its cached state half-updated (a surface folded for a batch that never committed): that
+/// state is dropped, so the session is reloaded from the store, and the lock is usable again.
+pub(crate) fn lock_session(handle: &HotHandle) -> MutexGuard<'_, Option<HotSession>> {
+    handle.lock().unwrap_or_else(|poisoned| {
+        let mut guard = poisoned.into_inner();
+        *guard = None;
+        handle.clear_poison();
+        guard
+    })
+}
 
 /// Number of independently locked shards.
 const SHARDS: usize = 64;
@@ -89,6 +101,7 @@ impl HotCache {
     /// entries nobody holds are evicted first; an evicted session is simply reloaded later.
     pub(crate) fn handle(&self, id: &[u8]) -> HotHandle {
         let shard = &self.shards[self.hasher.hash_one(id) as usize % SHARDS];
+        // Map operations cannot be left half-done by a panic elsewhere: a poisoned shard is safe.
         let mut map = shard
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);

@@ -15,7 +15,7 @@ pub(crate) mod stage;
 
 use std::sync::atomic::Ordering;
 
-pub(crate) use hot::HotCache;
+pub(crate) use hot::{lock_session, HotCache};
 use sessionlog_codec::event::NewEvent;
 use sessionlog_codec::header::{parse_header, HeaderCheck};
 use sessionlog_codec::zstd::FrameCompressor;
@@ -117,7 +117,7 @@ impl Store {
         };
         self.append_many(vec![item])
             .pop()
-            .unwrap_or_else(|| Err(Error::Options("no append result".into())))
+            .unwrap_or_else(|| Err(Error::Internal("no append result".into())))
     }
 
     /// Append one batch to each of several distinct sessions, committed together (one WriteBatch,
@@ -136,10 +136,7 @@ impl Store {
             .iter()
             .map(|&i| self.hot.handle(items[i].id.as_bytes()))
             .collect();
-        let mut guards: Vec<_> = handles
-            .iter()
-            .map(|h| h.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
-            .collect();
+        let mut guards: Vec<_> = handles.iter().map(hot::lock_session).collect();
         let mut results: Vec<Option<Result<AppendReceipt>>> = items.iter().map(|_| None).collect();
         let mut staged: Vec<(usize, Staged)> = Vec::new();
         let mut batch = rocksdb::WriteBatch::default();
@@ -185,7 +182,7 @@ impl Store {
         }
         results
             .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(Error::Options("append produced no result".into()))))
+            .map(|r| r.unwrap_or_else(|| Err(Error::Internal("append produced no result".into()))))
             .collect()
     }
 
@@ -197,6 +194,7 @@ impl Store {
     ) -> Result<&'g mut hot::HotSession> {
         if slot.is_none() {
             let meta = self.require_meta(id.as_bytes())?;
+            meta.require_undeleted()?;
             meta.require_surface_model("appending")?;
             match &meta.verdict {
                 Verdict::Clean => {}
@@ -229,7 +227,7 @@ impl Store {
             });
         }
         slot.as_mut()
-            .ok_or_else(|| Error::Options("hot session vanished".into()))
+            .ok_or_else(|| Error::Internal("hot session vanished".into()))
     }
 
     /// The current surface from the index (nearest snapshot, then the ops after it).
@@ -283,9 +281,7 @@ impl Store {
     ) -> Result<T> {
         self.check_writable()?;
         let handle = self.hot.handle(id.as_bytes());
-        let mut hot = handle
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut hot = hot::lock_session(&handle);
         let meta = self.require_meta(id.as_bytes())?;
         let mut batch = rocksdb::WriteBatch::default();
         let staged = stage(meta, &mut batch)?;

@@ -15,6 +15,7 @@ use sessionlog_codec::zstd::FrameCompressor;
 
 use super::hot::HotSession;
 use super::AppendReceipt;
+use crate::error::FirstError;
 use crate::import::{checked_value, now_ms};
 use crate::meta::{SessionMeta, SourceEncoding};
 use crate::projection::{is_checkpoint_point, ProjectionWriter};
@@ -116,18 +117,19 @@ pub(crate) fn stage(
         }
         if v4 {
             check_v4_event(&authored_event).map_err(|rule| reject(seq, rule))?;
+            let failure = FirstError::default();
             let header_tools = |s: u64| match s.checked_sub(next) {
                 Some(i) => authored
                     .get(usize::try_from(i).ok()?)
                     .and_then(declared_tools),
-                None => store
-                    .event_at(&hot.meta, s)
-                    .ok()
-                    .flatten()
+                None => failure
+                    .keep(store.event_at(&hot.meta, s))
                     .as_ref()
                     .and_then(declared_tools),
             };
-            check_header_seq(&authored_event, header_tools).map_err(|rule| reject(seq, rule))?;
+            let checked = check_header_seq(&authored_event, header_tools);
+            failure.check()?;
+            checked.map_err(|rule| reject(seq, rule))?;
         }
         authored.push(authored_event);
     }
@@ -143,7 +145,7 @@ pub(crate) fn stage(
         }
         None => None,
     };
-    let folded = fold_batch(store, &hot.meta, &mut hot.surface, &authored)
+    let folded = fold_batch(store, &hot.meta, &mut hot.surface, &authored)?
         .map_err(|(seq, rule)| reject(seq, rule))?;
     let first = hot.meta.events;
     let written = write_records(store, &hot.meta, &authored, &folded, batch).and_then(|meta| {
@@ -201,13 +203,14 @@ pub(crate) struct Folded {
 
 /// Fold `authored` (seqs from `meta.events` on) into `fold` by DSH's surface rules, collecting
 /// the surface-index records. On a refusal the fold is rolled back and the offending seq and
-/// DSH's message are returned.
+/// DSH's message are returned (`Ok(Err(..))`); a failure reading the stored log (an earlier
+/// event, a projection record) rolls the fold back too and is returned as the error it is.
 pub(crate) fn fold_batch(
     store: &Store,
     meta: &SessionMeta,
     fold: &mut SurfaceFold,
     authored: &[Value],
-) -> std::result::Result<Folded, (u64, String)> {
+) -> Result<std::result::Result<Folded, (u64, String)>> {
     let next = meta.events;
     let mut indexer = SurfaceIndexer {
         since_snapshot: meta.surface_since_snapshot,
@@ -221,6 +224,7 @@ pub(crate) fn fold_batch(
     // messages this batch's projections made.
     let mut projections: Option<ProjectionState> = None;
     let mut projected: std::collections::HashMap<u64, Value> = std::collections::HashMap::new();
+    let failure = FirstError::default();
     for (k, event) in authored.iter().enumerate() {
         let seq = next + k as u64;
         let lookup = |s: u64| match s.checked_sub(next) {
@@ -228,7 +232,7 @@ pub(crate) fn fold_batch(
                 .ok()
                 .and_then(|i| authored.get(i))
                 .cloned(),
-            None => store.event_at(meta, s).ok().flatten(),
+            None => failure.keep(store.event_at(meta, s)),
         };
         let outcome = fold
             .apply(event, lookup)
@@ -252,30 +256,35 @@ pub(crate) fn fold_batch(
                     store,
                     meta,
                     (fold, seq, event),
-                    &lookup,
+                    (&lookup, &failure),
                     (&mut projections, &mut projected),
                     &mut folded.puts,
                 )
             });
-        if let Err(rule) = outcome {
+        let stored = failure.check();
+        if outcome.is_err() || stored.is_err() {
             for change in folded.changes.iter().rev() {
                 fold.undo(change);
             }
-            return Err((seq, rule));
+            stored?;
+        }
+        if let Err(rule) = outcome {
+            return Ok(Err((seq, rule)));
         }
     }
     folded.since_snapshot = indexer.since_snapshot;
-    Ok(folded)
+    Ok(Ok(folded))
 }
 
 /// Run the message projection of appended V4 event `seq` (if its type has one) against the
 /// fold's surface, staging its records into `puts`. The state before the batch is loaded on
-/// first need; `projected` holds what this batch's projections made.
+/// first need; `projected` holds what this batch's projections made. `Err` is DSH's text; a
+/// failure reading the store is kept in `failure` (the caller reports it, not the text).
 fn project_batch_event(
     store: &Store,
     meta: &SessionMeta,
     (fold, seq, event): (&SurfaceFold, u64, &Value),
-    lookup: &dyn Fn(u64) -> Option<Value>,
+    (lookup, failure): (&dyn Fn(u64) -> Option<Value>, &FirstError),
     (state, projected): (
         &mut Option<ProjectionState>,
         &mut std::collections::HashMap<u64, Value>,
@@ -288,9 +297,16 @@ fn project_batch_event(
     let before = match state.take() {
         Some(s) => s,
         None => match meta.events.checked_sub(1) {
-            Some(at) => store
-                .projection_state_at(meta, at)
-                .map_err(|e| e.to_string())?,
+            Some(at) => match store.projection_state_at(meta, at) {
+                Ok(s) => s,
+                // A projection the log used is gone: DSH's refusal, the caller's to see.
+                Err(Error::SurfaceFailed { reason, .. }) => return Err(reason),
+                Err(e) => {
+                    let reason = e.to_string();
+                    failure.keep::<()>(Err(e));
+                    return Err(reason);
+                }
+            },
             None => ProjectionState::default(),
         },
     };
@@ -299,7 +315,7 @@ fn project_batch_event(
         projected
             .get(&s)
             .cloned()
-            .or_else(|| last.and_then(|at| store.projected_message(meta, s, at).ok().flatten()))
+            .or_else(|| last.and_then(|at| failure.keep(store.projected_message(meta, s, at))))
     };
     let outcome = store.project_event(event, fold.nodes(), lookup, &earlier);
     let after = match outcome {
@@ -424,4 +440,25 @@ fn check_v4_event(event: &Value) -> std::result::Result<(), String> {
 /// The time of the batch's last `user/message` a human wrote (`source.kind == "user"`).
 fn last_human_prompt(events: &[Value]) -> Option<i64> {
     events.iter().rev().find_map(crate::list::human_prompt_time)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::test_support::{damage_first_block, ev, seeded};
+    use crate::Error;
+
+    /// A failure reading an earlier event (here a block failing its checksum) is reported as
+    /// the storage fault it is, never as the caller's broken rule.
+    #[test]
+    fn an_unreadable_earlier_event_is_not_blamed_on_the_append() {
+        let (_t, store) = seeded();
+        damage_first_block(&store);
+        let rewrite = ev(
+            r#"{"type":"tool/result","data":{"turn":1,"step":1,"message":{"id":"t1","role":"user","source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"[pruned]"}],"isError":false}]}},"surfaceOp":{"op":"replace","start":2,"end":2},"sourceEventSeqs":[2]}"#,
+        );
+        let e = store
+            .append("a", Some(3), vec![rewrite])
+            .expect_err("the rewritten event cannot be read");
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    }
 }

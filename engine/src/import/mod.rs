@@ -108,7 +108,7 @@ impl Store {
     }
 
     /// Claim `header`'s id, refuse duplicates, allocate a number and run `body`; on failure,
-    /// remove whatever `body` wrote. The claim is released either way.
+    /// remove whatever `body` wrote. The claim is released either way (also on a panic).
     pub(crate) fn import_session(
         &self,
         source_name: &str,
@@ -128,28 +128,22 @@ impl Store {
             source_name: source_name.into(),
             id: header.id.to_string_lossy(),
         };
-        let replacing = landing.replaces.is_some();
-        if !replacing && !self.claim(id) {
+        let _claim = match landing.replaces {
+            Some(_) => None,
+            None => Some(self.claim(id).ok_or_else(duplicate)?),
+        };
+        let stored = self.meta(id)?.map(|m| m.number);
+        if stored != landing.replaces.as_ref().map(|m| m.number) {
             return Err(duplicate());
         }
-        let result = (|| {
-            let stored = self.meta(id)?.map(|m| m.number);
-            if stored != landing.replaces.as_ref().map(|m| m.number) {
-                return Err(duplicate());
-            }
-            let number = self.allocate_number();
-            let outcome = self
-                .stage_lower_generations(number, header, options, landing)
-                .and_then(body);
-            if outcome.is_err() {
-                self.discard(number)?;
-            }
-            outcome
-        })();
-        if !replacing {
-            self.release(id);
+        let number = self.allocate_number();
+        let outcome = self
+            .stage_lower_generations(number, header, options, landing)
+            .and_then(body);
+        if outcome.is_err() {
+            self.discard(number)?;
         }
-        result
+        outcome
     }
 
     /// A writer for session `number`, holding the session directory's lower generations.
@@ -235,7 +229,7 @@ impl BodyIndexer {
             support: SupportCheck::default(),
             surface: crate::surface::SurfaceBuilder::for_model(model.unwrap_or_default()),
             projections: crate::projection::ProjectionWriter::new(
-                header_seed_length(header),
+                crate::meta::seed_length(header),
                 model.unwrap_or_default(),
             ),
             source_name: source_name.into(),
@@ -347,15 +341,6 @@ fn check_location(location: &RootLocation, header: &Header) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// The header's `seedLength` (0 when absent).
-fn header_seed_length(header: &Header) -> u64 {
-    header
-        .object
-        .get("seedLength")
-        .and_then(Value::as_safe_u64)
-        .unwrap_or(0)
 }
 
 /// Refuse a non-clean verdict under `--strict`.

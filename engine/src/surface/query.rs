@@ -8,6 +8,7 @@ use sessionlog_codec::surface::{
 };
 
 use super::{decode, Snapshot, OP, REPL, SNAP};
+use crate::error::FirstError;
 use crate::keys::{event_key, parse_event_key};
 use crate::meta::SessionMeta;
 use crate::store::{Store, CF_SURFACE};
@@ -90,18 +91,14 @@ impl Store {
             SurfaceModel::V4 => self.projection_state_at(&meta, at)?.count > 0,
             SurfaceModel::V0 => false,
         };
-        let failure = std::cell::RefCell::new(None);
-        let fail = |e: Error| {
-            failure.borrow_mut().get_or_insert(e);
-            None
-        };
-        let lookup = |seq: u64| self.event_at(&meta, seq).unwrap_or_else(fail);
+        let failure = FirstError::default();
+        let lookup = |seq: u64| failure.keep(self.event_at(&meta, seq));
         // One seek per node, and only when some projection happened by `at`.
         let projected = |seq: u64| {
             if !projected_any {
                 return None;
             }
-            self.projected_message(&meta, seq, at).unwrap_or_else(fail)
+            failure.keep(self.projected_message(&meta, seq, at))
         };
         let messages =
             derive_messages_in(fold.model(), fold.nodes(), lookup, &projected).map_err(|e| {
@@ -110,10 +107,8 @@ impl Store {
                     reason: e.to_string(),
                 }
             });
-        match failure.into_inner() {
-            Some(e) => Err(e),
-            None => messages,
-        }
+        failure.check()?;
+        messages
     }
 
     /// The human transcript up to event `at`: every append-origin surface event, whole, in log
