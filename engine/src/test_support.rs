@@ -3,10 +3,11 @@
 
 use sessionlog_codec::event::NewEvent;
 
-use crate::keys;
-use crate::meta::{SessionMeta, SourceEncoding};
+use crate::layout::keys;
+use crate::layout::keys::{CF_EVENTS, CF_SESSIONS};
+use crate::layout::meta::{SessionMeta, SourceEncoding};
 use crate::options::{Durability, Options};
-use crate::store::{Store, CF_EVENTS, CF_SESSIONS};
+use crate::store::Store;
 
 /// A V0 session header with id `a`.
 const HEADER: &str =
