@@ -33,6 +33,7 @@ use fields::{count, earlier, nonempty, record};
 pub(crate) use ownership::{catalog_child, delivery};
 
 use crate::json::{Object, Value};
+use crate::rows::{check_header_seq, declared_tools};
 
 /// Event types the lifecycle looks at.
 const RELATIONSHIP_TYPES: [&str; 26] = [

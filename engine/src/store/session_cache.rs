@@ -34,7 +34,7 @@ pub(crate) enum RelationRules {
     /// DSH 0.1.
     V0(sessionlog_codec::invariant::InvariantTrace),
     /// DSH 0.2.
-    V4(Box<sessionlog_codec::v4_relations::V4Relations>),
+    V4(Box<sessionlog_codec::relations::V4Relations>),
 }
 
 impl RelationRules {
