@@ -1,6 +1,8 @@
-//! Compaction transactions: start, summary and end of one compaction, and which ones an end-seed leaves orphaned.
+//! Compaction transactions: start, summary and end of one compaction, and which ones an end-seed
+//! leaves orphaned.
 
-use super::*;
+use super::{count, nonempty, Check, Compaction, V4Relations};
+use crate::json::{Object, Value};
 
 impl V4Relations {
     /// Compaction transactions: start, one summary, end, in the owner turn; spans exact and

@@ -1,6 +1,6 @@
 //! DSH's field readers (`record`, `sessionFormatCount`, `text`, `earlier`) with its messages.
 
-use super::*;
+use crate::json::{Object, Value};
 
 /// DSH's `record`: an object.
 pub(super) fn record<'a>(v: Option<&'a Value>, subject: &str) -> Result<&'a Object, String> {

@@ -1,6 +1,8 @@
-//! Ownership facts: delivery markers and catalog children, decided once the header and the cut are known.
+//! Ownership facts: delivery markers and catalog children, decided once the header and the cut are
+//! known.
 
-use super::*;
+use super::{count, nonempty};
+use crate::json::Value;
 
 /// `validateDeliveryAccepted(event, current)`: the session a marker of generation `current`
 /// names (`None` for another generation's).

@@ -1,6 +1,7 @@
 //! PTC dispatches: a start per sub-call, settled once, under one root.
 
-use super::*;
+use super::{nonempty, Check, Dispatch, V4Relations};
+use crate::json::{Object, Value};
 use crate::surface::deep_equal;
 
 impl V4Relations {

@@ -1,6 +1,7 @@
 //! `llm/retry` chains: each retry names the failed attempt it retries, in order.
 
-use super::*;
+use super::{count, nonempty, Check, V4Relations};
+use crate::json::{Object, Value};
 
 impl V4Relations {
     /// `llm/retry` chains per (turn, step, provider, policy) and their started attempts.

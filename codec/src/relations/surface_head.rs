@@ -1,6 +1,8 @@
-//! The surface as the lifecycle sees it: the protected system head and the nodes rewrites may target.
+//! The surface as the lifecycle sees it: the protected system head and the nodes rewrites may
+//! target.
 
-use super::*;
+use super::{earlier, Check, V4Relations};
+use crate::json::{Object, Value};
 
 impl V4Relations {
     /// DSH's surface relationship: the protected system head and exact replacement spans.

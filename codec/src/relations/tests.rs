@@ -1,6 +1,6 @@
 //! DSH 0.2's lifecycle relationships, case by case.
 
-use super::*;
+use super::V4Relations;
 use crate::json::parse;
 use crate::open_turn::INTERRUPTED_NOT_STARTED;
 

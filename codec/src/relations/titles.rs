@@ -1,6 +1,9 @@
 //! Session titles: their citations name human prompts.
 
-use super::*;
+use std::collections::HashSet;
+
+use super::{earlier, record, Check, V4Relations};
+use crate::json::{Object, Value};
 
 impl V4Relations {
     /// Titles cite distinct earlier human prompts (none for a user-written title); a title

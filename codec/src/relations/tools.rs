@@ -1,6 +1,8 @@
-//! Tool calls advertised by assistant messages and settled by their results (and the exact repair form of a call that never started).
+//! Tool calls advertised by assistant messages and settled by their results (and the exact repair
+//! form of a call that never started).
 
-use super::*;
+use super::{nonempty, Call, Check, V4Relations};
+use crate::json::{Object, Value};
 use crate::open_turn::INTERRUPTED_NOT_STARTED;
 
 impl V4Relations {

@@ -1,6 +1,7 @@
 //! Turn and step numbering and enclosure: every event that needs a turn or step is inside one.
 
-use super::*;
+use super::{earlier, record, Check, V4Relations};
+use crate::json::{Object, Value};
 
 impl V4Relations {
     /// A compaction's `shadowedSeqs` name an exact current surface span, not the protected head.

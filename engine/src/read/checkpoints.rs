@@ -17,7 +17,7 @@ use crate::layout::keys::{
 };
 use crate::layout::meta::SessionMeta;
 use crate::read::surface::resolve_at;
-use crate::store::{visit, Store};
+use crate::store::Store;
 
 impl Store {
     /// The state (view) of projection unit `unit` after event `at` (default: the last event).
@@ -70,21 +70,11 @@ impl Store {
     /// from its parent's storage).
     fn turn_records(&self, meta: &SessionMeta, upto: u64) -> Result<Vec<Value>> {
         let mut out = Vec::new();
-        for seg in self.segments(meta)? {
-            let Some(last) = seg.last_upto(upto) else {
-                continue;
-            };
-            let mut it = self.session_iter_cf(CF_CHECKPOINTS, seg.number)?;
-            it.seek(event_key(seg.number, TURN_RECORDS, seg.from));
-            let context = format!("reading turns of \"{}\"", meta.id_lossy());
-            visit(&mut it, context, &mut |k, v| match parse_event_key(k) {
-                Some((_, TURN_RECORDS, seq)) if seq <= last => {
-                    out.push(json::parse(&String::from_utf8_lossy(v))?);
-                    Ok(true)
-                }
-                _ => Ok(false),
-            })?;
-        }
+        let records = (CF_CHECKPOINTS, TURN_RECORDS);
+        self.scan_records(meta, records, upto, "turns", &mut |_, v| {
+            out.push(json::parse(&String::from_utf8_lossy(v))?);
+            Ok(())
+        })?;
         Ok(out)
     }
 

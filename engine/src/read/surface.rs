@@ -188,7 +188,7 @@ impl Store {
         )
     }
 
-    /// Visit every record of `section` with seq ≤ `at`, in seq order.
+    /// Visit every record of surface `section` with seq ≤ `at`, in seq order.
     pub(crate) fn scan_surface(
         &self,
         meta: &SessionMeta,
@@ -196,22 +196,7 @@ impl Store {
         at: u64,
         each: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<()> {
-        for seg in self.segments(meta)? {
-            let Some(last) = seg.last_upto(at) else {
-                continue;
-            };
-            let mut it = self.session_iter_cf(CF_SURFACE, seg.number)?;
-            it.seek(event_key(seg.number, section, seg.from));
-            let context = format!("reading the surface of \"{}\"", meta.id_lossy());
-            visit(&mut it, context, &mut |k, v| match parse_event_key(k) {
-                Some((_, s, seq)) if s == section && seq <= last => {
-                    each(seq, v)?;
-                    Ok(true)
-                }
-                _ => Ok(false),
-            })?;
-        }
-        Ok(())
+        self.scan_records(meta, (CF_SURFACE, section), at, "the surface", each)
     }
 }
 

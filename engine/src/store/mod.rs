@@ -35,6 +35,9 @@ use crate::options::{Durability, Options};
 /// A raw RocksDB iterator over the store.
 pub(crate) type RawIter<'a> = DBRawIteratorWithThreadMode<'a, DB>;
 
+/// What [`visit`] calls with each entry (key, value); `false` stops the scan.
+pub(crate) type VisitEntry<'f> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'f;
+
 /// An open sessionlog store.
 pub struct Store {
     pub(crate) db: DB,
@@ -277,6 +280,39 @@ impl Store {
         Ok(out)
     }
 
+    /// Visit every record of `section` in `cf` with seq ≤ `at`, in seq order, across `meta`'s
+    /// segments (a fork's inherited records from its ancestors' storage); `what` names the read
+    /// in errors (`reading {what} of "id"`).
+    pub(crate) fn scan_records(
+        &self,
+        meta: &SessionMeta,
+        (cf, section): (&str, u8),
+        at: u64,
+        what: &str,
+        each: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        for seg in self.segments(meta)? {
+            let Some(last) = seg.last_upto(at) else {
+                continue;
+            };
+            let mut it = self.session_iter_cf(cf, seg.number)?;
+            it.seek(keys::event_key(seg.number, section, seg.from));
+            let context = format!("reading {what} of \"{}\"", meta.id_lossy());
+            visit(
+                &mut it,
+                context,
+                &mut |k, v| match keys::parse_event_key(k) {
+                    Some((_, s, seq)) if s == section && seq <= last => {
+                        each(seq, v)?;
+                        Ok(true)
+                    }
+                    _ => Ok(false),
+                },
+            )?;
+        }
+        Ok(())
+    }
+
     /// A raw iterator over `cf` bounded to one session's range.
     pub(crate) fn session_iter_cf(&self, cf: &str, number: u64) -> Result<RawIter<'_>> {
         Ok(self
@@ -410,7 +446,7 @@ impl Store {
 pub(crate) fn visit(
     it: &mut RawIter<'_>,
     context: String,
-    each: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool>,
+    each: &mut VisitEntry<'_>,
 ) -> Result<()> {
     while it.valid() {
         let (Some(k), Some(v)) = (it.key(), it.value()) else {

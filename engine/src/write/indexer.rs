@@ -32,6 +32,9 @@ use crate::layout::values::{checkpoint_value, encode, Snapshot};
 use crate::read::message_projections::{Projected, ProjectionState};
 use crate::store::Store;
 
+/// A lookup of an earlier event (or message) by seq.
+type EventLookup<'f> = dyn Fn(u64) -> Option<Value> + 'f;
+
 /// Fewest append ops between two surface snapshots.
 const SNAPSHOT_MIN_OPS: u64 = 256;
 
@@ -321,7 +324,7 @@ fn project_batch_event(
     store: &Store,
     meta: &SessionMeta,
     (fold, seq, event): (&SurfaceFold, u64, &Value),
-    (lookup, failure): (&dyn Fn(u64) -> Option<Value>, &FirstError),
+    (lookup, failure): (&EventLookup<'_>, &FirstError),
     (state, projected): (
         &mut Option<ProjectionState>,
         &mut std::collections::HashMap<u64, Value>,
@@ -389,7 +392,7 @@ fn project_and_record(
     store: &Store,
     (number, seq, event): (u64, u64, &Value),
     nodes: &[u64],
-    (event_at, earlier): (&dyn Fn(u64) -> Option<Value>, &dyn Fn(u64) -> Option<Value>),
+    (event_at, earlier): (&EventLookup<'_>, &EventLookup<'_>),
     state: &mut ProjectionState,
     put: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>,
 ) -> Result<std::result::Result<Vec<(u64, Value)>, String>> {
