@@ -196,6 +196,11 @@ impl Mount {
         &self.mountpoint
     }
 
+    /// Whether LazyFS still runs and its mount is up.
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.process.try_wait(), Ok(None)) && self.is_mounted()
+    }
+
     fn is_mounted(&self) -> bool {
         let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
             return false;
