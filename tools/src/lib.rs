@@ -6,9 +6,12 @@
 //! - [`hosting`]: the multi-session hosting benchmark behind `sessionlog bench hosting`, with
 //!   DSH's JSONL and SQLite backends as peers.
 //! - [`stress`]: the kill -9 crash harness behind `sessionlog stress` and the crash test.
+//! - [`power`]: the power-loss harness (LazyFS) behind `sessionlog stress --power-loss` and the
+//!   power test.
 #![forbid(unsafe_code)]
 
 pub mod disk_cgroup;
 pub mod gen;
 pub mod hosting;
+pub mod power;
 pub mod stress;

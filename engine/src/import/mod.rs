@@ -8,10 +8,12 @@ mod jsonl;
 mod writer;
 mod zstd;
 
+use sessionlog_codec::event::event_type;
 use sessionlog_codec::generation::NEWEST_VERSION;
 use sessionlog_codec::header::{Header, HeaderCheck};
 use sessionlog_codec::json::Value;
 use sessionlog_codec::known_types::SupportCheck;
+use sessionlog_codec::message_shape::check_message_shape;
 use sessionlog_codec::scanner::{BodyScanner, BodyVerdict, LineOutcome};
 
 pub(crate) use writer::SessionWriter;
@@ -217,6 +219,12 @@ struct BodyIndexer {
     id: sessionlog_codec::json::JsString,
     surface: crate::surface::SurfaceBuilder,
     projections: crate::projection::ProjectionWriter,
+    /// V4 logs: DSH 0.2 restores a `Session` from their committed events.
+    restores: bool,
+    /// V4: DSH 0.2 restores a `Session` from the committed events, which refuses the first
+    /// event whose message shape or surface transition it rejects (the append path's rules);
+    /// DSH's text.
+    restore: Option<String>,
 }
 
 impl BodyIndexer {
@@ -240,6 +248,8 @@ impl BodyIndexer {
             ),
             source_name: source_name.into(),
             id: header.id.clone(),
+            restores: version == NEWEST_VERSION,
+            restore: None,
         }
     }
 
@@ -277,11 +287,24 @@ impl BodyIndexer {
                 self.activity = Some(t);
             }
             let seq = first_seq + k as u64;
+            let v4 = self.restores;
+            if v4 && self.restore.is_none() {
+                let subject = format!("seed {} at index {seq}", event_type(e));
+                self.restore = check_message_shape(e, &subject).err();
+            }
             if self.indexed {
+                let refused_before = self.surface.error.is_some();
                 self.surface
                     .apply(store, number, seq, e, &mut |key, value| {
                         w.put_surface(&key, value)
                     })?;
+                if v4 && !refused_before && self.restore.is_none() {
+                    self.restore = self
+                        .surface
+                        .rule
+                        .as_ref()
+                        .map(|rule| format!("invalid seed event at index {seq}: {rule}"));
+                }
             }
             if self.projected {
                 self.projections.apply(number, seq, e, &mut |key, value| {
@@ -315,8 +338,11 @@ impl BodyIndexer {
                     .or_else(|| self.migration.as_mut().and_then(|c| c.finish()))
                 {
                     Some(m) => Verdict::Unsupported(m),
-                    None if body == BodyVerdict::Torn => Verdict::Torn,
-                    None => Verdict::Clean,
+                    None => match self.restore.clone() {
+                        Some(m) => Verdict::Corrupt(m),
+                        None if body == BodyVerdict::Torn => Verdict::Torn,
+                        None => Verdict::Clean,
+                    },
                 },
             },
         }

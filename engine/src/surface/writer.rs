@@ -67,6 +67,8 @@ pub(crate) struct SurfaceBuilder {
     projections: ProjectionState,
     /// The seq and DSH's message of the first event the fold refused.
     pub(crate) error: Option<(u64, String)>,
+    /// That refusal as DSH's own code words it (no location prefix).
+    pub(crate) rule: Option<String>,
 }
 
 impl SurfaceBuilder {
@@ -96,6 +98,10 @@ impl SurfaceBuilder {
         let change = match self.fold.apply(event, |s| current.get(&s).cloned()) {
             Ok(change) => change,
             Err(e) => {
+                self.rule = Some(match &e {
+                    sessionlog_codec::Error::Surface { rule, .. } => rule.clone(),
+                    other => other.to_string(),
+                });
                 self.error = Some((seq, e.to_string()));
                 return Ok(());
             }
@@ -126,7 +132,10 @@ impl SurfaceBuilder {
         let event_at = |s: u64| current.get(&s).cloned();
         let earlier = |s: u64| projected.get(&s).cloned();
         match store.project_event(event, self.fold.nodes(), &event_at, &earlier) {
-            Err(rule) => self.error = Some((seq, rule)),
+            Err(rule) => {
+                self.rule = Some(rule.clone());
+                self.error = Some((seq, rule));
+            }
             Ok(Projected::None) => {}
             Ok(Projected::Messages(ty, messages)) => {
                 self.projections = self.projections.put(number, seq, &ty, &messages, put)?;

@@ -9,6 +9,7 @@ mod lineage;
 mod migrate;
 mod par;
 mod pit;
+mod power;
 mod stress;
 
 use std::process::ExitCode;
@@ -115,7 +116,22 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dir,
             json,
             worker,
+            power_loss,
+            lazyfs_build,
+            power_worker,
         } => {
+            if let Some(spec) = power_worker {
+                return power::worker(&spec);
+            }
+            if power_loss {
+                let opts = sessionlog_tools::power::PowerOptions {
+                    durability,
+                    seed,
+                    cycles_per_store,
+                    ..Default::default()
+                };
+                return power::run(&opts, cycles, dir, lazyfs_build, json);
+            }
             let opts = sessionlog_tools::stress::StressOptions {
                 threads,
                 sessions_per_thread,
