@@ -84,7 +84,7 @@ pub struct SessionMeta {
     /// Verbatim zstd frames stored (0 for `.jsonl` imports).
     pub frames: u64,
     /// Batch number of lines recovered from a torn zstd frame: logical, but not part of any
-    /// complete frame (DSH's `readRaw` omits them, and so does the `.jsonl` export).
+    /// complete frame (DSH's `readRaw` omits them; repair cuts and re-writes them).
     pub torn_batch: Option<u64>,
     /// The batch number the next append takes (the header is batch 0).
     pub next_batch: u64,

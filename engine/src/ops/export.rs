@@ -3,18 +3,19 @@
 //! - In its source encoding, export reproduces the imported file byte for byte: a `.jsonl` is
 //!   the header record, each committed line + `\n`, then the tail; a `.jsonl.zstd` is its
 //!   verbatim frames, then the tail.
-//! - Across encodings: `.jsonl.zstd` → `.jsonl` is the plaintext of the complete frames (DSH's
-//!   `readRaw`: lines recovered from a torn final frame are left out); `.jsonl` → `.jsonl.zstd` is
-//!   a header frame plus one Node-identical frame per stored batch, covering the committed
-//!   region (a torn tail cannot be framed: DSH would reject a frame holding a torn record).
+//! - Across encodings: `.jsonl.zstd` → `.jsonl` is `zstd -dc` of the stored file: every byte its
+//!   frames decode to, whatever the verdict (lines past the committed region and what a torn
+//!   final frame's complete blocks hold included); `.jsonl` → `.jsonl.zstd` is a header frame
+//!   plus one Node-identical frame per stored batch, covering the committed region (a torn tail
+//!   cannot be framed: DSH would reject a frame holding a torn record).
 //!
 //! Every stored value's crc32 is checked before its bytes are written.
 
 use std::io::Write;
 
 use rocksdb::Snapshot;
-use sessionlog_codec::stored::{block_text, decode_block};
-use sessionlog_codec::zstd::FrameCompressor;
+use sessionlog_codec::stored::block_text;
+use sessionlog_codec::zstd::{Decompressor, FrameCompressor};
 
 use crate::error::{Error, Result};
 use crate::layout::keys;
@@ -57,23 +58,30 @@ impl Store {
                 // own lines. Its size is only known once written, so there is nothing to check.
                 w.put(&meta.header)?;
                 self.seed_text(&meta, &mut |text| w.put(text))?;
-                self.copy_section(&meta, snap, keys::BLOCK, &mut w, None)?;
+                self.copy_section(&meta, snap, keys::BLOCK, &mut |b| w.put(b))?;
             }
             (SourceEncoding::Jsonl, None | Some(ExportFormat::Jsonl)) => {
                 w.put(&meta.header)?;
-                self.copy_section(&meta, snap, keys::BLOCK, &mut w, None)?;
-                self.copy_section(&meta, snap, keys::TAIL, &mut w, None)?;
+                self.copy_section(&meta, snap, keys::BLOCK, &mut |b| w.put(b))?;
+                self.copy_section(&meta, snap, keys::TAIL, &mut |b| w.put(b))?;
                 w.expect(meta.total_bytes)?;
             }
             (SourceEncoding::JsonlZstd, None | Some(ExportFormat::JsonlZstd)) => {
-                self.copy_section(&meta, snap, keys::FRAME, &mut w, None)?;
-                self.copy_section(&meta, snap, keys::TAIL, &mut w, None)?;
+                self.copy_section(&meta, snap, keys::FRAME, &mut |b| w.put(b))?;
+                self.copy_section(&meta, snap, keys::TAIL, &mut |b| w.put(b))?;
                 w.expect(meta.total_bytes)?;
             }
             (SourceEncoding::JsonlZstd, Some(ExportFormat::Jsonl)) => {
-                w.put(&meta.header)?;
-                self.copy_section(&meta, snap, keys::BLOCK, &mut w, meta.torn_batch)?;
-                w.expect(meta.plaintext_bytes)?;
+                let mut decompressor = Decompressor::new()?;
+                let mut plain = Vec::new();
+                for section in [keys::FRAME, keys::TAIL] {
+                    self.copy_section(&meta, snap, section, &mut |b| {
+                        plain.clear();
+                        decompressor.feed(b, &mut plain);
+                        w.put(&plain)
+                    })?;
+                }
+                w.expect_at_least(meta.plaintext_bytes)?;
             }
             (SourceEncoding::Jsonl, Some(ExportFormat::JsonlZstd)) => {
                 self.write_frames(&meta, snap, &mut w)?
@@ -151,34 +159,23 @@ impl Store {
         self.export(id, None, out)
     }
 
-    /// Copy one section of a session's range verbatim (BLOCK texts, skipping blocks of
-    /// `skip_batch`; FRAMEs; TAIL chunks).
+    /// Hand the stored bytes of one section of a session's range to `put`, in order (BLOCK
+    /// texts, FRAMEs, TAIL chunks), each checked first.
     fn copy_section(
         &self,
         meta: &SessionMeta,
         snap: Option<&Snapshot<'_>>,
         section: u8,
-        w: &mut Counting<'_>,
-        skip_batch: Option<u64>,
+        put: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
         self.scan_section(meta, snap, section, 0, &mut |n, v| {
             if section == keys::BLOCK {
-                let text = match skip_batch {
-                    None => block_text(v),
-                    Some(skip) => decode_block(v).map(|b| {
-                        if b.meta.batch == skip {
-                            &[][..]
-                        } else {
-                            b.text
-                        }
-                    }),
-                };
-                w.put(text.map_err(|e| meta.corrupt(format!("block at seq {n}: {e}")))?)?;
+                put(block_text(v).map_err(|e| meta.corrupt(format!("block at seq {n}: {e}")))?)?;
             } else {
                 let bytes = checked_bytes(v).ok_or_else(|| {
                     meta.corrupt(format!("{} {n} fails its crc32", section_name(section)))
                 })?;
-                w.put(bytes)?;
+                put(bytes)?;
             }
             Ok(true)
         })
@@ -259,6 +256,18 @@ impl Counting<'_> {
         })?;
         self.written += bytes.len() as u64;
         Ok(())
+    }
+
+    /// Fail if fewer bytes were written than `size`, the part the metadata accounts for.
+    fn expect_at_least(&self, size: u64) -> Result<()> {
+        if self.written >= size {
+            Ok(())
+        } else {
+            Err(self.id.corrupt(format!(
+                "exported {} bytes but the committed plaintext alone is {size}",
+                self.written
+            )))
+        }
     }
 
     /// Fail if the bytes written differ from what the metadata promises.

@@ -5,7 +5,8 @@
 
 use sessionlog_codec::json::Value;
 use sessionlog_codec::surface::{
-    derive_messages_in, surface_json, Replacement, SurfaceChange, SurfaceFold, SurfaceModel,
+    derive_messages_in, is_append_surface_event_in, surface_json, Replacement, SurfaceChange,
+    SurfaceFold, SurfaceModel,
 };
 
 use crate::error::{Error, FirstError, Result};
@@ -112,32 +113,49 @@ impl Store {
     }
 
     /// The human transcript up to event `at`: every append-origin surface event, whole, in log
-    /// order (shadowed or not).
+    /// order (shadowed or not). It is the events themselves, not a view of the fold: where DSH's
+    /// fold refuses an event, the surface index stops, and the events from there to `at` are
+    /// read and picked by DSH's `isAppendSurfaceEvent`.
     pub fn transcript(&self, id: &str, at: Option<u64>) -> Result<Vec<Value>> {
         let meta = self.require_meta(id.as_bytes())?;
         if let Some(replay) = self.migrated_replay(&meta, at)? {
             return Ok(replay.map(|r| r.transcript).unwrap_or_default());
         }
-        meta.require_surface_model("the transcript")?;
+        let model = meta.require_surface_model("the transcript")?;
         let Some(at) = resolve_at(&meta, at)? else {
             return Ok(Vec::new());
         };
+        let unindexed = meta
+            .surface_error
+            .as_ref()
+            .map(|(seq, _)| *seq)
+            .filter(|&seq| seq <= at);
         let mut seqs = Vec::new();
-        self.scan_surface(&meta, OP, at, &mut |seq, v| {
-            if matches!(
-                decode::<SurfaceChange>(&meta.id_lossy(), v)?,
-                SurfaceChange::Appended { .. }
-            ) {
-                seqs.push(seq);
-            }
-            Ok(())
-        })?;
+        if let Some(indexed) = unindexed.map_or(Some(at), |seq| seq.checked_sub(1)) {
+            self.scan_surface(&meta, OP, indexed, &mut |seq, v| {
+                if matches!(
+                    decode::<SurfaceChange>(&meta.id_lossy(), v)?,
+                    SurfaceChange::Appended { .. }
+                ) {
+                    seqs.push(seq);
+                }
+                Ok(())
+            })?;
+        }
         let mut out = Vec::with_capacity(seqs.len());
         for seq in seqs {
             out.push(self.event_at(&meta, seq)?.ok_or_else(|| Error::Corrupt {
                 id: id.into(),
                 detail: format!("surface index names seq {seq}, which the log does not hold"),
             })?);
+        }
+        if let Some(from) = unindexed {
+            self.events_of(&meta, from, Some(at), &mut |_, e| {
+                if is_append_surface_event_in(model, e) {
+                    out.push(e.clone());
+                }
+                Ok(())
+            })?;
         }
         Ok(out)
     }
@@ -200,10 +218,11 @@ impl Store {
     }
 }
 
-/// `at` defaulted to the last event and checked against the log; `None` for an empty log.
+/// `at` defaulted to the last event (`None` for an empty log) and checked against the log: a
+/// seq the log does not hold, `--at 0` of an empty log included, is an error naming its length.
 pub(crate) fn resolve_at(meta: &SessionMeta, at: Option<u64>) -> Result<Option<u64>> {
     match (at, meta.events) {
-        (_, 0) => Ok(None),
+        (None, 0) => Ok(None),
         (None, n) => Ok(Some(n - 1)),
         (Some(a), n) if a < n => Ok(Some(a)),
         (Some(a), n) => Err(Error::OutOfRange {

@@ -92,6 +92,8 @@ pub(crate) struct SurfaceBuilder {
     projections: ProjectionState,
     /// The seq and DSH's message of the first event the fold refused.
     pub(crate) error: Option<(u64, String)>,
+    /// That refusal as DSH's own code words it (no location prefix).
+    pub(crate) rule: Option<String>,
 }
 
 impl SurfaceBuilder {
@@ -121,6 +123,10 @@ impl SurfaceBuilder {
         let change = match self.fold.apply(event, |s| current.get(&s).cloned()) {
             Ok(change) => change,
             Err(e) => {
+                self.rule = Some(match &e {
+                    sessionlog_codec::Error::Surface { rule, .. } => rule.clone(),
+                    other => other.to_string(),
+                });
                 self.error = Some((seq, e.to_string()));
                 return Ok(());
             }
@@ -159,7 +165,10 @@ impl SurfaceBuilder {
             put,
         )?;
         match outcome {
-            Err(rule) => self.error = Some((seq, rule)),
+            Err(rule) => {
+                self.rule = Some(rule.clone());
+                self.error = Some((seq, rule));
+            }
             Ok(messages) => self.projected.extend(messages),
         }
         Ok(())

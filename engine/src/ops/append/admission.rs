@@ -106,10 +106,10 @@ pub(crate) fn stage(
     let v4 = state.meta.version == 4;
     for (k, event) in events.into_iter().enumerate() {
         let seq = next + k as u64;
-        let unknown = !v4 && !is_known(&event.ty) && !event.ignorable;
-        let ty = event.ty.clone();
+        // The type is copied only for the refusal of an unknown one (rare).
+        let unknown = (!v4 && !is_known(&event.ty) && !event.ignorable).then(|| event.ty.clone());
         let authored_event = event.author(seq, now).map_err(|rule| reject(seq, rule))?;
-        if unknown {
+        if let Some(ty) = unknown {
             return Err(reject(seq, format!("event type \"{ty}\" is unknown to DSH 0.1.0, whose reader refuses a log holding it; mark it \"ignorable\": true")));
         }
         if v4 {

@@ -7,10 +7,12 @@
 mod jsonl;
 mod zstd;
 
+use sessionlog_codec::event::event_type;
 use sessionlog_codec::generation::NEWEST_VERSION;
 use sessionlog_codec::header::{Header, HeaderCheck};
 use sessionlog_codec::json::Value;
 use sessionlog_codec::known_types::SupportCheck;
+use sessionlog_codec::message_shape::check_message_shape;
 use sessionlog_codec::scanner::{BodyScanner, BodyVerdict, LineOutcome};
 
 use crate::error::{Error, Result};
@@ -208,6 +210,12 @@ struct BodyIndexer {
     id: sessionlog_codec::json::JsString,
     surface: SurfaceBuilder,
     checkpoints: CheckpointWriter,
+    /// V4 logs: DSH 0.2 restores a `Session` from their committed events.
+    restores: bool,
+    /// V4: DSH 0.2 restores a `Session` from the committed events, which refuses the first
+    /// event whose message shape or surface transition it rejects (the append path's rules);
+    /// DSH's text.
+    restore: Option<String>,
 }
 
 impl BodyIndexer {
@@ -228,6 +236,8 @@ impl BodyIndexer {
             checkpoints: CheckpointWriter::new(seed_length(header), model.unwrap_or_default()),
             source_name: source_name.into(),
             id: header.id.clone(),
+            restores: version == NEWEST_VERSION,
+            restore: None,
         }
     }
 
@@ -265,11 +275,24 @@ impl BodyIndexer {
                 self.activity = Some(t);
             }
             let seq = first_seq + k as u64;
+            let v4 = self.restores;
+            if v4 && self.restore.is_none() {
+                let subject = format!("seed {} at index {seq}", event_type(e));
+                self.restore = check_message_shape(e, &subject).err();
+            }
             if self.indexed {
+                let refused_before = self.surface.error.is_some();
                 self.surface
                     .apply(store, number, seq, e, &mut |key, value| {
                         w.put_surface(&key, value)
                     })?;
+                if v4 && !refused_before && self.restore.is_none() {
+                    self.restore = self
+                        .surface
+                        .rule
+                        .as_ref()
+                        .map(|rule| format!("invalid seed event at index {seq}: {rule}"));
+                }
             }
             if self.projected {
                 self.checkpoints.apply(number, seq, e, &mut |key, value| {
@@ -303,8 +326,11 @@ impl BodyIndexer {
                     .or_else(|| self.migration.as_mut().and_then(|c| c.finish()))
                 {
                     Some(m) => Verdict::Unsupported(m),
-                    None if body == BodyVerdict::Torn => Verdict::Torn,
-                    None => Verdict::Clean,
+                    None => match self.restore.clone() {
+                        Some(m) => Verdict::Corrupt(m),
+                        None if body == BodyVerdict::Torn => Verdict::Torn,
+                        None => Verdict::Clean,
+                    },
                 },
             },
         }
