@@ -80,8 +80,11 @@ fn run(durability: Durability, cycles: u64) -> Option<PowerReport> {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let binary = lazyfs_binary()?;
     let tmp = tempfile::tempdir().expect("temp dir");
+    // Shorter cycles and stores than the CLI's: CI time stays small.
     let opts = PowerOptions {
         durability,
+        cut_window_ms: (50, 800),
+        cycles_per_store: 5,
         ..PowerOptions::default()
     };
     let report = power_loop(

@@ -266,7 +266,7 @@ impl Stage for V3ToV4 {
                     "format v3 delivery marker claims target format v4",
                 ));
             }
-            let named = crate::v4_relations::delivery(event.get("data"), source_seq, 3)
+            let named = crate::relations::delivery(event.get("data"), source_seq, 3)
                 .map_err(Self::refuse)?;
             if named.is_some_and(|id| id != self.id) {
                 self.foreign_delivery = Some(source_seq);
@@ -360,7 +360,7 @@ impl Stage for V3ToV4 {
 
 /// DSH's `catalogFact` over `value`, with its failure named after `subject`.
 fn catalog_fact(value: &Value, subject: &str) -> Result<Object, Refusal> {
-    crate::v4_relations::catalog_child(Some(value), subject)
+    crate::relations::catalog_child(Some(value), subject)
         .map(|_| value.as_object().cloned().unwrap_or_default())
         .map_err(V3ToV4::refuse)
 }

@@ -95,6 +95,7 @@ pub fn run(
             .with("rejected", report.rejected as i64)
             .with("session_checks", report.session_checks as i64)
             .with("stores", report.stores as i64)
+            .with("lazyfs_restarts", report.lazyfs_restarts as i64)
             .with("seconds", secs);
         json_line(&mut out, o)?;
     } else {
@@ -102,7 +103,7 @@ pub fn run(
             out,
             "{} power cuts ({}) in {secs:.1} s: {} acknowledged session writes, {} lost \
              (in {} cycles), {} half-applied, {} problems; {} session checks, {} stores, {} \
-             admin ops refused",
+             admin ops refused, {} LazyFS restarts",
             report.cycles,
             durability_name(opts.durability),
             report.acknowledged,
@@ -112,7 +113,8 @@ pub fn run(
             report.problems.len(),
             report.session_checks,
             report.stores,
-            report.rejected
+            report.rejected,
+            report.lazyfs_restarts
         )?;
     }
     let failed = report.half_applied > 0

@@ -121,14 +121,6 @@ fn feed_for(k: u64, opts: &PowerOptions) -> (SessionFeed, String) {
     (feed, header)
 }
 
-/// The index of the batch starting at `seq` (`batches.len()` at the end), if any.
-fn boundary(feed: &SessionFeed, seq: u64) -> Option<usize> {
-    if seq == feed.events() {
-        return Some(feed.batches.len());
-    }
-    feed.batches.iter().position(|b| b.first_seq == seq)
-}
-
 /// Totals of a power-loss run.
 #[derive(Clone, Debug, Default)]
 pub struct PowerReport {
@@ -150,7 +142,13 @@ pub struct PowerReport {
     pub session_checks: u64,
     /// Stores used.
     pub stores: u64,
+    /// Times LazyFS itself died (a crash of the test tool, not of the store): that cycle is
+    /// void and the next starts a fresh store on a new mount.
+    pub lazyfs_restarts: u64,
 }
+
+/// LazyFS crashes a run survives before it gives up.
+const MAX_LAZYFS_RESTARTS: u64 = 5;
 
 /// Where a run keeps its files: `<work>/lazyfs/{root,mnt}` (the store is `mnt/db`), the
 /// journals and images outside the mount.
@@ -200,15 +198,22 @@ pub fn power_loop(
     let mut model = Model::default();
     let mut report = PowerReport::default();
     let mut fresh = true;
-    for cycle in 0..cycles {
-        if fresh || (cycle > 0 && cycle % opts.cycles_per_store.max(1) == 0) {
+    // `attempt` numbers every cycle started, `report.cycles` those checked; they differ only
+    // when LazyFS itself dies (a void cycle, on a store then started afresh).
+    let mut in_store = 0;
+    let mut attempt = 0;
+    while report.cycles < cycles {
+        if fresh || in_store == opts.cycles_per_store.max(1) {
             if db.exists() {
                 std::fs::remove_dir_all(&db)
                     .with_context(|| format!("removing {}", db.display()))?;
             }
             model = Model::default();
             report.stores += 1;
+            in_store = 0;
         }
+        let cycle = attempt;
+        attempt += 1;
         let spec = WorkerSpec {
             db: db.clone(),
             journal: dirs.journal(cycle),
@@ -216,11 +221,26 @@ pub fn power_loop(
             cycle,
             options: opts.clone(),
         };
-        let c = one_cycle(
+        let outcome = one_cycle(
             &spec, &mut mount, &mut model, &mut feeds, &mut rng, spawn, work,
-        )
-        .with_context(|| format!("cycle {cycle}"))?;
+        );
         let _ = std::fs::remove_dir_all(dirs.images(cycle));
+        let c = match outcome {
+            Ok(c) => c,
+            Err(e) if !mount.is_alive() && report.lazyfs_restarts < MAX_LAZYFS_RESTARTS => {
+                eprintln!(
+                    "power-loss: LazyFS died during cycle {cycle} ({e:#}); the cycle is void, \
+                     LazyFS is mounted again and the next cycle starts a fresh store"
+                );
+                report.lazyfs_restarts += 1;
+                drop(mount);
+                mount = lazyfs::Mount::start(lazyfs, &work.join("lazyfs"))?;
+                fresh = true;
+                continue;
+            }
+            Err(e) => return Err(e.context(format!("cycle {cycle}"))),
+        };
+        in_store += 1;
         report.cycles += 1;
         report.acknowledged += c.acknowledged;
         report.lost += c.lost;

@@ -18,14 +18,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use sessionlog_codec::json::Value;
 use sessionlog_engine::{Options, SessionSummary, Store};
 
 use super::image::Image;
 use super::journal::{Intent, OpRecord};
 use super::worker::is_admin_id;
-use super::{boundary, feed_for, live_k, PowerOptions};
+use super::{feed_for, live_k, PowerOptions};
 use crate::gen::SessionFeed;
+use crate::stress::{boundary, check_against_feed};
 
 /// A session state the store may show.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -309,36 +309,18 @@ fn observe(
         ));
         return Ok(None);
     };
-    let want: Vec<&Value> = feed.batches[..n]
-        .iter()
-        .flat_map(|b| b.events.iter())
-        .collect();
-    let mut got = 0u64;
-    let mut mismatch = None;
-    store.events(&s.id, 0, None, &mut |seq, event| {
-        if mismatch.is_none() && (seq != got || want.get(seq as usize) != Some(&event)) {
-            mismatch = Some(seq);
-        }
-        got += 1;
-        Ok(())
-    })?;
-    if let Some(seq) = mismatch.or((got != s.events).then_some(got)) {
-        report.problems.push(format!(
-            "{}: logical event at seq {seq} differs from the acknowledged batches",
-            s.id
-        ));
-    }
-    let mut expected = format!("{header}\n").into_bytes();
-    for b in &feed.batches[..n] {
-        expected.extend_from_slice(b.text.as_bytes());
-    }
-    let mut exported = Vec::new();
-    store.export(&s.id, None, &mut exported)?;
-    if exported != expected || s.deleted_at_ms.is_some() {
-        report.problems.push(format!(
-            "{}: export differs from the bytes of its {n} acknowledged batches",
-            s.id
-        ));
+    check_against_feed(
+        store,
+        &s.id,
+        s.events,
+        (feed, header),
+        n,
+        &mut report.problems,
+    )?;
+    if s.deleted_at_ms.is_some() {
+        report
+            .problems
+            .push(format!("{}: a live session is marked deleted", s.id));
     }
     Ok(Some(State::Live(n)))
 }

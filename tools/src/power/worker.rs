@@ -222,7 +222,7 @@ fn open_live(ctx: &Ctx<'_>, stored: &HashMap<String, u64>, k: u64) -> anyhow::Re
             0
         }
     };
-    let Some(next) = super::boundary(&feed, next_seq) else {
+    let Some(next) = crate::stress::boundary(&feed, next_seq) else {
         bail!("{id}: stored next seq {next_seq} is not a batch boundary of its feed");
     };
     Ok((next < feed.batches.len()).then_some(Live { id, feed, next }))
