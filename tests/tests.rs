@@ -22,5 +22,6 @@ mod root;
 mod roundtrip;
 mod state;
 mod surface;
+mod v4_verdicts;
 mod views;
 mod zstd;
