@@ -84,15 +84,32 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Create `path` and any missing ancestors, then fsync the parent of each directory created, so
+/// a new store's directory entry survives a power cut (RocksDB syncs the store directory's own
+/// entries, not the entry naming it).
+fn create_dir_durably(path: &Path) -> Result<()> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let created: Vec<&Path> = path.ancestors().take_while(|p| !p.exists()).collect();
+    std::fs::create_dir_all(path).map_err(io(path))?;
+    for dir in created {
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::File::open(parent)
+                .and_then(|f| f.sync_all())
+                .map_err(io(parent))?;
+        }
+    }
+    Ok(())
+}
+
 impl Store {
     /// Open (creating if needed) the store at `path`.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Store> {
         options.validate()?;
         let path = path.as_ref().to_path_buf();
-        std::fs::create_dir_all(&path).map_err(|source| Error::Io {
-            path: path.clone(),
-            source,
-        })?;
+        create_dir_durably(&path)?;
         let cache = Cache::new_lru_cache(options.block_cache_bytes);
         let mut db_opts = rocksdb::Options::default();
         db_opts.create_if_missing(true);
@@ -500,4 +517,29 @@ fn cf_options(name: &str, options: &Options, cache: &Cache) -> rocksdb::Options 
         o.set_memtable_prefix_bloom_ratio(0.1);
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::create_dir_durably;
+
+    #[test]
+    fn a_nested_new_store_directory_is_created_with_its_ancestors() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("a/b/store");
+        create_dir_durably(&path).expect("created");
+        assert!(path.is_dir());
+        // Existing directories are left as they are.
+        create_dir_durably(&path).expect("idempotent");
+        assert!(path.is_dir());
+    }
+
+    #[test]
+    fn a_store_path_under_a_file_is_an_io_error_naming_the_path() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let file = tmp.path().join("file");
+        std::fs::write(&file, b"x").expect("write");
+        let err = create_dir_durably(&file.join("store")).expect_err("not a directory");
+        assert!(err.to_string().contains("file"), "{err}");
+    }
 }
