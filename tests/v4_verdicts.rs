@@ -356,6 +356,46 @@ fn inject(log: &Log, kind: usize, pick: usize) -> Option<(Log, Verdict, usize)> 
             let text = format!("format v4 contains unknown event type \"future/event\" at seq {r}");
             Some((log, Verdict::Unsupported(text), all))
         }
+        3 => {
+            let r = choose(
+                candidates("assistant/message")
+                    .into_iter()
+                    .filter(|&r| r > 0)
+                    .collect(),
+            )?;
+            let log = log.with_row(r, |o| {
+                o.insert(
+                    "sourceEventSeqs".into(),
+                    Value::Array(vec![Value::from(0i64)]),
+                );
+            });
+            let text = format!("invalid seed event at index {r}: format v4 assistant/message at seq {r} embeds its stream and cannot carry sourceEventSeqs");
+            Some((log, corrupt(text), all))
+        }
+        4 => {
+            let with_tools = |i: &usize| {
+                log.row(*i)
+                    .as_object()
+                    .and_then(|o| o.get("data")?.as_object()?.get("header")?.as_object())
+                    .and_then(|h| h.get("tools")?.as_array().map(|t| !t.is_empty()))
+                    == Some(true)
+            };
+            let r = choose(
+                candidates("request/header")
+                    .into_iter()
+                    .filter(with_tools)
+                    .collect(),
+            )?;
+            let log = log.with_row(r, |o| {
+                if let Some(Value::Array(tools)) = at(o, &["data", "header"]).get_mut("tools") {
+                    if let Some(Value::Object(tool)) = tools.first_mut() {
+                        tool.insert("deferLoading".into(), Value::from("yes"));
+                    }
+                }
+            });
+            let text = "format v4 tool deferLoading must be true when present".to_owned();
+            Some((log, corrupt(text), r))
+        }
         _ => {
             let r = choose(candidates("user/message"))?;
             let log = log.with_row(r, |o| {
@@ -368,12 +408,12 @@ fn inject(log: &Log, kind: usize, pick: usize) -> Option<(Log, Verdict, usize)> 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(ProptestConfig::with_cases(36))]
 
     /// Random generated V4 logs with one rule broken at a random row: the verdict is DSH's and
     /// names that row, the committed prefix is DSH's, and the stored bytes are the file's.
     #[test]
-    fn one_broken_row_is_named_by_the_verdict(index in 0u64..4, kind in 0usize..4, pick in 0usize..1000) {
+    fn one_broken_row_is_named_by_the_verdict(index in 0u64..4, kind in 0usize..6, pick in 0usize..1000) {
         let log = Log::generated(index, 150);
         let (_d0, _s0, clean) = import(&log);
         prop_assert_eq!(clean.verdict, Verdict::Clean);

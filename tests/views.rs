@@ -4,11 +4,12 @@
 //! themselves), while the views that need the fold fail with DSH's reason.
 
 use sessionlog::codec::json::{self, Value};
-use sessionlog::engine::{Error, Store};
+use sessionlog::engine::{Error, Store, Verdict};
 
 use crate::fixtures::{import_bytes, temp_store};
 
-const V0_HEADER: &str = r#"{"type":"session","version":0,"id":"views","createdAt":1}"#;
+const V0_HEADER: &str =
+    r#"{"type":"session","version":0,"id":"views","createdAt":1,"delegationDepth":0}"#;
 
 /// A V0 log: the header, then `events` one per line.
 fn v0_log(events: &[String]) -> Vec<u8> {
@@ -65,7 +66,7 @@ fn a_seq_past_the_end_is_an_error_naming_the_event_count_in_every_view() {
     // A torn first line: no logical event at all.
     let torn = format!("{V0_HEADER}\n{{\"type\":\"turn/start\",\"seq\":0");
     let empty = import_bytes(&store, "torn", torn.as_bytes(), false).expect("import");
-    assert_eq!(empty.events, 0);
+    assert_eq!((empty.verdict, empty.events), (Verdict::Torn, 0));
     for (view, got) in views_at(&store, &empty.id, 0) {
         assert_eq!(
             got,
@@ -136,7 +137,11 @@ fn the_transcript_of_a_log_whose_fold_dsh_refuses_is_still_its_append_events() {
         let events = parsed(&lines);
         let (_d, store) = temp_store();
         let r = import_bytes(&store, sources, &v0_log(&lines), false).expect("import");
-        assert_eq!(r.events, 5, "{sources}: every line is committed");
+        assert_eq!(
+            (r.verdict, r.events),
+            (Verdict::Clean, 5),
+            "{sources}: DSH 0.1 loads the log; only its fold refuses"
+        );
         let id = r.id.as_str();
         // DSH's transcript: every append-origin surface event, in log order.
         let transcript = |at| store.transcript(id, at).expect("transcript");

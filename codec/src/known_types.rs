@@ -61,8 +61,9 @@ const KNOWN: [&str; 48] = [
     "web/deepseek-search-llm-request",
 ];
 
-/// The 60 event types DSH 0.2 knows (`KNOWN_SESSION_EVENT_TYPES`), sorted for binary search.
-const KNOWN_V4: [&str; 60] = [
+/// First-party event names the released V3 reader knows (DSH's frozen `RELEASED_V3_EVENT_TYPES`),
+/// sorted for binary search.
+pub(crate) const RELEASED_V3_EVENT_TYPES: [&str; 58] = [
     "agent-preset/selected",
     "agent/inbox/spliced",
     "approval/asked",
@@ -77,7 +78,6 @@ const KNOWN_V4: [&str; 60] = [
     "compaction/start",
     "compaction/summary",
     "deliverables/presented",
-    "developer/message",
     "feedback/message-delete",
     "feedback/message-put",
     "feedback/record",
@@ -121,13 +121,16 @@ const KNOWN_V4: [&str; 60] = [
     "turn/start",
     "user/message",
     "web/deepseek-search-llm-request",
-    "working-directory/change",
     "workspace/changes",
 ];
 
+/// The types DSH 0.2 knows beyond the released V3 ones: its `KNOWN_SESSION_EVENT_TYPES` is the
+/// union of the two lists.
+const ADDED_IN_V4: [&str; 2] = ["developer/message", "working-directory/change"];
+
 /// Whether DSH 0.2 knows `ty`.
 pub fn is_known_v4(ty: &str) -> bool {
-    KNOWN_V4.binary_search(&ty).is_ok()
+    RELEASED_V3_EVENT_TYPES.binary_search(&ty).is_ok() || ADDED_IN_V4.contains(&ty)
 }
 
 /// An event DSH 0.2 keeps without interpreting: a type it does not know, marked
@@ -233,7 +236,9 @@ mod tests {
 
     #[test]
     fn v4_vocabulary_refuses_unknown_required_types_only() {
-        assert!(KNOWN_V4.windows(2).all(|w| w[0] < w[1]));
+        assert!(RELEASED_V3_EVENT_TYPES.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(RELEASED_V3_EVENT_TYPES.len() + ADDED_IN_V4.len(), 60);
+        assert!(is_known_v4("developer/message") && is_known_v4("workspace/changes"));
         let event = |t: &str| json::parse(t).expect("json");
         let unknown = event(r#"{"type":"x/y","seq":3,"time":1,"data":{}}"#);
         assert_eq!(

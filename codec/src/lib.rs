@@ -25,13 +25,13 @@ pub mod message_shape;
 pub mod migrate;
 pub mod open_turn;
 pub mod projection;
+pub mod relations;
 pub mod repair;
 pub mod rows;
 pub mod scanner;
 pub mod seq_ranges;
 pub mod stored;
 pub mod surface;
-pub mod v4_relations;
 pub mod zstd;
 
 pub use error::{Error, Result};

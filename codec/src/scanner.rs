@@ -22,8 +22,8 @@
 use crate::header::Header;
 use crate::json::{self, Value};
 use crate::known_types::v4_unknown_type;
+use crate::relations::V4Relations;
 use crate::rows::{admit_v4_row, check_surface_op, decode_line, decode_row, Admission};
-use crate::v4_relations::V4Relations;
 use crate::Result;
 
 /// What became of one body line.

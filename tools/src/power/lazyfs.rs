@@ -10,7 +10,7 @@
 //! LazyFS's `build.sh OUT_DIR` (found at `../shared/tools/lazyfs/build.sh` beside the checkout,
 //! or named by `SESSIONLOG_LAZYFS_BUILD`).
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -30,8 +30,8 @@ const CACHE_SIZE: &str = "512mb";
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
 const CLEAR_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Why power-loss runs cannot happen on this machine, if they cannot (no `/dev/fuse`, not
-/// root, or no `fusermount3`).
+/// Why power-loss runs cannot happen on this machine, if they cannot (no `/dev/fuse`, or not
+/// root).
 pub fn unavailable_reason() -> Option<String> {
     if !Path::new("/dev/fuse").exists() {
         return Some("/dev/fuse is missing".into());
@@ -122,12 +122,17 @@ impl Mount {
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
         }
         let (faults, done) = (dir.join("faults.fifo"), dir.join("done.fifo"));
+        // Fresh fifos: a reader left by an earlier mount keeps only the old ones.
         for fifo in [&faults, &done] {
-            if !fifo.exists() {
-                let status = Command::new("mkfifo").arg(fifo).status()?;
-                if !status.success() {
-                    bail!("mkfifo {} failed", fifo.display());
+            match std::fs::remove_file(fifo) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("removing {}", fifo.display()));
                 }
+                _ => {}
+            }
+            let status = Command::new("mkfifo").arg(fifo).status()?;
+            if !status.success() {
+                bail!("mkfifo {} failed", fifo.display());
             }
         }
         let config = dir.join("lazyfs.toml");
@@ -156,7 +161,11 @@ impl Mount {
                 }
             }
         });
-        let log = File::create(dir.join("lazyfs.log"))?;
+        // Appended to: the log of a LazyFS that died stays for inspection.
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("lazyfs.log"))?;
         let process = Command::new(binary)
             .arg(&mountpoint)
             .arg("--config-path")
