@@ -14,7 +14,7 @@ const HEADER: &str = r#"{"type":"session","version":4,"id":"parent","createdAt":
 const OPEN_STEP: [&str; 3] = [
     r#"{"type":"turn/start","seq":0,"time":10,"data":{"turn":1}}"#,
     r#"{"type":"step/start","seq":1,"time":11,"data":{"turn":1,"step":1}}"#,
-    r#"{"type":"assistant/message","seq":2,"time":12,"data":{"turn":1,"step":1,"message":{"id":"a","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{}"}]},"stream":[]},"surfaceOp":"append"}"#,
+    r#"{"type":"assistant/message","seq":2,"time":12,"data":{"turn":1,"step":1,"message":{"id":"a","role":"assistant","content":[{"type":"tool-call","id":"c1","name":"read","arguments":"{}"}],"source":{"kind":"model","provider":"p","model":"m"}},"stream":[]},"surfaceOp":"append"}"#,
 ];
 
 /// later-format-spec §5.1 case 25, byte for byte (the child's `createdAt` is the fork's time).

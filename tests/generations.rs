@@ -31,7 +31,7 @@ fn row(seq: u64, ty: &str, data: &str) -> String {
 fn v4_log(id: &str, n: u64) -> String {
     let mut text = header(4, id, "") + "\n";
     for seq in 0..n {
-        text += &row(seq, "agent/note", r#"{"k":1}"#);
+        text += &row(seq, "workspace/changes", r#"{"k":1}"#);
         text.push('\n');
     }
     text
@@ -123,7 +123,7 @@ fn v0_and_v4_zstd_generations_in_one_directory() {
     let mut v4_plain = r#"{"type":"session","version":4,"id":"gen-pair","createdAt":1787472200000,"cwd":"/w","isSeeded":false,"delegationDepth":0}"#.to_owned();
     v4_plain.push('\n');
     for seq in 0..5 {
-        v4_plain += &row(seq, "agent/note", r#"{"k":1}"#);
+        v4_plain += &row(seq, "workspace/changes", r#"{"k":1}"#);
         v4_plain.push('\n');
     }
     let v0 = zstd_frames(&v0_plain, &[1]);
@@ -373,7 +373,7 @@ fn later_generation_reader_cases() {
         Verdict::Corrupt("duplicate catalog child c".into())
     );
     // Cases 15 and 16.
-    let good: Vec<String> = (0..10).map(|s| row(s, "a/b", "{}")).collect();
+    let good: Vec<String> = (0..10).map(|s| row(s, "todo/write", "{}")).collect();
     let with = |tail: &str| {
         let mut rows = good.clone();
         rows.push("{not json".into());
@@ -732,7 +732,8 @@ fn v4_zstd_framing_follows_the_writer() {
     let batch = |from: u64, n: u64| -> Vec<sessionlog::codec::event::NewEvent> {
         (from..from + n)
             .map(|s| {
-                let v = sessionlog::codec::json::parse(&row(s, "agent/note", "{}")).expect("JSON");
+                let v = sessionlog::codec::json::parse(&row(s, "workspace/changes", "{}"))
+                    .expect("JSON");
                 crate::fixtures::new_event(&v)
             })
             .collect()

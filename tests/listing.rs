@@ -191,3 +191,46 @@ fn delete_hides_undelete_restores_purge_reclaims() {
     assert_eq!(export_bytes(&store, &ids[0]), kept);
     assert!(store.verify(&[]).expect("verify").problems.is_empty());
 }
+
+/// Appends to a deleted session are refused (undelete first), so delete → append → purge →
+/// append cannot bring a purged session back with its earlier blocks gone.
+#[test]
+fn a_deleted_session_takes_no_appends_and_stays_purged() {
+    let (_t, store) = temp_store();
+    store
+        .create_session(&header("d", 1), SourceEncoding::Jsonl)
+        .expect("create");
+    store
+        .append("d", Some(0), vec![prompt(10, "user")])
+        .expect("append");
+    store.delete("d").expect("delete");
+    let refused = store
+        .append("d", Some(1), vec![prompt(11, "user")])
+        .expect_err("an append to a deleted session");
+    let text = refused.to_string();
+    assert!(
+        text.contains("\"d\"") && text.contains("deleted") && text.contains("undelete"),
+        "{text}"
+    );
+    assert_eq!(store.purge(0, false).expect("purge").sessions, ["d"]);
+    let gone = store.append("d", Some(1), vec![prompt(12, "user")]);
+    assert!(
+        matches!(gone, Err(sessionlog::engine::Error::UnknownSession { .. })),
+        "{gone:?}"
+    );
+    assert!(
+        store.ids().expect("ids").is_empty(),
+        "the purged session came back"
+    );
+    let v = store.verify(&[]).expect("verify");
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+    // Undeleted, it takes appends again.
+    store
+        .create_session(&header("e", 2), SourceEncoding::Jsonl)
+        .expect("create");
+    store.delete("e").expect("delete");
+    store.undelete("e").expect("undelete");
+    store
+        .append("e", Some(0), vec![prompt(13, "user")])
+        .expect("append after undelete");
+}

@@ -180,3 +180,82 @@ fn a_session_needing_a_missing_projection_is_not_read() {
         "session message projection \"image/offload\" is already registered"
     );
 }
+
+/// `image/offload` that panics while armed (a faulty plugin), as DSH's own otherwise.
+#[derive(Default)]
+struct Faulty(std::sync::atomic::AtomicBool);
+
+impl sessionlog::codec::surface::MessageProjection for Faulty {
+    fn event_type(&self) -> &str {
+        "image/offload"
+    }
+
+    fn project(
+        &self,
+        event: &Value,
+        ctx: &sessionlog::codec::surface::ProjectionContext<'_>,
+    ) -> Result<Vec<(u64, Value)>, String> {
+        assert!(
+            !self.0.load(std::sync::atomic::Ordering::SeqCst),
+            "the faulty projection panics"
+        );
+        ImageOffload.project(event, ctx)
+    }
+}
+
+fn with_faulty(store: &Store) -> Arc<Faulty> {
+    let faulty = Arc::new(Faulty::default());
+    assert!(store.remove_message_projection("image/offload"));
+    store
+        .register_message_projection(Arc::clone(&faulty) as _)
+        .expect("register");
+    faulty.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    faulty
+}
+
+/// A projection that panics mid-append (the session's lock held, its surface already folded
+/// for part of the batch) leaves no state that later appends trust, and a panic mid-import
+/// leaves no claim on the id behind: the next append and the next import proceed, and agree
+/// with a fresh import of the exported log.
+#[test]
+fn a_panic_while_writing_leaves_no_half_updated_state() {
+    let (_t, store) = temp_store();
+    session_with_images(&store);
+    let faulty = with_faulty(&store);
+    let user = r#"{"type":"user/message","time":3,"data":{"id":"u2","role":"user","content":[],"source":{"kind":"user"}},"surfaceOp":"append"}"#;
+    let before = export_bytes(&store, "s");
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        append(&store, &[user.into(), offload("[1]")])
+    }));
+    assert!(panicked.is_err(), "the projection was to panic");
+    assert_eq!(export_bytes(&store, "s"), before, "nothing was written");
+    faulty.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    let next = store
+        .append(
+            "s",
+            Some(4),
+            vec![new_event(&parse(&offload("[1]")).expect("JSON"))],
+        )
+        .expect("the append after the panic");
+    assert_eq!(next.first_seq, 4);
+    let file = export_bytes(&store, "s");
+    let (_t2, fresh) = temp_store();
+    import_bytes(&fresh, "s", &file, true).expect("import");
+    assert_eq!(
+        store.surface_at("s", None).expect("surface").to_json(),
+        fresh.surface_at("s", None).expect("surface").to_json()
+    );
+    assert_eq!(flags(&store, None), flags(&fresh, None));
+    let v = store.verify(&[]).expect("verify");
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+
+    let (_t3, other) = temp_store();
+    let faulty = with_faulty(&other);
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        import_bytes(&other, "s", &file, false)
+    }));
+    assert!(panicked.is_err(), "the projection was to panic");
+    faulty.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    import_bytes(&other, "s", &file, false).expect("no claim left behind");
+    assert_eq!(export_bytes(&other, "s"), file);
+}

@@ -132,21 +132,31 @@ impl NewEvent {
             ));
         }
         let seq = i64::try_from(seq).map_err(|_| format!("seq {seq} is not a safe integer"))?;
-        let mut e = Object::new()
-            .with("type", ty)
-            .with("seq", seq)
-            .with("time", self.time.unwrap_or(now))
-            .with("data", self.data);
-        if let Some(s) = self.source_event_seqs {
-            e.insert(JsString::from("sourceEventSeqs"), s);
+        // The envelope's keys are distinct and none is an array index, so its entries are built
+        // in their final order in one allocation; the type string moves in uncopied.
+        let NewEvent {
+            ty,
+            time,
+            data,
+            surface_op,
+            source_event_seqs,
+            ignorable,
+        } = self;
+        let mut entries: Vec<(JsString, Value)> = Vec::with_capacity(7);
+        entries.push((JsString::from("type"), Value::String(JsString::from(ty))));
+        entries.push((JsString::from("seq"), Value::from(seq)));
+        entries.push((JsString::from("time"), Value::from(time.unwrap_or(now))));
+        entries.push((JsString::from("data"), data));
+        if let Some(s) = source_event_seqs {
+            entries.push((JsString::from("sourceEventSeqs"), s));
         }
-        if let Some(op) = self.surface_op {
-            e.insert(JsString::from("surfaceOp"), op);
+        if let Some(op) = surface_op {
+            entries.push((JsString::from("surfaceOp"), op));
         }
-        if self.ignorable {
-            e.insert(JsString::from("ignorable"), Value::Bool(true));
+        if ignorable {
+            entries.push((JsString::from("ignorable"), Value::Bool(true)));
         }
-        Ok(Value::Object(e))
+        Ok(Value::Object(Object::from_parsed(entries)))
     }
 }
 

@@ -1,6 +1,11 @@
-//! What DSH's coordinator refuses after a clean scan (`assertSupportedEvents`,
-//! `assertEventsSupported`): legacy event shapes it no longer reads, and event types unknown to
-//! DSH 0.1.0 that are not marked `"ignorable": true`.
+//! The event vocabularies DSH reads, and what it refuses outside them.
+//!
+//! - DSH 0.1.0 (V0 logs): what its coordinator refuses after a clean scan
+//!   (`assertSupportedEvents`, `assertEventsSupported`): legacy event shapes it no longer reads,
+//!   and event types unknown to it that are not marked `"ignorable": true`.
+//! - DSH 0.2 (V4 logs): `KNOWN_SESSION_EVENT_TYPES`; its V4 reader refuses a log holding an
+//!   unknown type not marked ignorable ([`v4_unknown_type`]), and its surface leaves unknown
+//!   ignorable records (plugin records) out of history ([`is_opaque_v4`]).
 
 use crate::json::{self, JsString, Value};
 
@@ -55,6 +60,105 @@ const KNOWN: [&str; 48] = [
     "user/message",
     "web/deepseek-search-llm-request",
 ];
+
+/// First-party event names the released V3 reader knows (DSH's frozen `RELEASED_V3_EVENT_TYPES`),
+/// sorted for binary search.
+pub(crate) const RELEASED_V3_EVENT_TYPES: [&str; 58] = [
+    "agent-preset/selected",
+    "agent/inbox/spliced",
+    "approval/asked",
+    "approval/decided",
+    "approval/policy",
+    "assistant/attempt",
+    "assistant/message",
+    "command/done",
+    "command/run",
+    "compaction/end",
+    "compaction/prune",
+    "compaction/start",
+    "compaction/summary",
+    "deliverables/presented",
+    "feedback/message-delete",
+    "feedback/message-put",
+    "feedback/record",
+    "goal/change",
+    "hook/invoked",
+    "hook/result",
+    "image/offload",
+    "llm/retry",
+    "llm/retry-started",
+    "model/selection",
+    "permission/preset",
+    "plan/mode",
+    "request/context",
+    "request/header",
+    "sandbox/mode",
+    "schedule/change",
+    "session-log-deepseek/delivery-accepted",
+    "session/end-seed",
+    "session/title",
+    "session/title-llm-request",
+    "step/end",
+    "step/start",
+    "subagent/catalog",
+    "subagent/descriptor",
+    "subagent/model-selection-policy",
+    "system/message",
+    "team/member",
+    "team/message/delivered",
+    "team/message/queued",
+    "team/task",
+    "todo/write",
+    "tool-workflow/agent-end",
+    "tool-workflow/agent-start",
+    "tool-workflow/run-end",
+    "tool-workflow/run-start",
+    "tool/call",
+    "tool/ptc-dispatch",
+    "tool/ptc-dispatch-start",
+    "tool/result",
+    "turn/end",
+    "turn/start",
+    "user/message",
+    "web/deepseek-search-llm-request",
+    "workspace/changes",
+];
+
+/// The types DSH 0.2 knows beyond the released V3 ones: its `KNOWN_SESSION_EVENT_TYPES` is the
+/// union of the two lists.
+const ADDED_IN_V4: [&str; 2] = ["developer/message", "working-directory/change"];
+
+/// Whether DSH 0.2 knows `ty`.
+pub fn is_known_v4(ty: &str) -> bool {
+    RELEASED_V3_EVENT_TYPES.binary_search(&ty).is_ok() || ADDED_IN_V4.contains(&ty)
+}
+
+/// An event DSH 0.2 keeps without interpreting: a type it does not know, marked
+/// `"ignorable": true` (a plugin record). Its surface metadata never touches the surface.
+pub fn is_opaque_v4(event: &Value) -> bool {
+    event.as_object().is_some_and(|o| {
+        o.get("ignorable") == Some(&Value::Bool(true))
+            && !o
+                .get("type")
+                .and_then(Value::as_str)
+                .is_some_and(is_known_v4)
+    })
+}
+
+/// DSH 0.2's V4 reader refusal (`SessionFormatUnsupportedMigrationError`) of event `index`
+/// when its type is unknown and not marked ignorable; `None` otherwise.
+pub fn v4_unknown_type(event: &Value, index: u64) -> Option<String> {
+    let o = event.as_object()?;
+    let ty = o.get("type").unwrap_or(&Value::Null);
+    let known = ty.as_str().is_some_and(is_known_v4);
+    let ignorable = o.get("ignorable") == Some(&Value::Bool(true));
+    (!known && !ignorable).then(|| {
+        format!(
+            "format v4 contains unknown event type {} at seq {index}",
+            json::stringify(ty)
+        )
+    })
+}
 
 /// Legacy types the coordinator still reads by normalizing them (§4.8), so never "unknown".
 const NORMALIZED_LEGACY: [&str; 1] = ["steering/message"];
@@ -129,6 +233,27 @@ impl SupportCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn v4_vocabulary_refuses_unknown_required_types_only() {
+        assert!(RELEASED_V3_EVENT_TYPES.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(RELEASED_V3_EVENT_TYPES.len() + ADDED_IN_V4.len(), 60);
+        assert!(is_known_v4("developer/message") && is_known_v4("workspace/changes"));
+        let event = |t: &str| json::parse(t).expect("json");
+        let unknown = event(r#"{"type":"x/y","seq":3,"time":1,"data":{}}"#);
+        assert_eq!(
+            v4_unknown_type(&unknown, 3).as_deref(),
+            Some(r#"format v4 contains unknown event type "x/y" at seq 3"#)
+        );
+        let record = event(r#"{"type":"plugin:a/b","seq":3,"time":1,"data":{},"ignorable":true}"#);
+        assert_eq!(v4_unknown_type(&record, 3), None);
+        assert!(is_opaque_v4(&record));
+        let known =
+            event(r#"{"type":"image/offload","seq":3,"time":1,"data":{},"ignorable":true}"#);
+        assert!(v4_unknown_type(&known, 3).is_none() && !is_opaque_v4(&known));
+        // Types DSH 0.1 knew but 0.2 does not.
+        assert!(v4_unknown_type(&event(r#"{"type":"assistant/chunk","data":{}}"#), 0).is_some());
+    }
 
     #[test]
     fn known_list_is_sorted_so_binary_search_works() {

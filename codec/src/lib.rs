@@ -8,7 +8,8 @@
 //! - [`zstd`]: the `.jsonl.zstd` frame scanner, decoder and Node-identical frame writer;
 //! - [`dsh_path`]: DSH's session-root path encoding;
 //! - [`generation`]: format generations and their file names; [`seq_ranges`]: `sourceEventSeqs` ranges;
-//! - [`rows`]: the one-event-per-row envelope of V2–V4 files.
+//! - [`rows`]: the one-event-per-row envelope of V2–V4 files;
+//! - [`message_shape`]: the message a DSH 0.2 `Session` requires of a message event.
 #![forbid(unsafe_code)]
 
 pub mod chunk_rows;
@@ -20,16 +21,17 @@ pub mod header;
 pub mod invariant;
 pub mod json;
 pub mod known_types;
+pub mod message_shape;
 pub mod migrate;
 pub mod open_turn;
 pub mod projection;
+pub mod relations;
 pub mod repair;
 pub mod rows;
 pub mod scanner;
 pub mod seq_ranges;
 pub mod stored;
 pub mod surface;
-pub mod v4_relations;
 pub mod zstd;
 
 pub use error::{Error, Result};

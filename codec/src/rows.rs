@@ -119,7 +119,8 @@ fn is_negative_zero(v: Option<&Value>) -> bool {
 
 /// The generation's `surfaceOp` spelling: `"append"`, or a replace with exactly
 /// `{op,start,end}` (V2) or `{op,startSeq,endSeq}` (V3, V4). `Err` is DSH's text for the
-/// generation (V2: the V2→V3 stage; V3: the V3 event check; V4: the surface fold).
+/// generation (V2: the V2→V3 stage; V3: the V3 event check; V4: the surface fold, which leaves
+/// an unknown ignorable record's metadata opaque).
 pub fn check_surface_op(event: &Value, version: u32) -> Result<(), String> {
     let Some(o) = event.as_object() else {
         return Ok(());
@@ -127,6 +128,9 @@ pub fn check_surface_op(event: &Value, version: u32) -> Result<(), String> {
     let Some(op) = o.get("surfaceOp") else {
         return Ok(());
     };
+    if version >= 4 && crate::known_types::is_opaque_v4(event) {
+        return Ok(());
+    }
     let (start, end) = if version >= 3 {
         ("startSeq", "endSeq")
     } else {
@@ -237,6 +241,14 @@ pub fn admit_v4_row(row: &Value) -> Result<(), Admission> {
             };
             if header.contains_key("system") {
                 return corrupt("format v4 request/header rejects retired header.system".into());
+            }
+            let tools = header.get("tools").and_then(Value::as_array).unwrap_or(&[]);
+            let deferred_not_true = tools.iter().filter_map(Value::as_object).any(|tool| {
+                tool.get("deferLoading")
+                    .is_some_and(|d| *d != Value::Bool(true))
+            });
+            if deferred_not_true {
+                return corrupt("format v4 tool deferLoading must be true when present".into());
             }
         }
         "system/message" => {
@@ -455,6 +467,32 @@ mod tests {
     fn row(text: &str) -> Result<String, String> {
         decode_row(parse(text).expect("test rows are JSON"), 0)
             .map(|o| stringify(&Value::Object(o)))
+    }
+
+    #[test]
+    fn v4_admission_refuses_a_tool_whose_defer_loading_is_not_true() {
+        let header = |tool: &str| {
+            parse(&format!(
+                r#"{{"type":"request/header","seq":2,"time":1,"data":{{"header":{{"config":{{}},"tools":[{{"name":"a"}},{tool}]}},"reason":"initial"}}}}"#
+            ))
+            .expect("JSON")
+        };
+        let refused = Err(Admission::Corrupt(
+            "format v4 tool deferLoading must be true when present".into(),
+        ));
+        for bad in [
+            r#"{"name":"b","deferLoading":false}"#,
+            r#"{"deferLoading":null}"#,
+        ] {
+            assert_eq!(admit_v4_row(&header(bad)), refused, "{bad}");
+        }
+        for good in [
+            r#"{"name":"b","deferLoading":true}"#,
+            r#"{"name":"b"}"#,
+            "7",
+        ] {
+            assert_eq!(admit_v4_row(&header(good)), Ok(()), "{good}");
+        }
     }
 
     #[test]

@@ -12,15 +12,18 @@
 //! The row codec follows the header's version: V0/V1 lines are events or packed chunk rows
 //! (with DSH 0.1.2's range-encoded `sourceEventSeqs`); V2–V4 lines are one event each under an
 //! exact envelope, V4 rows pass admission before tail recovery, and the inherited cut is the last
-//! `{inherited:true}` end-seed, which a seeded header requires and an unseeded one forbids.
+//! `{inherited:true}` end-seed, which a seeded header requires and an unseeded one forbids. Over
+//! the committed V4 events DSH's reader then refuses a type it does not know (unless ignorable),
+//! then a broken lifecycle relationship.
 //!
 //! Invariant: committed lines are exactly the lines before the first issue, and their events have
 //! seqs `0..n` in order. Everything after `committed_bytes` is tail.
 
 use crate::header::Header;
 use crate::json::{self, Value};
+use crate::known_types::v4_unknown_type;
+use crate::relations::V4Relations;
 use crate::rows::{admit_v4_row, check_surface_op, decode_line, decode_row, Admission};
-use crate::v4_relations::V4Relations;
 use crate::Result;
 
 /// What became of one body line.
@@ -55,6 +58,9 @@ pub struct BodyScanner {
     /// (DSH checks them once the scan is done, over the committed prefix).
     relations: V4Relations,
     relation_error: Option<String>,
+    /// V4: the first committed event of a type DSH 0.2 does not know, not marked ignorable
+    /// (its reader refuses the log before the relationships).
+    unknown_type: Option<String>,
     /// V4: the header's id, and whether it names a parent (a child's inherited delivery
     /// markers name the parent).
     owner: (String, bool),
@@ -75,6 +81,7 @@ impl BodyScanner {
             cut: None,
             relations: V4Relations::default(),
             relation_error: None,
+            unknown_type: None,
             owner: (String::new(), false),
             line: 0,
             next_seq: 0,
@@ -230,6 +237,9 @@ impl BodyScanner {
         match self.decode_row(value) {
             Ok(event) => {
                 if self.version == 4 {
+                    if self.unknown_type.is_none() {
+                        self.unknown_type = v4_unknown_type(&event, self.next_seq);
+                    }
                     self.relations.owned(&event);
                     if self.relation_error.is_none() {
                         self.relation_error = self.relations.accept(&event).err();
@@ -300,6 +310,9 @@ impl BodyScanner {
                 BodyVerdict::Corrupt(
                     "released v2 unseeded Session contains an inherited end-seed marker".into(),
                 )
+            }
+            None if self.version == 4 && self.unknown_type.is_some() => {
+                BodyVerdict::Unsupported(self.unknown_type.clone().unwrap_or_default())
             }
             None if self.version == 4 && self.relation_failure().is_some() => {
                 BodyVerdict::Corrupt(self.relation_failure().unwrap_or_default())

@@ -223,6 +223,9 @@ pub enum Error {
     /// Invalid options.
     #[error("invalid options: {0}")]
     Options(String),
+    /// A broken internal invariant of the engine (a bug, never the caller's input).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -235,7 +238,7 @@ impl Error {
                 context: context.clone(),
                 source: source.clone(),
             },
-            other => Error::Shared(std::sync::Arc::new(Error::Options(other.to_string()))),
+            other => Error::Shared(std::sync::Arc::new(Error::Internal(other.to_string()))),
         }
     }
 
@@ -243,5 +246,30 @@ impl Error {
     pub(crate) fn storage(context: impl Into<String>) -> impl FnOnce(rocksdb::Error) -> Error {
         let context = context.into();
         move |source| Error::Storage { context, source }
+    }
+}
+
+/// The first error met inside a callback that can only answer `Option` (the codec's lookups of
+/// earlier events): the callback answers `None`, and the caller reports the kept error instead
+/// of what the codec made of the missing value. So a storage or crc failure is never taken for
+/// an absent event, nor blamed on the caller as a broken rule.
+#[derive(Default)]
+pub(crate) struct FirstError(std::cell::RefCell<Option<Error>>);
+
+impl FirstError {
+    /// The value of `result`, or `None` after keeping its error.
+    pub(crate) fn keep<T>(&self, result: Result<Option<T>>) -> Option<T> {
+        result.unwrap_or_else(|e| {
+            self.0.borrow_mut().get_or_insert(e);
+            None
+        })
+    }
+
+    /// `Err` with the first kept error, if any.
+    pub(crate) fn check(&self) -> Result<()> {
+        match self.0.borrow_mut().take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 }

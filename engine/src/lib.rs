@@ -3,45 +3,41 @@
 //! Raw bytes are the truth, logical events are an index: every imported line keeps its exact
 //! bytes (export concatenates them, never re-serializes), and the logical events are derived once
 //! at write time. See `docs/format.md` for the on-disk layout.
+//!
+//! The engine is built in layers, each importing only itself and the layers before it (the
+//! `layering` test checks every `crate::` path): `layout` (keys, value framing, metadata) →
+//! `store` (the handle and its primitives) → `read` (events, surface, checkpoints, message
+//! projections, migrated views) → `write` (the one session batch, line authoring, indexing) →
+//! `ops` (the public operations). `error` and `options` sit beneath them all.
 #![deny(unsafe_code)]
 
-mod append;
 mod error;
-mod events;
-mod export;
-mod fork;
-mod generations;
-mod import;
-mod keys;
-mod list;
-mod meta;
-mod migrate;
-mod migrated_view;
+mod layout;
+mod ops;
 mod options;
-mod projection;
-mod projections;
-mod repair;
-mod request;
-mod retention;
-mod root;
+mod read;
 mod store;
-mod surface;
-mod verify;
+mod write;
 
-pub use append::{AppendItem, AppendReceipt};
+#[cfg(test)]
+mod layering;
+#[cfg(test)]
+mod test_support;
+
 pub use error::{Error, Result};
-pub use export::ExportFormat;
-pub use fork::{ForkReport, LineageEntry};
-pub use generations::{scan_session_dir, GenerationFile, SessionDir};
-pub use import::{ImportOptions, ImportReport, RootLocation};
-pub use list::{ListOrder, ListPage, SessionSummary};
-pub use meta::{FrozenGeneration, SourceEncoding, Verdict};
-pub use migrate::{MigrateOptions, MigrationOutcome, MigrationReport};
+pub use layout::meta::{FrozenGeneration, SourceEncoding, Verdict};
+pub use ops::append::{AppendItem, AppendReceipt};
+pub use ops::export::ExportFormat;
+pub use ops::fork::{ForkReport, LineageEntry};
+pub use ops::generations::{scan_session_dir, GenerationFile, SessionDir};
+pub use ops::import::{ImportOptions, ImportReport, RootLocation};
+pub use ops::list::{ListOrder, ListPage, SessionSummary};
+pub use ops::migrate::{MigrateOptions, MigrationOutcome, MigrationReport};
+pub use ops::repair::RepairReport;
+pub use ops::retention::PurgeReport;
+pub use ops::root::{is_session_root, scan_root, RootScan};
+pub use ops::verify::{VerifyProblem, VerifyReport};
 pub use options::{Durability, Options, V0Reads};
-pub use projection::CHECKPOINT_EVERY;
-pub use repair::RepairReport;
-pub use retention::PurgeReport;
-pub use root::{is_session_root, scan_root, RootScan};
+pub use read::surface::SurfaceView;
 pub use store::Store;
-pub use surface::SurfaceView;
-pub use verify::{VerifyProblem, VerifyReport};
+pub use write::indexer::CHECKPOINT_EVERY;

@@ -1,6 +1,6 @@
 //! Store options, each with a written default, and their validation.
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// When a write is acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub enum V0Reads {
     Migrated,
 }
 
-/// Options for [`crate::Store::open`].
+/// Options for [`crate::store::Store::open`].
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Durability of imports and appends. Default: `Durability::Sync`.

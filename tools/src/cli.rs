@@ -367,6 +367,19 @@ pub enum Command {
         /// Internal: run as the child worker on `<dir>` (the parent passes this).
         #[arg(long, hide = true)]
         worker: bool,
+        /// Cut the power instead of killing the process: the store lives on a LazyFS mount
+        /// and every byte not fsynced is dropped at each cut; every writer runs in the child.
+        /// `--durability buffered` is the control that must lose acknowledged writes.
+        #[arg(long)]
+        power_loss: bool,
+        /// LazyFS's build.sh (default: $SESSIONLOG_LAZYFS_BUILD, else
+        /// ../shared/tools/lazyfs/build.sh beside the checkout); LazyFS is built once into
+        /// ~/.cache/sessionlog-lazyfs. $SESSIONLOG_LAZYFS names a ready binary instead.
+        #[arg(long, env = "SESSIONLOG_LAZYFS_BUILD")]
+        lazyfs_build: Option<PathBuf>,
+        /// Internal: run as the power-loss child (the parent passes its spec).
+        #[arg(long, hide = true)]
+        power_worker: Option<String>,
     },
     /// Run a benchmark workload and print its figures (and ratios against peers).
     Bench {
@@ -463,6 +476,11 @@ pub enum BenchWorkload {
         /// The log format of the hosted sessions (DSH 0.1's v0 or DSH 0.2's v4).
         #[arg(long, value_enum, default_value_t = LogFormatArg::V0)]
         format: LogFormatArg,
+        /// Run the whole benchmark with the data directory's disk limited to N write requests
+        /// per second by the kernel's block throttle (a cgroup the bench creates and removes;
+        /// needs root): a provisioned-IOPS cloud volume. Refused where it cannot be set.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        write_iops: Option<u64>,
         /// Working directory for the systems' data (default: a temp dir, removed after).
         #[arg(long)]
         dir: Option<PathBuf>,

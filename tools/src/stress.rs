@@ -247,11 +247,55 @@ fn resume_or_create(
 }
 
 /// The index of the batch starting at `seq` (`batches.len()` at the end), if any.
-fn boundary(feed: &SessionFeed, seq: u64) -> Option<usize> {
+pub(crate) fn boundary(feed: &SessionFeed, seq: u64) -> Option<usize> {
     if seq == feed.events() {
         return Some(feed.batches.len());
     }
     feed.batches.iter().position(|b| b.first_seq == seq)
+}
+
+/// Compare stored session `id` (holding `stored_events` events) with the first `batches`
+/// batches of its feed and header line: its logical events (contiguous seqs, equal to the
+/// feed's) and its export (DSH's bytes for those batches). One line per difference goes to
+/// `problems`; returns the logical events read.
+pub(crate) fn check_against_feed(
+    store: &Store,
+    id: &str,
+    stored_events: u64,
+    (feed, header): (&SessionFeed, &str),
+    batches: usize,
+    problems: &mut Vec<String>,
+) -> anyhow::Result<u64> {
+    let want: Vec<&Value> = feed.batches[..batches]
+        .iter()
+        .flat_map(|b| b.events.iter())
+        .collect();
+    let mut got = 0u64;
+    let mut mismatch = None;
+    store.events(id, 0, None, &mut |seq, event| {
+        if mismatch.is_none() && (seq != got || want.get(seq as usize) != Some(&event)) {
+            mismatch = Some(seq);
+        }
+        got += 1;
+        Ok(())
+    })?;
+    if let Some(seq) = mismatch.or((got != stored_events).then_some(got)) {
+        problems.push(format!(
+            "{id}: logical event at seq {seq} differs from the feed (gap or duplicate)"
+        ));
+    }
+    let mut expected = format!("{header}\n").into_bytes();
+    for b in &feed.batches[..batches] {
+        expected.extend_from_slice(b.text.as_bytes());
+    }
+    let mut exported = Vec::new();
+    store.export(id, None, &mut exported)?;
+    if exported != expected {
+        problems.push(format!(
+            "{id}: export differs from DSH's bytes for its {batches} batches"
+        ));
+    }
+    Ok(got)
 }
 
 /// What one check of a reopened store covered.
@@ -322,38 +366,14 @@ pub fn check(
             ));
             continue;
         };
-        let want: Vec<&Value> = feed.batches[..batches]
-            .iter()
-            .flat_map(|b| b.events.iter())
-            .collect();
-        let mut got = 0u64;
-        let mut mismatch = None;
-        store.events(&s.id, 0, None, &mut |seq, event| {
-            if mismatch.is_none() && (seq != got || want.get(seq as usize) != Some(&event)) {
-                mismatch = Some(seq);
-            }
-            got += 1;
-            Ok(())
-        })?;
-        report.events += got;
-        if let Some(seq) = mismatch.or((got != s.events).then_some(got)) {
-            problems.push(format!(
-                "{}: logical event at seq {seq} differs from the feed (gap or duplicate)",
-                s.id
-            ));
-        }
-        let mut expected = format!("{header}\n").into_bytes();
-        for b in &feed.batches[..batches] {
-            expected.extend_from_slice(b.text.as_bytes());
-        }
-        let mut exported = Vec::new();
-        store.export(&s.id, None, &mut exported)?;
-        if exported != expected {
-            problems.push(format!(
-                "{}: export differs from DSH's bytes for its {batches} batches",
-                s.id
-            ));
-        }
+        report.events += check_against_feed(
+            &store,
+            &s.id,
+            s.events,
+            (feed, header),
+            batches,
+            &mut problems,
+        )?;
     }
     for (id, end) in acked {
         problems.push(format!(

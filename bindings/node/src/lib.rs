@@ -71,19 +71,7 @@ fn format_arg(format: Option<String>) -> Result<Option<ExportFormat>, Reply> {
     }
 }
 
-#[napi]
 impl NativeStore {
-    /// A handle with no store open yet (call `open`).
-    #[napi(constructor)]
-    pub fn new() -> Self {
-        let shared: Shared = Arc::new(RwLock::new(None));
-        NativeStore {
-            workers: Workers::start(&shared, WORKER_THREADS),
-            committer: Some(Committer::start(&shared)),
-            shared,
-        }
-    }
-
     /// Run `job` on a worker thread; the returned promise settles with its reply.
     fn run(
         &self,
@@ -100,6 +88,20 @@ impl NativeStore {
         let (pending, promise) = Pending::new(env)?;
         pending.settle(reply);
         Ok(promise)
+    }
+}
+
+#[napi]
+impl NativeStore {
+    /// A handle with no store open yet (call `open`).
+    #[napi(constructor)]
+    pub fn new() -> Self {
+        let shared: Shared = Arc::new(RwLock::new(None));
+        NativeStore {
+            workers: Workers::start(&shared, WORKER_THREADS),
+            committer: Some(Committer::start(&shared)),
+            shared,
+        }
     }
 
     /// Open (creating if needed) the store at `dir`; `durability` is `sync` or `buffered`.

@@ -10,68 +10,7 @@ use super::references::{BadReference, Renumber};
 use super::tool_role::{lift_tool_result, migrate_content};
 use super::{ChildFacts, Refusal, Stage};
 use crate::json::{JsString, Object, Value};
-
-/// First-party event names the released V3 reader knows (DSH's frozen `RELEASED_V3_EVENT_TYPES`).
-const RELEASED_V3_EVENT_TYPES: [&str; 58] = [
-    "agent-preset/selected",
-    "agent/inbox/spliced",
-    "approval/asked",
-    "approval/decided",
-    "approval/policy",
-    "assistant/attempt",
-    "assistant/message",
-    "command/done",
-    "command/run",
-    "compaction/end",
-    "compaction/prune",
-    "compaction/start",
-    "compaction/summary",
-    "deliverables/presented",
-    "feedback/message-delete",
-    "feedback/message-put",
-    "feedback/record",
-    "goal/change",
-    "hook/invoked",
-    "hook/result",
-    "image/offload",
-    "llm/retry",
-    "llm/retry-started",
-    "model/selection",
-    "permission/preset",
-    "plan/mode",
-    "request/context",
-    "request/header",
-    "sandbox/mode",
-    "schedule/change",
-    "session-log-deepseek/delivery-accepted",
-    "session/end-seed",
-    "session/title",
-    "session/title-llm-request",
-    "step/end",
-    "step/start",
-    "subagent/catalog",
-    "subagent/descriptor",
-    "subagent/model-selection-policy",
-    "system/message",
-    "team/member",
-    "team/message/delivered",
-    "team/message/queued",
-    "team/task",
-    "todo/write",
-    "tool-workflow/agent-end",
-    "tool-workflow/agent-start",
-    "tool-workflow/run-end",
-    "tool-workflow/run-start",
-    "tool/call",
-    "tool/ptc-dispatch",
-    "tool/ptc-dispatch-start",
-    "tool/result",
-    "turn/end",
-    "turn/start",
-    "user/message",
-    "web/deepseek-search-llm-request",
-    "workspace/changes",
-];
+use crate::known_types::RELEASED_V3_EVENT_TYPES;
 
 /// DSH's frozen wording of a repaired started tool's result.
 const OUTCOME_UNKNOWN_TEXT: &str = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly.";
@@ -327,7 +266,7 @@ impl Stage for V3ToV4 {
                     "format v3 delivery marker claims target format v4",
                 ));
             }
-            let named = crate::v4_relations::delivery(event.get("data"), source_seq, 3)
+            let named = crate::relations::delivery(event.get("data"), source_seq, 3)
                 .map_err(Self::refuse)?;
             if named.is_some_and(|id| id != self.id) {
                 self.foreign_delivery = Some(source_seq);
@@ -421,7 +360,7 @@ impl Stage for V3ToV4 {
 
 /// DSH's `catalogFact` over `value`, with its failure named after `subject`.
 fn catalog_fact(value: &Value, subject: &str) -> Result<Object, Refusal> {
-    crate::v4_relations::catalog_child(Some(value), subject)
+    crate::relations::catalog_child(Some(value), subject)
         .map(|_| value.as_object().cloned().unwrap_or_default())
         .map_err(V3ToV4::refuse)
 }

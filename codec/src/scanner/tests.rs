@@ -168,7 +168,7 @@ fn the_inherited_marker_is_the_cut_and_must_match_the_header() {
 
 #[test]
 fn v4_recoverable_tail_and_admission_before_recovery() {
-    let good: String = (0..10).map(|i| row(i, "a/b", "{}")).collect();
+    let good: String = (0..10).map(|i| row(i, "todo/write", "{}")).collect();
     let torn = format!("{good}{{not json\n{}", row(11, "c/d", "{}"));
     let (s, len) = scan_header(&v(4, false), &torn);
     assert_eq!((s.finish(len), s.events()), (BodyVerdict::Torn, 10));
@@ -202,4 +202,31 @@ fn v4_recoverable_tail_and_admission_before_recovery() {
         s.finish(len),
         BodyVerdict::Corrupt("released v2 row 1 has seq gap (expected 1, got 2)".into())
     );
+}
+
+#[test]
+fn v4_refuses_an_unknown_required_type_after_the_scan_and_before_the_relationships() {
+    let body = format!(
+        "{}{}{}",
+        row(0, "todo/write", "{}"),
+        row(1, "x/y", "{}"),
+        row(2, "turn/end", "{}")
+    );
+    let (s, len) = scan_header(&v(4, false), &body);
+    assert_eq!(
+        (s.finish(len), s.events()),
+        (
+            BodyVerdict::Unsupported(
+                r#"format v4 contains unknown event type "x/y" at seq 1"#.into()
+            ),
+            3
+        )
+    );
+    let ignorable = format!(
+        "{}{}",
+        row(0, "todo/write", "{}"),
+        "{\"type\":\"plugin:x/y\",\"seq\":1,\"time\":1,\"data\":{},\"ignorable\":true,\"surfaceOp\":7}\n"
+    );
+    let (s, len) = scan_header(&v(4, false), &ignorable);
+    assert_eq!((s.finish(len), s.events()), (BodyVerdict::Clean, 2));
 }

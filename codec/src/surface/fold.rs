@@ -341,12 +341,17 @@ fn event_seq(value: Option<&Value>) -> Option<u64> {
     value.and_then(Value::as_safe_u64)
 }
 
-/// DSH's `surfaceOpOf`: `None` for a non-surface event, else its validated operation.
+/// DSH's `surfaceOpOf`: `None` for a non-surface event (under V4, an unknown ignorable record
+/// whatever metadata it carries), else its validated operation.
 fn surface_op(
     model: SurfaceModel,
     event: &Value,
     ty: Option<&Value>,
 ) -> Result<Option<Op>, Rejection> {
+    if model == SurfaceModel::V4 && crate::known_types::is_opaque_v4(event) {
+        // DSH 0.2: an unknown ignorable record keeps its metadata opaque, outside history.
+        return Ok(None);
+    }
     let op = prop(Some(event), "surfaceOp")?;
     let ty_text = template(ty);
     if !ty

@@ -1,5 +1,5 @@
 //! Block decoding of single frames: full validation for complete frames, best effort for a torn
-//! final frame.
+//! final frame; and `zstd -dc` of a whole artifact ([`Decompressor`]).
 //!
 //! Invariants kept here:
 //! - a complete frame decodes only if libzstd reaches the frame end with its content checksum
@@ -9,7 +9,10 @@
 //!   block that arrived whole (and the available part of a raw block) is emitted, the missing end
 //!   and checksum are not required, and *any* decoder error yields no plaintext at all, because
 //!   DSH's `catch` replaces the failed result with an empty buffer. Torn plaintext is never
-//!   checksum-verified.
+//!   checksum-verified;
+//! - a [`Decompressor`] emits every byte `zstd -dc` writes for the same input: all frames in
+//!   order, each block as soon as it decodes, up to the first decoder error or the end of the
+//!   input, whatever the file's verdict.
 
 use zstd::zstd_safe::{DCtx, InBuffer, OutBuffer, ResetDirective};
 
@@ -93,6 +96,58 @@ impl FrameDecoder {
                 return Some(());
             }
         }
+    }
+}
+
+/// `zstd -dc` over an artifact handed over in pieces: every frame's plaintext, in order, block by
+/// block; at the first decoder error (bad magic, a failed checksum, a malformed block) it stops
+/// and takes no more input, keeping what it already emitted, as `zstd -dc` does before it exits.
+pub struct Decompressor {
+    dctx: DCtx<'static>,
+    stopped: bool,
+}
+
+impl std::fmt::Debug for Decompressor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decompressor")
+            .field("stopped", &self.stopped)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Decompressor {
+    /// A decompressor at the start of an artifact.
+    pub fn new() -> Result<Self> {
+        let dctx = DCtx::try_create().ok_or_else(|| Error::Zstd {
+            message: "cannot allocate a Zstandard decoder".to_owned(),
+        })?;
+        Ok(Decompressor {
+            dctx,
+            stopped: false,
+        })
+    }
+
+    /// Decode the next piece of the artifact, appending the plaintext it completes to `out`.
+    pub fn feed(&mut self, piece: &[u8], out: &mut Vec<u8>) {
+        let mut input = InBuffer::around(piece);
+        while !self.stopped {
+            ensure_spare(out);
+            let pos = out.len();
+            let mut output = OutBuffer::around_pos(out, pos);
+            self.stopped = self
+                .dctx
+                .decompress_stream(&mut output, &mut input)
+                .is_err();
+            let filled = output.pos() == output.capacity();
+            if input.pos() == piece.len() && !filled {
+                return;
+            }
+        }
+    }
+
+    /// Whether the decoder refused something (the rest of the input is ignored).
+    pub fn stopped(&self) -> bool {
+        self.stopped
     }
 }
 
@@ -191,6 +246,55 @@ mod tests {
             assert!(plaintext.starts_with(&got), "cut {cut}: not a prefix");
         }
         assert!(!decoder.decode_torn(&frame[..frame.len() / 2]).is_empty());
+        Ok(())
+    }
+
+    fn decompress(pieces: &[&[u8]]) -> Result<(Vec<u8>, bool)> {
+        let mut d = Decompressor::new()?;
+        let mut out = Vec::new();
+        for piece in pieces {
+            d.feed(piece, &mut out);
+        }
+        Ok((out, d.stopped()))
+    }
+
+    #[test]
+    fn decompressor_emits_every_frame_across_piece_boundaries() -> Result<()> {
+        let a = compress_frame(b"header\n")?;
+        let b = compress_frame(&b"{\"seq\":0}\n".repeat(3000))?;
+        let mut whole = a.clone();
+        whole.extend_from_slice(&b);
+        let mut expected = b"header\n".to_vec();
+        expected.extend(b"{\"seq\":0}\n".repeat(3000));
+        for cut in [0, 3, a.len(), a.len() + 5, whole.len() - 1, whole.len()] {
+            let (got, stopped) = decompress(&[&whole[..cut], &whole[cut..]])?;
+            assert_eq!(got, expected, "cut at {cut}");
+            assert!(!stopped);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn decompressor_keeps_what_decoded_before_an_error_or_the_end() -> Result<()> {
+        let good = compress_frame(b"kept\n")?;
+        let plaintext: Vec<u8> = (0u32..300_000)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let big = compress_frame(&plaintext)?;
+        // Torn: a prefix of the second frame's plaintext follows the first frame's.
+        let (got, stopped) = decompress(&[&good, &big[..big.len() / 2]])?;
+        assert!(!stopped);
+        assert!(got.starts_with(b"kept\n") && got.len() > 5);
+        assert!(plaintext.starts_with(&got[5..]));
+        // Garbage after a frame: the frame's bytes stay, nothing after the error is read.
+        let (got, stopped) = decompress(&[&good, b"not a frame", &good])?;
+        assert_eq!((got, stopped), (b"kept\n".to_vec(), true));
+        // A failed checksum on a one-block frame: `zstd -dc` writes none of it, and stops.
+        let mut bad = good.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        let (got, stopped) = decompress(&[&good, &bad, &good])?;
+        assert_eq!((got, stopped), (b"kept\n".to_vec(), true));
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 //! - `scan`: the structural frame scanner ([`scan_frames`]: frame ranges and the torn start, no
 //!   decoding), with the byte layout of a frame;
 //! - `decode`: block decoding of one frame ([`FrameDecoder`]), strict for complete frames,
-//!   best-effort for a torn final frame;
+//!   best-effort for a torn final frame; [`Decompressor`], `zstd -dc` of a whole artifact;
 //! - `read`: the whole-artifact reader in DSH's check order ([`read_frames`], [`FrameReader`]),
 //!   and the listing's header read ([`read_header_line`]);
 //! - `write`: frame authoring byte-identical to Node's `zlib.zstdCompress` ([`compress_frame`],
@@ -18,7 +18,7 @@ mod read;
 mod scan;
 mod write;
 
-pub use decode::FrameDecoder;
+pub use decode::{Decompressor, FrameDecoder};
 pub use read::{
     check_header_frame, read_frames, read_header_line, DecodedFrame, FrameReader, TornFrame,
     ZstdLog,

@@ -15,6 +15,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use sessionlog_codec::json::{Object, Value};
 use sessionlog_engine::{ImportOptions, Options, Store};
+use sessionlog_tools::disk_cgroup::{DiskCgroup, Limit};
 use sessionlog_tools::gen::{generate, session_batches, session_bytes, GenOptions, LogFormat};
 use sessionlog_tools::hosting::sessionlog::SessionlogHost;
 use sessionlog_tools::hosting::{self, output, peers::Peer, FeedPool, Host, Workload};
@@ -163,35 +164,104 @@ pub fn import_export(
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `sessionlog bench hosting` runs.
+pub struct HostingBench {
+    /// Sessions, threads and duration.
+    pub workload: Workload,
+    /// Mean events per generated session.
+    pub events: u64,
+    /// The hosted sessions' log format.
+    pub format: LogFormat,
+    /// How durable an acknowledged batch is.
+    pub durability: hosting::Durability,
+    /// The peers run after sessionlog.
+    pub peers: Vec<Peer>,
+    /// The disk's write-IOPS limit, or `None` for the raw disk.
+    pub write_iops: Option<u64>,
+    /// Working directory (default: a temp dir, removed after).
+    pub dir: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    pub as_json: bool,
+}
+
 /// The multi-session hosting benchmark: each system in turn (sessionlog, then the peers) runs
 /// the same workload on the same generated sessions (in `format`), in its own subdirectory of
 /// the work dir.
-pub fn hosting(
-    workload: &Workload,
-    events: u64,
-    format: LogFormat,
-    durability: hosting::Durability,
-    peers: &[Peer],
-    dir: Option<PathBuf>,
-    as_json: bool,
-) -> anyhow::Result<ExitCode> {
+///
+/// The whole benchmark runs inside a disk cgroup on the work dir's disk: with `write_iops`, one
+/// limiting the disk to that many write requests per second (refused, never run unthrottled,
+/// where it cannot be set); without, one that only counts the writes, when it can be made.
+pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
+    let HostingBench {
+        ref workload,
+        events,
+        format,
+        durability,
+        ref peers,
+        write_iops,
+        dir,
+        as_json,
+    } = bench;
     workload.validate()?;
     let (work, remove_after) = crate::cmd::work_dir(dir, "hosting");
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let disk = match write_iops {
+        Some(n) => Some(
+            DiskCgroup::create(&work, Limit::WriteIops(n)).with_context(|| {
+                format!(
+                    "--write-iops {n}: cannot limit the write IOPS of the disk holding {}; \
+                     refusing to run unthrottled",
+                    work.display()
+                )
+            })?,
+        ),
+        None => DiskCgroup::create(&work, Limit::CountOnly)
+            .inspect_err(|e| eprintln!("device writes not counted: {e:#}"))
+            .ok(),
+    };
+    let model = disk.as_ref().map(|d| output::DiskModel {
+        device: d.device().to_string(),
+        cgroup: d.hierarchy().name(),
+        write_iops,
+    });
     let opts = GenOptions {
         events_per_session: events,
         torn_fraction: 0.0,
         ..GenOptions::default()
     };
     let pool = FeedPool::generate(workload.sessions, &opts, format)?;
+    let member = disk
+        .as_ref()
+        .map(|d| d.enter(std::process::id()))
+        .transpose()?;
+    if let Some(m) = &model {
+        eprintln!(
+            "disk {} in a cgroup {} block throttle: {}",
+            m.device,
+            m.cgroup,
+            write_iops.map_or_else(
+                || "writes counted, no limit".to_owned(),
+                |n| { format!("{n} write IOPS") }
+            )
+        );
+    }
     let mut reports = Vec::with_capacity(peers.len() + 1);
     let host = SessionlogHost::open(&fresh_dir(&work, "sessionlog")?, durability)?;
-    reports.push(run_host(&host, &pool, workload, &work)?);
+    reports.push(run_host(&host, &pool, workload, &work, disk.as_ref())?);
     drop(host);
     for peer in peers {
         // Each system runs alone: opened just before its run, closed right after.
         let host = peer.open(&fresh_dir(&work, peer.name())?, durability)?;
-        reports.push(run_host(host.as_ref(), &pool, workload, &work)?);
+        reports.push(run_host(
+            host.as_ref(),
+            &pool,
+            workload,
+            &work,
+            disk.as_ref(),
+        )?);
     }
+    drop(member);
+    drop(disk);
     if remove_after {
         std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
     }
@@ -199,10 +269,11 @@ pub fn hosting(
     if as_json {
         json_line(
             &mut out,
-            output::figures(workload, durability, &pool, &reports),
+            output::figures(workload, durability, &pool, model.as_ref(), &reports),
         )?;
     } else {
-        out.write_all(output::table(workload, durability, &pool, &reports).as_bytes())?;
+        let table = output::table(workload, durability, &pool, model.as_ref(), &reports);
+        out.write_all(table.as_bytes())?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -228,6 +299,7 @@ fn run_host(
     pool: &FeedPool,
     workload: &Workload,
     work: &Path,
+    disk: Option<&DiskCgroup>,
 ) -> anyhow::Result<hosting::Report> {
     eprintln!(
         "{}: {} sessions, {} threads, {:.1} s in {}",
@@ -237,7 +309,7 @@ fn run_host(
         workload.duration.as_secs_f64(),
         work.display()
     );
-    hosting::run(host, pool, workload)
+    hosting::run(host, pool, workload, disk)
 }
 
 /// Write a `.jsonl.zstd` corpus as a DSH session root

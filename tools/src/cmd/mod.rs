@@ -9,6 +9,7 @@ mod lineage;
 mod migrate;
 mod par;
 mod pit;
+mod power;
 mod stress;
 
 use std::process::ExitCode;
@@ -115,7 +116,22 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dir,
             json,
             worker,
+            power_loss,
+            lazyfs_build,
+            power_worker,
         } => {
+            if let Some(spec) = power_worker {
+                return power::worker(&spec);
+            }
+            if power_loss {
+                let opts = sessionlog_tools::power::PowerOptions {
+                    durability,
+                    seed,
+                    cycles_per_store,
+                    ..Default::default()
+                };
+                return power::run(&opts, cycles, dir, lazyfs_build, json);
+            }
             let opts = sessionlog_tools::stress::StressOptions {
                 threads,
                 sessions_per_thread,
@@ -158,6 +174,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 events,
                 peers,
                 format,
+                write_iops,
                 dir,
                 json,
             } => {
@@ -179,15 +196,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         PeerArg::Sqlite => Peer::Sqlite,
                     })
                     .collect::<Vec<_>>();
-                bench::hosting(
-                    &workload,
+                bench::hosting(bench::HostingBench {
+                    workload,
                     events,
-                    format.into(),
+                    format: format.into(),
                     durability,
-                    &peers,
+                    peers,
+                    write_iops,
                     dir,
-                    json,
-                )
+                    as_json: json,
+                })
             }
         },
     }

@@ -9,7 +9,8 @@
 //! stop submitting; the rounds in flight finish and count.
 //!
 //! Counted: batches and events acknowledged, their JSONL bytes, sessions started during the
-//! run, wall time (first submission to last acknowledgement) and process CPU time.
+//! run, wall time (first submission to last acknowledgement), process CPU time, and, when the
+//! run is inside a [`DiskCgroup`], the device write requests the process issued meanwhile.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use super::cpu::process_cpu_time;
 use super::feeds::{session_id, FeedPool, MAX_SLOTS};
 use super::histogram::Histogram;
 use super::{Host, Item, SessionStart};
+use crate::disk_cgroup::DiskCgroup;
 use crate::gen::SessionFeed;
 
 /// The shape of a hosting run.
@@ -82,6 +84,8 @@ pub struct Report {
     pub cpu: Option<Duration>,
     /// Per-batch latency, submission to durable acknowledgement.
     pub latency: Histogram,
+    /// Device write requests issued meanwhile (the disk cgroup's count), if measured.
+    pub device_writes: Option<u64>,
 }
 
 impl Report {
@@ -93,6 +97,30 @@ impl Report {
     /// Durable events per second of wall time.
     pub fn events_per_s(&self) -> f64 {
         self.events as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// Process CPU microseconds per durable batch, if CPU time is known.
+    pub fn cpu_us_per_batch(&self) -> Option<f64> {
+        self.cpu
+            .map(|c| c.as_secs_f64() * 1e6 / self.batches.max(1) as f64)
+    }
+
+    /// Process CPU microseconds per durable event, if CPU time is known.
+    pub fn cpu_us_per_event(&self) -> Option<f64> {
+        self.cpu
+            .map(|c| c.as_secs_f64() * 1e6 / self.events.max(1) as f64)
+    }
+
+    /// Device write requests per durable batch, if counted.
+    pub fn device_writes_per_batch(&self) -> Option<f64> {
+        self.device_writes
+            .map(|w| w as f64 / self.batches.max(1) as f64)
+    }
+
+    /// Device write requests per second of wall time, if counted.
+    pub fn device_writes_per_s(&self) -> Option<f64> {
+        self.device_writes
+            .map(|w| w as f64 / self.wall.as_secs_f64().max(1e-9))
     }
 }
 
@@ -152,8 +180,15 @@ impl<'p> Slot<'p> {
 }
 
 /// Run `workload` against `host` with sessions from `pool`. Initial sessions are created
-/// before the clock starts. Stops early, with the error, if any append or create fails.
-pub fn run(host: &dyn Host, pool: &FeedPool, workload: &Workload) -> anyhow::Result<Report> {
+/// before the clock starts. With `disk`, the device write requests of the measured part are
+/// read from it (the caller has put the process inside). Stops early, with the error, if any
+/// append or create fails.
+pub fn run(
+    host: &dyn Host,
+    pool: &FeedPool,
+    workload: &Workload,
+    disk: Option<&DiskCgroup>,
+) -> anyhow::Result<Report> {
     workload.validate()?;
     let mut per_thread: Vec<Vec<Slot<'_>>> = (0..workload.threads).map(|_| Vec::new()).collect();
     for k in 0..workload.sessions {
@@ -162,6 +197,7 @@ pub fn run(host: &dyn Host, pool: &FeedPool, workload: &Workload) -> anyhow::Res
         per_thread[k % workload.threads].push(slot);
     }
     let failed = AtomicBool::new(false);
+    let writes_before = disk.map(DiskCgroup::write_requests).transpose()?;
     let cpu_before = process_cpu_time();
     let start = Instant::now();
     let deadline = start + workload.duration;
@@ -191,6 +227,10 @@ pub fn run(host: &dyn Host, pool: &FeedPool, workload: &Workload) -> anyhow::Res
     let cpu = cpu_before
         .zip(process_cpu_time())
         .map(|(before, after)| after.saturating_sub(before));
+    let writes_after = disk.map(DiskCgroup::write_requests).transpose()?;
+    let device_writes = writes_before
+        .zip(writes_after)
+        .map(|(before, after)| after.saturating_sub(before));
     let mut total = Tally::default();
     for tally in tallies {
         let t = tally?;
@@ -209,6 +249,7 @@ pub fn run(host: &dyn Host, pool: &FeedPool, workload: &Workload) -> anyhow::Res
         wall,
         cpu,
         latency: total.latency,
+        device_writes,
     })
 }
 

@@ -1,8 +1,11 @@
 //! What `sessionlog bench hosting` prints: one JSON object (raw figures per system and the
 //! `ratios` map) or a table, both from the same [`Report`]s.
 //!
-//! Ratios are sessionlog's durable batches/s over each peer's, taken in the same run (higher is
-//! better); they need a report named `"sessionlog"`, and are `null`, with a `note`, without one.
+//! Ratios are taken in the same run, higher is better: `vs_<peer>` is sessionlog's durable
+//! batches/s over the peer's, `cpu_vs_<peer>` the peer's process CPU per durable batch over
+//! sessionlog's. They need a report named `"sessionlog"`, and are `null`, with a `note`, without
+//! one. Per system the CPU per batch and per event are printed, and, when the run was inside a
+//! disk cgroup ([`DiskModel`]), the device write requests per batch.
 
 use std::fmt::Write as _;
 
@@ -16,11 +19,23 @@ pub const SESSIONLOG: &str = "sessionlog";
 /// Printed when no sessionlog report is present.
 pub const NO_SESSIONLOG: &str = "sessionlog was not among the reports: peers only, no ratios";
 
+/// The disk a run's data directory was on, as the benchmark modelled it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiskModel {
+    /// The whole disk, `major:minor`.
+    pub device: String,
+    /// The cgroup hierarchy counting (and limiting) its writes: `"v1"` or `"v2"`.
+    pub cgroup: &'static str,
+    /// The write-IOPS limit, or `None` for the raw disk (writes only counted).
+    pub write_iops: Option<u64>,
+}
+
 /// The run's figures as one JSON object.
 pub fn figures(
     workload: &Workload,
     durability: Durability,
     pool: &FeedPool,
+    disk: Option<&DiskModel>,
     reports: &[Report],
 ) -> Object {
     let (batches_per_session, events_per_batch) = pool.shape();
@@ -48,6 +63,20 @@ pub fn figures(
                 .with("batches_per_session", batches_per_session)
                 .with("events_per_batch", events_per_batch),
         )
+        .with(
+            "disk",
+            disk.map_or(Value::Null, |d| {
+                Value::Object(
+                    Object::new()
+                        .with("device", d.device.as_str())
+                        .with("cgroup", d.cgroup)
+                        .with(
+                            "write_iops",
+                            d.write_iops.map_or(Value::Null, |n| Value::from(n as i64)),
+                        ),
+                )
+            }),
+        )
         .with("systems", systems);
     o = match ratios(reports) {
         Some(r) => o.with("ratios", r),
@@ -56,7 +85,9 @@ pub fn figures(
     o
 }
 
-/// `{"vs_<peer>": sessionlog batches/s ÷ peer batches/s}`, if sessionlog was measured.
+/// `{"vs_<peer>": sessionlog batches/s ÷ peer batches/s, "cpu_vs_<peer>": peer CPU per batch ÷
+/// sessionlog CPU per batch}` (the latter where both CPU times are known), if sessionlog was
+/// measured.
 pub fn ratios(reports: &[Report]) -> Option<Object> {
     let ours = reports.iter().find(|r| r.system == SESSIONLOG)?;
     let mut o = Object::new();
@@ -64,7 +95,17 @@ pub fn ratios(reports: &[Report]) -> Option<Object> {
         let ratio = ours.batches_per_s() / peer.batches_per_s().max(1e-9);
         o = o.with(&format!("vs_{}", peer.system), ratio);
     }
+    for peer in reports.iter().filter(|r| r.system != SESSIONLOG) {
+        if let Some((theirs, ours)) = peer.cpu_us_per_batch().zip(ours.cpu_us_per_batch()) {
+            o = o.with(&format!("cpu_vs_{}", peer.system), theirs / ours.max(1e-9));
+        }
+    }
     Some(o)
+}
+
+/// `x` as a JSON number, or `null`.
+fn optional(x: Option<f64>) -> Value {
+    x.map_or(Value::Null, Value::from)
 }
 
 fn system(r: &Report) -> Object {
@@ -79,6 +120,18 @@ fn system(r: &Report) -> Object {
             "cpu_seconds",
             r.cpu.map_or(Value::Null, |c| Value::from(c.as_secs_f64())),
         )
+        .with("cpu_us_per_batch", optional(r.cpu_us_per_batch()))
+        .with("cpu_us_per_event", optional(r.cpu_us_per_event()))
+        .with(
+            "device_writes",
+            r.device_writes
+                .map_or(Value::Null, |w| Value::from(w as i64)),
+        )
+        .with(
+            "device_writes_per_batch",
+            optional(r.device_writes_per_batch()),
+        )
+        .with("device_writes_per_s", optional(r.device_writes_per_s()))
         .with("batches_per_s", r.batches_per_s())
         .with("events_per_s", r.events_per_s())
         .with("mb_per_s", r.bytes as f64 / 1e6 / secs)
@@ -93,6 +146,7 @@ pub fn table(
     workload: &Workload,
     durability: Durability,
     pool: &FeedPool,
+    disk: Option<&DiskModel>,
     reports: &[Report],
 ) -> String {
     let (batches_per_session, events_per_batch) = pool.shape();
@@ -107,34 +161,64 @@ pub fn table(
         durability_name(durability),
         pool.len(),
     );
+    let _ = match disk {
+        Some(DiskModel {
+            device,
+            cgroup,
+            write_iops: Some(n),
+        }) => writeln!(
+            s,
+            "disk {device} limited to {n} write IOPS (cgroup {cgroup} block throttle)"
+        ),
+        Some(DiskModel { device, cgroup, .. }) => writeln!(
+            s,
+            "disk {device} raw (writes counted by a cgroup {cgroup} block throttle)"
+        ),
+        None => writeln!(s, "disk raw (device writes not counted)"),
+    };
     let _ = writeln!(
         s,
-        "{:<10} {:>10} {:>11} {:>7} {:>8} {:>8} {:>7} {:>9}",
-        "system", "batches/s", "events/s", "MB/s", "p50 ms", "p99 ms", "cpu s", "batches"
+        "{:<10} {:>10} {:>11} {:>7} {:>8} {:>8} {:>7} {:>9} {:>8} {:>8} {:>9}",
+        "system",
+        "batches/s",
+        "events/s",
+        "MB/s",
+        "p50 ms",
+        "p99 ms",
+        "cpu s",
+        "batches",
+        "cpu µs/b",
+        "cpu µs/e",
+        "dev w/b"
     );
+    let dash = |x: Option<f64>, digits: usize| {
+        x.map_or_else(|| "-".to_owned(), |x| format!("{x:.digits$}"))
+    };
     for r in reports {
-        let cpu = r
-            .cpu
-            .map_or_else(|| "-".to_owned(), |c| format!("{:.2}", c.as_secs_f64()));
         let _ = writeln!(
             s,
-            "{:<10} {:>10.1} {:>11.1} {:>7.2} {:>8.2} {:>8.2} {:>7} {:>9}",
+            "{:<10} {:>10.1} {:>11.1} {:>7.2} {:>8.2} {:>8.2} {:>7} {:>9} {:>8} {:>8} {:>9}",
             r.system,
             r.batches_per_s(),
             r.events_per_s(),
             r.bytes as f64 / 1e6 / r.wall.as_secs_f64().max(1e-9),
             millis(r.latency.quantile(0.5)),
             millis(r.latency.quantile(0.99)),
-            cpu,
+            dash(r.cpu.map(|c| c.as_secs_f64()), 2),
             r.batches,
+            dash(r.cpu_us_per_batch(), 1),
+            dash(r.cpu_us_per_event(), 2),
+            dash(r.device_writes_per_batch(), 2),
         );
     }
     match ratios(reports) {
         Some(r) => {
-            for (peer, ratio) in r.iter() {
-                if let Some(x) = ratio.as_f64() {
-                    let _ = writeln!(s, "sessionlog {peer}: {x:.2}x batches/s");
-                }
+            for (name, ratio) in r.iter() {
+                let Some(x) = ratio.as_f64() else { continue };
+                let _ = match name.as_str().and_then(|n| n.strip_prefix("cpu_vs_")) {
+                    Some(peer) => writeln!(s, "sessionlog vs_{peer}: {x:.2}x less CPU per batch"),
+                    None => writeln!(s, "sessionlog {name}: {x:.2}x batches/s"),
+                };
             }
         }
         None => {

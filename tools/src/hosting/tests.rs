@@ -63,7 +63,7 @@ fn tiny_run_counts_what_was_written() {
         threads: 2,
         duration: Duration::from_millis(200),
     };
-    let report = run(&host, &pool, &workload).expect("runs");
+    let report = run(&host, &pool, &workload, None).expect("runs");
     let appended = host.appended.lock().expect("lock");
     let created = host.created.lock().expect("lock");
     let written: usize = appended.values().map(Vec::len).sum();
@@ -112,7 +112,7 @@ fn sessions_roll_over_to_fresh_ids() {
         threads: 1,
         duration: Duration::from_millis(100),
     };
-    let report = run(&host, &pool, &workload).expect("runs");
+    let report = run(&host, &pool, &workload, None).expect("runs");
     assert!(
         report.sessions_started > 0,
         "feeds of a few batches run out"
@@ -134,7 +134,7 @@ fn jsonl_peer_writes_what_dsh_writes() {
         threads: 2,
         duration: Duration::from_millis(200),
     };
-    let report = run(&peer, &pool, &workload).expect("runs");
+    let report = run(&peer, &pool, &workload, None).expect("runs");
     assert!(report.batches > 0);
     let mut batches = 0;
     let mut body_bytes = 0;
@@ -180,6 +180,7 @@ fn report(system: &'static str, batches: u64) -> Report {
         wall: Duration::from_secs(2),
         cpu: None,
         latency,
+        device_writes: None,
     }
 }
 
@@ -188,11 +189,12 @@ fn ratios_need_sessionlog_and_divide_batch_rates() {
     let pool = small_pool(1);
     let workload = Workload::default();
     let peers = [report("jsonl", 100), report("sqlite", 50)];
-    let o = output::figures(&workload, Durability::Sync, &pool, &peers);
+    let o = output::figures(&workload, Durability::Sync, &pool, None, &peers);
     assert_eq!(o.get("ratios"), Some(&sessionlog_codec::json::Value::Null));
     assert!(o.get("note").is_some());
     assert!(
-        output::table(&workload, Durability::Sync, &pool, &peers).contains(output::NO_SESSIONLOG)
+        output::table(&workload, Durability::Sync, &pool, None, &peers)
+            .contains(output::NO_SESSIONLOG)
     );
 
     let all = [
@@ -203,7 +205,7 @@ fn ratios_need_sessionlog_and_divide_batch_rates() {
     let ratios = output::ratios(&all).expect("sessionlog measured");
     assert_eq!(ratios.get("vs_jsonl").and_then(|v| v.as_f64()), Some(4.0));
     assert_eq!(ratios.get("vs_sqlite").and_then(|v| v.as_f64()), Some(8.0));
-    let o = output::figures(&workload, Durability::Sync, &pool, &all);
+    let o = output::figures(&workload, Durability::Sync, &pool, None, &all);
     assert!(o.get("note").is_none());
     let jsonl = o
         .get("systems")
@@ -219,4 +221,43 @@ fn ratios_need_sessionlog_and_divide_batch_rates() {
         jsonl.get("cpu_seconds"),
         Some(&sessionlog_codec::json::Value::Null)
     );
+}
+
+#[test]
+fn cpu_and_device_writes_are_per_durable_batch() {
+    let pool = small_pool(1);
+    let workload = Workload::default();
+    let measured = |system, batches, cpu_ms, writes| Report {
+        cpu: Some(Duration::from_millis(cpu_ms)),
+        device_writes: Some(writes),
+        ..report(system, batches)
+    };
+    let all = [
+        measured("sessionlog", 400, 40, 100),
+        measured("jsonl", 100, 30, 300),
+    ];
+    assert_eq!(all[0].cpu_us_per_batch(), Some(100.0));
+    assert_eq!(all[0].cpu_us_per_event(), Some(10.0));
+    assert_eq!(all[1].device_writes_per_batch(), Some(3.0));
+    assert_eq!(all[1].device_writes_per_s(), Some(150.0));
+    let ratios = output::ratios(&all).expect("sessionlog measured");
+    assert_eq!(
+        ratios.get("cpu_vs_jsonl").and_then(|v| v.as_f64()),
+        Some(3.0)
+    );
+    let disk = output::DiskModel {
+        device: "254:0".into(),
+        cgroup: "v1",
+        write_iops: Some(3000),
+    };
+    let o = output::figures(&workload, Durability::Sync, &pool, Some(&disk), &all);
+    let iops = o
+        .get("disk")
+        .and_then(|d| d.as_object())
+        .and_then(|d| d.get("write_iops"))
+        .and_then(|v| v.as_f64());
+    assert_eq!(iops, Some(3000.0));
+    let table = output::table(&workload, Durability::Sync, &pool, Some(&disk), &all);
+    assert!(table.contains("limited to 3000 write IOPS"), "{table}");
+    assert!(table.contains("3.00"), "{table}");
 }

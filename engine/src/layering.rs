@@ -1,0 +1,191 @@
+//! The layer rule, checked: every `crate::` path in `engine/src` names its own layer or a lower
+//! one (`layout` → `store` → `read` → `write` → `ops`, with `error` and `options` beneath all),
+//! through the module path (not a crate-root re-export), and the files import each other in no
+//! circle.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The layers, lowest first; `error` and `options` are the base every layer may use.
+const LAYERS: [&str; 6] = ["base", "layout", "store", "read", "write", "ops"];
+
+/// The layer of a module path's first segment, if it is one.
+fn layer_of_module(first: &str) -> Option<usize> {
+    match first {
+        "error" | "options" => Some(0),
+        other => LAYERS.iter().position(|l| *l == other),
+    }
+}
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module path of a source file (`ops/import/mod.rs` → `ops::import`).
+fn module_of(rel: &Path) -> String {
+    let mut parts: Vec<String> = rel
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The code of a file without comments and its `#[cfg(test)] mod tests` (tests may reach
+/// anywhere, as `test_support.rs` does).
+fn code(text: &str) -> String {
+    let text = text
+        .find("#[cfg(test)]\nmod tests")
+        .map_or(text, |at| &text[..at]);
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(at) => &l[..at],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every path that follows `crate::` in `code`, a `{…}` group expanded one level deep.
+fn crate_paths(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let after = &rest[at + "crate::".len()..];
+        let before = rest[..at].chars().last();
+        rest = after;
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        if let Some(group) = after.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let item = item.trim();
+                if !item.is_empty() {
+                    out.push(item.to_owned());
+                }
+            }
+        } else {
+            let end = after
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(after.len());
+            out.push(after[..end].trim_end_matches(':').to_owned());
+        }
+    }
+    out
+}
+
+/// The file module a path lands in: its longest prefix that is a known module.
+fn target_module(path: &str, modules: &BTreeSet<String>) -> Option<String> {
+    let parts: Vec<&str> = path.split("::").collect();
+    (1..=parts.len())
+        .rev()
+        .map(|n| parts[..n].join("::"))
+        .find(|m| modules.contains(m))
+}
+
+#[test]
+fn every_crate_path_goes_down_the_layers_and_no_files_import_in_a_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    files.sort();
+    let mut modules = BTreeSet::new();
+    for f in &files {
+        modules.insert(module_of(f.strip_prefix(&src).expect("under src")));
+    }
+    let mut problems = Vec::new();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).expect("under src");
+        let module = module_of(rel);
+        if ["lib", "layering", "test_support"].contains(&module.as_str()) {
+            continue;
+        }
+        let first = module.split("::").next().unwrap_or_default();
+        let Some(own) = layer_of_module(first) else {
+            problems.push(format!("{}: in no layer", rel.display()));
+            continue;
+        };
+        let text = std::fs::read_to_string(f).expect("read source");
+        for path in crate_paths(&code(&text)) {
+            let head = path.split("::").next().unwrap_or_default();
+            let Some(layer) = layer_of_module(head) else {
+                problems.push(format!(
+                    "{}: `crate::{path}` is no layer's module path (use it, not a re-export)",
+                    rel.display()
+                ));
+                continue;
+            };
+            if layer > own {
+                problems.push(format!(
+                    "{}: `crate::{path}` imports from {} above its layer {}",
+                    rel.display(),
+                    LAYERS[layer],
+                    LAYERS[own]
+                ));
+            }
+            if let Some(target) = target_module(&path, &modules).filter(|t| *t != module) {
+                edges.entry(module.clone()).or_default().insert(target);
+            }
+        }
+    }
+    // A circle among files: a depth-first search finding a module on its own path.
+    fn visit(
+        m: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+        circles: &mut Vec<String>,
+    ) {
+        if let Some(at) = path.iter().position(|p| p == m) {
+            circles.push(format!("{} → {m}", path[at..].join(" → ")));
+            return;
+        }
+        if !done.insert(m.to_owned()) {
+            return;
+        }
+        path.push(m.to_owned());
+        for next in edges.get(m).into_iter().flatten() {
+            visit(next, edges, path, done, circles);
+        }
+        path.pop();
+    }
+    let mut circles = Vec::new();
+    let mut done = BTreeSet::new();
+    for m in edges.keys() {
+        visit(m, &edges, &mut Vec::new(), &mut done, &mut circles);
+    }
+    problems.extend(circles.into_iter().map(|c| format!("import circle: {c}")));
+    assert!(
+        problems.is_empty(),
+        "layer rule broken:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_sees_what_it_must_refuse() {
+    let code = code("use crate::{ops::fork::Segment, error::Error};\n// crate::ops in a comment\nlet x = crate::layout::keys::event_key(1);");
+    assert_eq!(
+        crate_paths(&code),
+        [
+            "ops::fork::Segment",
+            "error::Error",
+            "layout::keys::event_key"
+        ]
+    );
+    assert_eq!(layer_of_module("ops"), Some(5));
+    assert_eq!(layer_of_module("Store"), None);
+}

@@ -1,0 +1,344 @@
+//! Per-session metadata (`sessions` CF, `S ‖ id`), bincode-encoded behind a crc32.
+//!
+//! Invariant: a session is visible iff its metadata exists; the metadata is written in the same
+//! WriteBatch as the session's last lines, so a reader never sees a partial session.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// The format version of [`SessionMeta`] records; a reader refuses versions it does not know.
+const META_VERSION: u8 = 5;
+
+/// DSH's strict-reader verdict on a stored log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verdict {
+    /// DSH loads it as is.
+    Clean,
+    /// DSH loads the committed prefix and would cut the tail.
+    Torn,
+    /// DSH refuses it as corrupt; DSH's text without the `corrupt session log: ` prefix.
+    Corrupt(String),
+    /// DSH refuses to interpret it (foreign version, unknown or legacy event types).
+    Unsupported(String),
+}
+
+impl Verdict {
+    /// Whether logical queries may serve this session (DSH would load its committed prefix).
+    pub fn is_loadable(&self) -> bool {
+        matches!(self, Verdict::Clean | Verdict::Torn)
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Verdict::Clean => f.write_str("clean"),
+            Verdict::Torn => f.write_str("torn"),
+            Verdict::Corrupt(m) => write!(f, "corrupt: {m}"),
+            Verdict::Unsupported(m) => write!(f, "unsupported: {m}"),
+        }
+    }
+}
+
+/// How the session's bytes arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SourceEncoding {
+    /// Plain `.jsonl`.
+    Jsonl,
+    /// `.jsonl.zstd`: frames kept verbatim.
+    JsonlZstd,
+}
+
+/// Everything the store knows about one session besides its lines.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    /// Compact session number used in `events` keys.
+    pub number: u64,
+    /// Session id (WTF-8 bytes of the header's `id`).
+    pub id: Vec<u8>,
+    /// The exact header record, including its `\n`.
+    pub header: Vec<u8>,
+    /// Header `createdAt`, when it is a safe integer.
+    pub created_at: Option<i64>,
+    /// Header `cwd`, when it is a string.
+    pub cwd: Option<String>,
+    /// DSH's verdict.
+    pub verdict: Verdict,
+    /// Logical events in the committed region (= the next seq).
+    pub events: u64,
+    /// Committed body lines (stored in BLOCK values).
+    pub committed_lines: u64,
+    /// All newline-terminated body lines, committed or not.
+    pub body_lines: u64,
+    /// End offset of the committed region in the file.
+    pub committed_bytes: u64,
+    /// Bytes after the committed region (stored as TAIL chunks).
+    pub tail_bytes: u64,
+    /// Number of TAIL chunks.
+    pub tail_chunks: u64,
+    /// Total file size (of the file as imported, in its source encoding).
+    pub total_bytes: u64,
+    /// Size of the plaintext `.jsonl` rendering: header plus committed lines.
+    pub plaintext_bytes: u64,
+    /// Verbatim zstd frames stored (0 for `.jsonl` imports).
+    pub frames: u64,
+    /// Batch number of lines recovered from a torn zstd frame: logical, but not part of any
+    /// complete frame (DSH's `readRaw` omits them; repair cuts and re-writes them).
+    pub torn_batch: Option<u64>,
+    /// The batch number the next append takes (the header is batch 0).
+    pub next_batch: u64,
+    /// The first event DSH's surface fold refuses (seq, DSH's message): surface queries at or
+    /// past it fail, and the session takes no appends.
+    pub surface_error: Option<(u64, String)>,
+    /// Surface ops indexed since the last surface snapshot (the snapshot policy's counter).
+    pub surface_since_snapshot: u64,
+    /// How the bytes arrived.
+    pub source: SourceEncoding,
+    /// Import time, epoch ms.
+    pub imported_at_ms: i64,
+    /// Time of the last `user/message` a human wrote (`source.kind == "user"`): the listing's
+    /// activity order. Titles, end-seeds, repairs and compactions never move it.
+    pub activity_ms: Option<i64>,
+    /// When the session was deleted (hidden from listings, still exportable, restorable).
+    pub deleted_at_ms: Option<i64>,
+    /// For a fork: the parent whose first `seed` events this session shares (read from the
+    /// parent's storage, never copied).
+    pub fork_of: Option<ForkBase>,
+    /// The format version of the served generation (the header's `version`; 0 when the header
+    /// names none this store reads).
+    pub version: u32,
+    /// V2+: the inherited cut (seq of the last `{inherited:true}` end-seed), if any.
+    pub inherited_cut: Option<u64>,
+    /// Lower generations of the session, frozen: byte logs kept exactly and never changed.
+    pub frozen: Vec<FrozenGeneration>,
+}
+
+/// A header's `seedLength`: the events a fork inherited, from which its inbox reads splices
+/// (0 when absent or not a count).
+pub(crate) fn seed_length(header: &sessionlog_codec::header::Header) -> u64 {
+    header
+        .object
+        .get("seedLength")
+        .and_then(sessionlog_codec::json::Value::as_safe_u64)
+        .unwrap_or(0)
+}
+
+/// The listing's activity rule ([`SessionMeta::activity_ms`]): the time of a `user/message` a
+/// human wrote (`source.kind == "user"`); titles, end-seeds, repairs and compaction copies never
+/// count.
+pub(crate) fn human_prompt_time(event: &sessionlog_codec::json::Value) -> Option<i64> {
+    use sessionlog_codec::json::Value;
+    let o = event.as_object()?;
+    let d = o.get("data")?.as_object()?;
+    let human = o.get("type")?.as_str()? == "user/message"
+        && d.get("source")?.as_object()?.get("kind")?.as_str()? == "user";
+    if human {
+        o.get("time").and_then(Value::as_safe_integer)
+    } else {
+        None
+    }
+}
+
+/// Wall-clock epoch milliseconds (import, deletion and authoring times).
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A lower generation file kept beside the served one (`GENERATION` keys, in chunks).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrozenGeneration {
+    /// Its format version (the N of its file name).
+    pub version: u32,
+    /// Whether it is a `.jsonl.zstd` file.
+    pub zstd: bool,
+    /// Its size.
+    pub bytes: u64,
+    /// Chunks stored.
+    pub chunks: u64,
+}
+
+impl FrozenGeneration {
+    /// Its canonical file name.
+    pub fn file_name(&self) -> String {
+        sessionlog_codec::generation::generation_file_name(self.version, self.zstd)
+    }
+}
+
+/// Where a fork's inherited prefix lives.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkBase {
+    /// The parent's session number.
+    pub number: u64,
+    /// The parent's id.
+    pub id: Vec<u8>,
+    /// Events inherited (the header's `seedLength`): seqs `0..seed`.
+    pub seed: u64,
+}
+
+impl SessionMeta {
+    /// The metadata of a session with no body yet: header fields for listing, no events, no
+    /// lines, verdict clean, batch 1 next. Writers set what their body adds.
+    pub(crate) fn new(
+        number: u64,
+        header: &sessionlog_codec::header::Header,
+        header_record: Vec<u8>,
+        source: SourceEncoding,
+    ) -> Self {
+        use sessionlog_codec::json::Value;
+        let o = &header.object;
+        let len = header_record.len() as u64;
+        SessionMeta {
+            number,
+            id: header.id.as_wtf8().to_vec(),
+            header: header_record,
+            created_at: o.get("createdAt").and_then(Value::as_safe_integer),
+            cwd: o.get("cwd").and_then(Value::as_str).map(str::to_owned),
+            verdict: Verdict::Clean,
+            events: 0,
+            committed_lines: 0,
+            body_lines: 0,
+            committed_bytes: len,
+            tail_bytes: 0,
+            tail_chunks: 0,
+            total_bytes: len,
+            plaintext_bytes: len,
+            frames: 0,
+            torn_batch: None,
+            next_batch: 1,
+            surface_error: None,
+            surface_since_snapshot: 0,
+            source,
+            imported_at_ms: now_ms(),
+            activity_ms: None,
+            deleted_at_ms: None,
+            fork_of: None,
+            version: header.version.unwrap_or(0),
+            inherited_cut: None,
+            frozen: Vec::new(),
+        }
+    }
+
+    /// The file name of the served generation in `encoding`.
+    pub fn file_name(&self, encoding: SourceEncoding) -> String {
+        sessionlog_codec::generation::generation_file_name(
+            self.version,
+            encoding == SourceEncoding::JsonlZstd,
+        )
+    }
+
+    /// The surface rules of the served generation, or a refusal of `what`: V0 and V4 have
+    /// theirs; V1–V3 have none of their own (DSH 0.2 reads them through migration: see
+    /// `read/migrated_view.rs`, and writes migrate them first).
+    pub(crate) fn require_surface_model(
+        &self,
+        what: &str,
+    ) -> Result<sessionlog_codec::surface::SurfaceModel> {
+        sessionlog_codec::surface::SurfaceModel::for_version(self.version)
+            .ok_or_else(|| self.not_served(what))
+    }
+
+    /// Refuse a write that adds events to a deleted session (append, repair, resume): it must
+    /// be undeleted first. Purge removes only deleted sessions, so this rule and the session
+    /// lock that purge takes keep a purged session from coming back half-written.
+    pub(crate) fn require_undeleted(&self) -> Result<()> {
+        match self.deleted_at_ms {
+            None => Ok(()),
+            Some(_) => Err(Error::NotAppendable {
+                id: self.id_lossy(),
+                reason: "it is deleted; undelete it first (sessionlog undelete)".into(),
+            }),
+        }
+    }
+
+    fn not_served(&self, what: &str) -> Error {
+        Error::FormatNotServed {
+            id: self.id_lossy(),
+            version: self.version,
+            what: what.into(),
+        }
+    }
+
+    /// The stored header line, parsed; one that no longer parses is corrupt stored data.
+    pub(crate) fn parsed_header(&self) -> Result<sessionlog_codec::header::Header> {
+        let line = self.header.strip_suffix(b"\n").unwrap_or(&self.header);
+        sessionlog_codec::header::parse_header(line).map_err(|e| Error::Corrupt {
+            id: self.id_lossy(),
+            detail: format!("stored header: {e}"),
+        })
+    }
+
+    /// The stored header's `seedLength` (see [`seed_length`]).
+    pub(crate) fn seed_length(&self) -> Result<u64> {
+        Ok(seed_length(&self.parsed_header()?))
+    }
+
+    /// A [`Error::Corrupt`] of this session.
+    pub(crate) fn corrupt(&self, detail: String) -> Error {
+        Error::Corrupt {
+            id: self.id_lossy(),
+            detail,
+        }
+    }
+
+    /// The surface model whose folds the session's projection units apply (V0 for a session
+    /// without one, whose state queries are refused before any fold).
+    pub(crate) fn fold_model(&self) -> sessionlog_codec::surface::SurfaceModel {
+        sessionlog_codec::surface::SurfaceModel::for_version(self.version).unwrap_or_default()
+    }
+
+    /// The id for messages (lossy for lone surrogates).
+    pub fn id_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.id).into_owned()
+    }
+
+    /// Encode: `[version][crc32 BE of the bincode][bincode]`.
+    pub(crate) fn encode(&self) -> Result<Vec<u8>> {
+        let body =
+            bincode::serde::encode_to_vec(self, bincode::config::standard()).map_err(|e| {
+                Error::Corrupt {
+                    id: self.id_lossy(),
+                    detail: format!("session metadata does not encode: {e}"),
+                }
+            })?;
+        let mut out = Vec::with_capacity(5 + body.len());
+        out.push(META_VERSION);
+        out.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+        out.extend_from_slice(&body);
+        Ok(out)
+    }
+
+    /// Decode and verify a record stored under `S ‖ id`.
+    pub(crate) fn decode(id: &[u8], bytes: &[u8]) -> Result<Self> {
+        let corrupt = |detail: String| Error::Corrupt {
+            id: String::from_utf8_lossy(id).into_owned(),
+            detail,
+        };
+        if bytes.len() < 5 {
+            return Err(corrupt(format!(
+                "session metadata is {} bytes, too short",
+                bytes.len()
+            )));
+        }
+        if bytes[0] != META_VERSION {
+            return Err(corrupt(format!(
+                "session metadata version {} is not {META_VERSION}",
+                bytes[0]
+            )));
+        }
+        let stored = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
+        let actual = crc32fast::hash(&bytes[5..]);
+        if stored != actual {
+            return Err(corrupt(format!(
+                "session metadata crc32 mismatch (stored {stored:08x}, computed {actual:08x})"
+            )));
+        }
+        let (meta, _): (SessionMeta, usize) =
+            bincode::serde::decode_from_slice(&bytes[5..], bincode::config::standard())
+                .map_err(|e| corrupt(format!("session metadata does not decode: {e}")))?;
+        Ok(meta)
+    }
+}

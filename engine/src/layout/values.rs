@@ -1,0 +1,81 @@
+//! Value framing and encodings shared by every writer and reader:
+//!
+//! | value                                   | framing                                        |
+//! |-----------------------------------------|------------------------------------------------|
+//! | tail chunks, frames, generation chunks  | [`checked_value`]: crc32 (BE) ‖ bytes          |
+//! | blocks of lines                         | `codec::stored` (its own crc)                  |
+//! | surface records (OP, SNAP, REPL)        | bincode ([`encode`], [`decode`]); SNAP is a [`Snapshot`] |
+//! | checkpoints                             | [`checkpoint_value`]: unit version ‖ `JSON.stringify(state)` |
+//! | session metadata                        | see `meta.rs`                                  |
+//!
+//! Invariant: a value that fails its check is never returned as data ([`checked_bytes`] is
+//! `None`, [`decode`] an error).
+
+use serde::{Deserialize, Serialize};
+use sessionlog_codec::json::{self, Value};
+
+use crate::error::{Error, Result};
+
+/// The fold state after one event, without history (a SNAP record).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Snapshot {
+    /// Seq of the next event.
+    pub(crate) next_seq: u64,
+    /// Current surface nodes in model order.
+    pub(crate) nodes: Vec<u64>,
+    /// Replacements so far.
+    pub(crate) replace_generation: u64,
+}
+
+impl Snapshot {
+    /// `fold`'s state, to resume folding at its next seq.
+    pub(crate) fn of(fold: &sessionlog_codec::surface::SurfaceFold) -> Self {
+        Snapshot {
+            next_seq: fold.next_seq(),
+            nodes: fold.nodes().to_vec(),
+            replace_generation: fold.replace_generation(),
+        }
+    }
+}
+
+/// bincode with the standard config.
+pub(crate) fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>> {
+    bincode::serde::encode_to_vec(v, bincode::config::standard()).map_err(|e| Error::Corrupt {
+        id: String::new(),
+        detail: format!("surface record does not encode: {e}"),
+    })
+}
+
+/// Decode a surface record of session `id`.
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(id: &str, bytes: &[u8]) -> Result<T> {
+    bincode::serde::decode_from_slice(bytes, bincode::config::standard())
+        .map(|(v, _)| v)
+        .map_err(|e| Error::Corrupt {
+            id: id.into(),
+            detail: format!("surface record does not decode: {e}"),
+        })
+}
+
+/// A checksummed value: crc32 (BE) then the bytes. Used for tail chunks and frames.
+pub(crate) fn checked_value(bytes: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + bytes.len());
+    v.extend_from_slice(&crc32fast::hash(bytes).to_be_bytes());
+    v.extend_from_slice(bytes);
+    v
+}
+
+/// The bytes of a checksummed value, if its crc32 matches.
+pub(crate) fn checked_bytes(v: &[u8]) -> Option<&[u8]> {
+    let (crc, bytes) = v.split_at_checked(4)?;
+    (u32::from_be_bytes(crc.try_into().ok()?) == crc32fast::hash(bytes)).then_some(bytes)
+}
+
+/// A checkpoint value: the unit's version, then its state's `JSON.stringify`.
+pub(crate) fn checkpoint_value(
+    unit: &sessionlog_codec::projection::Unit,
+    state: &Value,
+) -> Vec<u8> {
+    let mut value = vec![unit.version];
+    value.extend_from_slice(json::stringify(state).as_bytes());
+    value
+}

@@ -1,0 +1,233 @@
+//! Admitting one session's appended batch: DSH's append checks, seq assignment and authoring,
+//! then the batch staged (`write/`) into the shared [`SessionBatch`]. Nothing here touches the
+//! store's state: the caller publishes the staged change to the session's cached write state
+//! only after the batch committed, or rolls it back.
+
+use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::json::Value;
+use sessionlog_codec::known_types::is_known;
+use sessionlog_codec::projection::ProjectionSet;
+use sessionlog_codec::rows::{check_header_seq, declared_tools};
+use sessionlog_codec::surface::SurfaceChange;
+
+use super::AppendReceipt;
+use crate::error::{Error, FirstError, Result};
+use crate::layout::keys::CF_CHECKPOINTS;
+use crate::layout::meta::{now_ms, SessionMeta};
+use crate::store::{RelationRules, Store, WriteState};
+use crate::write::appended_batch::write_records;
+use crate::write::indexer::{fold_batch, is_checkpoint_point, CheckpointWriter};
+use crate::write::session_batch::SessionBatch;
+
+/// A batch staged into the session batch, waiting for its commit.
+pub(crate) struct Staged {
+    receipt: AppendReceipt,
+    changes: Vec<SurfaceChange>,
+    meta: Option<(SessionMeta, Projections)>,
+    /// The relationship state after the batch (strict mode).
+    relations: Option<RelationRules>,
+}
+
+/// How the cached projection state catches up once the batch commits.
+enum Projections {
+    /// Already folded (the batch held a checkpoint point): replace the cached write state.
+    Folded(ProjectionSet),
+    /// These events, first seq = the batch's, still to be folded into the cached write state.
+    Pending(Vec<Value>),
+}
+
+impl Staged {
+    /// The commit succeeded: make the cached write state match the store.
+    pub(crate) fn publish(self, state: &mut WriteState) -> AppendReceipt {
+        if let Some((meta, projections)) = self.meta {
+            match projections {
+                Projections::Folded(set) => state.projections = set,
+                Projections::Pending(events) => {
+                    for (k, e) in events.iter().enumerate() {
+                        state
+                            .projections
+                            .apply(self.receipt.first_seq + k as u64, e);
+                    }
+                }
+            }
+            state.meta = meta;
+        }
+        if self.relations.is_some() {
+            state.relations = self.relations;
+        }
+        self.receipt
+    }
+
+    /// The commit failed: undo the surface changes folded while staging.
+    pub(crate) fn roll_back(self, state: &mut WriteState) {
+        for change in self.changes.iter().rev() {
+            state.surface.undo(change);
+        }
+    }
+}
+
+/// Check, author and stage `item` against `state`, adding its keys to `batch`.
+pub(crate) fn stage(
+    store: &Store,
+    state: &mut WriteState,
+    id: &str,
+    expected_next_seq: Option<u64>,
+    events: Vec<NewEvent>,
+    batch: &mut SessionBatch<'_>,
+) -> Result<Staged> {
+    let next = state.meta.events;
+    if let Some(expected) = expected_next_seq.filter(|&e| e != next) {
+        return Err(Error::StaleSeq {
+            id: id.into(),
+            expected,
+            actual: next,
+        });
+    }
+    let receipt = AppendReceipt {
+        first_seq: next,
+        count: events.len() as u64,
+    };
+    if events.is_empty() {
+        // DSH writes nothing for an empty batch: no line, no frame, no newline.
+        return Ok(Staged {
+            receipt,
+            changes: Vec::new(),
+            meta: None,
+            relations: None,
+        });
+    }
+    let reject = |seq: u64, rule: String| Error::Rejected {
+        id: id.into(),
+        seq: Some(seq),
+        rule,
+    };
+    let now = now_ms();
+    let mut authored = Vec::with_capacity(events.len());
+    let v4 = state.meta.version == 4;
+    for (k, event) in events.into_iter().enumerate() {
+        let seq = next + k as u64;
+        // The type is copied only for the refusal of an unknown one (rare).
+        let unknown = (!v4 && !is_known(&event.ty) && !event.ignorable).then(|| event.ty.clone());
+        let authored_event = event.author(seq, now).map_err(|rule| reject(seq, rule))?;
+        if let Some(ty) = unknown {
+            return Err(reject(seq, format!("event type \"{ty}\" is unknown to DSH 0.1.0, whose reader refuses a log holding it; mark it \"ignorable\": true")));
+        }
+        if v4 {
+            check_v4_event(&authored_event).map_err(|rule| reject(seq, rule))?;
+            let failure = FirstError::default();
+            let header_tools = |s: u64| match s.checked_sub(next) {
+                Some(i) => authored
+                    .get(usize::try_from(i).ok()?)
+                    .and_then(declared_tools),
+                None => failure
+                    .keep(store.event_at(&state.meta, s))
+                    .as_ref()
+                    .and_then(declared_tools),
+            };
+            let checked = check_header_seq(&authored_event, header_tools);
+            failure.check()?;
+            checked.map_err(|rule| reject(seq, rule))?;
+        }
+        authored.push(authored_event);
+    }
+    let relations = match &state.relations {
+        Some(trace) => {
+            let mut trace = trace.clone();
+            for (k, event) in authored.iter().enumerate() {
+                trace
+                    .check(event)
+                    .map_err(|rule| reject(next + k as u64, rule))?;
+            }
+            Some(trace)
+        }
+        None => None,
+    };
+    let folded = fold_batch(store, &state.meta, &mut state.surface, &authored)?
+        .map_err(|(seq, rule)| reject(seq, rule))?;
+    let first = state.meta.events;
+    let written = write_records(&state.meta, &authored, &folded, batch).and_then(|meta| {
+        // Checkpoints are needed only at checkpoint points (rare): only then is the projection
+        // state copied and folded here; otherwise the cached write state folds the events on publish.
+        let checkpoint = authored
+            .iter()
+            .enumerate()
+            .any(|(k, e)| is_checkpoint_point(first + k as u64, e));
+        let projections = if checkpoint {
+            let mut writer = CheckpointWriter {
+                set: state.projections.clone(),
+            };
+            for (k, event) in authored.iter().enumerate() {
+                writer.apply(meta.number, first + k as u64, event, &mut |key, value| {
+                    batch.put(CF_CHECKPOINTS, &key, &value)
+                })?;
+            }
+            Projections::Folded(writer.set)
+        } else {
+            Projections::Pending(Vec::new())
+        };
+        Ok((meta, projections))
+    });
+    match written {
+        Ok((meta, projections)) => Ok(Staged {
+            receipt,
+            changes: folded.changes,
+            relations,
+            meta: Some((
+                meta,
+                match projections {
+                    Projections::Pending(_) => Projections::Pending(authored),
+                    folded => folded,
+                },
+            )),
+        }),
+        Err(e) => {
+            for change in folded.changes.iter().rev() {
+                state.surface.undo(change);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The append-site checks of a V4 event that its surface fold does not make: V4 row admission
+/// and the types V4 no longer has.
+fn check_v4_event(event: &Value) -> std::result::Result<(), String> {
+    let ty = event
+        .as_object()
+        .and_then(|o| o.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if ty == "assistant/chunk" || sessionlog_codec::chunk_rows::is_row_tag(ty) {
+        return Err(format!(
+            "event type \"{ty}\" does not exist in format v4: streams are embedded in assistant/message and assistant/attempt"
+        ));
+    }
+    match sessionlog_codec::rows::admit_v4_row(event) {
+        Ok(()) => Ok(()),
+        Err(
+            sessionlog_codec::rows::Admission::Corrupt(m)
+            | sessionlog_codec::rows::Admission::Unsupported(m),
+        ) => Err(m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+    use crate::test_support::{damage_first_block, ev, seeded};
+
+    /// A failure reading an earlier event (here a block failing its checksum) is reported as
+    /// the storage fault it is, never as the caller's broken rule.
+    #[test]
+    fn an_unreadable_earlier_event_is_not_blamed_on_the_append() {
+        let (_t, store) = seeded();
+        damage_first_block(&store);
+        let rewrite = ev(
+            r#"{"type":"tool/result","data":{"turn":1,"step":1,"message":{"id":"t1","role":"user","source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"[pruned]"}],"isError":false}]}},"surfaceOp":{"op":"replace","start":2,"end":2},"sourceEventSeqs":[2]}"#,
+        );
+        let e = store
+            .append("a", Some(3), vec![rewrite])
+            .expect_err("the rewritten event cannot be read");
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    }
+}

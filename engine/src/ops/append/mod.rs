@@ -1,0 +1,272 @@
+//! The live append path: many sessions appending DSH write batches, durably, in parallel.
+//!
+//! One call appends one DSH batch per session: the events are checked by DSH's append rules
+//! (JSON admission, legacy formats, surface metadata and surface transitions), given their seqs,
+//! authored exactly as DSH's JSONL writer would write them (envelope key order, chunk runs packed
+//! per batch, `JSON.stringify` text) and stored with the session's updated metadata in one
+//! WriteBatch. [`Store::append_many`] commits the batches of many sessions in one WriteBatch, so
+//! they share one fsync; concurrent callers also share fsyncs through RocksDB's group commit.
+//!
+//! Invariants: a rejected batch writes nothing; an append whose expected seq is stale fails and
+//! writes nothing; appends to one session are serialized by its write lock
+//! (`store/session_cache.rs`); appends to a deleted session are refused (undelete first).
+
+mod admission;
+
+use std::sync::atomic::Ordering;
+
+use admission::Staged;
+use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::header::{parse_header, HeaderCheck};
+use sessionlog_codec::zstd::FrameCompressor;
+
+use crate::error::{Error, Result};
+use crate::layout::meta::{SessionMeta, SourceEncoding, Verdict};
+use crate::ops::import::{ImportOptions, Landing};
+use crate::store::{lock_session, RelationRules, Store, WriteState};
+use crate::write::session_batch::SessionBatch;
+
+/// One session's batch in an [`Store::append_many`] call.
+#[derive(Clone, Debug)]
+pub struct AppendItem<'a> {
+    /// Session id.
+    pub id: &'a str,
+    /// The seq the caller believes comes next; `None` skips the check.
+    pub expected_next_seq: Option<u64>,
+    /// The batch, in order.
+    pub events: Vec<NewEvent>,
+}
+
+/// What an append stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendReceipt {
+    /// Seq of the batch's first event.
+    pub first_seq: u64,
+    /// Number of events appended (the next seq is `first_seq + count`).
+    pub count: u64,
+}
+
+impl Store {
+    /// Create an empty session whose header line is `header_line` (without `\n`), as DSH's
+    /// writer authors it; it must pass DSH's strict header check. Its bytes are kept as
+    /// `encoding`.
+    pub fn create_session(&self, header_line: &str, encoding: SourceEncoding) -> Result<String> {
+        self.check_writable()?;
+        let header = parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
+            id: String::new(),
+            seq: None,
+            rule: format!("header: {e}"),
+        })?;
+        let id = header.id.to_string_lossy();
+        if !matches!(header.version, Some(0 | 4)) && header.check == HeaderCheck::Valid {
+            return Err(Error::Rejected {
+                id,
+                seq: None,
+                rule: "header: sessionlog authors format v0 and v4 sessions".into(),
+            });
+        }
+        if header.check != HeaderCheck::Valid {
+            let why = match &header.check {
+                HeaderCheck::Corrupt(m) => m.clone(),
+                HeaderCheck::Unsupported(m) => m.clone(),
+                HeaderCheck::Valid => String::new(),
+            };
+            return Err(Error::Rejected {
+                id,
+                seq: None,
+                rule: format!("header: {why}"),
+            });
+        }
+        let mut header_record = header_line.as_bytes().to_vec();
+        header_record.push(b'\n');
+        let options = ImportOptions::default();
+        let mut header_frame = Vec::new();
+        if encoding == SourceEncoding::JsonlZstd {
+            FrameCompressor::new()?.compress_into(&header_record, &mut header_frame)?;
+        }
+        self.import_session(
+            &format!("create {id}"),
+            &header,
+            &options,
+            Landing::default(),
+            |mut w| {
+                if encoding == SourceEncoding::JsonlZstd {
+                    w.put_frame(&header_frame)?;
+                }
+                let mut meta =
+                    SessionMeta::new(w.number(), &header, header_record.clone(), encoding);
+                if encoding == SourceEncoding::JsonlZstd {
+                    meta.total_bytes = header_frame.len() as u64;
+                }
+                w.finish(meta, false)
+            },
+        )?;
+        Ok(id)
+    }
+
+    /// Append one DSH batch to session `id`.
+    pub fn append(
+        &self,
+        id: &str,
+        expected_next_seq: Option<u64>,
+        events: Vec<NewEvent>,
+    ) -> Result<AppendReceipt> {
+        let item = AppendItem {
+            id,
+            expected_next_seq,
+            events,
+        };
+        self.append_many(vec![item])
+            .pop()
+            .unwrap_or_else(|| Err(Error::Internal("no append result".into())))
+    }
+
+    /// Append one batch to each of several distinct sessions, committed together (one WriteBatch,
+    /// one fsync). Each item succeeds or fails on its own rules; a storage failure fails them all.
+    pub fn append_many(&self, mut items: Vec<AppendItem<'_>>) -> Vec<Result<AppendReceipt>> {
+        if let Err(e) = self.check_writable() {
+            return items.iter().map(|_| Err(e.duplicate())).collect();
+        }
+        // A V1–V3 session is migrated before it is written to, as DSH's write-open does.
+        let mut opened: Vec<Option<Error>> =
+            items.iter().map(|i| self.write_open(i.id).err()).collect();
+        // Lock sessions in id order so concurrent group appends cannot deadlock.
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by(|&a, &b| items[a].id.cmp(items[b].id));
+        let handles: Vec<_> = order
+            .iter()
+            .map(|&i| self.write_states.handle(items[i].id.as_bytes()))
+            .collect();
+        let mut guards: Vec<_> = handles.iter().map(lock_session).collect();
+        let mut results: Vec<Option<Result<AppendReceipt>>> = items.iter().map(|_| None).collect();
+        let mut staged: Vec<(usize, Staged)> = Vec::new();
+        let mut batch = SessionBatch::new(self);
+        for (slot, &i) in order.iter().enumerate() {
+            let id = items[i].id;
+            if order[..slot].iter().any(|&j| items[j].id == id) {
+                results[i] = Some(Err(Error::Rejected {
+                    id: id.into(),
+                    seq: None,
+                    rule: "a session may appear once per append_many call".into(),
+                }));
+                continue;
+            }
+            if let Some(e) = opened[i].take() {
+                results[i] = Some(Err(e));
+                continue;
+            }
+            let expected = items[i].expected_next_seq;
+            let events = std::mem::take(&mut items[i].events);
+            let outcome = self
+                .load_write_state(id, &mut guards[slot])
+                .and_then(|state| admission::stage(self, state, id, expected, events, &mut batch));
+            match outcome {
+                Ok(s) => staged.push((slot, s)),
+                Err(e) => results[i] = Some(Err(e)),
+            }
+        }
+        if !staged.is_empty() {
+            if let Err(e) = batch.commit("committing appended batches") {
+                self.poisoned.store(true, Ordering::SeqCst);
+                for (slot, s) in staged.drain(..) {
+                    if let Some(state) = guards[slot].as_mut() {
+                        s.roll_back(state);
+                    }
+                    results[order[slot]] = Some(Err(e.duplicate()));
+                }
+            }
+        }
+        for (slot, s) in staged {
+            if let Some(state) = guards[slot].as_mut() {
+                results[order[slot]] = Some(Ok(s.publish(state)));
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::Internal("append produced no result".into()))))
+            .collect()
+    }
+
+    /// Fill an empty write-state slot from the store; refuse sessions DSH would not append to.
+    fn load_write_state<'g>(
+        &self,
+        id: &str,
+        slot: &'g mut Option<WriteState>,
+    ) -> Result<&'g mut WriteState> {
+        if slot.is_none() {
+            let meta = self.require_meta(id.as_bytes())?;
+            meta.require_undeleted()?;
+            meta.require_surface_model("appending")?;
+            match &meta.verdict {
+                Verdict::Clean => {}
+                Verdict::Torn => {
+                    return Err(Error::NotAppendable {
+                        id: id.into(),
+                        reason: "its log has a torn tail; repair it first (sessionlog repair)"
+                            .into(),
+                    })
+                }
+                v => {
+                    return Err(Error::NotAppendable {
+                        id: id.into(),
+                        reason: format!("DSH's reader refuses its log ({v})"),
+                    })
+                }
+            }
+            let surface = self.fold_surface(&meta)?;
+            let projections = self.projection_set(&meta)?;
+            let relations = if self.options.strict_appends {
+                Some(self.relation_rules(&meta)?)
+            } else {
+                None
+            };
+            *slot = Some(WriteState {
+                meta,
+                surface,
+                projections,
+                relations,
+            });
+        }
+        slot.as_mut()
+            .ok_or_else(|| Error::Internal("a loaded write state vanished".into()))
+    }
+
+    /// The current surface from the index (nearest snapshot, then the ops after it).
+    fn fold_surface(&self, meta: &SessionMeta) -> Result<sessionlog_codec::surface::SurfaceFold> {
+        if let Some((seq, reason)) = &meta.surface_error {
+            return Err(Error::NotAppendable {
+                id: meta.id_lossy(),
+                reason: format!("its log fails DSH's surface validation at seq {seq}: {reason}"),
+            });
+        }
+        match meta.events {
+            0 => Ok(sessionlog_codec::surface::SurfaceFold::new()
+                .with_model(meta.require_surface_model("appending")?)),
+            n => self.surface_fold_at(meta, n - 1),
+        }
+    }
+
+    /// DSH's relationship rules over the stored log; a log that already breaks them takes no
+    /// strict appends.
+    fn relation_rules(&self, meta: &SessionMeta) -> Result<RelationRules> {
+        let mut trace = RelationRules::for_version(meta.version);
+        let mut failure = None;
+        self.events(&meta.id_lossy(), 0, None, &mut |seq, e| {
+            if failure.is_none() {
+                if let Err(m) = trace.check(e) {
+                    failure = Some(format!(
+                        "its log already violates DSH's invariants at seq {seq}: {m}"
+                    ));
+                }
+            }
+            Ok(())
+        })?;
+        match failure {
+            Some(reason) => Err(Error::NotAppendable {
+                id: meta.id_lossy(),
+                reason,
+            }),
+            None => Ok(trace),
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Retention: delete (hide, still exportable), undelete, and purge (remove for good, reclaiming
+//! space with range deletes and a compaction of the freed ranges).
+
+use crate::error::{Error, Result};
+use crate::layout::keys::{self, ALL_CFS, CF_SESSIONS, SESSION_RANGE_CFS};
+use crate::layout::meta::{now_ms, SessionMeta};
+use crate::store::{lock_session, Store};
+use crate::write::session_batch::SessionBatch;
+
+/// What a purge removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PurgeReport {
+    /// Sessions removed (or that would be, with `dry_run`).
+    pub sessions: Vec<String>,
+    /// Deleted sessions kept, with why (a live fork reads their prefix).
+    pub kept: Vec<(String, String)>,
+    /// Their stored file bytes.
+    pub session_bytes: u64,
+    /// Live SST bytes before and after the purge's compaction (0 with `dry_run`).
+    pub sst_bytes_before: u64,
+    /// See `sst_bytes_before`.
+    pub sst_bytes_after: u64,
+}
+
+impl Store {
+    /// Mark session `id` deleted: hidden from listings, still exportable, restorable.
+    pub fn delete(&self, id: &str) -> Result<()> {
+        self.set_deleted(id, Some(now_ms()))
+    }
+
+    /// Restore a deleted session.
+    pub fn undelete(&self, id: &str) -> Result<()> {
+        self.set_deleted(id, None)
+    }
+
+    fn set_deleted(&self, id: &str, at: Option<i64>) -> Result<()> {
+        self.rewrite_session(id, "marking session", |mut meta, batch| {
+            meta.deleted_at_ms = at;
+            batch.put_meta(&meta)
+        })
+    }
+
+    /// Remove for good every deleted session deleted more than `older_than_ms` ago.
+    pub fn purge(&self, older_than_ms: i64, dry_run: bool) -> Result<PurgeReport> {
+        self.check_writable()?;
+        let cutoff = now_ms().saturating_sub(older_than_ms);
+        let due = |m: &SessionMeta| m.deleted_at_ms.is_some_and(|t| t <= cutoff);
+        let mut candidates: Vec<Vec<u8>> = Vec::new();
+        self.for_each_meta(&mut |m| {
+            if due(m) {
+                candidates.push(m.id.clone());
+            }
+            Ok(())
+        })?;
+        // Purge and append exclude each other: every candidate's session lock is held (taken in
+        // id order, as appends take theirs) from the re-read of its metadata to the commit, and
+        // its cached write state is dropped with it. An undelete meanwhile keeps the session.
+        let handles: Vec<_> = candidates
+            .iter()
+            .map(|id| self.write_states.handle(id))
+            .collect();
+        let mut locked: Vec<_> = handles.iter().map(lock_session).collect();
+        let mut victims: Vec<SessionMeta> = Vec::new();
+        for id in &candidates {
+            if let Some(m) = self.meta(id)?.filter(|m| due(m)) {
+                victims.push(m);
+            }
+        }
+        // A parent whose prefix a live fork still reads stays (and so do its ancestors).
+        let mut kept = Vec::new();
+        loop {
+            let doomed: std::collections::HashSet<Vec<u8>> =
+                victims.iter().map(|m| m.id.clone()).collect();
+            let mut guarded = None;
+            for (i, m) in victims.iter().enumerate() {
+                if let Some(child) = self
+                    .children(m.number)?
+                    .into_iter()
+                    .find(|c| !doomed.contains(c))
+                {
+                    guarded = Some((i, String::from_utf8_lossy(&child).into_owned()));
+                    break;
+                }
+            }
+            match guarded {
+                Some((i, child)) => {
+                    let m = victims.remove(i);
+                    kept.push((
+                        m.id_lossy(),
+                        format!("the live fork \"{child}\" reads its prefix"),
+                    ));
+                }
+                None => break,
+            }
+        }
+        let mut report = PurgeReport {
+            kept,
+            sessions: victims.iter().map(SessionMeta::id_lossy).collect(),
+            session_bytes: victims.iter().map(|m| m.total_bytes).sum(),
+            ..PurgeReport::default()
+        };
+        if dry_run || victims.is_empty() {
+            return Ok(report);
+        }
+        self.flush_all()?;
+        report.sst_bytes_before = self.sst_bytes()?;
+        let mut batch = SessionBatch::new(self);
+        for m in &victims {
+            batch.remove_session(m, true)?;
+        }
+        batch.commit("purging deleted sessions")?;
+        for state in &mut locked {
+            **state = None;
+        }
+        drop(locked);
+        self.db
+            .flush_cf(self.cf(CF_SESSIONS)?)
+            .map_err(Error::storage("flushing after a purge"))?;
+        for name in SESSION_RANGE_CFS {
+            let cf = self.cf(name)?;
+            self.db
+                .flush_cf(cf)
+                .map_err(Error::storage("flushing after a purge"))?;
+            for m in &victims {
+                self.db.compact_range_cf(
+                    cf,
+                    Some(keys::session_start(m.number)),
+                    Some(keys::session_end(m.number)),
+                );
+            }
+        }
+        report.sst_bytes_after = self.sst_bytes()?;
+        Ok(report)
+    }
+
+    /// Flush and fully compact the store (an admin operation: afterwards no background work is
+    /// pending, and deleted data is gone from disk).
+    pub fn compact(&self) -> Result<()> {
+        self.flush_all()?;
+        for name in ALL_CFS {
+            self.db
+                .compact_range_cf(self.cf(name)?, None::<&[u8]>, None::<&[u8]>);
+        }
+        Ok(())
+    }
+
+    /// Flush every memtable, so SST sizes describe all the data.
+    fn flush_all(&self) -> Result<()> {
+        for name in ALL_CFS {
+            self.db
+                .flush_cf(self.cf(name)?)
+                .map_err(Error::storage("flushing memtables"))?;
+        }
+        Ok(())
+    }
+
+    /// Live SST bytes over all column families.
+    fn sst_bytes(&self) -> Result<u64> {
+        let mut total = 0;
+        for name in ALL_CFS {
+            total += self
+                .db
+                .property_int_value_cf(self.cf(name)?, "rocksdb.live-sst-files-size")
+                .map_err(Error::storage("reading SST sizes"))?
+                .unwrap_or(0);
+        }
+        Ok(total)
+    }
+}

@@ -1,0 +1,362 @@
+//! `verify`: re-check every stored relation against the authoritative bytes.
+//!
+//! Per session: the metadata crc and the number ↔ id map; the header still names the session;
+//! every stored value's crc32; every committed line re-decodes to its recorded member count
+//! with seqs continuing the previous line, and they number the recorded events; frames and tail
+//! chunks are contiguous; the stored bytes add up to the imported file and its plaintext
+//! rendering; for zstd imports DSH would load, the stored frames decode to exactly the stored
+//! header and lines; frozen lower generations are complete (chunks in order, crc32s, sizes).
+//! Store-wide: no `events` key belongs to a session number without metadata.
+
+use rocksdb::ReadOptions;
+use sessionlog_codec::header::parse_header;
+use sessionlog_codec::json;
+use sessionlog_codec::rows::decode_line;
+use sessionlog_codec::stored::decode_block;
+use sessionlog_codec::zstd::FrameDecoder;
+
+use crate::error::{Error, Result};
+use crate::layout::keys::{self, CF_EVENTS, CF_SESSIONS};
+use crate::layout::meta::{SessionMeta, SourceEncoding};
+use crate::layout::values::checked_bytes;
+use crate::store::{visit, Store};
+
+/// One failed check.
+#[derive(Clone, Debug)]
+pub struct VerifyProblem {
+    /// The session (its id, or `#number` when only the number is known).
+    pub session: String,
+    /// What does not hold.
+    pub detail: String,
+}
+
+/// What `verify` checked and found.
+#[derive(Clone, Debug, Default)]
+pub struct VerifyReport {
+    /// Sessions checked.
+    pub sessions: u64,
+    /// Stored lines checked.
+    pub lines: u64,
+    /// Logical events re-decoded.
+    pub events: u64,
+    /// Failed checks.
+    pub problems: Vec<VerifyProblem>,
+}
+
+/// What one pass over a session's range found.
+#[derive(Default)]
+struct Walk {
+    problems: Vec<String>,
+    next_seq: u64,
+    lines: u64,
+    frames: u64,
+    tail_chunks: u64,
+    /// Frame and tail bytes (the file as stored, less the plaintext for `.jsonl` imports).
+    stored: u64,
+    /// Header plus committed lines outside a torn batch: the plaintext rendering.
+    plain: Vec<u8>,
+    /// What the stored frames decode to.
+    framed_plain: Vec<u8>,
+    /// Frozen generations seen: version → (chunks, bytes).
+    frozen: std::collections::BTreeMap<u32, (u64, u64)>,
+}
+
+impl Store {
+    /// Verify the given sessions, or the whole store when `ids` is empty.
+    pub fn verify(&self, ids: &[String]) -> Result<VerifyReport> {
+        let mut report = VerifyReport::default();
+        if ids.is_empty() {
+            let mut metas = Vec::new();
+            self.for_each_meta(&mut |m| {
+                metas.push(m.clone());
+                Ok(())
+            })?;
+            for m in &metas {
+                self.verify_session(m, &mut report)?;
+            }
+            self.verify_no_orphans(&mut report)?;
+        } else {
+            for id in ids {
+                let meta = self.require_meta(id.as_bytes())?;
+                self.verify_session(&meta, &mut report)?;
+            }
+        }
+        Ok(report)
+    }
+
+    fn verify_session(&self, listed: &SessionMeta, report: &mut VerifyReport) -> Result<()> {
+        report.sessions += 1;
+        let id = listed.id_lossy();
+        // One snapshot for the metadata and every read, so appends running meanwhile are not
+        // mistaken for disagreements between the metadata and the blocks.
+        let snap = self.db.snapshot();
+        let meta = &self.meta_at(&listed.id, &snap)?;
+        let mut w = Walk {
+            plain: meta.header.clone(),
+            // A fork's own lines start after the prefix it shares with its parent.
+            next_seq: meta.fork_of.as_ref().map_or(0, |b| b.seed),
+            ..Walk::default()
+        };
+        // Unreadable data (a RocksDB checksum failure) is this session's problem: report it
+        // under its name and go on with the other sessions.
+        let mapped = match self
+            .db
+            .get_cf(self.cf(CF_SESSIONS)?, keys::number_key(meta.number))
+        {
+            Ok(m) => m,
+            Err(e) => {
+                w.problems
+                    .push(format!("its number map cannot be read: {e}"));
+                None
+            }
+        };
+        if mapped.as_deref() != Some(meta.id.as_slice()) {
+            w.problems.push(format!(
+                "session number {} does not map back to this id",
+                meta.number
+            ));
+        }
+        match meta.header.split_last().map(|(_, h)| parse_header(h)) {
+            Some(Ok(h)) if h.id.as_wtf8() == meta.id.as_slice() => {}
+            _ => w
+                .problems
+                .push("stored header does not name this session".into()),
+        }
+        let mut decoder = FrameDecoder::new()?;
+        let mut it = self.scan_iter_at(meta.number, Some(&snap))?;
+        it.seek(keys::session_start(meta.number));
+        // Unreadable data ends the walk as this session's problem (see `verify`), not an error.
+        let walked = visit(&mut it, String::new(), &mut |k, v| {
+            match keys::parse_event_key(k) {
+                Some((_, keys::BLOCK, first)) => self.check_block(meta, &mut w, first, v, report),
+                Some((_, keys::FRAME, n)) => {
+                    check_ordinal(&mut w.problems, "frame", n, &mut w.frames);
+                    match checked_bytes(v) {
+                        Some(b) => {
+                            w.stored += b.len() as u64;
+                            // A frame failing validation can be a corrupt log's verdict
+                            // itself; the crc32 above still guards its stored bytes.
+                            let decoded = decoder.decode_frame(b, 0, &mut w.framed_plain);
+                            if let (Err(e), true) = (decoded, meta.verdict.is_loadable()) {
+                                w.problems.push(format!("frame {n} no longer decodes: {e}"));
+                            }
+                        }
+                        None => w.problems.push(format!("frame {n} fails its crc32")),
+                    }
+                }
+                Some((_, keys::TAIL, n)) => {
+                    check_ordinal(&mut w.problems, "tail chunk", n, &mut w.tail_chunks);
+                    match checked_bytes(v) {
+                        Some(b) => w.stored += b.len() as u64,
+                        None => w.problems.push(format!("tail chunk {n} fails its crc32")),
+                    }
+                }
+                Some((_, keys::GENERATION, n)) => {
+                    let version = u32::try_from(n >> 32).unwrap_or(u32::MAX);
+                    let seen = w.frozen.entry(version).or_default();
+                    if n & 0xFFFF_FFFF != seen.0 {
+                        w.problems.push(format!(
+                            "generation v{version} chunk {} is out of order (expected {})",
+                            n & 0xFFFF_FFFF,
+                            seen.0
+                        ));
+                    }
+                    seen.0 += 1;
+                    match checked_bytes(v) {
+                        Some(b) => seen.1 += b.len() as u64,
+                        None => w.problems.push(format!(
+                            "generation v{version} chunk {} fails its crc32",
+                            n & 0xFFFF_FFFF
+                        )),
+                    }
+                }
+                _ => w.problems.push(format!("unexpected key {k:02x?}")),
+            }
+            Ok(true)
+        });
+        let listed: std::collections::BTreeMap<u32, (u64, u64)> = meta
+            .frozen
+            .iter()
+            .map(|g| (g.version, (g.chunks, g.bytes)))
+            .collect();
+        if listed != w.frozen {
+            w.problems.push(format!(
+                "frozen generations stored {:?} differ from the metadata's {listed:?} (version: (chunks, bytes))",
+                w.frozen
+            ));
+        }
+        match walked {
+            Ok(()) => compare_counts(meta, &mut w),
+            Err(Error::Storage { source, .. }) => w
+                .problems
+                .push(format!("its stored data cannot be read: {source}")),
+            Err(e) => return Err(e),
+        }
+        report
+            .problems
+            .extend(w.problems.into_iter().map(|detail| VerifyProblem {
+                session: id.clone(),
+                detail,
+            }));
+        Ok(())
+    }
+
+    /// One block: crc, line count, and per line decode, member count and seq continuity.
+    fn check_block(
+        &self,
+        meta: &SessionMeta,
+        w: &mut Walk,
+        first: u64,
+        value: &[u8],
+        report: &mut VerifyReport,
+    ) {
+        if first != w.next_seq {
+            w.problems.push(format!(
+                "block keyed at seq {first} but the previous block ends before seq {}",
+                w.next_seq
+            ));
+        }
+        let block = match decode_block(value) {
+            Ok(block) => block,
+            Err(e) => return w.problems.push(format!("block at seq {first}: {e}")),
+        };
+        if Some(block.meta.batch) != meta.torn_batch {
+            w.plain.extend_from_slice(block.text);
+        }
+        let mut line_seq = first;
+        for (line, members) in block.lines() {
+            w.lines += 1;
+            report.lines += 1;
+            let decoded = json::parse(&String::from_utf8_lossy(line))
+                .map_err(|e| e.to_string())
+                .and_then(|value| decode_line(value, meta.version, line_seq));
+            let events = match decoded {
+                Ok(events) => events,
+                Err(e) => {
+                    w.problems
+                        .push(format!("line at seq {line_seq} no longer decodes: {e}"));
+                    line_seq += u64::from(members);
+                    continue;
+                }
+            };
+            report.events += events.len() as u64;
+            if events.len() as u64 != u64::from(members) {
+                w.problems.push(format!(
+                    "line at seq {line_seq} holds {} events, the index says {members}",
+                    events.len()
+                ));
+            }
+            for (k, e) in events.iter().enumerate() {
+                let want = line_seq + k as u64;
+                let seq = e
+                    .as_object()
+                    .and_then(|o| o.get("seq"))
+                    .and_then(json::Value::as_safe_integer);
+                if seq != i64::try_from(want).ok() {
+                    w.problems.push(format!(
+                        "event {k} of the line at seq {line_seq} has seq {seq:?}, expected {want}"
+                    ));
+                }
+            }
+            line_seq += events.len() as u64;
+        }
+        w.next_seq = line_seq;
+    }
+
+    /// Every session number present in `events` must have metadata.
+    fn verify_no_orphans(&self, report: &mut VerifyReport) -> Result<()> {
+        let sessions = self.cf(CF_SESSIONS)?;
+        let mut ro = ReadOptions::default();
+        ro.set_total_order_seek(true);
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_EVENTS)?, ro);
+        it.seek_to_first();
+        while it.valid() {
+            let Some(k) = it.key() else { break };
+            let Some((number, _, _)) = keys::parse_event_key(k) else {
+                report.problems.push(VerifyProblem {
+                    session: "?".into(),
+                    detail: format!("malformed events key {k:02x?}"),
+                });
+                it.next();
+                continue;
+            };
+            let known = self
+                .db
+                .get_pinned_cf(sessions, keys::number_key(number))
+                .map_err(Error::storage("verifying session numbers"))?;
+            if known.is_none() {
+                report.problems.push(VerifyProblem {
+                    session: format!("#{number}"),
+                    detail: "stored lines belong to no session".into(),
+                });
+            }
+            it.seek(keys::session_end(number));
+        }
+        // Damaged blocks are named per session by `verify_session`; here they only cut the scan.
+        if let Err(e) = it.status() {
+            report.problems.push(VerifyProblem {
+                session: "?".into(),
+                detail: format!("the session-number scan stopped at unreadable data: {e}"),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Ordinals (frames, tail chunks) must run 0, 1, 2, …
+fn check_ordinal(problems: &mut Vec<String>, what: &str, n: u64, next: &mut u64) {
+    if n != *next {
+        problems.push(format!("{what} {n} found where {what} {next} was expected"));
+    }
+    *next = n + 1;
+}
+
+/// Compare what the walk found with what the metadata promises.
+fn compare_counts(meta: &SessionMeta, w: &mut Walk) {
+    let mut pairs = vec![
+        ("committed lines", w.lines, meta.committed_lines),
+        ("events", w.next_seq, meta.events),
+        ("frames", w.frames, meta.frames),
+        ("tail chunks", w.tail_chunks, meta.tail_chunks),
+    ];
+    if meta.fork_of.is_some() {
+        // A fork's file sizes include its re-serialized seed, known only when exported.
+        for (what, found, recorded) in pairs {
+            if found != recorded {
+                w.problems.push(format!(
+                    "{found} {what} stored, the metadata says {recorded}"
+                ));
+            }
+        }
+        return;
+    }
+    pairs.push((
+        "plaintext bytes",
+        w.plain.len() as u64,
+        meta.plaintext_bytes,
+    ));
+    for (what, found, recorded) in pairs {
+        if found != recorded {
+            w.problems.push(format!(
+                "{found} {what} stored, the metadata says {recorded}"
+            ));
+        }
+    }
+    let file_bytes = match meta.source {
+        SourceEncoding::Jsonl => w.plain.len() as u64 + w.stored,
+        SourceEncoding::JsonlZstd => w.stored,
+    };
+    if file_bytes != meta.total_bytes {
+        w.problems.push(format!(
+            "{file_bytes} bytes stored, {} were imported",
+            meta.total_bytes
+        ));
+    }
+    if meta.source == SourceEncoding::JsonlZstd
+        && meta.verdict.is_loadable()
+        && w.framed_plain != w.plain
+    {
+        w.problems
+            .push("the stored frames do not decode to the stored header and lines".into());
+    }
+}

@@ -1,0 +1,185 @@
+//! Projection-unit checkpoints read (`checkpoints` CF, written by `write/indexer.rs`) and
+//! `state_at`: a unit's state at any seq from the nearest checkpoint ≤ N plus a fold of the
+//! events after it.
+//!
+//! Key `number ‖ unit index ‖ seq` → `[unit version][JSON.stringify(state)]`, written in the same
+//! WriteBatch as the event, so a checkpoint never covers an event the log does not hold. A
+//! checkpoint whose version byte is not the unit's current version is never read: the fold
+//! starts earlier instead (at worst from the beginning).
+
+use sessionlog_codec::json::{self, Value};
+use sessionlog_codec::projection::{unit_at, unit_in, ProjectionSet, UNITS};
+use sessionlog_codec::surface::SurfaceModel;
+
+use crate::error::{Error, Result};
+use crate::layout::keys::{
+    event_key, parse_event_key, unit_section, CF_CHECKPOINTS, TURNS, TURN_RECORDS,
+};
+use crate::layout::meta::SessionMeta;
+use crate::read::surface::resolve_at;
+use crate::store::Store;
+
+impl Store {
+    /// The state (view) of projection unit `unit` after event `at` (default: the last event).
+    pub fn state_at(&self, id: &str, unit: &str, at: Option<u64>) -> Result<Value> {
+        let meta = self.require_meta(id.as_bytes())?;
+        let migrated = self.migrated_events(&meta)?;
+        let model = match migrated {
+            Some(_) => SurfaceModel::V4,
+            None => meta.require_surface_model("projection state")?,
+        };
+        let (index, u) = unit_in(model, unit).ok_or_else(|| Error::UnknownUnit {
+            unit: unit.into(),
+            known: UNITS.iter().map(|u| u.key).collect::<Vec<_>>().join(", "),
+        })?;
+        if let Some(events) = migrated {
+            // A V1–V3 session: DSH 0.2's fold over its V4 successor (the cut is its marker).
+            let end = crate::read::migrated_view::migrated_at(&meta, &events, at)?;
+            let mut state = u.init(0);
+            for (seq, e) in events.iter().take(end.map_or(0, |e| e + 1)).enumerate() {
+                u.apply(&mut state, seq as u64, e);
+            }
+            return Ok(u.view(&state));
+        }
+        let seed = meta.seed_length()?;
+        let Some(at) = resolve_at(&meta, at)? else {
+            return Ok(u.view(&u.init(seed)));
+        };
+        let (mut state, from) = self
+            .nearest_checkpoint(&meta, index, at)?
+            .unwrap_or_else(|| (u.init(seed), 0));
+        self.events_of(&meta, from, Some(at), &mut |seq, e| {
+            u.apply(&mut state, seq, e);
+            Ok(())
+        })?;
+        if u.key == TURNS {
+            // Turns closed up to the checkpoint are records; the fold holds the ones after it.
+            let mut turns = match from.checked_sub(1) {
+                Some(cp) => self.turn_records(&meta, cp)?,
+                None => Vec::new(),
+            };
+            if let Value::Array(folded) = state {
+                turns.extend(folded);
+            }
+            return Ok(Value::Array(turns));
+        }
+        Ok(u.view(&state))
+    }
+
+    /// The closed-turn records with `turn/end` seq ≤ `upto`, in order (a fork's inherited ones
+    /// from its parent's storage).
+    fn turn_records(&self, meta: &SessionMeta, upto: u64) -> Result<Vec<Value>> {
+        let mut out = Vec::new();
+        let records = (CF_CHECKPOINTS, TURN_RECORDS);
+        self.scan_records(meta, records, upto, "turns", &mut |_, v| {
+            out.push(json::parse(&String::from_utf8_lossy(v))?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Every unit's state after the session's last event: each from its nearest checkpoint, the
+    /// events after the oldest of them folded once.
+    pub(crate) fn projection_set(&self, meta: &SessionMeta) -> Result<ProjectionSet> {
+        match meta.events.checked_sub(1) {
+            Some(at) => self.projection_set_at(meta, at),
+            None => Ok(ProjectionSet::for_model(
+                meta.seed_length()?,
+                meta.fold_model(),
+            )),
+        }
+    }
+
+    /// Every unit's state after event `at`.
+    pub(crate) fn projection_set_at(&self, meta: &SessionMeta, at: u64) -> Result<ProjectionSet> {
+        let mut set = ProjectionSet::for_model(meta.seed_length()?, meta.fold_model());
+        let mut from = Vec::with_capacity(UNITS.len());
+        for index in 0..UNITS.len() {
+            match self.nearest_checkpoint(meta, index, at)? {
+                Some((state, next)) => {
+                    set.states[index] = state;
+                    from.push(next);
+                }
+                None => from.push(0),
+            }
+        }
+        let start = from.iter().copied().min().unwrap_or(0);
+        self.events_of(meta, start, Some(at), &mut |seq, e| {
+            for (i, state) in set.states.iter_mut().enumerate() {
+                if seq >= from[i] {
+                    unit_at(set.model, i).apply(state, seq, e);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(set)
+    }
+
+    /// The latest readable checkpoint of unit `index` at or before `at`: its state and the seq
+    /// to fold from.
+    fn nearest_checkpoint(
+        &self,
+        meta: &SessionMeta,
+        index: usize,
+        at: u64,
+    ) -> Result<Option<(Value, u64)>> {
+        let unit = unit_at(meta.fold_model(), index);
+        let version = unit.version;
+        let section = unit_section(index);
+        let mut it = self.session_iter_cf(CF_CHECKPOINTS, meta.number)?;
+        it.seek_for_prev(event_key(meta.number, section, at));
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            let Some((_, s, seq)) = parse_event_key(k) else {
+                break;
+            };
+            if s != section {
+                break;
+            }
+            if let Some((&ver, text)) = v.split_first() {
+                if ver == version {
+                    let state = json::parse(&String::from_utf8_lossy(text))?;
+                    return Ok(Some((state, seq + 1)));
+                }
+            }
+            it.prev();
+        }
+        it.status().map_err(Error::storage(format!(
+            "reading checkpoints of \"{}\"",
+            meta.id_lossy()
+        )))?;
+        // A fork before its own first checkpoint starts from its parent's (forks copy none, so
+        // a fork costs the same whatever the parent's size). The inbox alone differs: a fork
+        // reads splices only from its own seedLength on.
+        let Some(base) = &meta.fork_of else {
+            return Ok(None);
+        };
+        if unit.key == "inbox" {
+            return Ok(Some((unit.init(base.seed), base.seed.min(at + 1))));
+        }
+        match base.seed.checked_sub(1) {
+            Some(last) => {
+                self.nearest_checkpoint(&self.require_meta(&base.id)?, index, at.min(last))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+    use crate::test_support::{edit_meta, seeded};
+
+    /// A stored header that no longer parses is corrupt data, not a `seedLength` of 0.
+    #[test]
+    fn an_unparsable_stored_header_is_corrupt() {
+        let (_t, store) = seeded();
+        assert!(store.state_at("a", "inbox", None).is_ok());
+        edit_meta(&store, |m| m.header = b"not a header\n".to_vec());
+        let e = store.state_at("a", "inbox", None).expect_err("unparsable");
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    }
+}

@@ -1,0 +1,503 @@
+//! The store handle, the engine's second layer: opening it (column families, tuned RocksDB
+//! options, recovery of imports that a crash interrupted) and the primitives every layer above
+//! needs: commits, the one metadata reader, session segments and lineage, bounded iterators and
+//! the one forward-scan helper ([`visit`]). The caches it holds are plain types that do not know
+//! the store (`session_cache.rs`, `successor_cache.rs`, `projection_registry.rs`).
+//!
+//! Invariant kept at open: no `events` key belongs to a session number without metadata, except
+//! while an import of that number is in progress in this process. Interrupted imports are found
+//! through their `P ‖ number` markers and their partial ranges deleted before the store serves.
+
+mod projection_registry;
+mod session_cache;
+mod successor_cache;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
+    DBRawIteratorWithThreadMode, DBRecoveryMode, SliceTransform, Snapshot, WriteBatch,
+    WriteOptions, DB,
+};
+
+pub(crate) use projection_registry::Registry;
+pub(crate) use session_cache::{lock_session, RelationRules, WriteState, WriteStateCache};
+pub(crate) use successor_cache::SuccessorCache;
+
+use crate::error::{Error, Result};
+use crate::layout::keys::{self, ALL_CFS, CF_EVENTS, CF_SESSIONS, SESSION_RANGE_CFS};
+use crate::layout::meta::SessionMeta;
+use crate::options::{Durability, Options};
+
+/// A raw RocksDB iterator over the store.
+pub(crate) type RawIter<'a> = DBRawIteratorWithThreadMode<'a, DB>;
+
+/// What [`visit`] calls with each entry (key, value); `false` stops the scan.
+pub(crate) type VisitEntry<'f> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'f;
+
+/// An open sessionlog store.
+pub struct Store {
+    pub(crate) db: DB,
+    pub(crate) options: Options,
+    path: PathBuf,
+    next_number: AtomicU64,
+    /// Per-session write locks and the write state cached under them (`session_cache.rs`).
+    pub(crate) write_states: WriteStateCache,
+    /// Set after a failed durable write: the store refuses writes until reopened.
+    pub(crate) poisoned: AtomicBool,
+    /// Ids with an import in flight in this process: a second import of the same id waits for
+    /// nothing and is refused, so two imports can never both create one id.
+    claims: Mutex<HashSet<Vec<u8>>>,
+    /// Registered message projections (`projection_registry.rs`).
+    pub(crate) projection_registry: Registry,
+    /// Successors of sessions read through migration (`successor_cache.rs`).
+    pub(crate) successors: SuccessorCache,
+}
+
+/// One stretch of a session's log and the storage (session number) that holds it: a fork's
+/// inherited prefix lives in its ancestors' ranges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Segment {
+    pub(crate) number: u64,
+    pub(crate) from: u64,
+    pub(crate) end: u64,
+}
+
+impl Segment {
+    /// The last seq of this segment at or before `at`, or `None` when none of its events is.
+    pub(crate) fn last_upto(&self, at: u64) -> Option<u64> {
+        self.end
+            .checked_sub(1)
+            .map(|last| last.min(at))
+            .filter(|&last| last >= self.from)
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Open (creating if needed) the store at `path`.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Store> {
+        options.validate()?;
+        let path = path.as_ref().to_path_buf();
+        std::fs::create_dir_all(&path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let cache = Cache::new_lru_cache(options.block_cache_bytes);
+        let mut db_opts = rocksdb::Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.set_paranoid_checks(true);
+        // A torn last WAL record (power loss mid-write: never acknowledged) is dropped; damage
+        // anywhere else fails the open. RocksDB's default, point-in-time recovery, would stop
+        // replay at the damage and silently lose every acknowledged write after it.
+        db_opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
+        db_opts.increase_parallelism(options.background_jobs);
+        db_opts.set_max_background_jobs(options.background_jobs);
+        db_opts.set_bytes_per_sync(1 << 20);
+        db_opts.set_wal_bytes_per_sync(1 << 20);
+        db_opts.set_enable_pipelined_write(true);
+        let cfs = ALL_CFS
+            .into_iter()
+            .map(|name| ColumnFamilyDescriptor::new(name, cf_options(name, &options, &cache)));
+        let db = DB::open_cf_descriptors(&db_opts, &path, cfs).map_err(|source| {
+            // RocksDB's messages: "While lock file: …/LOCK: Resource temporarily unavailable"
+            // (another process) and "lock hold by current process" (another handle here).
+            let text = source.to_string();
+            if text.contains("While lock file") || text.contains("lock hold by current process") {
+                Error::Locked {
+                    path: path.clone(),
+                    source,
+                }
+            } else {
+                Error::storage(format!("opening the store at {}", path.display()))(source)
+            }
+        })?;
+        let write_states = WriteStateCache::new(options.hot_sessions);
+        let store = Store {
+            db,
+            options,
+            path,
+            next_number: AtomicU64::new(0),
+            write_states,
+            poisoned: AtomicBool::new(false),
+            claims: Mutex::new(HashSet::new()),
+            projection_registry: Registry::default(),
+            successors: SuccessorCache::default(),
+        };
+        store.recover_interrupted_imports()?;
+        let next = store.read_counter()?;
+        store.next_number.store(next, Ordering::SeqCst);
+        Ok(store)
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn cf(&self, name: &str) -> Result<&ColumnFamily> {
+        self.db.cf_handle(name).ok_or_else(|| Error::Corrupt {
+            id: String::new(),
+            detail: format!("column family {name} is missing"),
+        })
+    }
+
+    /// Write options for the configured durability.
+    pub(crate) fn write_options(&self) -> WriteOptions {
+        let mut w = WriteOptions::default();
+        w.set_sync(self.options.durability == Durability::Sync);
+        w
+    }
+
+    /// Commit a batch with the configured durability.
+    pub(crate) fn commit(&self, batch: WriteBatch, context: &str) -> Result<()> {
+        self.db
+            .write_opt(batch, &self.write_options())
+            .map_err(Error::storage(context))
+    }
+
+    /// Make every write so far durable (fsync the WAL).
+    pub fn sync(&self) -> Result<()> {
+        self.db
+            .flush_wal(true)
+            .map_err(Error::storage("syncing the write-ahead log"))
+    }
+
+    /// Commit a batch without fsync (for intermediate import batches that acknowledge nothing).
+    pub(crate) fn commit_unsynced(&self, batch: WriteBatch, context: &str) -> Result<()> {
+        let mut w = WriteOptions::default();
+        w.set_sync(false);
+        self.db
+            .write_opt(batch, &w)
+            .map_err(Error::storage(context))
+    }
+
+    /// Read options bounded to one session's range (prefix-seek on its session number).
+    pub(crate) fn bounded(&self, number: u64) -> rocksdb::ReadOptions {
+        let mut ro = rocksdb::ReadOptions::default();
+        ro.set_iterate_upper_bound(keys::session_end(number));
+        ro.set_prefix_same_as_start(true);
+        ro
+    }
+
+    /// Metadata of `id`, if stored (as of `snap`, when given). The one reader of `S` records.
+    pub(crate) fn read_meta(
+        &self,
+        id: &[u8],
+        snap: Option<&Snapshot<'_>>,
+    ) -> Result<Option<SessionMeta>> {
+        let cf = self.cf(CF_SESSIONS)?;
+        let key = keys::meta_key(id);
+        let got = match snap {
+            Some(snap) => snap.get_pinned_cf(cf, key),
+            None => self.db.get_pinned_cf(cf, key),
+        }
+        .map_err(Error::storage(format!(
+            "reading session \"{}\"",
+            String::from_utf8_lossy(id)
+        )))?;
+        got.map(|bytes| SessionMeta::decode(id, &bytes)).transpose()
+    }
+
+    /// Metadata of `id`, if stored.
+    pub(crate) fn meta(&self, id: &[u8]) -> Result<Option<SessionMeta>> {
+        self.read_meta(id, None)
+    }
+
+    /// Metadata of `id`, or `UnknownSession`.
+    pub(crate) fn require_meta(&self, id: &[u8]) -> Result<SessionMeta> {
+        self.meta(id)?.ok_or_else(|| unknown(id))
+    }
+
+    /// Metadata of `id` as of `snap`, or `UnknownSession`.
+    pub(crate) fn meta_at(&self, id: &[u8], snap: &Snapshot<'_>) -> Result<SessionMeta> {
+        self.read_meta(id, Some(snap))?.ok_or_else(|| unknown(id))
+    }
+
+    /// Visit every session's metadata in id order.
+    pub(crate) fn for_each_meta(
+        &self,
+        each: &mut dyn FnMut(&SessionMeta) -> Result<()>,
+    ) -> Result<()> {
+        let mut it = self.db.raw_iterator_cf(self.cf(CF_SESSIONS)?);
+        it.seek([keys::META_TAG]);
+        visit(&mut it, "listing sessions".into(), &mut |k, v| {
+            let Some((&keys::META_TAG, id)) = k.split_first() else {
+                return Ok(false);
+            };
+            each(&SessionMeta::decode(id, v)?)?;
+            Ok(true)
+        })
+    }
+
+    /// Where `meta`'s events live, in seq order.
+    pub(crate) fn segments(&self, meta: &SessionMeta) -> Result<Vec<Segment>> {
+        let own_from = meta.fork_of.as_ref().map_or(0, |b| b.seed);
+        let mut segs = match &meta.fork_of {
+            None => Vec::new(),
+            Some(base) => {
+                let parent = self.require_meta(&base.id)?;
+                let mut inherited = self.segments(&parent)?;
+                inherited.retain_mut(|s| {
+                    s.end = s.end.min(base.seed);
+                    s.from < s.end
+                });
+                inherited
+            }
+        };
+        segs.push(Segment {
+            number: meta.number,
+            from: own_from,
+            end: meta.events,
+        });
+        Ok(segs)
+    }
+
+    /// Ids of the forks reading session `number`'s prefix.
+    pub(crate) fn children(&self, number: u64) -> Result<Vec<Vec<u8>>> {
+        let prefix = keys::fork_prefix(number);
+        let mut out = Vec::new();
+        let mut it = self.db.raw_iterator_cf(self.cf(CF_SESSIONS)?);
+        it.seek(&prefix);
+        visit(&mut it, "reading lineage".into(), &mut |k, v| {
+            if !k.starts_with(&prefix) {
+                return Ok(false);
+            }
+            out.push(v.to_vec());
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    /// Visit every record of `section` in `cf` with seq ≤ `at`, in seq order, across `meta`'s
+    /// segments (a fork's inherited records from its ancestors' storage); `what` names the read
+    /// in errors (`reading {what} of "id"`).
+    pub(crate) fn scan_records(
+        &self,
+        meta: &SessionMeta,
+        (cf, section): (&str, u8),
+        at: u64,
+        what: &str,
+        each: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        for seg in self.segments(meta)? {
+            let Some(last) = seg.last_upto(at) else {
+                continue;
+            };
+            let mut it = self.session_iter_cf(cf, seg.number)?;
+            it.seek(keys::event_key(seg.number, section, seg.from));
+            let context = format!("reading {what} of \"{}\"", meta.id_lossy());
+            visit(
+                &mut it,
+                context,
+                &mut |k, v| match keys::parse_event_key(k) {
+                    Some((_, s, seq)) if s == section && seq <= last => {
+                        each(seq, v)?;
+                        Ok(true)
+                    }
+                    _ => Ok(false),
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A raw iterator over `cf` bounded to one session's range.
+    pub(crate) fn session_iter_cf(&self, cf: &str, number: u64) -> Result<RawIter<'_>> {
+        Ok(self
+            .db
+            .raw_iterator_cf_opt(self.cf(cf)?, self.bounded(number)))
+    }
+
+    /// A raw iterator bounded to one session's `events` range.
+    pub(crate) fn session_iter(&self, number: u64) -> Result<RawIter<'_>> {
+        self.session_iter_cf(CF_EVENTS, number)
+    }
+
+    /// An iterator for a whole-session scan (export, verify), reading at `snap` when given: it
+    /// reads ahead, and does not fill the block cache, so one-off scans do not evict the blocks
+    /// queries keep hot.
+    pub(crate) fn scan_iter_at(
+        &self,
+        number: u64,
+        snap: Option<&Snapshot<'_>>,
+    ) -> Result<RawIter<'_>> {
+        let mut ro = self.bounded(number);
+        if let Some(snap) = snap {
+            ro.set_snapshot(snap);
+        }
+        ro.set_readahead_size(2 << 20);
+        ro.fill_cache(false);
+        Ok(self.db.raw_iterator_cf_opt(self.cf(CF_EVENTS)?, ro))
+    }
+
+    /// Refuse writes after a failed durable write (until the store is reopened).
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::SeqCst) {
+            Err(Error::Poisoned)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The next session number to be allocated: it moves whenever a session is created.
+    pub(crate) fn number_watermark(&self) -> u64 {
+        self.next_number.load(Ordering::SeqCst)
+    }
+
+    /// Reserve a fresh session number (never reused, even if the import fails).
+    pub(crate) fn allocate_number(&self) -> u64 {
+        self.next_number.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// The counter value to persist after allocating `number`.
+    pub(crate) fn counter_after(&self, number: u64) -> Vec<u8> {
+        let next = self.next_number.load(Ordering::SeqCst).max(number + 1);
+        next.to_be_bytes().to_vec()
+    }
+
+    /// Claim `id` for an import; `None` when another import in this process holds it. The claim
+    /// is released when the returned guard drops, also when the import panics.
+    pub(crate) fn claim(&self, id: &[u8]) -> Option<Claim<'_>> {
+        self.claimed().insert(id.to_vec()).then(|| Claim {
+            store: self,
+            id: id.to_vec(),
+        })
+    }
+
+    /// The claimed ids. The lock is held only for one insert or remove, which a panic elsewhere
+    /// cannot leave half-done, so a poisoned lock still holds the true set.
+    fn claimed(&self) -> std::sync::MutexGuard<'_, HashSet<Vec<u8>>> {
+        self.claims
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Delete everything stored under a session number (its lines, tail and indexes).
+    pub(crate) fn delete_number_range(&self, batch: &mut WriteBatch, number: u64) -> Result<()> {
+        let (start, end) = (keys::session_start(number), keys::session_end(number));
+        for name in SESSION_RANGE_CFS {
+            batch.delete_range_cf(self.cf(name)?, &start, &end);
+        }
+        Ok(())
+    }
+
+    fn read_counter(&self) -> Result<u64> {
+        let cf = self.cf(CF_SESSIONS)?;
+        let got = self
+            .db
+            .get_cf(cf, keys::COUNTER_KEY)
+            .map_err(Error::storage("reading the session counter"))?;
+        match got {
+            None => Ok(0),
+            Some(v) => v
+                .as_slice()
+                .try_into()
+                .map(u64::from_be_bytes)
+                .map_err(|_| Error::Corrupt {
+                    id: String::new(),
+                    detail: format!("session counter is {} bytes, not 8", v.len()),
+                }),
+        }
+    }
+
+    /// Remove the partial writes of imports interrupted by a crash (see the module invariant).
+    fn recover_interrupted_imports(&self) -> Result<()> {
+        let cf = self.cf(CF_SESSIONS)?;
+        let mut batch = WriteBatch::default();
+        let mut it = self.db.raw_iterator_cf(cf);
+        it.seek([keys::PENDING_TAG]);
+        visit(
+            &mut it,
+            "scanning interrupted imports".into(),
+            &mut |k, _| {
+                if k.first() != Some(&keys::PENDING_TAG) {
+                    return Ok(false);
+                }
+                if let Ok(n) = <[u8; 8]>::try_from(&k[1..]) {
+                    self.delete_number_range(&mut batch, u64::from_be_bytes(n))?;
+                }
+                batch.delete_cf(cf, k);
+                Ok(true)
+            },
+        )?;
+        if !batch.is_empty() {
+            self.commit(batch, "removing interrupted imports")?;
+        }
+        Ok(())
+    }
+}
+
+/// Visit the entries from the iterator's position on, in key order, while `each(key, value)`
+/// returns true; then check the iterator's status (`context` names the read in its error), so
+/// a read that fails midway is an error, never a short answer. Every forward scan goes through
+/// here.
+pub(crate) fn visit(
+    it: &mut RawIter<'_>,
+    context: String,
+    each: &mut VisitEntry<'_>,
+) -> Result<()> {
+    while it.valid() {
+        let (Some(k), Some(v)) = (it.key(), it.value()) else {
+            break;
+        };
+        if !each(k, v)? {
+            break;
+        }
+        it.next();
+    }
+    it.status().map_err(Error::storage(context))
+}
+
+/// The error of a session that is not stored.
+fn unknown(id: &[u8]) -> Error {
+    Error::UnknownSession {
+        id: String::from_utf8_lossy(id).into_owned(),
+    }
+}
+
+/// An import's claim on an id (see [`Store::claim`]), released on drop.
+pub(crate) struct Claim<'s> {
+    store: &'s Store,
+    id: Vec<u8>,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.store.claimed().remove(&self.id);
+    }
+}
+
+/// Per-CF options: bloom filters and a shared cache everywhere; the session-number prefix
+/// extractor on the CFs keyed by session number.
+fn cf_options(name: &str, options: &Options, cache: &Cache) -> rocksdb::Options {
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(cache);
+    table.set_bloom_filter(10.0, false);
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    table.set_block_size(16 << 10);
+    let mut o = rocksdb::Options::default();
+    o.set_block_based_table_factory(&table);
+    o.set_write_buffer_size(options.write_buffer_bytes);
+    o.set_level_compaction_dynamic_level_bytes(true);
+    o.set_compression_type(DBCompressionType::Lz4);
+    o.set_bottommost_compression_type(DBCompressionType::Zstd);
+    o.set_target_file_size_base(64 << 20);
+    if name != CF_SESSIONS {
+        o.set_prefix_extractor(SliceTransform::create_fixed_prefix(8));
+        o.set_memtable_prefix_bloom_ratio(0.1);
+    }
+    o
+}

@@ -1,0 +1,71 @@
+//! Helpers for the engine's unit tests: a store in a temp directory holding one small V0
+//! session, and direct edits of stored values to simulate damage the public API cannot cause.
+
+use sessionlog_codec::event::NewEvent;
+
+use crate::layout::keys;
+use crate::layout::keys::{CF_EVENTS, CF_SESSIONS};
+use crate::layout::meta::{SessionMeta, SourceEncoding};
+use crate::options::{Durability, Options};
+use crate::store::Store;
+
+/// A V0 session header with id `a`.
+const HEADER: &str =
+    r#"{"type":"session","version":0,"id":"a","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
+
+/// A batch-shape event as an append input.
+pub(crate) fn ev(text: &str) -> NewEvent {
+    NewEvent::from_value(&sessionlog_codec::json::parse(text).expect("json")).expect("event")
+}
+
+/// A store holding session `a`: a user message at seq 0, an assistant message at 1 and a tool
+/// result at 2, all on the surface, appended as one batch (one block keyed at seq 0).
+pub(crate) fn seeded() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = Options {
+        durability: Durability::Buffered,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path().join("db"), options).expect("open");
+    store
+        .create_session(HEADER, SourceEncoding::Jsonl)
+        .expect("create");
+    let batch = vec![
+        ev(
+            r#"{"type":"user/message","time":2,"data":{"content":[],"source":{"kind":"user"},"role":"user","id":"u1"},"surfaceOp":"append"}"#,
+        ),
+        ev(
+            r#"{"type":"assistant/message","time":3,"data":{"turn":1,"step":1,"message":{"id":"a1","role":"assistant","source":{"kind":"model","provider":"p","model":"m"},"content":[{"type":"text","text":"x"}]}},"surfaceOp":"append","sourceEventSeqs":[]}"#,
+        ),
+        ev(
+            r#"{"type":"tool/result","time":4,"data":{"turn":1,"step":1,"message":{"id":"t1","role":"user","source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"out"}],"isError":false}]}},"surfaceOp":"append","sourceEventSeqs":[1]}"#,
+        ),
+    ];
+    store.append("a", Some(0), batch).expect("seed batch");
+    (dir, store)
+}
+
+/// Overwrite session `a`'s first block with bytes that fail its checksum.
+pub(crate) fn damage_first_block(store: &Store) {
+    let number = store.require_meta(b"a").expect("meta").number;
+    let cf = store.cf(CF_EVENTS).expect("cf");
+    store
+        .db
+        .put_cf(
+            cf,
+            keys::event_key(number, keys::BLOCK, 0),
+            b"damaged block",
+        )
+        .expect("put");
+}
+
+/// Store `edit` applied to session `a`'s metadata.
+pub(crate) fn edit_meta(store: &Store, edit: impl FnOnce(&mut SessionMeta)) {
+    let mut meta = store.require_meta(b"a").expect("meta");
+    edit(&mut meta);
+    let cf = store.cf(CF_SESSIONS).expect("cf");
+    store
+        .db
+        .put_cf(cf, keys::meta_key(b"a"), meta.encode().expect("encode"))
+        .expect("put");
+}

@@ -1,0 +1,65 @@
+//! A batch of authored events appended to a stored session (append, repair, resume): its lines
+//! as DSH writes them, its frame for a `.jsonl.zstd` session, the surface records folded for it,
+//! and the session's metadata as it will be once the batch commits.
+//!
+//! Invariant: everything a batch changes is staged into one [`SessionBatch`], so it commits with
+//! the metadata that counts it, or not at all.
+
+use sessionlog_codec::json::Value;
+use sessionlog_codec::stored::{encode_block, BlockMeta};
+use sessionlog_codec::zstd::FrameCompressor;
+
+use crate::error::Result;
+use crate::layout::keys::{self, CF_EVENTS, CF_SURFACE};
+use crate::layout::meta::{human_prompt_time, SessionMeta, SourceEncoding};
+use crate::layout::values::checked_value;
+use crate::write::indexer::Folded;
+use crate::write::lines::author_lines;
+use crate::write::session_batch::SessionBatch;
+
+/// Author and stage `authored` (seqs from `meta.events` on, folded into `surface`) as the
+/// session's next batch, and return the session metadata as it will be once `batch` commits.
+pub(crate) fn write_records(
+    meta: &SessionMeta,
+    authored: &[Value],
+    surface: &Folded,
+    batch: &mut SessionBatch<'_>,
+) -> Result<SessionMeta> {
+    for (key, value) in &surface.puts {
+        batch.put(CF_SURFACE, key, value)?;
+    }
+    let mut text = String::new();
+    let mut block = BlockMeta {
+        batch: meta.next_batch,
+        members: Vec::with_capacity(authored.len()),
+    };
+    author_lines(meta.version, authored, &mut text, &mut block.members);
+    let lines = block.members.len() as u64;
+    let text = text.into_bytes();
+    let key = keys::event_key(meta.number, keys::BLOCK, meta.events);
+    batch.put(CF_EVENTS, &key, &encode_block(&block, &text)?)?;
+    let mut next = meta.clone();
+    next.events = meta.events + block.members.iter().map(|&m| u64::from(m)).sum::<u64>();
+    if let Some(t) = authored.iter().rev().find_map(human_prompt_time) {
+        next.activity_ms = Some(t);
+    }
+    next.surface_since_snapshot = surface.since_snapshot;
+    next.committed_lines += lines;
+    next.body_lines += lines;
+    next.committed_bytes += text.len() as u64;
+    next.plaintext_bytes += text.len() as u64;
+    next.next_batch += 1;
+    match meta.source {
+        SourceEncoding::Jsonl => next.total_bytes += text.len() as u64,
+        SourceEncoding::JsonlZstd => {
+            let mut frame = Vec::new();
+            FrameCompressor::new()?.compress_into(&text, &mut frame)?;
+            let key = keys::event_key(meta.number, keys::FRAME, meta.frames);
+            batch.put(CF_EVENTS, &key, &checked_value(&frame))?;
+            next.frames += 1;
+            next.total_bytes += frame.len() as u64;
+        }
+    }
+    batch.update_meta(meta, &next)?;
+    Ok(next)
+}

@@ -1,0 +1,33 @@
+//! The one line-authoring rule: how events become log lines, exactly as DSH's JSONL writer
+//! writes them. Appends, repairs, forks and a fork's re-serialized seed all go through it.
+//!
+//! Invariant: the lines of one batch are a pure function of the format version and the events:
+//! V2+ logs hold one row per event (`sourceEventSeqs` range-encoded in the file form); V0 (and
+//! V1) logs pack each run of `assistant/chunk` events into one line.
+
+use sessionlog_codec::chunk_rows::pack_runs;
+use sessionlog_codec::json::{self, Value};
+use sessionlog_codec::rows::file_row;
+
+/// Append to `text` the lines (each with its `\n`) of `events` written as one batch to a log of
+/// format `version`, and to `members` each line's number of events.
+pub(crate) fn author_lines(
+    version: u32,
+    events: &[Value],
+    text: &mut String,
+    members: &mut Vec<u32>,
+) {
+    if version >= 2 {
+        for event in events {
+            json::write_value(text, &file_row(event));
+            text.push('\n');
+            members.push(1);
+        }
+    } else {
+        for packed in &pack_runs(events) {
+            json::write_value(text, packed.value());
+            text.push('\n');
+            members.push(u32::try_from(packed.members()).unwrap_or(u32::MAX));
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The one session-batch builder every writer goes through (import, create, append, repair,
+//! fork, migrate, delete, purge): a WriteBatch plus the session-level changes, which are the only
+//! code that writes the `sessions` CF's `S`, `N`, `A`, `R`, `F`, `P` and `C` keys.
+//!
+//! Invariants kept here: a session's `N`, `A`, `R` (and, for a fork, `F`) keys are written and
+//! removed together with its `S` record; the `A` key always names the activity the `S` record
+//! holds; a removed session's ranges in every session-keyed CF go in the same batch.
+
+use rocksdb::WriteBatch;
+
+use crate::error::Result;
+use crate::layout::keys::{self, CF_SESSIONS};
+use crate::layout::meta::SessionMeta;
+use crate::store::Store;
+
+/// A WriteBatch of one or more sessions' changes, committed at once.
+pub(crate) struct SessionBatch<'s> {
+    store: &'s Store,
+    batch: WriteBatch,
+}
+
+impl<'s> SessionBatch<'s> {
+    /// An empty batch for `store`.
+    pub(crate) fn new(store: &'s Store) -> Self {
+        SessionBatch {
+            store,
+            batch: WriteBatch::default(),
+        }
+    }
+
+    /// Whether nothing was staged.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.batch.is_empty()
+    }
+
+    /// Stage a record of a session-keyed CF (`events`, `surface`, `checkpoints`).
+    pub(crate) fn put(&mut self, cf: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        self.batch.put_cf(self.store.cf(cf)?, key, value);
+        Ok(())
+    }
+
+    /// Delete a record of a session-keyed CF.
+    pub(crate) fn delete(&mut self, cf: &str, key: &[u8]) -> Result<()> {
+        self.batch.delete_cf(self.store.cf(cf)?, key);
+        Ok(())
+    }
+
+    /// Delete the records of a session-keyed CF in `from..to`.
+    pub(crate) fn delete_range(&mut self, cf: &str, from: &[u8], to: &[u8]) -> Result<()> {
+        self.batch.delete_range_cf(self.store.cf(cf)?, from, to);
+        Ok(())
+    }
+
+    /// A new session's metadata and index keys (`S`, `N`, `A`, `R`, and `F` for a fork), and
+    /// the session counter past its number.
+    pub(crate) fn insert_session(&mut self, meta: &SessionMeta) -> Result<()> {
+        let sessions = self.store.cf(CF_SESSIONS)?;
+        let number = meta.number;
+        self.batch
+            .put_cf(sessions, keys::meta_key(&meta.id), meta.encode()?);
+        self.batch
+            .put_cf(sessions, keys::number_key(number), &meta.id);
+        self.batch.put_cf(
+            sessions,
+            keys::activity_key(meta.activity_ms, number),
+            &meta.id,
+        );
+        self.batch.put_cf(
+            sessions,
+            keys::created_key(meta.created_at, number),
+            &meta.id,
+        );
+        if let Some(base) = &meta.fork_of {
+            self.batch
+                .put_cf(sessions, keys::fork_key(base.number, number), &meta.id);
+        }
+        self.batch.put_cf(
+            sessions,
+            keys::COUNTER_KEY,
+            self.store.counter_after(number),
+        );
+        Ok(())
+    }
+
+    /// A stored session's metadata changing in what no index holds (its activity unchanged).
+    pub(crate) fn put_meta(&mut self, meta: &SessionMeta) -> Result<()> {
+        self.batch.put_cf(
+            self.store.cf(CF_SESSIONS)?,
+            keys::meta_key(&meta.id),
+            meta.encode()?,
+        );
+        Ok(())
+    }
+
+    /// A stored session's metadata changing from `before` to `after` (same id and number): its
+    /// `S` record, and its `A` key when the activity moved.
+    pub(crate) fn update_meta(&mut self, before: &SessionMeta, after: &SessionMeta) -> Result<()> {
+        let sessions = self.store.cf(CF_SESSIONS)?;
+        if before.activity_ms != after.activity_ms {
+            self.batch.delete_cf(
+                sessions,
+                keys::activity_key(before.activity_ms, before.number),
+            );
+            self.batch.put_cf(
+                sessions,
+                keys::activity_key(after.activity_ms, after.number),
+                &after.id,
+            );
+        }
+        self.put_meta(after)
+    }
+
+    /// Everything stored for `meta`'s number: its ranges and its `N`, `A`, `R`, `F` keys. Its
+    /// `S` record stays unless `with_meta` (a successor of the same id overwrites it).
+    pub(crate) fn remove_session(&mut self, meta: &SessionMeta, with_meta: bool) -> Result<()> {
+        let sessions = self.store.cf(CF_SESSIONS)?;
+        let number = meta.number;
+        self.store.delete_number_range(&mut self.batch, number)?;
+        if let Some(base) = &meta.fork_of {
+            self.batch
+                .delete_cf(sessions, keys::fork_key(base.number, number));
+        }
+        if with_meta {
+            self.batch.delete_cf(sessions, keys::meta_key(&meta.id));
+        }
+        self.batch.delete_cf(sessions, keys::number_key(number));
+        self.batch
+            .delete_cf(sessions, keys::activity_key(meta.activity_ms, number));
+        self.batch
+            .delete_cf(sessions, keys::created_key(meta.created_at, number));
+        Ok(())
+    }
+
+    /// Mark an import of `number` in progress (its partial writes are removed at open).
+    pub(crate) fn mark_pending(&mut self, number: u64) -> Result<()> {
+        self.batch
+            .put_cf(self.store.cf(CF_SESSIONS)?, keys::pending_key(number), []);
+        Ok(())
+    }
+
+    /// Remove whatever an import of `number` wrote, and its marker.
+    pub(crate) fn discard(&mut self, number: u64) -> Result<()> {
+        self.store.delete_number_range(&mut self.batch, number)?;
+        self.clear_pending(number)
+    }
+
+    /// The import of `number` is complete (or gone): remove its marker.
+    pub(crate) fn clear_pending(&mut self, number: u64) -> Result<()> {
+        self.batch
+            .delete_cf(self.store.cf(CF_SESSIONS)?, keys::pending_key(number));
+        Ok(())
+    }
+
+    /// Commit with the configured durability (`context` names the write in errors).
+    pub(crate) fn commit(self, context: &str) -> Result<()> {
+        self.store.commit(self.batch, context)
+    }
+
+    /// Commit without fsync (intermediate import batches, deferred-sync imports).
+    pub(crate) fn commit_unsynced(self, context: &str) -> Result<()> {
+        self.store.commit_unsynced(self.batch, context)
+    }
+
+    /// Take what is staged, leaving this batch empty.
+    pub(crate) fn take(&mut self) -> SessionBatch<'s> {
+        SessionBatch {
+            store: self.store,
+            batch: std::mem::take(&mut self.batch),
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! `sessionlog stress --power-loss`: the power-cut loop on LazyFS (see
+//! `sessionlog_tools::power`). The parent re-runs this binary with `--power-worker SPEC` as the
+//! child it freezes and kills.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use anyhow::Context;
+use sessionlog_codec::json::Object;
+use sessionlog_engine::Durability;
+use sessionlog_tools::power::worker::{self as power_worker, WorkerSpec};
+use sessionlog_tools::power::{durability_name, lazyfs, power_loop, PowerOptions};
+
+use crate::output::json_line;
+
+/// The child side.
+pub fn worker(spec: &str) -> anyhow::Result<ExitCode> {
+    power_worker::run(&WorkerSpec::parse(spec)?)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run(
+    opts: &PowerOptions,
+    cycles: u64,
+    dir: Option<PathBuf>,
+    build_script: Option<PathBuf>,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    if let Some(why) = lazyfs::unavailable_reason() {
+        anyhow::bail!("power-loss runs need LazyFS, which cannot run here: {why}");
+    }
+    // The checkout this binary was built from: LazyFS's build.sh is beside it.
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let binary = lazyfs::locate_or_build(
+        &lazyfs::default_build_dir(),
+        build_script.as_deref(),
+        &checkout,
+    )?;
+    let (work, remove_after) = match dir {
+        Some(d) => (d, false),
+        None => (
+            std::env::temp_dir().join(format!("sessionlog-power-{}", std::process::id())),
+            true,
+        ),
+    };
+    if work.join("journal").exists() {
+        anyhow::bail!(
+            "{} holds an earlier run: remove it or pick another --dir",
+            work.display()
+        );
+    }
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let exe = match Path::new("/proc/self/exe") {
+        p if p.exists() => p.to_path_buf(),
+        _ => std::env::current_exe().context("locating the sessionlog binary")?,
+    };
+    let mut spawn = |spec: &WorkerSpec| {
+        let mut c = Command::new(&exe);
+        c.args(["stress", "--power-worker", &spec.to_arg()]);
+        c
+    };
+    let start = Instant::now();
+    let mut progress = |cycle: u64, c: &sessionlog_tools::power::model::CycleCheck| {
+        if !as_json {
+            eprintln!(
+                "cycle {}/{cycles}: {} acknowledged, {} lost, {} half-applied, {} problems, \
+                 {} sessions checked",
+                cycle + 1,
+                c.acknowledged,
+                c.lost,
+                c.half_applied,
+                c.problems.len(),
+                c.sessions
+            );
+        }
+    };
+    let report = power_loop(&work, &binary, cycles, opts, &mut spawn, &mut progress)
+        .with_context(|| format!("power-loss run in {} (kept for inspection)", work.display()))?;
+    let secs = start.elapsed().as_secs_f64();
+    for p in &report.problems {
+        eprintln!("problem: {p}");
+    }
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        let o = Object::new()
+            .with("cycles", report.cycles as i64)
+            .with("acknowledged", report.acknowledged as i64)
+            .with("lost", report.lost as i64)
+            .with("half_applied", report.half_applied as i64)
+            .with("problems", report.problems.len() as i64)
+            .with("durability", durability_name(opts.durability))
+            .with("cycles_with_loss", report.cycles_with_loss as i64)
+            .with("rejected", report.rejected as i64)
+            .with("session_checks", report.session_checks as i64)
+            .with("stores", report.stores as i64)
+            .with("lazyfs_restarts", report.lazyfs_restarts as i64)
+            .with("seconds", secs);
+        json_line(&mut out, o)?;
+    } else {
+        writeln!(
+            out,
+            "{} power cuts ({}) in {secs:.1} s: {} acknowledged session writes, {} lost \
+             (in {} cycles), {} half-applied, {} problems; {} session checks, {} stores, {} \
+             admin ops refused, {} LazyFS restarts",
+            report.cycles,
+            durability_name(opts.durability),
+            report.acknowledged,
+            report.lost,
+            report.cycles_with_loss,
+            report.half_applied,
+            report.problems.len(),
+            report.session_checks,
+            report.stores,
+            report.rejected,
+            report.lazyfs_restarts
+        )?;
+    }
+    let failed = report.half_applied > 0
+        || !report.problems.is_empty()
+        || (opts.durability == Durability::Sync && report.lost > 0);
+    if remove_after && !failed {
+        std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
