@@ -117,6 +117,7 @@ pub fn code_of(e: &Error) -> &'static str {
         Error::Fork { .. } => "SESSIONLOG_FORK",
         Error::UnknownUnit { .. } => "SESSIONLOG_UNKNOWN_UNIT",
         Error::Options(_) => "SESSIONLOG_OPTIONS",
+        Error::Internal(_) => "SESSIONLOG_INTERNAL",
         _ => "SESSIONLOG_ERROR",
     }
 }
