@@ -29,6 +29,11 @@ pub struct SessionSummary {
     pub format: u32,
     /// Every generation held, ascending (the served one is the last).
     pub generations: Vec<u32>,
+    /// The exact header record, without its `\n` (lossy UTF-8).
+    pub header: String,
+    /// Write batches committed so far (the header is batch 0): it moves with every append or
+    /// repair, so with `events`, `bytes` and `verdict` it names the stored revision.
+    pub batches: u64,
 }
 
 impl From<&SessionMeta> for SessionSummary {
@@ -49,6 +54,9 @@ impl From<&SessionMeta> for SessionSummary {
                 .map(|g| g.version)
                 .chain([m.version])
                 .collect(),
+            header: String::from_utf8_lossy(m.header.strip_suffix(b"\n").unwrap_or(&m.header))
+                .into_owned(),
+            batches: m.next_batch,
         }
     }
 }
@@ -121,6 +129,12 @@ impl Store {
             page.next = None;
         }
         Ok(page)
+    }
+
+    /// The summary of session `id` (deleted or not), or `UnknownSession`.
+    pub fn summary(&self, id: &str) -> Result<SessionSummary> {
+        self.require_meta(id.as_bytes())
+            .map(|m| SessionSummary::from(&m))
     }
 
     /// Every stored session, ordered by id.

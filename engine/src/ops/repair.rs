@@ -5,7 +5,9 @@
 //! the closers of an interrupted turn (V0: DSH 0.1's, `codec::repair`; V4: DSH 0.2's
 //! `interrupted` closers, `codec::open_turn`). Bytes before the cut never change.
 //! Resume repairs, then appends one `session/end-seed` batch unless the log already ends with
-//! one. Both run under the session's write lock and drop its cached write state, which reloads from the
+//! one. A tail cut only cuts (and re-appends recovered lines), closing nothing: a live host that
+//! still owns the open turn (DSH's adoption) appends its own ends, or its own closers. All run
+//! under the session's write lock and drop its cached write state, which reloads from the
 //! store on the next append.
 
 use sessionlog_codec::json::Value;
@@ -41,30 +43,47 @@ struct TornBlocks {
     events: usize,
 }
 
+/// How far a repair goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// Cut the torn tail, re-append recovered lines; close nothing.
+    CutTail,
+    /// Also close an interrupted turn.
+    Repair,
+    /// Also mark the seed boundary.
+    Resume,
+}
+
 impl Store {
     /// Repair session `id` as DSH does on load: cut a torn tail, close an interrupted turn.
     pub fn repair(&self, id: &str) -> Result<RepairReport> {
-        self.repair_or_resume(id, false)
+        self.repair_to(id, Reach::Repair)
     }
 
     /// Resume session `id`: repair it, then mark the seed boundary with `session/end-seed`.
     pub fn resume(&self, id: &str) -> Result<RepairReport> {
-        self.repair_or_resume(id, true)
+        self.repair_to(id, Reach::Resume)
     }
 
-    fn repair_or_resume(&self, id: &str, resume: bool) -> Result<RepairReport> {
+    /// Cut session `id`'s torn tail (re-appending the lines recovered from a torn zstd frame),
+    /// leaving an open turn open: DSH's truncate-only repair.
+    pub fn cut_torn_tail(&self, id: &str) -> Result<RepairReport> {
+        self.repair_to(id, Reach::CutTail)
+    }
+
+    fn repair_to(&self, id: &str, reach: Reach) -> Result<RepairReport> {
         self.write_open(id)?;
         self.rewrite_session(id, "repairing session", |meta, batch| {
-            self.stage_repair(id, meta, resume, batch)
+            self.stage_repair(id, meta, reach, batch)
         })
     }
 
-    /// Stage the repair (and with `resume` the seed boundary) of session `id` into `batch`.
+    /// Stage the repair of session `id`, as far as `reach` says, into `batch`.
     fn stage_repair(
         &self,
         id: &str,
         mut meta: SessionMeta,
-        resume: bool,
+        reach: Reach,
         batch: &mut SessionBatch<'_>,
     ) -> Result<RepairReport> {
         meta.require_undeleted()?;
@@ -103,7 +122,9 @@ impl Store {
         }
         meta.verdict = Verdict::Clean;
         meta.body_lines = meta.committed_lines;
-        let closers = if meta.version == 4 {
+        let closers = if reach == Reach::CutTail {
+            Vec::new()
+        } else if meta.version == 4 {
             let mut open = sessionlog_codec::open_turn::OpenTurn::default();
             for e in &events {
                 open.observe(e);
@@ -127,7 +148,7 @@ impl Store {
         } else if report.cut_bytes > 0 {
             batch.put_meta(&meta)?;
         }
-        if resume && needs_end_seed(last.as_ref()) {
+        if reach == Reach::Resume && needs_end_seed(last.as_ref()) {
             let seed = [end_seed(meta.events, now_ms())];
             let folded = self.fold_for_repair(&meta, &mut fold, &seed)?;
             write_records(&meta, &seed, &folded, batch)?;

@@ -1,0 +1,77 @@
+/** DSH session header fields (`SessionHeader`), as stored in the log's first line. */
+export interface SessionHeaderFields {
+  version: number
+  id: string
+  createdAt: number
+  cwd?: string
+  parentSession?: string
+  seedLength?: number
+  origin?: unknown
+  delegationDepth?: number
+  agentPreset?: string
+}
+
+/** A DSH event as appended: its seq is assigned by the store. */
+export interface EventInput {
+  type: string
+  time?: number
+  data: unknown
+  surfaceOp?: unknown
+  sourceEventSeqs?: unknown
+  ignorable?: boolean
+  seq?: number
+}
+
+/** A stored event, exactly as DSH's reader parses it. */
+export interface StoredEvent extends EventInput {
+  seq: number
+  time: number
+}
+
+export interface StoredSession {
+  header: SessionHeaderFields
+  events: StoredEvent[]
+  revision: string
+  /** The stored log ends in a torn (never committed) fragment. */
+  torn: boolean
+  verdict: string
+}
+
+export interface SessionSummary {
+  id: string
+  header: SessionHeaderFields
+  events: number
+  bytes: number
+  verdict: string
+  revision: string
+}
+
+export declare class SessionlogError extends Error {
+  readonly code: string
+  constructor(code: string, message: string)
+}
+
+export declare function headerLine(header: SessionHeaderFields): string
+export declare function headerFields(line: string): SessionHeaderFields
+
+export declare class Store {
+  static open(dir: string, options?: { durability?: 'sync' | 'buffered' }): Promise<Store>
+  close(): Promise<void>
+  createSession(header: SessionHeaderFields | string, options?: { encoding?: 'jsonl' | 'jsonl.zstd' }): Promise<string>
+  append(id: string, expectedNextSeq: number | undefined, events: readonly EventInput[]): Promise<{ firstSeq: number; count: number }>
+  load(id: string): Promise<StoredSession | undefined>
+  readFrom(id: string, fromSeq: number): Promise<StoredSession | undefined>
+  revision(id: string): Promise<string | undefined>
+  summary(id: string): Promise<{ events: number; bytes: number; verdict: string; revision: string } | undefined>
+  list(): Promise<SessionSummary[]>
+  exportBytes(id: string, options?: { format?: 'jsonl' | 'jsonl.zstd'; generation?: number }): Promise<Buffer>
+  repair(id: string): Promise<{ cutBytes: number; recovered: number; closers: number; endSeed: boolean }>
+  cutTornTail(id: string): Promise<{ cutBytes: number; recovered: number; closers: number; endSeed: boolean }>
+  fork(source: string, newId: string, options?: { at?: number }): Promise<{ id: string; seed: number; endSeed: boolean; closers: number }>
+  messagesAt(id: string, seq?: number): Promise<unknown[]>
+  stateAt(id: string, unit: string, seq?: number): Promise<unknown>
+  importBytes(name: string, bytes: Uint8Array): Promise<{ id: string; verdict: string }>
+  remove(id: string): Promise<void>
+  verify(ids?: string[]): Promise<{ sessions: number; events: number; problems: { session: string; detail: string }[] }>
+  commitStats(): { writes: number; appends: number }
+}

@@ -1,0 +1,173 @@
+// sessionlog for Node: the store, opened on a directory, with promise-returning operations.
+// Every call runs off the JS thread in the addon; appends of many sessions issued together are
+// group-committed (one write and one fsync for all of them). Events cross as JSON text: one
+// JSON.stringify here and one parse in Rust beat building values through N-API call by call.
+import { createRequire } from 'node:module'
+import { headerLine, headerFields } from './header.js'
+
+const { NativeStore } = createRequire(import.meta.url)('./sessionlog.node')
+
+/** A failure of the store: the engine's message (session, seq, rule) and a stable `code`. */
+export class SessionlogError extends Error {
+  /**
+   * @param {string} code stable `SESSIONLOG_…` code
+   * @param {string} message the engine's message
+   */
+  constructor(code, message) {
+    super(message)
+    this.name = 'SessionlogError'
+    this.code = code
+  }
+}
+
+/** Throw the outcome's failure, if any. */
+function settled(outcome) {
+  if (outcome.code != null) throw new SessionlogError(outcome.code, outcome.message ?? outcome.code)
+  return outcome
+}
+
+/** The outcome's JSON result, parsed (`undefined` for null). */
+function parsed(outcome) {
+  const text = settled(outcome).json
+  const value = text == null ? null : JSON.parse(text)
+  return value === null ? undefined : value
+}
+
+/** A stored session read through the addon, header parsed. */
+function stored(value) {
+  if (value === undefined) return undefined
+  return { ...value, header: headerFields(value.header) }
+}
+
+export { headerLine, headerFields }
+
+/** An open sessionlog store. */
+export class Store {
+  #native
+
+  /** @param {object} native the addon's handle (use {@link Store.open}) */
+  constructor(native) {
+    this.#native = native
+  }
+
+  /**
+   * Open (creating if needed) the store in `dir`.
+   * @param {string} dir store directory
+   * @param {{durability?: 'sync' | 'buffered'}} [options]
+   */
+  static async open(dir, { durability = 'sync' } = {}) {
+    const native = new NativeStore()
+    settled(await native.open(dir, durability))
+    return new Store(native)
+  }
+
+  /** Commit queued appends and close; the directory can then be opened again. */
+  async close() {
+    settled(await this.#native.close())
+  }
+
+  /**
+   * Create an empty session.
+   * @param {object | string} header DSH session header fields, or the header line itself
+   * @param {{encoding?: 'jsonl' | 'jsonl.zstd'}} [options] how its bytes are kept
+   * @returns {Promise<string>} the session id
+   */
+  async createSession(header, { encoding = 'jsonl' } = {}) {
+    const line = typeof header === 'string' ? header : headerLine(header)
+    return parsed(await this.#native.createSession(line, encoding === 'jsonl.zstd'))
+  }
+
+  /**
+   * Append one batch; resolves once it is durable (under `sync`).
+   * @param {string} id session id
+   * @param {number | undefined} expectedNextSeq the seq the batch must start at (undefined: any)
+   * @param {readonly object[]} events DSH events (`type`, `time`, `data`, surface metadata)
+   * @returns {Promise<{firstSeq: number, count: number}>}
+   */
+  async append(id, expectedNextSeq, events) {
+    return parsed(await this.#native.append(id, expectedNextSeq, JSON.stringify(events)))
+  }
+
+  /** Header, every event, revision and torn flag of a session; `undefined` when absent. */
+  async load(id) {
+    return stored(parsed(await this.#native.load(id, 0)))
+  }
+
+  /** Like {@link Store.load}, with only the events at or after `fromSeq` (a seek, not a scan). */
+  async readFrom(id, fromSeq) {
+    return stored(parsed(await this.#native.load(id, fromSeq)))
+  }
+
+  /** The session's revision token (changes with every commit to it); `undefined` when absent. */
+  async revision(id) {
+    return (await this.summary(id))?.revision
+  }
+
+  /** `{events, bytes, verdict, revision}` of a session; `undefined` when absent. */
+  async summary(id) {
+    return parsed(await this.#native.summary(id))
+  }
+
+  /** Every live session: `{id, header, events, bytes, verdict, revision}`. */
+  async list() {
+    return parsed(await this.#native.list()).map(stored)
+  }
+
+  /**
+   * The session's bytes, exactly as DSH's writer would have written its file.
+   * @param {string} id session id
+   * @param {{format?: 'jsonl' | 'jsonl.zstd', generation?: number}} [options]
+   * @returns {Promise<Buffer>}
+   */
+  async exportBytes(id, { format, generation } = {}) {
+    return settled(await this.#native.exportBytes(id, format, generation)).bytes
+  }
+
+  /** Repair as DSH's load does: cut a torn tail, close an interrupted turn. */
+  async repair(id) {
+    return parsed(await this.#native.repair(id))
+  }
+
+  /** Cut a torn tail only, leaving an open turn open. */
+  async cutTornTail(id) {
+    return parsed(await this.#native.cutTornTail(id))
+  }
+
+  /**
+   * Fork `source` into `newId`, inheriting its events up to seq `at` (default: all).
+   * @returns {Promise<{id: string, seed: number, endSeed: boolean, closers: number}>}
+   */
+  async fork(source, newId, { at } = {}) {
+    return parsed(await this.#native.fork(source, newId, at))
+  }
+
+  /** The messages the model saw at seq `seq` (default: the end). */
+  async messagesAt(id, seq) {
+    return parsed(await this.#native.messagesAt(id, seq))
+  }
+
+  /** Projection unit `unit`'s state at seq `seq` (default: the end). */
+  async stateAt(id, unit, seq) {
+    return parsed(await this.#native.stateAt(id, unit, seq))
+  }
+
+  /** Import one session log file's bytes (`.jsonl` or `.jsonl.zstd`), byte-exactly. */
+  async importBytes(name, bytes) {
+    return parsed(await this.#native.importBytes(name, Buffer.from(bytes)))
+  }
+
+  /** Remove a session for good. */
+  async remove(id) {
+    settled(await this.#native.remove(id))
+  }
+
+  /** Check stored bytes and indexes (all sessions when `ids` is empty). */
+  async verify(ids = []) {
+    return parsed(await this.#native.verify(ids))
+  }
+
+  /** How appends were grouped: `writes` (one fsync each under sync) and `appends`. */
+  commitStats() {
+    return this.#native.commitStats()
+  }
+}

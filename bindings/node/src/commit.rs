@@ -1,0 +1,231 @@
+//! Group commit: one thread commits every append that is waiting, of any number of sessions, in
+//! one `Store::append_many` call (one RocksDB write, one fsync under `sync` durability).
+//!
+//! Invariants: each append's promise settles only after the write that holds it returned, so a
+//! resolved append is durable; appends to one session commit in the order they were issued (a
+//! group holding two batches of one session commits them in successive rounds, since
+//! `append_many` takes a session once per call); closing commits everything already queued
+//! before the thread stops.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::json::{parse, Value};
+use sessionlog_engine::{AppendItem, AppendReceipt, Store};
+
+use crate::reply::{Pending, Reply};
+use crate::workers::{closed, Shared};
+
+/// One append waiting for the commit thread.
+pub struct AppendRequest {
+    /// Session id.
+    pub id: String,
+    /// The seq the caller expects its batch to start at.
+    pub expected_next_seq: Option<u64>,
+    /// The batch, as the JSON text of an array of DSH events.
+    pub events_json: String,
+    /// Settled with the receipt once committed.
+    pub pending: Pending,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<AppendRequest>,
+    closing: bool,
+}
+
+/// Counters that show the grouping: appends committed and writes that committed them.
+#[derive(Default)]
+pub struct CommitStats {
+    /// `append_many` calls made.
+    pub writes: AtomicU64,
+    /// Appends they carried.
+    pub appends: AtomicU64,
+}
+
+/// The commit thread of one store.
+pub struct Committer {
+    queue: Arc<(Mutex<Queue>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+    /// See [`CommitStats`].
+    pub stats: Arc<CommitStats>,
+}
+
+impl Committer {
+    /// Start the thread committing into `shared`.
+    pub fn start(shared: &Shared) -> Committer {
+        let queue = Arc::new((Mutex::new(Queue::default()), Condvar::new()));
+        let stats = Arc::new(CommitStats::default());
+        let thread = {
+            let (queue, stats, shared) =
+                (Arc::clone(&queue), Arc::clone(&stats), Arc::clone(shared));
+            std::thread::Builder::new()
+                .name("sessionlog-commit".into())
+                .spawn(move || run(&queue, &stats, &shared))
+                .ok()
+        };
+        Committer {
+            queue,
+            thread,
+            stats,
+        }
+    }
+
+    /// Queue an append; it joins the next group.
+    pub fn submit(&self, request: AppendRequest) {
+        if self.thread.is_none() {
+            request.pending.settle(Reply::failed(
+                "SESSIONLOG_THREADS",
+                "the store's commit thread could not be started",
+            ));
+            return;
+        }
+        let (lock, wake) = &*self.queue;
+        match lock.lock() {
+            Ok(mut q) if !q.closing => {
+                q.waiting.push(request);
+                wake.notify_one();
+            }
+            _ => request.pending.settle(closed()),
+        }
+    }
+
+    /// Commit what is queued, then stop the thread (blocking until it has).
+    pub fn stop(&mut self) {
+        let (lock, wake) = &*self.queue;
+        if let Ok(mut q) = lock.lock() {
+            q.closing = true;
+            wake.notify_one();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Committer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(queue: &(Mutex<Queue>, Condvar), stats: &CommitStats, shared: &Shared) {
+    let (lock, wake) = queue;
+    loop {
+        let group = {
+            let Ok(mut q) = lock.lock() else { return };
+            while q.waiting.is_empty() && !q.closing {
+                q = match wake.wait(q) {
+                    Ok(q) => q,
+                    Err(_) => return,
+                };
+            }
+            if q.waiting.is_empty() {
+                return;
+            }
+            std::mem::take(&mut q.waiting)
+        };
+        for round in rounds(group) {
+            commit_round(round, stats, shared);
+        }
+    }
+}
+
+/// Split a group into rounds in which each session appears once, keeping each session's order.
+fn rounds(group: Vec<AppendRequest>) -> Vec<Vec<AppendRequest>> {
+    let mut out: Vec<Vec<AppendRequest>> = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for request in group {
+        let n = seen.entry(request.id.clone()).or_insert(0);
+        if out.len() <= *n {
+            out.push(Vec::new());
+        }
+        out[*n].push(request);
+        *n += 1;
+    }
+    out
+}
+
+/// Parse each request's batch, commit the well-formed ones in one write, settle every promise.
+fn commit_round(round: Vec<AppendRequest>, stats: &CommitStats, shared: &Shared) {
+    let mut parsed: Vec<Batch> = Vec::with_capacity(round.len());
+    let mut settles: Vec<(Pending, Option<Reply>)> = Vec::with_capacity(round.len());
+    for request in round {
+        match parse_batch(&request.id, &request.events_json) {
+            Ok(events) => {
+                parsed.push((request.id, request.expected_next_seq, events));
+                settles.push((request.pending, None));
+            }
+            Err(reply) => settles.push((request.pending, Some(reply))),
+        }
+    }
+    let count = parsed.len();
+    let mut results = match shared.read() {
+        Ok(guard) => match guard.as_ref() {
+            Some(store) => append(store, parsed, stats),
+            None => (0..count).map(|_| closed()).collect(),
+        },
+        Err(_) => (0..count).map(|_| closed()).collect(),
+    }
+    .into_iter();
+    for (pending, early) in settles {
+        let reply = early.or_else(|| results.next()).unwrap_or_else(closed);
+        pending.settle(reply);
+    }
+}
+
+/// One batch of one session, parsed.
+type Batch = (String, Option<u64>, Vec<NewEvent>);
+
+fn append(store: &Store, parsed: Vec<Batch>, stats: &CommitStats) -> Vec<Reply> {
+    if parsed.is_empty() {
+        return Vec::new();
+    }
+    let (ids, batches): (Vec<String>, Vec<(Option<u64>, Vec<NewEvent>)>) = parsed
+        .into_iter()
+        .map(|(id, expected, events)| (id, (expected, events)))
+        .unzip();
+    let items = ids
+        .iter()
+        .zip(batches)
+        .map(|(id, (expected_next_seq, events))| AppendItem {
+            id,
+            expected_next_seq,
+            events,
+        })
+        .collect();
+    let results = store.append_many(items);
+    stats.writes.fetch_add(1, Ordering::Relaxed);
+    stats.appends.fetch_add(ids.len() as u64, Ordering::Relaxed);
+    results
+        .into_iter()
+        .map(|r| crate::reply::reply(r, |receipt| Reply::Json(receipt_json(receipt))))
+        .collect()
+}
+
+fn receipt_json(r: AppendReceipt) -> String {
+    format!("{{\"firstSeq\":{},\"count\":{}}}", r.first_seq, r.count)
+}
+
+/// A batch's events from the JSON text of an array of DSH events (their seqs are ignored: the
+/// store assigns seqs, checked against the expected next seq).
+fn parse_batch(id: &str, text: &str) -> Result<Vec<NewEvent>, Reply> {
+    let bad = |rule: String| {
+        Reply::failed(
+            "SESSIONLOG_BAD_ARGUMENT",
+            format!("session \"{id}\": {rule}; nothing was appended"),
+        )
+    };
+    let value = parse(text).map_err(|e| bad(format!("the batch is not JSON: {e}")))?;
+    let Value::Array(items) = value else {
+        return Err(bad("the batch must be an array of events".into()));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| NewEvent::from_logged(v).map_err(|e| bad(format!("event {i}: {e}"))))
+        .collect()
+}

@@ -1,0 +1,358 @@
+//! Node binding of the sessionlog store: the `NativeStore` class behind the `sessionlog` npm
+//! package (`index.js` wraps it).
+//!
+//! Every method returns a promise and runs off the JS thread: appends go to the group-commit
+//! thread (`commit.rs`), everything else to worker threads (`workers.rs`). Arguments and results
+//! cross as JSON text, parsed on the far side by one `JSON.parse`/`JSON.stringify` call each,
+//! which is much cheaper than building values property by property through N-API.
+
+mod commit;
+mod ops;
+mod reply;
+mod workers;
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock};
+
+use napi::bindgen_prelude::Buffer;
+use napi::{Env, JsObject};
+use napi_derive::napi;
+use sessionlog_engine::{Durability, ExportFormat, Options, Store};
+
+use commit::{AppendRequest, Committer};
+use reply::{Pending, Reply};
+use workers::{Shared, Workers};
+
+/// Worker threads per store: reads of different sessions run in parallel.
+const WORKER_THREADS: usize = 4;
+
+/// One store directory, opened by `open` and closed by `close`.
+#[napi]
+pub struct NativeStore {
+    shared: Shared,
+    workers: Workers,
+    committer: Option<Committer>,
+}
+
+/// Group-commit counters.
+#[napi(object)]
+pub struct CommitStats {
+    /// Writes (`append_many` calls, one fsync each under `sync`).
+    pub writes: f64,
+    /// Appends those writes carried.
+    pub appends: f64,
+}
+
+fn bad(message: String) -> Reply {
+    Reply::failed("SESSIONLOG_BAD_ARGUMENT", message)
+}
+
+/// A seq from JavaScript: a non-negative safe integer.
+fn seq_arg(name: &str, v: Option<f64>) -> Result<Option<u64>, Reply> {
+    match v {
+        None => Ok(None),
+        Some(x) if x >= 0.0 && x.fract() == 0.0 && x <= 9_007_199_254_740_991.0 => {
+            Ok(Some(x as u64))
+        }
+        Some(x) => Err(bad(format!(
+            "{name} must be a non-negative safe integer, got {x}"
+        ))),
+    }
+}
+
+fn format_arg(format: Option<String>) -> Result<Option<ExportFormat>, Reply> {
+    match format.as_deref() {
+        None => Ok(None),
+        Some("jsonl") => Ok(Some(ExportFormat::Jsonl)),
+        Some("jsonl.zstd") => Ok(Some(ExportFormat::JsonlZstd)),
+        Some(other) => Err(bad(format!(
+            "format must be \"jsonl\" or \"jsonl.zstd\", got \"{other}\""
+        ))),
+    }
+}
+
+impl NativeStore {
+    /// Run `job` on a worker thread; the returned promise settles with its reply.
+    fn run(
+        &self,
+        env: &Env,
+        job: impl FnOnce(&Store) -> Reply + Send + 'static,
+    ) -> napi::Result<JsObject> {
+        let (pending, promise) = Pending::new(env)?;
+        self.workers.submit(pending, job);
+        Ok(promise)
+    }
+
+    /// Settle a promise at once with `reply` (an argument error).
+    fn refuse(env: &Env, reply: Reply) -> napi::Result<JsObject> {
+        let (pending, promise) = Pending::new(env)?;
+        pending.settle(reply);
+        Ok(promise)
+    }
+}
+
+#[napi]
+impl NativeStore {
+    /// A handle with no store open yet (call `open`).
+    #[napi(constructor)]
+    pub fn new() -> Self {
+        let shared: Shared = Arc::new(RwLock::new(None));
+        NativeStore {
+            workers: Workers::start(&shared, WORKER_THREADS),
+            committer: Some(Committer::start(&shared)),
+            shared,
+        }
+    }
+
+    /// Open (creating if needed) the store at `dir`; `durability` is `sync` or `buffered`.
+    #[napi]
+    pub fn open(&self, env: Env, dir: String, durability: String) -> napi::Result<JsObject> {
+        let durability = match durability.as_str() {
+            "sync" => Durability::Sync,
+            "buffered" => Durability::Buffered,
+            other => {
+                return Self::refuse(
+                    &env,
+                    bad(format!(
+                        "durability must be \"sync\" or \"buffered\", got \"{other}\""
+                    )),
+                )
+            }
+        };
+        let (pending, promise) = Pending::new(&env)?;
+        let shared = Arc::clone(&self.shared);
+        let spawned = std::thread::Builder::new()
+            .name("sessionlog-open".into())
+            .spawn(move || {
+                let options = Options {
+                    durability,
+                    ..Options::default()
+                };
+                let reply = match (Store::open(&dir, options), shared.write()) {
+                    (Ok(store), Ok(mut slot)) if slot.is_none() => {
+                        *slot = Some(store);
+                        Reply::Done
+                    }
+                    (Ok(_), Ok(_)) => {
+                        Reply::failed("SESSIONLOG_OPEN", "this handle already holds an open store")
+                    }
+                    (Ok(_), Err(_)) => Reply::failed(
+                        "SESSIONLOG_CLOSED",
+                        "the store handle was poisoned by a panic",
+                    ),
+                    (Err(e), _) => e.into(),
+                };
+                pending.settle(reply);
+            });
+        if spawned.is_err() {
+            return Err(napi::Error::from_reason(
+                "could not start a thread to open the store",
+            ));
+        }
+        Ok(promise)
+    }
+
+    /// Commit every queued append, then close the store (its directory can be reopened).
+    #[napi]
+    pub fn close(&mut self, env: Env) -> napi::Result<JsObject> {
+        let (pending, promise) = Pending::new(&env)?;
+        let committer = self.committer.take();
+        let shared = Arc::clone(&self.shared);
+        let spawned = std::thread::Builder::new()
+            .name("sessionlog-close".into())
+            .spawn(move || {
+                drop(committer);
+                let taken = shared.write().map(|mut slot| slot.take());
+                drop(taken);
+                pending.settle(Reply::Done);
+            });
+        if spawned.is_err() {
+            return Err(napi::Error::from_reason(
+                "could not start a thread to close the store",
+            ));
+        }
+        Ok(promise)
+    }
+
+    /// Create an empty session from its header line (JSON text, no newline).
+    #[napi]
+    pub fn create_session(
+        &self,
+        env: Env,
+        header_line: String,
+        zstd: bool,
+    ) -> napi::Result<JsObject> {
+        self.run(&env, move |s| ops::create_session(s, &header_line, zstd))
+    }
+
+    /// Append a batch (JSON text of an array of events) to session `id`, group-committed.
+    #[napi]
+    pub fn append(
+        &self,
+        env: Env,
+        id: String,
+        expected_next_seq: Option<f64>,
+        events_json: String,
+    ) -> napi::Result<JsObject> {
+        let (pending, promise) = Pending::new(&env)?;
+        let expected_next_seq = match seq_arg("expectedNextSeq", expected_next_seq) {
+            Ok(v) => v,
+            Err(reply) => {
+                pending.settle(reply);
+                return Ok(promise);
+            }
+        };
+        let request = AppendRequest {
+            id,
+            expected_next_seq,
+            events_json,
+            pending,
+        };
+        match &self.committer {
+            Some(c) => c.submit(request),
+            None => request.pending.settle(workers::closed()),
+        }
+        Ok(promise)
+    }
+
+    /// Header, events from `from_seq`, revision and torn flag of session `id` (or `null`).
+    #[napi]
+    pub fn load(&self, env: Env, id: String, from_seq: Option<f64>) -> napi::Result<JsObject> {
+        match seq_arg("fromSeq", from_seq) {
+            Ok(from) => self.run(&env, move |s| ops::load(s, &id, from.unwrap_or(0))),
+            Err(reply) => Self::refuse(&env, reply),
+        }
+    }
+
+    /// Events, bytes, verdict and revision token of session `id` (or `null`).
+    #[napi]
+    pub fn summary(&self, env: Env, id: String) -> napi::Result<JsObject> {
+        self.run(&env, move |s| ops::summary_of(s, &id))
+    }
+
+    /// Every live session's summary.
+    #[napi]
+    pub fn list(&self, env: Env) -> napi::Result<JsObject> {
+        self.run(&env, ops::list)
+    }
+
+    /// Session `id`'s bytes (`format`: `jsonl` or `jsonl.zstd`; `generation`: a format version).
+    #[napi]
+    pub fn export_bytes(
+        &self,
+        env: Env,
+        id: String,
+        format: Option<String>,
+        generation: Option<u32>,
+    ) -> napi::Result<JsObject> {
+        match format_arg(format) {
+            Ok(format) => self.run(&env, move |s| ops::export(s, &id, format, generation)),
+            Err(reply) => Self::refuse(&env, reply),
+        }
+    }
+
+    /// Repair session `id` as DSH does on load (cut a torn tail, close an interrupted turn).
+    #[napi]
+    pub fn repair(&self, env: Env, id: String) -> napi::Result<JsObject> {
+        self.run(&env, move |s| reply::reply(s.repair(&id), ops::repair_json))
+    }
+
+    /// Cut session `id`'s torn tail, closing nothing.
+    #[napi]
+    pub fn cut_torn_tail(&self, env: Env, id: String) -> napi::Result<JsObject> {
+        self.run(&env, move |s| {
+            reply::reply(s.cut_torn_tail(&id), ops::repair_json)
+        })
+    }
+
+    /// Fork `source` into `new_id` at seq `at` (default: its end).
+    #[napi]
+    pub fn fork(
+        &self,
+        env: Env,
+        source: String,
+        new_id: String,
+        at: Option<f64>,
+    ) -> napi::Result<JsObject> {
+        match seq_arg("at", at) {
+            Ok(at) => self.run(&env, move |s| {
+                reply::reply(s.fork(&source, at, &new_id), ops::fork_json)
+            }),
+            Err(reply) => Self::refuse(&env, reply),
+        }
+    }
+
+    /// The messages the model saw at seq `at` (default: the end).
+    #[napi]
+    pub fn messages_at(&self, env: Env, id: String, at: Option<f64>) -> napi::Result<JsObject> {
+        match seq_arg("seq", at) {
+            Ok(at) => self.run(&env, move |s| {
+                reply::reply(s.messages_at(&id, at), ops::values_json)
+            }),
+            Err(reply) => Self::refuse(&env, reply),
+        }
+    }
+
+    /// Projection unit `unit`'s state at seq `at` (default: the end).
+    #[napi]
+    pub fn state_at(
+        &self,
+        env: Env,
+        id: String,
+        unit: String,
+        at: Option<f64>,
+    ) -> napi::Result<JsObject> {
+        match seq_arg("seq", at) {
+            Ok(at) => self.run(&env, move |s| {
+                reply::reply(s.state_at(&id, &unit, at), |v| {
+                    Reply::Json(sessionlog_codec::json::stringify(&v))
+                })
+            }),
+            Err(reply) => Self::refuse(&env, reply),
+        }
+    }
+
+    /// Import one session log held in `bytes` (`.jsonl` or `.jsonl.zstd`).
+    #[napi]
+    pub fn import_bytes(&self, env: Env, name: String, bytes: Buffer) -> napi::Result<JsObject> {
+        let bytes: Vec<u8> = bytes.into();
+        self.run(&env, move |s| ops::import_bytes(s, &name, &bytes))
+    }
+
+    /// Remove session `id` for good (delete, then purge every deleted session).
+    #[napi]
+    pub fn remove(&self, env: Env, id: String) -> napi::Result<JsObject> {
+        self.run(&env, move |s| {
+            reply::reply(s.delete(&id).and_then(|()| s.purge(0, false)), |_| {
+                Reply::Done
+            })
+        })
+    }
+
+    /// Verify the given sessions (all when empty).
+    #[napi]
+    pub fn verify(&self, env: Env, ids: Vec<String>) -> napi::Result<JsObject> {
+        self.run(&env, move |s| ops::verify(s, &ids))
+    }
+
+    /// How appends were grouped into writes so far.
+    #[napi]
+    pub fn commit_stats(&self) -> CommitStats {
+        let (writes, appends) = self.committer.as_ref().map_or((0, 0), |c| {
+            (
+                c.stats.writes.load(Ordering::Relaxed),
+                c.stats.appends.load(Ordering::Relaxed),
+            )
+        });
+        CommitStats {
+            writes: writes as f64,
+            appends: appends as f64,
+        }
+    }
+}
+
+impl Default for NativeStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,143 @@
+//! What crosses back to JavaScript: every operation settles one promise with an [`Outcome`].
+//!
+//! Invariant: a promise is always resolved, never rejected, from Rust; a failure travels as
+//! `{code, message}` and `index.js` turns it into a JS `Error` carrying that `code`, because a
+//! napi rejection can only carry napi's own status names as codes.
+
+use napi::bindgen_prelude::Buffer;
+use napi::{Env, JsDeferred, JsObject};
+use napi_derive::napi;
+use sessionlog_engine::Error;
+
+/// The settled value of every promise the addon returns.
+#[napi(object)]
+pub struct Outcome {
+    /// Stable error code (`SESSIONLOG_…`) when the operation failed.
+    pub code: Option<String>,
+    /// The engine's message when the operation failed.
+    pub message: Option<String>,
+    /// The result as JSON text.
+    pub json: Option<String>,
+    /// The result as bytes (exports).
+    pub bytes: Option<Buffer>,
+}
+
+/// An operation's result before it reaches the JS thread.
+pub enum Reply {
+    /// Nothing to return.
+    Done,
+    /// JSON text.
+    Json(String),
+    /// Bytes.
+    Bytes(Vec<u8>),
+    /// A failure with its stable code.
+    Failed {
+        /// `SESSIONLOG_…`.
+        code: &'static str,
+        /// What went wrong, naming the session, seq and rule.
+        message: String,
+    },
+}
+
+impl Reply {
+    /// A failure of the binding itself (bad arguments, a closed store).
+    pub fn failed(code: &'static str, message: impl Into<String>) -> Reply {
+        Reply::Failed {
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn into_outcome(self) -> Outcome {
+        let mut o = Outcome {
+            code: None,
+            message: None,
+            json: None,
+            bytes: None,
+        };
+        match self {
+            Reply::Done => {}
+            Reply::Json(text) => o.json = Some(text),
+            Reply::Bytes(bytes) => o.bytes = Some(bytes.into()),
+            Reply::Failed { code, message } => {
+                o.code = Some(code.to_owned());
+                o.message = Some(message);
+            }
+        }
+        o
+    }
+}
+
+impl From<Error> for Reply {
+    fn from(e: Error) -> Reply {
+        Reply::Failed {
+            code: code_of(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Turn an engine result into a reply, rendering a success with `render`.
+pub fn reply<T>(result: sessionlog_engine::Result<T>, render: impl FnOnce(T) -> Reply) -> Reply {
+    match result {
+        Ok(v) => render(v),
+        Err(e) => e.into(),
+    }
+}
+
+/// The stable code of an engine error: one per variant, so callers can branch on it.
+pub fn code_of(e: &Error) -> &'static str {
+    match e {
+        Error::Codec(_) => "SESSIONLOG_CODEC",
+        Error::Storage { .. } => "SESSIONLOG_STORAGE",
+        Error::Io { .. } => "SESSIONLOG_IO",
+        Error::NotASession { .. } => "SESSIONLOG_NOT_A_SESSION",
+        Error::Unstorable { .. } => "SESSIONLOG_UNSTORABLE",
+        Error::StrictRejected { .. } => "SESSIONLOG_STRICT_REJECTED",
+        Error::DuplicateSession { .. } => "SESSIONLOG_DUPLICATE_SESSION",
+        Error::Identity(_) => "SESSIONLOG_IDENTITY",
+        Error::RootLayout(_) => "SESSIONLOG_ROOT_LAYOUT",
+        Error::UnknownSession { .. } => "SESSIONLOG_UNKNOWN_SESSION",
+        Error::Corrupt { .. } => "SESSIONLOG_CORRUPT",
+        Error::FormatNotServed { .. } => "SESSIONLOG_FORMAT_NOT_SERVED",
+        Error::Projection(_) => "SESSIONLOG_PROJECTION",
+        Error::Generation(_) => "SESSIONLOG_GENERATION",
+        Error::NotLoadable { .. } => "SESSIONLOG_NOT_LOADABLE",
+        Error::Migration { .. } => "SESSIONLOG_MIGRATION",
+        Error::Rejected { .. } => "SESSIONLOG_REJECTED",
+        Error::StaleSeq { .. } => "SESSIONLOG_STALE_SEQ",
+        Error::NotAppendable { .. } => "SESSIONLOG_NOT_APPENDABLE",
+        Error::Locked { .. } => "SESSIONLOG_LOCKED",
+        Error::Poisoned => "SESSIONLOG_POISONED",
+        Error::Shared(inner) => code_of(inner),
+        Error::SurfaceFailed { .. } => "SESSIONLOG_SURFACE_FAILED",
+        Error::OutOfRange { .. } => "SESSIONLOG_OUT_OF_RANGE",
+        Error::ReconstructionMismatch { .. } => "SESSIONLOG_RECONSTRUCTION_MISMATCH",
+        Error::NoSuchStep { .. } => "SESSIONLOG_NO_SUCH_STEP",
+        Error::Fork { .. } => "SESSIONLOG_FORK",
+        Error::UnknownUnit { .. } => "SESSIONLOG_UNKNOWN_UNIT",
+        Error::Options(_) => "SESSIONLOG_OPTIONS",
+        Error::Internal(_) => "SESSIONLOG_INTERNAL",
+        _ => "SESSIONLOG_ERROR",
+    }
+}
+
+/// How a settled promise's value is built on the JS thread.
+pub type Resolver = Box<dyn FnOnce(Env) -> napi::Result<Outcome> + Send>;
+
+/// A promise handed to JavaScript, settled from any thread.
+pub struct Pending(JsDeferred<Outcome, Resolver>);
+
+impl Pending {
+    /// A new promise and its JS object.
+    pub fn new(env: &Env) -> napi::Result<(Pending, JsObject)> {
+        let (deferred, promise) = env.create_deferred::<Outcome, Resolver>()?;
+        Ok((Pending(deferred), promise))
+    }
+
+    /// Settle the promise with `reply` (on the JS thread, when it next runs).
+    pub fn settle(self, reply: Reply) {
+        self.0
+            .resolve(Box::new(move |_env| Ok(reply.into_outcome())));
+    }
+}

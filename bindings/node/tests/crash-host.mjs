@@ -1,0 +1,29 @@
+// A DSH host for the crash test: SessionStore + SessionlogPersistence on the store in argv[2],
+// argv[3] sessions named `<argv[4]>-<i>`, each looping over turns written in two flushed halves
+// (start, then end), so a kill can leave a turn open. After each flush resolves it prints
+// `ack <session> <events>`: that many events are durable. It runs until killed.
+import { Context } from '@deepseek-ai/cordis'
+import SessionStore, { SessionId } from '@deepseek-ai/dsh-session'
+import { SessionlogPersistence } from '../dsh.js'
+
+const [dir, count, prefix] = [process.argv[2], Number(process.argv[3]), process.argv[4]]
+const ctx = new Context()
+await ctx.plugin(SessionStore)
+await ctx.plugin(SessionlogPersistence, { path: dir, durability: 'sync' })
+
+async function drive(id) {
+  const session = ctx.sessions.create(id, { meta: { cwd: '/crash' } })
+  for (let turn = 1; ; turn += 1) {
+    session.append('turn/start', { turn })
+    session.append('step/start', { turn, step: 1 })
+    await ctx.sessions.flush(session)
+    process.stdout.write(`ack ${id} ${session.events.length}\n`)
+    session.append('step/end', { turn, step: 1 })
+    session.append('turn/end', { turn, reason: { kind: 'completed' } })
+    await ctx.sessions.flush(session)
+    process.stdout.write(`ack ${id} ${session.events.length}\n`)
+  }
+}
+
+process.stdout.write('ready\n')
+await Promise.all(Array.from({ length: count }, (_, i) => drive(SessionId(`${prefix}-${i}`))))

@@ -1,0 +1,191 @@
+// Byte identity with DSH's own writer: the same SessionStore operations, once through DSH's
+// JSONL backend and once through SessionlogPersistence, give the same file bytes (DSH's file vs
+// sessionlog's export), and the sessionlog store verifies clean.
+import { appendFile, readFile } from 'node:fs/promises'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { Context } from '@deepseek-ai/cordis'
+import SessionStore, { SessionId, type Session } from '@deepseek-ai/dsh-session'
+import { CallId, MessageId, freezeMessage } from '@deepseek-ai/dsh-llm'
+import JsonlSessionPersistence from '@deepseek-ai/dsh-session-persistence-jsonl'
+import { SessionlogPersistence, withStore } from '../dsh.js'
+import { corruptTail, freshDir, removeDir } from './fixture.ts'
+
+type Encoding = 'none' | 'zstd'
+
+/** One backend under comparison: how to mount it, read a session's file, and tear a tail. */
+interface Side {
+  mount: (ctx: Context) => Promise<unknown>
+  fileBytes: (ctx: Context, id: string) => Promise<Buffer>
+  tearTail: (ctx: Context, id: string) => Promise<void>
+}
+
+const FRAGMENT = '{"type":"step/end","seq":99,"ti'
+
+function jsonlSide(dir: string, compression: Encoding): Side {
+  const path = (ctx: Context, id: string) => ctx.sessionPersistence.locate({ version: 0, id: SessionId(id), createdAt: 0, cwd: '/w' })!.path
+  return {
+    mount: ctx => ctx.plugin(JsonlSessionPersistence, { root: dir, compression }),
+    fileBytes: async (ctx, id) => readFile(path(ctx, id)),
+    tearTail: async (ctx, id) => appendFile(path(ctx, id), FRAGMENT),
+  }
+}
+
+function sessionlogSide(dir: string, compression: Encoding): Side {
+  return {
+    mount: ctx => ctx.plugin(SessionlogPersistence, {
+      path: dir, durability: 'sync', encoding: compression === 'zstd' ? 'jsonl.zstd' : 'jsonl',
+    }),
+    fileBytes: async (_ctx, id) => withStore(dir, store => store.exportBytes(id)),
+    tearTail: async (_ctx, id) => corruptTail(dir, id),
+  }
+}
+
+let clock = 0
+afterEach(() => { vi.restoreAllMocks() })
+
+/** A host on `side` with a deterministic clock. */
+async function host(side: Side): Promise<Context> {
+  const ctx = new Context()
+  await ctx.plugin(SessionStore)
+  await side.mount(ctx)
+  return ctx
+}
+
+const user = (s: Session, n: number, text: string) => s.append('user/message', freezeMessage({
+  id: MessageId(`${s.id}-u${n}`), role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' },
+}), { surfaceOp: 'append' })
+
+const answer = (s: Session, turn: number, content: unknown[]) => s.append('assistant/message', {
+  turn, step: 1,
+  message: freezeMessage({
+    id: MessageId(`${s.id}-a${turn}`), role: 'assistant', content,
+    source: { kind: 'model', provider: 'mock', model: 'mock' },
+  } as never),
+} as never, { surfaceOp: 'append' })
+
+/** The scenarios: each drives a host and names the sessions whose files are compared. */
+const scenarios: Record<string, (ctx: Context, side: Side) => Promise<string[]>> = {
+  async turns(ctx) {
+    const s = ctx.sessions.create(SessionId('turns'), { meta: { cwd: '/w' } })
+    for (let turn = 1; turn <= 3; turn += 1) {
+      s.append('turn/start', { turn })
+      user(s, turn, `question ${turn} — with "quotes", \\ and ünïcödé 🚀`)
+      s.append('step/start', { turn, step: 1 })
+      answer(s, turn, [{ type: 'text', text: `answer ${turn}` }])
+      s.append('step/end', { turn, step: 1 })
+      s.append('turn/end', { turn, reason: { kind: 'completed' } })
+      await ctx.sessions.flush(s)
+    }
+    return ['turns']
+  },
+  async 'tool calls'(ctx) {
+    const s = ctx.sessions.create(SessionId('tools'), { meta: { cwd: '/w' } })
+    s.append('turn/start', { turn: 1 })
+    user(s, 1, 'read the file')
+    s.append('step/start', { turn: 1, step: 1 })
+    answer(s, 1, [{ type: 'tool-call', id: CallId('call-1'), name: 'read', arguments: '{"path":"a.txt"}' }])
+    s.append('tool/call', { turn: 1, step: 1, callId: CallId('call-1'), name: 'read', arguments: '{"path":"a.txt"}' })
+    s.append('tool/result', {
+      turn: 1, step: 1,
+      message: freezeMessage({
+        id: MessageId('tools-r1'), role: 'user',
+        content: [{ type: 'tool-result', toolCallId: CallId('call-1'), content: [{ type: 'text', text: 'hello' }], isError: false }],
+        source: { kind: 'tool', callId: CallId('call-1') },
+      } as never),
+    } as never, { surfaceOp: 'append', sourceEventSeqs: [4] })
+    s.append('step/end', { turn: 1, step: 1 })
+    s.append('turn/end', { turn: 1, reason: { kind: 'completed' } })
+    await ctx.sessions.flush(s)
+    return ['tools']
+  },
+  async 'chunk runs'(ctx) {
+    const s = ctx.sessions.create(SessionId('chunks'), { meta: { cwd: '/w' } })
+    s.append('turn/start', { turn: 1 })
+    user(s, 1, 'stream please')
+    s.append('step/start', { turn: 1, step: 1 })
+    s.append('assistant/chunk', { turn: 1, step: 1, chunk: { type: 'block-start', index: 0, blockType: 'text' } } as never)
+    for (const text of ['Hel', 'lo, ', 'wor', 'ld']) {
+      s.append('assistant/chunk', { turn: 1, step: 1, chunk: { type: 'text-delta', index: 0, text } } as never)
+    }
+    await ctx.sessions.flush(s)
+    for (const text of ['!', ' bye']) {
+      s.append('assistant/chunk', { turn: 1, step: 1, chunk: { type: 'text-delta', index: 0, text } } as never)
+    }
+    answer(s, 1, [{ type: 'text', text: 'Hello, world! bye' }])
+    s.append('step/end', { turn: 1, step: 1 })
+    s.append('turn/end', { turn: 1, reason: { kind: 'completed' } })
+    await ctx.sessions.flush(s)
+    return ['chunks']
+  },
+  async 'crash-repaired session'(ctx, side) {
+    const s = ctx.sessions.create(SessionId('crashed'), { meta: { cwd: '/w' } })
+    s.append('turn/start', { turn: 1 })
+    user(s, 1, 'interrupted')
+    s.append('step/start', { turn: 1, step: 1 })
+    await ctx.sessions.flush(s)
+    await ctx.fiber.dispose()
+    const probe = await host(side)
+    await probe.fiber.dispose()
+    await side.tearTail(probe, 'crashed')
+    const again = await host(side)
+    await again.sessionPersistence.load(SessionId('crashed'))
+    await again.fiber.dispose()
+    return ['crashed']
+  },
+  async 'fork seed'(ctx) {
+    const s = ctx.sessions.create(SessionId('parent'), { meta: { cwd: '/w' } })
+    for (let turn = 1; turn <= 2; turn += 1) {
+      s.append('turn/start', { turn })
+      user(s, turn, `prompt ${turn}`)
+      s.append('step/start', { turn, step: 1 })
+      answer(s, turn, [{ type: 'text', text: `reply ${turn}` }])
+      s.append('step/end', { turn, step: 1 })
+      s.append('turn/end', { turn, reason: { kind: 'completed' } })
+    }
+    await ctx.sessions.flush(s)
+    const child = ctx.sessions.fork(s, 5, SessionId('child'))
+    child.append('turn/start', { turn: 3 })
+    child.append('turn/end', { turn: 3, reason: { kind: 'completed' } })
+    await ctx.sessions.flush(child)
+    return ['parent', 'child']
+  },
+}
+
+/** Run `scenario` on a fresh `side`, return each compared session's file bytes. */
+async function run(makeSide: (dir: string, c: Encoding) => Side, compression: Encoding, scenario: string) {
+  const dir = await freshDir()
+  try {
+    clock = 1_760_000_000_000
+    vi.spyOn(Date, 'now').mockImplementation(() => (clock += 7))
+    const side = makeSide(dir, compression)
+    const ctx = await host(side)
+    const ids = await scenarios[scenario]!(ctx, side)
+    await ctx.fiber.dispose().catch(() => {})
+    const reader = await host(side)
+    const files = await Promise.all(ids.map(id => side.fileBytes(reader, id)))
+    await reader.fiber.dispose()
+    let problems: unknown[] = []
+    if (makeSide === sessionlogSide) problems = (await withStore(dir, store => store.verify())).problems
+    vi.restoreAllMocks()
+    return { files, problems }
+  } finally {
+    await removeDir(dir)
+  }
+}
+
+for (const compression of ['none', 'zstd'] as const) {
+  describe(`sessionlog writes DSH's bytes (${compression === 'none' ? '.jsonl' : '.jsonl.zstd'})`, () => {
+    for (const scenario of Object.keys(scenarios)) {
+      it(scenario, async () => {
+        const dsh = await run(jsonlSide, compression, scenario)
+        const ours = await run(sessionlogSide, compression, scenario)
+        expect(ours.problems).toEqual([])
+        expect(ours.files.length).toBe(dsh.files.length)
+        for (const [i, file] of ours.files.entries()) {
+          if (compression === 'none') expect(file.toString('utf8')).toBe(dsh.files[i]!.toString('utf8'))
+          expect(Buffer.compare(file, dsh.files[i]!)).toBe(0)
+        }
+      })
+    }
+  })
+}

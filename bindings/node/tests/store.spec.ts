@@ -1,0 +1,80 @@
+// The addon's own API: group commit, stable error codes, reopen, export, seek reads.
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { Store, SessionlogError } from '../index.js'
+import { freshDir, removeDir } from './fixture.ts'
+
+const header = (id: string) => ({ version: 0, id, createdAt: 1000, cwd: '/w' })
+const turn = (n: number, time: number) => [
+  { type: 'turn/start', time, data: { turn: n } },
+  { type: 'turn/end', time: time + 1, data: { turn: n, reason: { kind: 'completed' } } },
+]
+
+describe('sessionlog Store', () => {
+  let dir: string
+  beforeEach(async () => { dir = await freshDir() })
+  afterEach(async () => { await removeDir(dir) })
+
+  it('group-commits concurrent appends of many sessions into fewer writes, each durable', async () => {
+    const store = await Store.open(dir, { durability: 'sync' })
+    const ids = Array.from({ length: 64 }, (_, i) => `s${i}`)
+    for (const id of ids) await store.createSession(header(id))
+    const before = store.commitStats()
+    const receipts = await Promise.all(ids.map(id => store.append(id, 0, turn(1, 10))))
+    const after = store.commitStats()
+    expect(receipts.every(r => r.firstSeq === 0 && r.count === 2)).toBe(true)
+    expect(after.appends - before.appends).toBe(64)
+    expect(after.writes - before.writes).toBeLessThan(64)
+    await store.close()
+    const reopened = await Store.open(dir)
+    for (const id of ids) expect((await reopened.load(id))?.events.map(e => e.seq)).toEqual([0, 1])
+    await reopened.close()
+  })
+
+  it('keeps the order of one session\'s appends issued together', async () => {
+    const store = await Store.open(dir)
+    await store.createSession(header('one'))
+    await Promise.all([1, 2, 3].map(n => store.append('one', (n - 1) * 2, turn(n, n * 10))))
+    const loaded = await store.load('one')
+    expect(loaded?.events.map(e => (e.data as { turn: number }).turn)).toEqual([1, 1, 2, 2, 3, 3])
+    await store.close()
+  })
+
+  it('rejects with the engine message and a stable code', async () => {
+    const store = await Store.open(dir)
+    await store.createSession(header('e'))
+    await store.append('e', 0, turn(1, 10))
+    const stale = await store.append('e', 0, turn(2, 20)).catch((e: unknown) => e)
+    expect(stale).toBeInstanceOf(SessionlogError)
+    expect(stale).toMatchObject({ code: 'SESSIONLOG_STALE_SEQ' })
+    expect((stale as Error).message).toContain('session "e"')
+    const unknown = await store.exportBytes('nope').catch((e: unknown) => e)
+    expect(unknown).toMatchObject({ code: 'SESSIONLOG_UNKNOWN_SESSION' })
+    expect(await store.load('nope')).toBeUndefined()
+    const locked = await Store.open(dir).catch((e: unknown) => e)
+    expect(locked).toMatchObject({ code: 'SESSIONLOG_LOCKED' })
+    await store.close()
+    const closed = await store.load('e').catch((e: unknown) => e)
+    expect(closed).toMatchObject({ code: 'SESSIONLOG_CLOSED' })
+  })
+
+  it('exports the bytes DSH writes, seeks by seq, forks and projects', async () => {
+    const store = await Store.open(dir)
+    await store.createSession(header('x'))
+    await store.append('x', 0, turn(1, 10))
+    await store.append('x', 2, turn(2, 20))
+    const text = (await store.exportBytes('x')).toString('utf8')
+    const lines = text.trimEnd().split('\n')
+    expect(JSON.parse(lines[0] as string)).toEqual({ type: 'session', version: 0, id: 'x', createdAt: 1000, cwd: '/w', delegationDepth: 0 })
+    expect(lines.slice(1).map(l => JSON.parse(l).seq)).toEqual([0, 1, 2, 3])
+    expect((await store.readFrom('x', 3))?.events.map(e => e.seq)).toEqual([3])
+    const r1 = await store.revision('x')
+    await store.append('x', 4, turn(3, 30))
+    expect(await store.revision('x')).not.toBe(r1)
+    const fork = await store.fork('x', 'x-child', { at: 1 })
+    expect(fork).toMatchObject({ id: 'x-child', seed: 2 })
+    expect((await store.list()).map(s => s.id).sort()).toEqual(['x', 'x-child'])
+    expect(Array.isArray(await store.messagesAt('x'))).toBe(true)
+    expect((await store.verify()).problems).toEqual([])
+    await store.close()
+  })
+})
