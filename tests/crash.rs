@@ -9,6 +9,8 @@ use std::process::Command;
 
 use sessionlog_tools::stress::{kill_loop, worker, StressOptions};
 
+use crate::fixtures::worker_test_command;
+
 /// Set (to the harness directory) in the child this test spawns.
 const WORKER_ENV: &str = "SESSIONLOG_CRASH_WORKER";
 
@@ -23,21 +25,7 @@ fn options() -> StressOptions {
 /// A command that runs this test binary as the worker on `dir` (store `dir/db`, acks
 /// `dir/acks.log`). Self-contained: no other binary needs to be built.
 pub fn worker_command(dir: &Path) -> Command {
-    // /proc/self/exe still runs this binary if a rebuild replaced its file meanwhile.
-    let exe = match Path::new("/proc/self/exe") {
-        p if p.exists() => p.to_path_buf(),
-        _ => std::env::current_exe().expect("the test binary's path"),
-    };
-    let mut c = Command::new(exe);
-    c.args([
-        "crash::crash_worker",
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(WORKER_ENV, dir);
-    c
+    worker_test_command("crash::crash_worker", WORKER_ENV, dir)
 }
 
 /// The child side: appends until killed. Ignored so that it only runs when spawned.

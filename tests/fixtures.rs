@@ -1,6 +1,7 @@
 //! Locating `../shared/fixtures` in place (never copied into the repo), and small helpers.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use sessionlog::engine::{Options, Store};
 
@@ -138,4 +139,24 @@ pub fn all_events(store: &Store, id: &str) -> Vec<sessionlog::codec::json::Value
         })
         .expect("events");
     out
+}
+
+/// A command that runs this test binary's ignored test `test` alone, as a child worker process
+/// (with `env` set to `value`). /proc/self/exe still runs this binary if a rebuild replaced its
+/// file meanwhile.
+pub fn worker_test_command(test: &str, env: &str, value: impl AsRef<std::ffi::OsStr>) -> Command {
+    let exe = match Path::new("/proc/self/exe") {
+        p if p.exists() => p.to_path_buf(),
+        _ => std::env::current_exe().expect("the test binary's path"),
+    };
+    let mut c = Command::new(exe);
+    c.args([
+        test,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(env, value);
+    c
 }

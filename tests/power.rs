@@ -19,6 +19,8 @@ use sessionlog_engine::Durability;
 use sessionlog_tools::power::worker::{run as run_worker, WorkerSpec};
 use sessionlog_tools::power::{lazyfs, power_loop, PowerOptions, PowerReport};
 
+use crate::fixtures::worker_test_command;
+
 /// Set (to the worker spec) in the child this test spawns.
 const WORKER_ENV: &str = "SESSIONLOG_POWER_WORKER";
 
@@ -35,20 +37,7 @@ fn power_worker() {
 }
 
 fn worker_command(spec: &WorkerSpec) -> Command {
-    let exe = match Path::new("/proc/self/exe") {
-        p if p.exists() => p.to_path_buf(),
-        _ => std::env::current_exe().expect("the test binary's path"),
-    };
-    let mut c = Command::new(exe);
-    c.args([
-        "power::power_worker",
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(WORKER_ENV, spec.to_arg());
-    c
+    worker_test_command("power::power_worker", WORKER_ENV, spec.to_arg())
 }
 
 /// The LazyFS binary, or `None` (with a note) where power cuts cannot run.

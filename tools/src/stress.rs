@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use sessionlog_codec::json::Value;
-use sessionlog_engine::{AppendItem, Durability, Options, SourceEncoding, Store};
+use sessionlog_engine::{Durability, Options, SourceEncoding, Store};
 
 use crate::gen::{session_batches, GenOptions, SessionFeed};
-use crate::hosting::sessionlog::new_event;
+use crate::hosting::sessionlog::append_item;
 
 /// What the worker writes and the checker expects.
 #[derive(Clone, Debug)]
@@ -195,16 +195,7 @@ fn worker_thread(
             .iter()
             .map(|&i| {
                 let a = &active[i];
-                let batch = &a.feed.batches[a.next];
-                Ok(AppendItem {
-                    id: &a.id,
-                    expected_next_seq: Some(batch.first_seq),
-                    events: batch
-                        .events
-                        .iter()
-                        .map(new_event)
-                        .collect::<anyhow::Result<_>>()?,
-                })
+                append_item(&a.id, &a.feed.batches[a.next])
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         let results = store.append_many(items);

@@ -12,6 +12,7 @@ use sessionlog_codec::json::Value;
 use sessionlog_engine::{AppendItem, Options, SourceEncoding, Store};
 
 use super::{Durability, Host, Item, SessionStart};
+use crate::gen::Batch;
 
 /// The store under test.
 pub struct SessionlogHost {
@@ -37,8 +38,21 @@ impl SessionlogHost {
 }
 
 /// A logged event as the host's `append(type, data, opts)` call would pass it.
-pub(crate) fn new_event(event: &Value) -> anyhow::Result<NewEvent> {
+fn new_event(event: &Value) -> anyhow::Result<NewEvent> {
     NewEvent::from_logged(event).map_err(anyhow::Error::msg)
+}
+
+/// The engine's append of one generated batch to session `id`, expecting its first seq.
+pub(crate) fn append_item<'a>(id: &'a str, batch: &Batch) -> anyhow::Result<AppendItem<'a>> {
+    Ok(AppendItem {
+        id,
+        expected_next_seq: Some(batch.first_seq),
+        events: batch
+            .events
+            .iter()
+            .map(new_event)
+            .collect::<anyhow::Result<_>>()?,
+    })
 }
 
 impl Host for SessionlogHost {
@@ -55,19 +69,7 @@ impl Host for SessionlogHost {
     fn append(&self, items: &[Item<'_>], _acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
         let batch: Vec<AppendItem<'_>> = items
             .iter()
-            .map(|i| {
-                let events = i
-                    .batch
-                    .events
-                    .iter()
-                    .map(new_event)
-                    .collect::<anyhow::Result<_>>()?;
-                Ok(AppendItem {
-                    id: i.id,
-                    expected_next_seq: Some(i.batch.first_seq),
-                    events,
-                })
-            })
+            .map(|i| append_item(i.id, i.batch))
             .collect::<anyhow::Result<_>>()?;
         for (item, result) in items.iter().zip(self.store.append_many(batch)) {
             result.with_context(|| format!("appending to session {}", item.id))?;

@@ -20,15 +20,13 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use sessionlog_codec::zstd::FrameCompressor;
-use sessionlog_engine::{
-    AppendItem, ImportOptions, MigrateOptions, Options, SourceEncoding, Store, Verdict,
-};
+use sessionlog_engine::{ImportOptions, MigrateOptions, Options, SourceEncoding, Store, Verdict};
 
 use super::image::Image;
 use super::journal::{self, AppendSpec, Intent, Journal};
 use super::{feed_for, live_id, PowerOptions};
 use crate::gen::SessionFeed;
-use crate::hosting::sessionlog::new_event;
+use crate::hosting::sessionlog::append_item;
 use crate::stress::Rng;
 
 /// Where one child works.
@@ -185,15 +183,7 @@ fn append_thread(
                 first_seq: batch.first_seq,
                 count: batch.events.len() as u64,
             });
-            items.push(AppendItem {
-                id: &a.id,
-                expected_next_seq: Some(batch.first_seq),
-                events: batch
-                    .events
-                    .iter()
-                    .map(new_event)
-                    .collect::<anyhow::Result<_>>()?,
-            });
+            items.push(append_item(&a.id, batch)?);
         }
         let op = ctx.journal.intend(&Intent::Append(specs))?;
         for (item, result) in picks.iter().zip(ctx.store.append_many(items)) {
