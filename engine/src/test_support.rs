@@ -18,15 +18,21 @@ pub(crate) fn ev(text: &str) -> NewEvent {
     NewEvent::from_value(&sessionlog_codec::json::parse(text).expect("json")).expect("event")
 }
 
-/// A store holding session `a`: a user message at seq 0, an assistant message at 1 and a tool
-/// result at 2, all on the surface, appended as one batch (one block keyed at seq 0).
-pub(crate) fn seeded() -> (tempfile::TempDir, Store) {
+/// An empty store (buffered durability) in a temp directory.
+pub(crate) fn empty() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("temp dir");
     let options = Options {
         durability: Durability::Buffered,
         ..Options::default()
     };
     let store = Store::open(dir.path().join("db"), options).expect("open");
+    (dir, store)
+}
+
+/// A store holding session `a`: a user message at seq 0, an assistant message at 1 and a tool
+/// result at 2, all on the surface, appended as one batch (one block keyed at seq 0).
+pub(crate) fn seeded() -> (tempfile::TempDir, Store) {
+    let (dir, store) = empty();
     store
         .create_session(HEADER, SourceEncoding::Jsonl)
         .expect("create");

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url'
 
 const here = dirname(fileURLToPath(import.meta.url))
 const target = process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'sessionlog-target')
-execFileSync('cargo', ['build', '--release', '-p', 'sessionlog-node'], {
+execFileSync('cargo', ['build', '--release'], {
   cwd: join(here, '..'),
   stdio: 'inherit',
   env: { ...process.env, CARGO_TARGET_DIR: target },

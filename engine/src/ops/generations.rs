@@ -15,7 +15,8 @@ use sessionlog_codec::header::{parse_header, Header};
 use sessionlog_codec::json::Value;
 
 use crate::error::{Error, Result};
-use crate::layout::meta::FrozenGeneration;
+use crate::layout::meta::{FrozenGeneration, SessionMeta, SourceEncoding};
+use crate::store::Store;
 use crate::write::session_writer::SessionWriter;
 
 /// One canonical generation file.
@@ -131,6 +132,32 @@ pub(crate) struct LowerGeneration {
     pub(crate) shown: String,
     /// Its exact bytes.
     pub(crate) bytes: Vec<u8>,
+}
+
+impl Store {
+    /// Session `meta`'s generations `versions`, as stored (its encoding), to land again with an
+    /// import that replaces it.
+    pub(crate) fn generation_files(
+        &self,
+        meta: &SessionMeta,
+        versions: &[u32],
+    ) -> Result<Vec<LowerGeneration>> {
+        let id = meta.id_lossy();
+        let zstd = meta.source == SourceEncoding::JsonlZstd;
+        versions
+            .iter()
+            .map(|&version| {
+                let mut bytes = Vec::new();
+                self.export_generation(&id, version, None, &mut bytes)?;
+                Ok(LowerGeneration {
+                    version,
+                    zstd,
+                    shown: format!("generation v{version} of \"{id}\""),
+                    bytes,
+                })
+            })
+            .collect()
+    }
 }
 
 impl LowerGeneration {

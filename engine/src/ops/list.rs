@@ -19,6 +19,9 @@ pub struct SessionSummary {
     pub verdict: Verdict,
     /// Logical events.
     pub events: u64,
+    /// Body lines (newline-terminated lines after the header), whatever DSH's reader makes of
+    /// them.
+    pub body_lines: u64,
     /// Stored bytes (as exported).
     pub bytes: u64,
     /// Time of the last human prompt.
@@ -44,6 +47,7 @@ impl From<&SessionMeta> for SessionSummary {
             cwd: m.cwd.clone(),
             verdict: m.verdict.clone(),
             events: m.events,
+            body_lines: m.body_lines,
             bytes: m.total_bytes,
             activity_ms: m.activity_ms,
             deleted_at_ms: m.deleted_at_ms,

@@ -19,7 +19,6 @@ use sessionlog_codec::migrate::ChildFacts;
 
 use crate::error::{Error, Result};
 use crate::layout::meta::{SessionMeta, SourceEncoding};
-use crate::ops::generations::LowerGeneration;
 use crate::ops::import::{ImportOptions, Landing};
 use crate::read::successor::MigratedFile;
 use crate::store::{lock_session, Store};
@@ -170,20 +169,14 @@ impl Store {
                     .into(),
             });
         }
-        let zstd = meta.source == SourceEncoding::JsonlZstd;
-        let mut lower = Vec::with_capacity(meta.frozen.len() + 1);
-        for version in meta.frozen.iter().map(|f| f.version).chain([meta.version]) {
-            let mut bytes = Vec::new();
-            self.export_generation(&id, version, None, &mut bytes)?;
-            lower.push(LowerGeneration {
-                version,
-                zstd,
-                shown: format!("generation v{version} of \"{id}\""),
-                bytes,
-            });
-        }
+        let versions: Vec<u32> = meta
+            .frozen
+            .iter()
+            .map(|f| f.version)
+            .chain([meta.version])
+            .collect();
         let landing = Landing {
-            lower: Some(lower),
+            lower: Some(self.generation_files(meta, &versions)?),
             replaces: Some(current),
         };
         let name = format!("v{NEWEST_VERSION} successor of \"{id}\"");
@@ -191,7 +184,7 @@ impl Store {
             strict: true,
             ..ImportOptions::default()
         };
-        if zstd {
+        if meta.source == SourceEncoding::JsonlZstd {
             self.land_zstd(&name, &successor.bytes, &options, landing)?;
         } else {
             self.land_jsonl(&name, &successor.bytes[..], &options, landing, &mut |_| {})?;

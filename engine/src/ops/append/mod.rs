@@ -12,6 +12,7 @@
 //! (`store/session_cache.rs`); appends to a deleted session are refused (undelete first).
 
 mod admission;
+mod as_written;
 
 use std::sync::atomic::Ordering;
 
