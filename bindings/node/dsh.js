@@ -5,10 +5,12 @@
 // JSONL writer would have written, so `readRaw` returns the exact file.
 //
 // Invariants:
-// - A session with no events is never visible: the first append creates the session, then
-//   appends its first batch; if the process dies between the two, the empty session reads as
-//   absent and the retried first append adopts it, so the header and first batch land together
-//   as DSH's seam requires.
+// - The header and the first batch land in one commit (`createAsWritten`), as DSH's seam
+//   requires; a session whose log has no body line (an empty first batch) is never visible, and
+//   the next first append adopts it.
+// - Every batch is kept as DSH's own JSONL writer keeps it, also one DSH's reader will refuse
+//   (an unknown event type, a foreign header version, a malformed legacy shape): DSH's
+//   coordinator judges the log at load, with its own errors, as it does for its own backends.
 // - One store handle per directory in this process (RocksDB takes a lock): mounts of one path
 //   share it, and the last one to close closes it.
 import { resolve } from 'node:path'
@@ -177,15 +179,18 @@ export class SessionlogPersistence extends SessionPersistence {
   /** Append a contiguous batch, creating the session with it when it is not yet stored. */
   async appendBatch(meta, events, isMaterialized) {
     const store = await this.store
-    if (!isMaterialized) await this.materialize(store, meta)
-    if (events.length > 0) await store.append(meta.id, events[0].seq, events)
+    if (!isMaterialized && (await store.summary(meta.id)) === undefined) {
+      await store.createAsWritten(meta, events, { encoding: this.encoding })
+    } else if (events.length > 0) {
+      await store.append(meta.id, events[0].seq, events, { asWritten: true })
+    }
   }
 
   /** Cut the torn tail (when marked), then append DSH's closers (when any). */
   async commitRepair(meta, tornMarker, closers) {
     const store = await this.store
     if (tornMarker !== undefined) await store.cutTornTail(meta.id)
-    if (closers.length > 0) await store.append(meta.id, closers[0].seq, closers)
+    if (closers.length > 0) await store.append(meta.id, closers[0].seq, closers, { asWritten: true })
   }
 
   /** Every stored session's header. */
@@ -199,7 +204,7 @@ export class SessionlogPersistence extends SessionPersistence {
     const all = await (await this.store).list()
     signal?.throwIfAborted()
     return all
-      .filter(s => s.events > 0)
+      .filter(s => s.lines > 0)
       .map(s => ({ header: s.header, revision: SessionPersistenceRevision(s.revision) }))
   }
 
@@ -227,17 +232,10 @@ export class SessionlogPersistence extends SessionPersistence {
 
   // --- helpers ---
 
-  /** The stored session's summary, or undefined when absent or still empty. */
+  /** The stored session's summary, or undefined when absent or without a body line. */
   async summary(id) {
     const summary = await (await this.store).summary(id)
-    return summary !== undefined && summary.events > 0 ? summary : undefined
-  }
-
-  /** Create the session's stored header, adopting an empty one a crash left behind. */
-  async materialize(store, meta) {
-    const existing = await store.load(meta.id)
-    if (existing !== undefined && existing.events.length === 0) return
-    await store.createSession(meta, { encoding: this.encoding })
+    return summary !== undefined && summary.lines > 0 ? summary : undefined
   }
 }
 

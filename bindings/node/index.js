@@ -78,14 +78,30 @@ export class Store {
   }
 
   /**
+   * Create a session with its first batch in one commit, keeping what DSH's writer writes even
+   * where DSH's reader will refuse it at load (DSH's persistence seam; see `asWritten` below).
+   * @param {object | string} header DSH session header fields, or the header line itself
+   * @param {readonly object[]} events the first batch (seqs from 0)
+   * @param {{encoding?: 'jsonl' | 'jsonl.zstd'}} [options] how its bytes are kept
+   * @returns {Promise<{id: string, verdict: string}>}
+   */
+  async createAsWritten(header, events, { encoding = 'jsonl' } = {}) {
+    const line = typeof header === 'string' ? header : headerLine(header)
+    return parsed(await this.#native.createAsWritten(line, encoding === 'jsonl.zstd', JSON.stringify(events)))
+  }
+
+  /**
    * Append one batch; resolves once it is durable (under `sync`).
    * @param {string} id session id
    * @param {number | undefined} expectedNextSeq the seq the batch must start at (undefined: any)
    * @param {readonly object[]} events DSH events (`type`, `time`, `data`, surface metadata)
+   * @param {{asWritten?: boolean}} [options] `asWritten`: a batch DSH's rules refuse is stored
+   *   anyway, as DSH's own JSONL backend does, for DSH's reader to judge at load (the session's
+   *   verdict then says what that reader makes of it); default: refused, nothing written
    * @returns {Promise<{firstSeq: number, count: number}>}
    */
-  async append(id, expectedNextSeq, events) {
-    return parsed(await this.#native.append(id, expectedNextSeq, JSON.stringify(events)))
+  async append(id, expectedNextSeq, events, { asWritten = false } = {}) {
+    return parsed(await this.#native.append(id, expectedNextSeq, JSON.stringify(events), asWritten))
   }
 
   /** Header, every event, revision and torn flag of a session; `undefined` when absent. */
@@ -103,12 +119,12 @@ export class Store {
     return (await this.summary(id))?.revision
   }
 
-  /** `{events, bytes, verdict, revision}` of a session; `undefined` when absent. */
+  /** `{events, lines, bytes, verdict, revision}` of a session; `undefined` when absent. */
   async summary(id) {
     return parsed(await this.#native.summary(id))
   }
 
-  /** Every live session: `{id, header, events, bytes, verdict, revision}`. */
+  /** Every live session: `{id, header, events, lines, bytes, verdict, revision}`. */
   async list() {
     return parsed(await this.#native.list()).map(stored)
   }

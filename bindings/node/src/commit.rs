@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 
 use sessionlog_codec::event::NewEvent;
 use sessionlog_codec::json::{parse, Value};
-use sessionlog_engine::{AppendItem, AppendReceipt, Store};
+use sessionlog_engine::{AppendItem, AppendReceipt, Error, Store};
 
 use crate::reply::{Pending, Reply};
 use crate::workers::{closed, Shared};
@@ -27,6 +27,9 @@ pub struct AppendRequest {
     pub expected_next_seq: Option<u64>,
     /// The batch, as the JSON text of an array of DSH events.
     pub events_json: String,
+    /// Through DSH's seam: a batch the strict append refuses is stored as DSH's writer would
+    /// store it (`Store::append_as_written`), for DSH's reader to judge at load.
+    pub as_written: bool,
     /// Settled with the receipt once committed.
     pub pending: Pending,
 }
@@ -156,7 +159,12 @@ fn commit_round(round: Vec<AppendRequest>, stats: &CommitStats, shared: &Shared)
     for request in round {
         match parse_batch(&request.id, &request.events_json) {
             Ok(events) => {
-                parsed.push((request.id, request.expected_next_seq, events));
+                parsed.push(Batch {
+                    id: request.id,
+                    expected_next_seq: request.expected_next_seq,
+                    events,
+                    as_written: request.as_written.then_some(request.events_json),
+                });
                 settles.push((request.pending, None));
             }
             Err(reply) => settles.push((request.pending, Some(reply))),
@@ -178,32 +186,57 @@ fn commit_round(round: Vec<AppendRequest>, stats: &CommitStats, shared: &Shared)
 }
 
 /// One batch of one session, parsed.
-type Batch = (String, Option<u64>, Vec<NewEvent>);
+struct Batch {
+    id: String,
+    expected_next_seq: Option<u64>,
+    events: Vec<NewEvent>,
+    /// For an append through DSH's seam: the batch's JSON text, parsed again if the strict
+    /// append refuses it.
+    as_written: Option<String>,
+}
 
-fn append(store: &Store, parsed: Vec<Batch>, stats: &CommitStats) -> Vec<Reply> {
+fn append(store: &Store, mut parsed: Vec<Batch>, stats: &CommitStats) -> Vec<Reply> {
     if parsed.is_empty() {
         return Vec::new();
     }
-    let (ids, batches): (Vec<String>, Vec<(Option<u64>, Vec<NewEvent>)>) = parsed
-        .into_iter()
-        .map(|(id, expected, events)| (id, (expected, events)))
-        .unzip();
-    let items = ids
-        .iter()
-        .zip(batches)
-        .map(|(id, (expected_next_seq, events))| AppendItem {
-            id,
-            expected_next_seq,
-            events,
+    let mut fallbacks = Vec::with_capacity(parsed.len());
+    let items = parsed
+        .iter_mut()
+        .map(|b| {
+            fallbacks.push(b.as_written.take());
+            AppendItem {
+                id: &b.id,
+                expected_next_seq: b.expected_next_seq,
+                events: std::mem::take(&mut b.events),
+            }
         })
         .collect();
     let results = store.append_many(items);
     stats.writes.fetch_add(1, Ordering::Relaxed);
-    stats.appends.fetch_add(ids.len() as u64, Ordering::Relaxed);
+    stats
+        .appends
+        .fetch_add(parsed.len() as u64, Ordering::Relaxed);
     results
         .into_iter()
-        .map(|r| crate::reply::reply(r, |receipt| Reply::Json(receipt_json(receipt))))
+        .zip(parsed.iter().zip(fallbacks))
+        .map(|(result, (batch, fallback))| match (result, fallback) {
+            (Err(Error::Rejected { .. } | Error::NotAppendable { .. }), Some(text)) => {
+                as_written(store, batch, &text)
+            }
+            (result, _) => crate::reply::reply(result, |r| Reply::Json(receipt_json(r))),
+        })
         .collect()
+}
+
+/// The batch the strict append refused, stored as DSH's writer would store it (its own commit).
+fn as_written(store: &Store, batch: &Batch, text: &str) -> Reply {
+    match parse_batch(&batch.id, text) {
+        Ok(events) => crate::reply::reply(
+            store.append_as_written(&batch.id, batch.expected_next_seq, events),
+            |r| Reply::Json(receipt_json(r)),
+        ),
+        Err(reply) => reply,
+    }
 }
 
 fn receipt_json(r: AppendReceipt) -> String {
@@ -212,7 +245,7 @@ fn receipt_json(r: AppendReceipt) -> String {
 
 /// A batch's events from the JSON text of an array of DSH events (their seqs are ignored: the
 /// store assigns seqs, checked against the expected next seq).
-fn parse_batch(id: &str, text: &str) -> Result<Vec<NewEvent>, Reply> {
+pub fn parse_batch(id: &str, text: &str) -> Result<Vec<NewEvent>, Reply> {
     let bad = |rule: String| {
         Reply::failed(
             "SESSIONLOG_BAD_ARGUMENT",

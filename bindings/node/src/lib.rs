@@ -185,7 +185,23 @@ impl NativeStore {
         self.run(&env, move |s| ops::create_session(s, &header_line, zstd))
     }
 
-    /// Append a batch (JSON text of an array of events) to session `id`, group-committed.
+    /// Create session `header_line` with its first batch (JSON text of an array of events) in
+    /// one commit, keeping what DSH's writer writes even where DSH's reader will refuse it.
+    #[napi]
+    pub fn create_as_written(
+        &self,
+        env: Env,
+        header_line: String,
+        zstd: bool,
+        events_json: String,
+    ) -> napi::Result<JsObject> {
+        self.run(&env, move |s| {
+            ops::create_as_written(s, &header_line, zstd, &events_json)
+        })
+    }
+
+    /// Append a batch (JSON text of an array of events) to session `id`, group-committed;
+    /// `as_written`: through DSH's seam (see `commit::AppendRequest`).
     #[napi]
     pub fn append(
         &self,
@@ -193,6 +209,7 @@ impl NativeStore {
         id: String,
         expected_next_seq: Option<f64>,
         events_json: String,
+        as_written: Option<bool>,
     ) -> napi::Result<JsObject> {
         let (pending, promise) = Pending::new(&env)?;
         let expected_next_seq = match seq_arg("expectedNextSeq", expected_next_seq) {
@@ -206,6 +223,7 @@ impl NativeStore {
             id,
             expected_next_seq,
             events_json,
+            as_written: as_written.unwrap_or(false),
             pending,
         };
         match &self.committer {

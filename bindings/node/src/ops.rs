@@ -51,19 +51,28 @@ pub fn load(store: &Store, id: &str, from: u64) -> Reply {
     out.push_str("{\"header\":");
     out.push_str(&quoted(&summary.header));
     out.push_str(",\"events\":[");
-    if summary.events > from {
-        let mut first = true;
-        let walked = store.events(id, from, Some(summary.events - 1), &mut |_, e| {
-            if !first {
-                out.push(',');
-            }
-            first = false;
-            sessionlog_codec::json::write_value(&mut out, e);
-            Ok(())
-        });
-        if let Err(e) = walked {
-            return e.into();
+    let mut first = true;
+    let mut put = |e: &Value| {
+        if !first {
+            out.push(',');
         }
+        first = false;
+        sessionlog_codec::json::write_value(&mut out, e);
+    };
+    let walked = match summary.verdict {
+        Verdict::Corrupt(_) | Verdict::Unsupported(_) => {
+            lines_as_written(store, id, summary.format, from, &mut put)
+        }
+        Verdict::Clean | Verdict::Torn if summary.events > from => {
+            store.events(id, from, Some(summary.events - 1), &mut |_, e| {
+                put(e);
+                Ok(())
+            })
+        }
+        Verdict::Clean | Verdict::Torn => Ok(()),
+    };
+    if let Err(e) = walked {
+        return e.into();
     }
     out.push_str("],\"revision\":");
     out.push_str(&quoted(&revision(&summary)));
@@ -79,15 +88,51 @@ pub fn load(store: &Store, id: &str, from: u64) -> Reply {
     Reply::Json(out)
 }
 
-/// `{events, bytes, verdict, revision}` of session `id`, or `null`.
+/// The events of a log DSH's 0.1.0 reader refuses, as its lines hold them, from the `from`-th
+/// on: DSH's coordinator judges them at load (a newer DSH normalises some legacy shapes there).
+/// A line that is not an event at all is this log's corruption, reported as such.
+fn lines_as_written(
+    store: &Store,
+    id: &str,
+    version: u32,
+    from: u64,
+    put: &mut dyn FnMut(&Value),
+) -> Result<(), Error> {
+    let mut bytes = Vec::new();
+    store.export(id, Some(ExportFormat::Jsonl), &mut bytes)?;
+    let corrupt = |line: usize, detail: String| Error::Corrupt {
+        id: id.into(),
+        detail: format!("line {line} is not a session event: {detail}"),
+    };
+    let mut seq = 0u64;
+    for (k, line) in bytes.split_inclusive(|&b| b == b'\n').enumerate().skip(1) {
+        let Some(text) = line.strip_suffix(b"\n") else {
+            break;
+        };
+        let value = sessionlog_codec::json::parse(&String::from_utf8_lossy(text))
+            .map_err(|e| corrupt(k + 1, e.to_string()))?;
+        let events = sessionlog_codec::rows::decode_line(value, version, seq)
+            .map_err(|e| corrupt(k + 1, e))?;
+        for event in &events {
+            if seq >= from {
+                put(event);
+            }
+            seq += 1;
+        }
+    }
+    Ok(())
+}
+
+/// `{events, lines, bytes, verdict, revision}` of session `id`, or `null`.
 pub fn summary_of(store: &Store, id: &str) -> Reply {
     reply(live_summary(store, id), |s| {
         Reply::Json(s.map_or_else(
             || "null".into(),
             |s| {
                 format!(
-                    "{{\"events\":{},\"bytes\":{},\"verdict\":{},\"revision\":{}}}",
+                    "{{\"events\":{},\"lines\":{},\"bytes\":{},\"verdict\":{},\"revision\":{}}}",
                     s.events,
+                    s.body_lines,
                     s.bytes,
                     quoted(&s.verdict.to_string()),
                     quoted(&revision(&s))
@@ -97,7 +142,7 @@ pub fn summary_of(store: &Store, id: &str) -> Reply {
     })
 }
 
-/// Every live session: `[{id, header, events, bytes, verdict, revision}]`.
+/// Every live session: `[{id, header, events, lines, bytes, verdict, revision}]`.
 pub fn list(store: &Store) -> Reply {
     reply(store.list(), |all| {
         let rows: Vec<String> = all
@@ -105,10 +150,11 @@ pub fn list(store: &Store) -> Reply {
             .filter(|s| s.deleted_at_ms.is_none())
             .map(|s| {
                 format!(
-                    "{{\"id\":{},\"header\":{},\"events\":{},\"bytes\":{},\"verdict\":{},\"revision\":{}}}",
+                    "{{\"id\":{},\"header\":{},\"events\":{},\"lines\":{},\"bytes\":{},\"verdict\":{},\"revision\":{}}}",
                     quoted(&s.id),
                     quoted(&s.header),
                     s.events,
+                    s.body_lines,
                     s.bytes,
                     quoted(&s.verdict.to_string()),
                     quoted(&revision(s)),
@@ -129,6 +175,32 @@ pub fn create_session(store: &Store, header_line: &str, zstd: bool) -> Reply {
     reply(store.create_session(header_line, encoding), |id| {
         Reply::Json(quoted(&id))
     })
+}
+
+/// Create a session with its first batch through DSH's seam: `{id, verdict}`.
+pub fn create_as_written(store: &Store, header_line: &str, zstd: bool, events_json: &str) -> Reply {
+    let encoding = if zstd {
+        SourceEncoding::JsonlZstd
+    } else {
+        SourceEncoding::Jsonl
+    };
+    let id = sessionlog_codec::header::parse_header(header_line.as_bytes())
+        .map(|h| h.id.to_string_lossy())
+        .unwrap_or_default();
+    let events = match crate::commit::parse_batch(&id, events_json) {
+        Ok(events) => events,
+        Err(reply) => return reply,
+    };
+    reply(
+        store.create_as_written(header_line, encoding, events),
+        |r| {
+            Reply::Json(format!(
+                "{{\"id\":{},\"verdict\":{}}}",
+                quoted(&r.id),
+                quoted(&r.verdict.to_string())
+            ))
+        },
+    )
 }
 
 /// The session's bytes in `format` (default: its own encoding), or one generation's.

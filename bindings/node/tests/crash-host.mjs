@@ -25,5 +25,4 @@ async function drive(id) {
   }
 }
 
-process.stdout.write('ready\n')
 await Promise.all(Array.from({ length: count }, (_, i) => drive(SessionId(`${prefix}-${i}`))))

@@ -11,7 +11,7 @@ const HOST = fileURLToPath(new URL('./crash-host.mjs', import.meta.url))
 const ROUNDS = 6
 const SESSIONS = 8
 
-/** Run the host until it has acknowledged for `ms` milliseconds, then SIGKILL it. */
+/** Run the host until `ms` milliseconds after its first acknowledgement, then SIGKILL it. */
 function runAndKill(dir: string, prefix: string, ms: number): Promise<Map<string, number>> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [HOST, dir, String(SESSIONS), prefix], { stdio: ['ignore', 'pipe', 'inherit'] })
@@ -23,8 +23,10 @@ function runAndKill(dir: string, prefix: string, ms: number): Promise<Map<string
       buffered = lines.pop() ?? ''
       for (const line of lines) {
         const [tag, id, events] = line.split(' ')
-        if (tag === 'ready') setTimeout(() => child.kill('SIGKILL'), ms)
-        if (tag === 'ack' && id !== undefined) acked.set(id, Math.max(acked.get(id) ?? 0, Number(events)))
+        if (tag === 'ack' && id !== undefined) {
+          if (acked.size === 0) setTimeout(() => child.kill('SIGKILL'), ms)
+          acked.set(id, Math.max(acked.get(id) ?? 0, Number(events)))
+        }
       }
     })
     child.on('error', reject)

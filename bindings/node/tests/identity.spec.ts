@@ -8,7 +8,7 @@ import SessionStore, { SessionId, type Session } from '@deepseek-ai/dsh-session'
 import { CallId, MessageId, freezeMessage } from '@deepseek-ai/dsh-llm'
 import JsonlSessionPersistence from '@deepseek-ai/dsh-session-persistence-jsonl'
 import { SessionlogPersistence, withStore } from '../dsh.js'
-import { corruptTail, freshDir, removeDir } from './fixture.ts'
+import { corruptTail, freshDir, removeDir, tornFragment } from './fixture.ts'
 
 type Encoding = 'none' | 'zstd'
 
@@ -19,14 +19,12 @@ interface Side {
   tearTail: (ctx: Context, id: string) => Promise<void>
 }
 
-const FRAGMENT = '{"type":"step/end","seq":99,"ti'
-
 function jsonlSide(dir: string, compression: Encoding): Side {
   const path = (ctx: Context, id: string) => ctx.sessionPersistence.locate({ version: 0, id: SessionId(id), createdAt: 0, cwd: '/w' })!.path
   return {
     mount: ctx => ctx.plugin(JsonlSessionPersistence, { root: dir, compression }),
     fileBytes: async (ctx, id) => readFile(path(ctx, id)),
-    tearTail: async (ctx, id) => appendFile(path(ctx, id), FRAGMENT),
+    tearTail: async (ctx, id) => appendFile(path(ctx, id), tornFragment(await readFile(path(ctx, id)))),
   }
 }
 
@@ -125,8 +123,8 @@ const scenarios: Record<string, (ctx: Context, side: Side) => Promise<string[]>>
     await ctx.sessions.flush(s)
     await ctx.fiber.dispose()
     const probe = await host(side)
-    await probe.fiber.dispose()
     await side.tearTail(probe, 'crashed')
+    await probe.fiber.dispose()
     const again = await host(side)
     await again.sessionPersistence.load(SessionId('crashed'))
     await again.fiber.dispose()
