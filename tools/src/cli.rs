@@ -491,6 +491,29 @@ pub enum BenchWorkload {
         #[arg(long)]
         json: bool,
     },
+    /// DSH's own host in Node (its SessionStore, a flush per turn) on sessionlog's DSH backend
+    /// and on DSH's JSONL backend (plain and zstd), each in its own Node process, under the same
+    /// disk model as `hosting`. Needs Node 22 on PATH and the built binding (`./x node`).
+    NodeHosting {
+        /// Concurrent sessions.
+        #[arg(long, default_value_t = 100)]
+        sessions: usize,
+        /// How long each backend runs, in seconds.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Limit the data directory's disk to N write requests per second (as `hosting`).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        write_iops: Option<u64>,
+        /// The Node benchmark script.
+        #[arg(long, default_value = "bindings/node/bench/hosting.mjs")]
+        script: PathBuf,
+        /// Working directory for the backends' data (default: a temp dir, removed after).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print one JSON object with the raw figures per backend and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `--peers` values.

@@ -2,11 +2,13 @@
 // events, await ctx.sessions.flush(session)", against DSH's JSONL backend (compression none and
 // zstd) and SessionlogPersistence, one after the other in this run, on the same workload.
 //
-//   node bench/hosting.mjs --sessions S --seconds D [--dir DIR] [--json]
+//   node bench/hosting.mjs --sessions S --seconds D [--backend B] [--dir DIR] [--json]
 //
 // Prints durable turns/s, events/s, p50/p99 flush latency and process CPU per turn for each;
 // with --json the last line is one JSON object whose `ratios` map holds `vs_jsonl` and
-// `vs_jsonl_zstd` (sessionlog's durable turns/s ÷ each peer's).
+// `vs_jsonl_zstd` (sessionlog's durable turns/s ÷ each peer's). `--backend` runs one backend
+// alone (no ratios): `sessionlog bench node-hosting` runs each in its own process that way,
+// under a disk model, and takes the ratios itself.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -21,6 +23,7 @@ const { values: args } = parseArgs({
   options: {
     sessions: { type: 'string', default: '100' },
     seconds: { type: 'string', default: '10' },
+    backend: { type: 'string' },
     dir: { type: 'string' },
     json: { type: 'boolean', default: false },
   },
@@ -98,16 +101,20 @@ async function measure(backend) {
   }
 }
 
+const chosen = backends.filter(b => args.backend === undefined || b.name === args.backend)
+if (chosen.length === 0) throw new Error(`--backend must be one of ${backends.map(b => b.name).join(', ')}`)
 const results = []
-for (const backend of backends) results.push(await measure(backend))
+for (const backend of chosen) results.push(await measure(backend))
 console.log(`hosting: ${sessions} session(s), ${seconds}s each, DSH SessionStore + flush per turn`)
 console.log('backend       turns/s    events/s   p50 ms   p99 ms   cpu us/turn')
 for (const r of results) {
   console.log(`${r.backend.padEnd(12)} ${r.turns_per_s.toFixed(1).padStart(9)} ${r.events_per_s.toFixed(0).padStart(11)} ${r.p50_ms.toFixed(2).padStart(8)} ${r.p99_ms.toFixed(2).padStart(8)} ${r.cpu_us_per_turn.toFixed(0).padStart(13)}`)
 }
 const by = Object.fromEntries(results.map(r => [r.backend, r]))
-const ratio = peer => (by[peer].turns_per_s > 0 ? by.sessionlog.turns_per_s / by[peer].turns_per_s : null)
-if (args.json) {
+const ratio = peer => (by.sessionlog && by[peer]?.turns_per_s > 0 ? by.sessionlog.turns_per_s / by[peer].turns_per_s : null)
+if (args.json && chosen.length === 1) {
+  console.log(JSON.stringify(results[0]))
+} else if (args.json) {
   console.log(JSON.stringify({
     bench: 'hosting-node',
     sessions,

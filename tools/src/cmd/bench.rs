@@ -205,20 +205,7 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
     workload.validate()?;
     let (work, remove_after) = crate::cmd::work_dir(dir, "hosting");
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    let disk = match write_iops {
-        Some(n) => Some(
-            DiskCgroup::create(&work, Limit::WriteIops(n)).with_context(|| {
-                format!(
-                    "--write-iops {n}: cannot limit the write IOPS of the disk holding {}; \
-                     refusing to run unthrottled",
-                    work.display()
-                )
-            })?,
-        ),
-        None => DiskCgroup::create(&work, Limit::CountOnly)
-            .inspect_err(|e| eprintln!("device writes not counted: {e:#}"))
-            .ok(),
-    };
+    let disk = disk_model(&work, write_iops)?;
     let model = disk.as_ref().map(|d| output::DiskModel {
         device: d.device().to_string(),
         cgroup: d.hierarchy().name(),
@@ -276,6 +263,26 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
         out.write_all(table.as_bytes())?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The disk cgroup a benchmark runs in: limiting the disk holding `work` to `write_iops` write
+/// requests per second (refused, never run unthrottled, where that cannot be set), or, without
+/// a limit, only counting its writes where a cgroup can be made.
+pub fn disk_model(work: &Path, write_iops: Option<u64>) -> anyhow::Result<Option<DiskCgroup>> {
+    Ok(match write_iops {
+        Some(n) => Some(
+            DiskCgroup::create(work, Limit::WriteIops(n)).with_context(|| {
+                format!(
+                    "--write-iops {n}: cannot limit the write IOPS of the disk holding {}; \
+                     refusing to run unthrottled",
+                    work.display()
+                )
+            })?,
+        ),
+        None => DiskCgroup::create(work, Limit::CountOnly)
+            .inspect_err(|e| eprintln!("device writes not counted: {e:#}"))
+            .ok(),
+    })
 }
 
 /// `work/name`, which must not hold data from an earlier run (sessions would collide).

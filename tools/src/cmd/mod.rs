@@ -7,6 +7,7 @@ mod import;
 mod inspect;
 mod lineage;
 mod migrate;
+mod node_hosting;
 mod par;
 mod pit;
 mod power;
@@ -143,6 +144,21 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             stress::run(&opts, cycles, max_kill_ms, dir, json, worker)
         }
         Command::Bench { workload } => match workload {
+            BenchWorkload::NodeHosting {
+                sessions,
+                seconds,
+                write_iops,
+                script,
+                dir,
+                json,
+            } => node_hosting::run(&node_hosting::NodeHostingBench {
+                sessions,
+                seconds,
+                write_iops,
+                script,
+                dir,
+                as_json: json,
+            }),
             BenchWorkload::Fork {
                 events,
                 forks,
