@@ -41,6 +41,8 @@ export interface SessionSummary {
   id: string
   header: SessionHeaderFields
   events: number
+  /** Body lines, whatever DSH's reader makes of them. */
+  lines: number
   bytes: number
   verdict: string
   revision: string
@@ -58,11 +60,14 @@ export declare class Store {
   static open(dir: string, options?: { durability?: 'sync' | 'buffered' }): Promise<Store>
   close(): Promise<void>
   createSession(header: SessionHeaderFields | string, options?: { encoding?: 'jsonl' | 'jsonl.zstd' }): Promise<string>
-  append(id: string, expectedNextSeq: number | undefined, events: readonly EventInput[]): Promise<{ firstSeq: number; count: number }>
+  /** Create a session with its first batch in one commit, kept as DSH's writer writes it. */
+  createAsWritten(header: SessionHeaderFields | string, events: readonly EventInput[], options?: { encoding?: 'jsonl' | 'jsonl.zstd' }): Promise<{ id: string; verdict: string }>
+  /** `asWritten`: a batch DSH's rules refuse is kept anyway (DSH's seam), for DSH's reader to judge at load. */
+  append(id: string, expectedNextSeq: number | undefined, events: readonly EventInput[], options?: { asWritten?: boolean }): Promise<{ firstSeq: number; count: number }>
   load(id: string): Promise<StoredSession | undefined>
   readFrom(id: string, fromSeq: number): Promise<StoredSession | undefined>
   revision(id: string): Promise<string | undefined>
-  summary(id: string): Promise<{ events: number; bytes: number; verdict: string; revision: string } | undefined>
+  summary(id: string): Promise<{ events: number; lines: number; bytes: number; verdict: string; revision: string } | undefined>
   list(): Promise<SessionSummary[]>
   exportBytes(id: string, options?: { format?: 'jsonl' | 'jsonl.zstd'; generation?: number }): Promise<Buffer>
   repair(id: string): Promise<{ cutBytes: number; recovered: number; closers: number; endSeed: boolean }>
