@@ -230,7 +230,7 @@ pub enum Error {
 
 impl Error {
     /// A copy of this error for each caller that shared the failed operation.
-    pub(crate) fn duplicate(&self) -> Error {
+    pub fn duplicate(&self) -> Error {
         match self {
             Error::Poisoned => Error::Poisoned,
             Error::Shared(e) => Error::Shared(std::sync::Arc::clone(e)),

@@ -1,11 +1,13 @@
 //! Group commit: one thread commits every append that is waiting, of any number of sessions, in
-//! one `Store::append_many` call (one RocksDB write, one fsync under `sync` durability).
+//! one `Store::append_many` call (one RocksDB write, one fsync under `sync` durability). Sessions
+//! created with their first batch in the same round are committed unsynced, one commit each, and
+//! made durable together by one WAL sync after the round's appends.
 //!
 //! Invariants: each append's promise settles only after the write that holds it returned, so a
 //! resolved append is durable; appends to one session commit in the order they were issued (a
 //! group holding two batches of one session commits them in successive rounds, since
-//! `append_many` takes a session once per call); closing commits everything already queued
-//! before the thread stops.
+//! `append_many` takes a session once per call); a creation settles only after the WAL sync
+//! that covers it; closing commits everything already queued before the thread stops.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +16,7 @@ use std::thread::JoinHandle;
 
 use sessionlog_codec::event::NewEvent;
 use sessionlog_codec::json::{parse, Value};
-use sessionlog_engine::{AppendItem, AppendReceipt, Error, Store};
+use sessionlog_engine::{AppendItem, AppendReceipt, Durability, Error, SourceEncoding, Store};
 
 use crate::reply::{Pending, Reply};
 use crate::workers::{closed, Shared};
@@ -30,8 +32,19 @@ pub struct AppendRequest {
     /// Through DSH's seam: a batch the strict append refuses is stored as DSH's writer would
     /// store it (`Store::append_as_written`), for DSH's reader to judge at load.
     pub as_written: bool,
+    /// When the batch is a new session's first: the session's header; the session is created
+    /// with the batch in one commit (`Store::create_as_written`).
+    pub create: Option<Creation>,
     /// Settled with the receipt once committed.
     pub pending: Pending,
+}
+
+/// A new session's header, for an [`AppendRequest`] that creates it.
+pub struct Creation {
+    /// The header line (JSON text, no newline).
+    pub header_line: String,
+    /// Keep the session's bytes as `.jsonl.zstd`.
+    pub zstd: bool,
 }
 
 #[derive(Default)]
@@ -152,37 +165,97 @@ fn rounds(group: Vec<AppendRequest>) -> Vec<Vec<AppendRequest>> {
     out
 }
 
-/// Parse each request's batch, commit the well-formed ones in one write, settle every promise.
+/// Where a request's reply comes from.
+enum Slot {
+    /// Settled before any write (a malformed batch).
+    Early(Reply),
+    /// A creation, in round order.
+    Created,
+    /// An append, in round order.
+    Appended,
+}
+
+/// Parse each request's batch; create the new sessions, commit the appends in one write, sync
+/// once for the creations; settle every promise.
 fn commit_round(round: Vec<AppendRequest>, stats: &CommitStats, shared: &Shared) {
     let mut parsed: Vec<Batch> = Vec::with_capacity(round.len());
-    let mut settles: Vec<(Pending, Option<Reply>)> = Vec::with_capacity(round.len());
+    let mut creations: Vec<(Creation, Vec<NewEvent>)> = Vec::new();
+    let mut settles: Vec<(Pending, Slot)> = Vec::with_capacity(round.len());
     for request in round {
-        match parse_batch(&request.id, &request.events_json) {
-            Ok(events) => {
+        match (
+            parse_batch(&request.id, &request.events_json),
+            request.create,
+        ) {
+            (Ok(events), Some(creation)) => {
+                creations.push((creation, events));
+                settles.push((request.pending, Slot::Created));
+            }
+            (Ok(events), None) => {
                 parsed.push(Batch {
                     id: request.id,
                     expected_next_seq: request.expected_next_seq,
                     events,
                     as_written: request.as_written.then_some(request.events_json),
                 });
-                settles.push((request.pending, None));
+                settles.push((request.pending, Slot::Appended));
             }
-            Err(reply) => settles.push((request.pending, Some(reply))),
+            (Err(reply), _) => settles.push((request.pending, Slot::Early(reply))),
         }
     }
-    let count = parsed.len();
-    let mut results = match shared.read() {
+    let (created, appended) = match shared.read() {
         Ok(guard) => match guard.as_ref() {
-            Some(store) => append(store, parsed, stats),
-            None => (0..count).map(|_| closed()).collect(),
+            Some(store) => {
+                let created = create(store, creations);
+                (created, append(store, parsed, stats))
+            }
+            None => (
+                creations.iter().map(|_| closed()).collect(),
+                parsed.iter().map(|_| closed()).collect(),
+            ),
         },
-        Err(_) => (0..count).map(|_| closed()).collect(),
+        Err(_) => (
+            creations.iter().map(|_| closed()).collect(),
+            parsed.iter().map(|_| closed()).collect(),
+        ),
+    };
+    let (mut created, mut appended) = (created.into_iter(), appended.into_iter());
+    for (pending, slot) in settles {
+        let reply = match slot {
+            Slot::Early(reply) => Some(reply),
+            Slot::Created => created.next(),
+            Slot::Appended => appended.next(),
+        };
+        pending.settle(reply.unwrap_or_else(closed));
     }
-    .into_iter();
-    for (pending, early) in settles {
-        let reply = early.or_else(|| results.next()).unwrap_or_else(closed);
-        pending.settle(reply);
-    }
+}
+
+/// Create each new session with its first batch, unsynced, then make them durable with one WAL
+/// sync (under `sync` durability); a failed sync fails every creation it was to cover.
+fn create(store: &Store, creations: Vec<(Creation, Vec<NewEvent>)>) -> Vec<Reply> {
+    let results: Vec<_> = creations
+        .into_iter()
+        .map(|(c, events)| {
+            let encoding = if c.zstd {
+                SourceEncoding::JsonlZstd
+            } else {
+                SourceEncoding::Jsonl
+            };
+            store.create_as_written(&c.header_line, encoding, events, true)
+        })
+        .collect();
+    let synced = if store.durability() == Durability::Sync && results.iter().any(Result::is_ok) {
+        store.sync()
+    } else {
+        Ok(())
+    };
+    results
+        .into_iter()
+        .map(|r| match (r, &synced) {
+            (Ok(report), Ok(())) => crate::ops::created_json(&report),
+            (Ok(_), Err(e)) => e.duplicate().into(),
+            (Err(e), _) => e.into(),
+        })
+        .collect()
 }
 
 /// One batch of one session, parsed.

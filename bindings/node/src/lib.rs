@@ -19,7 +19,7 @@ use napi::{Env, JsObject};
 use napi_derive::napi;
 use sessionlog_engine::{Durability, ExportFormat, Options, Store};
 
-use commit::{AppendRequest, Committer};
+use commit::{AppendRequest, Committer, Creation};
 use reply::{Pending, Reply};
 use workers::{Shared, Workers};
 
@@ -81,6 +81,14 @@ impl NativeStore {
         let (pending, promise) = Pending::new(env)?;
         self.workers.submit(pending, job);
         Ok(promise)
+    }
+
+    /// Queue `request` for the commit thread (refused once the store is closing).
+    fn submit(&self, request: AppendRequest) {
+        match &self.committer {
+            Some(c) => c.submit(request),
+            None => request.pending.settle(workers::closed()),
+        }
     }
 
     /// Settle a promise at once with `reply` (an argument error).
@@ -195,9 +203,20 @@ impl NativeStore {
         zstd: bool,
         events_json: String,
     ) -> napi::Result<JsObject> {
-        self.run(&env, move |s| {
-            ops::create_as_written(s, &header_line, zstd, &events_json)
-        })
+        let (pending, promise) = Pending::new(&env)?;
+        let id = sessionlog_codec::header::parse_header(header_line.as_bytes())
+            .map(|h| h.id.to_string_lossy())
+            .unwrap_or_default();
+        let request = AppendRequest {
+            id,
+            expected_next_seq: Some(0),
+            events_json,
+            as_written: true,
+            create: Some(Creation { header_line, zstd }),
+            pending,
+        };
+        self.submit(request);
+        Ok(promise)
     }
 
     /// Append a batch (JSON text of an array of events) to session `id`, group-committed;
@@ -224,12 +243,10 @@ impl NativeStore {
             expected_next_seq,
             events_json,
             as_written: as_written.unwrap_or(false),
+            create: None,
             pending,
         };
-        match &self.committer {
-            Some(c) => c.submit(request),
-            None => request.pending.settle(workers::closed()),
-        }
+        self.submit(request);
         Ok(promise)
     }
 

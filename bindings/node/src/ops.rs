@@ -7,7 +7,8 @@
 
 use sessionlog_codec::json::{stringify, Value};
 use sessionlog_engine::{
-    Error, ExportFormat, ForkReport, RepairReport, SessionSummary, SourceEncoding, Store, Verdict,
+    Error, ExportFormat, ForkReport, ImportReport, RepairReport, SessionSummary, SourceEncoding,
+    Store, Verdict,
 };
 
 use crate::reply::{reply, Reply};
@@ -177,30 +178,13 @@ pub fn create_session(store: &Store, header_line: &str, zstd: bool) -> Reply {
     })
 }
 
-/// Create a session with its first batch through DSH's seam: `{id, verdict}`.
-pub fn create_as_written(store: &Store, header_line: &str, zstd: bool, events_json: &str) -> Reply {
-    let encoding = if zstd {
-        SourceEncoding::JsonlZstd
-    } else {
-        SourceEncoding::Jsonl
-    };
-    let id = sessionlog_codec::header::parse_header(header_line.as_bytes())
-        .map(|h| h.id.to_string_lossy())
-        .unwrap_or_default();
-    let events = match crate::commit::parse_batch(&id, events_json) {
-        Ok(events) => events,
-        Err(reply) => return reply,
-    };
-    reply(
-        store.create_as_written(header_line, encoding, events),
-        |r| {
-            Reply::Json(format!(
-                "{{\"id\":{},\"verdict\":{}}}",
-                quoted(&r.id),
-                quoted(&r.verdict.to_string())
-            ))
-        },
-    )
+/// What a creation through DSH's seam stored: `{id, verdict}`.
+pub fn created_json(r: &ImportReport) -> Reply {
+    Reply::Json(format!(
+        "{{\"id\":{},\"verdict\":{}}}",
+        quoted(&r.id),
+        quoted(&r.verdict.to_string())
+    ))
 }
 
 /// The session's bytes in `format` (default: its own encoding), or one generation's.

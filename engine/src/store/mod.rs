@@ -184,6 +184,11 @@ impl Store {
             .map_err(Error::storage(context))
     }
 
+    /// How durable a commit is when it returns (the store's [`Options::durability`]).
+    pub fn durability(&self) -> Durability {
+        self.options.durability
+    }
+
     /// Make every write so far durable (fsync the WAL).
     pub fn sync(&self) -> Result<()> {
         self.db

@@ -28,11 +28,14 @@ impl Store {
     /// Create session `header_line`'s log with its first batch `events` (seqs from 0) in one
     /// commit, as DSH's writer creates a session file. The header need only name a session (its
     /// version may be one DSH refuses at load); the log is stored with its reader verdict.
+    /// `defer_sync`: the commit is not fsynced; the caller makes it durable with
+    /// [`Store::sync`] (many creations, one fsync) before acknowledging it.
     pub fn create_as_written(
         &self,
         header_line: &str,
         encoding: SourceEncoding,
         events: Vec<NewEvent>,
+        defer_sync: bool,
     ) -> Result<ImportReport> {
         self.check_writable()?;
         let header = parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
@@ -51,7 +54,18 @@ impl Store {
             text.clear();
         }
         let lines = authored_lines(&id, version, 0, events)?;
-        self.land_as_written(&id, encoding, bytes, text, lines, Landing::default())
+        let options = ImportOptions {
+            defer_sync,
+            ..ImportOptions::default()
+        };
+        self.land_as_written(
+            &id,
+            encoding,
+            (bytes, text),
+            lines,
+            &options,
+            Landing::default(),
+        )
     }
 
     /// Append `events` to session `id` as DSH's writer would, whatever DSH's reader will say of
@@ -101,35 +115,43 @@ impl Store {
             lower: Some(self.generation_files(&meta, &versions)?),
             replaces: Some(meta.clone()),
         };
-        self.land_as_written(id, meta.source, stored, String::new(), lines, landing)?;
+        let options = ImportOptions::default();
+        self.land_as_written(
+            id,
+            meta.source,
+            (stored, String::new()),
+            lines,
+            &options,
+            landing,
+        )?;
         *state = None;
         Ok(receipt)
     }
 
-    /// Import `bytes` (already in `encoding`) followed by `plain` and `lines` (as text, framed
-    /// once more under zstd) as session `id`'s whole log.
+    /// Import `stored` (bytes already in `encoding`, then text) followed by `lines` (the text
+    /// framed once more under zstd) as session `id`'s whole log.
     fn land_as_written(
         &self,
         id: &str,
         encoding: SourceEncoding,
-        mut bytes: Vec<u8>,
-        mut plain: String,
+        stored: (Vec<u8>, String),
         lines: String,
+        options: &ImportOptions,
         landing: Landing,
     ) -> Result<ImportReport> {
         let name = format!("session \"{id}\" as DSH wrote it");
-        let options = ImportOptions::default();
+        let (mut bytes, mut plain) = stored;
         plain.push_str(&lines);
         match encoding {
             SourceEncoding::Jsonl => {
                 bytes.extend_from_slice(plain.as_bytes());
-                self.land_jsonl(&name, &bytes[..], &options, landing, &mut |_| {})
+                self.land_jsonl(&name, &bytes[..], options, landing, &mut |_| {})
             }
             SourceEncoding::JsonlZstd => {
                 if !plain.is_empty() {
                     FrameCompressor::new()?.compress_into(plain.as_bytes(), &mut bytes)?;
                 }
-                self.land_zstd(&name, &bytes, &options, landing)
+                self.land_zstd(&name, &bytes, options, landing)
             }
         }
     }
@@ -185,7 +207,7 @@ mod tests {
         let (_t, store) = empty();
         let turn = event(r#"{"type":"turn/start","time":5,"data":{"turn":1}}"#);
         let report = store
-            .create_as_written(HEADER, SourceEncoding::Jsonl, vec![turn])
+            .create_as_written(HEADER, SourceEncoding::Jsonl, vec![turn], false)
             .expect("create");
         assert_eq!(report.verdict, Verdict::Clean);
         let future = event(r#"{"type":"future/event","time":6,"data":{"payload":1}}"#);
@@ -219,7 +241,7 @@ mod tests {
         let header = r#"{"type":"session","version":99,"id":"v99","createdAt":1,"cwd":"/w"}"#;
         let turn = event(r#"{"type":"turn/start","time":5,"data":{"turn":1}}"#);
         store
-            .create_as_written(header, SourceEncoding::JsonlZstd, vec![turn.clone()])
+            .create_as_written(header, SourceEncoding::JsonlZstd, vec![turn.clone()], false)
             .expect("create");
         store
             .append_as_written("v99", Some(1), vec![turn])
@@ -242,7 +264,7 @@ mod tests {
         let (_t, store) = empty();
         let turn = event(r#"{"type":"turn/start","time":5,"data":{"turn":1}}"#);
         store
-            .create_as_written(HEADER, SourceEncoding::Jsonl, vec![turn.clone()])
+            .create_as_written(HEADER, SourceEncoding::Jsonl, vec![turn.clone()], false)
             .expect("create");
         let before = exported(&store, "s");
         let stale = store.append_as_written("s", Some(7), vec![turn.clone()]);
