@@ -179,7 +179,10 @@ impl Store {
             let events = std::mem::take(&mut items[i].events);
             let outcome = self
                 .load_write_state(id, &mut guards[slot])
-                .and_then(|state| admission::stage(self, state, id, expected, events, &mut batch));
+                .map(|_| ())
+                .and_then(|()| {
+                    admission::stage(self, &mut guards[slot], id, expected, events, &mut batch)
+                });
             match outcome {
                 Ok(s) => staged.push((slot, s)),
                 Err(e) => results[i] = Some(Err(e)),
@@ -188,10 +191,10 @@ impl Store {
         if !staged.is_empty() {
             if let Err(e) = batch.commit("committing appended batches") {
                 self.poisoned.store(true, Ordering::SeqCst);
-                for (slot, s) in staged.drain(..) {
-                    if let Some(state) = guards[slot].as_mut() {
-                        s.roll_back(state);
-                    }
+                // The staged sessions' cached states ran ahead of the store: dropped, they
+                // are reloaded from the store.
+                for (slot, _) in staged.drain(..) {
+                    *guards[slot] = None;
                     results[order[slot]] = Some(Err(e.duplicate()));
                 }
             }
