@@ -425,7 +425,15 @@ impl Object {
 
     /// Whether the key set is exactly `keys` (order-insensitive; DSH's `hasExactKeys`).
     pub fn has_exact_keys(&self, keys: &[&str]) -> bool {
-        self.len() == keys.len() && keys.iter().all(|k| self.contains_key(k))
+        // Authored objects hold their keys in the order checked: one pass confirms that case
+        // before the order-insensitive check.
+        self.len() == keys.len()
+            && (self
+                .entries
+                .iter()
+                .zip(keys)
+                .all(|((k, _), key)| k.eq_str(key))
+                || keys.iter().all(|k| self.contains_key(k)))
     }
 }
 
