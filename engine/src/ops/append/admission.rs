@@ -6,7 +6,7 @@
 //! batch committed; a batch that fails to commit drops the cached state, so it is reloaded from
 //! the store.
 
-use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::event::{event_type, NewEvent};
 use sessionlog_codec::json::Value;
 use sessionlog_codec::known_types::is_known;
 use sessionlog_codec::projection::ProjectionSet;
@@ -87,10 +87,17 @@ pub(crate) fn stage(
     let now = now_ms();
     let mut authored = Vec::with_capacity(events.len());
     let v4 = state.meta.version == 4;
+    // Consecutive events mostly share a type (chunk runs): a type equal to the previous event's,
+    // which was known, is not looked up again.
+    let mut previous_known = false;
     for (k, event) in events.into_iter().enumerate() {
         let seq = next + k as u64;
+        let known = v4
+            || (previous_known && authored.last().map(event_type) == Some(event.ty.as_str()))
+            || is_known(&event.ty);
+        previous_known = known;
         // The type is copied only for the refusal of an unknown one (rare).
-        let unknown = (!v4 && !is_known(&event.ty) && !event.ignorable).then(|| event.ty.clone());
+        let unknown = (!known && !event.ignorable).then(|| event.ty.clone());
         let authored_event = event.author(seq, now).map_err(|rule| reject(seq, rule))?;
         if let Some(ty) = unknown {
             return Err(reject(seq, format!("event type \"{ty}\" is unknown to DSH 0.1.0, whose reader refuses a log holding it; mark it \"ignorable\": true")));
