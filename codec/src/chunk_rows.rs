@@ -6,7 +6,7 @@
 //! anything not fully recognised is written verbatim, so packing never loses data. Runs never span
 //! batches: callers pack one batch at a time.
 
-use crate::json::{JsString, Object, Value};
+use crate::json::{write_value, JsString, Object, Value};
 
 /// `Number.MAX_SAFE_INTEGER` as an integer.
 const MAX_SAFE: i64 = 9_007_199_254_740_991;
@@ -154,7 +154,7 @@ fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
 }
 
 /// The delta kinds that pack.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum DeltaKind {
     Text,
     Reasoning,
@@ -162,6 +162,7 @@ enum DeltaKind {
 }
 
 /// A whitelisted delta member, borrowed from its event.
+#[derive(Debug)]
 struct Delta<'a> {
     kind: DeltaKind,
     seq: i64,
@@ -251,6 +252,15 @@ fn continues(prev: &Delta<'_>, next: &Delta<'_>) -> bool {
         && (next.kind != DeltaKind::ToolCall || (next.id == prev.id && next.name == prev.name))
 }
 
+/// The row type a run of `kind` packs into.
+fn row_tag(kind: DeltaKind) -> &'static str {
+    match kind {
+        DeltaKind::Text => "text-chunks",
+        DeltaKind::Reasoning => "reasoning-chunks",
+        DeltaKind::ToolCall => "tool-call-chunks",
+    }
+}
+
 /// Build the row for a completed run (`buildRow`).
 fn build_row(run: &[Delta<'_>]) -> Value {
     let first = &run[0];
@@ -264,63 +274,110 @@ fn build_row(run: &[Delta<'_>]) -> Value {
         .with("step", first.step.clone())
         .with("index", first.index.clone())
         .with("dt", Value::Array(dt));
-    let tag = match first.kind {
-        DeltaKind::ToolCall => {
-            if let Some(id) = first.id {
-                data = data.with("id", Value::String(id.clone()));
-            }
-            if let Some(name) = first.name {
-                data = data.with("name", name.clone());
-            }
-            data = data.with("args", Value::Array(payload));
-            "tool-call-chunks"
+    if first.kind == DeltaKind::ToolCall {
+        if let Some(id) = first.id {
+            data = data.with("id", Value::String(id.clone()));
         }
-        kind => {
-            data = data.with("texts", Value::Array(payload));
-            if kind == DeltaKind::Text {
-                "text-chunks"
-            } else {
-                "reasoning-chunks"
-            }
+        if let Some(name) = first.name {
+            data = data.with("name", name.clone());
         }
-    };
+        data = data.with("args", Value::Array(payload));
+    } else {
+        data = data.with("texts", Value::Array(payload));
+    }
     Value::Object(
         Object::new()
-            .with("type", tag)
+            .with("type", row_tag(first.kind))
             .with("seq0", first.seq)
             .with("time0", first.time)
             .with("data", data),
     )
 }
 
-/// One storage record of a packed batch: an event written verbatim (borrowed), or a row.
+/// One storage record of a packed batch, borrowed from the batch's events: an event written
+/// verbatim, or a run packed into a row.
 #[derive(Debug)]
 pub enum Packed<'a> {
     /// An event written as itself.
     Event(&'a Value),
     /// A packed run.
-    Row(Value),
+    Row(Row<'a>),
+}
+
+/// A run of ≥[`MIN_RUN`] deltas that packs into one row (`buildRow`). The row's line is written
+/// straight from the borrowed members ([`Packed::write_json`]), without building its value.
+#[derive(Debug)]
+pub struct Row<'a> {
+    /// The members, in seq order.
+    deltas: Vec<Delta<'a>>,
 }
 
 impl Packed<'_> {
-    /// The record's JSON value.
-    pub fn value(&self) -> &Value {
-        match self {
-            Packed::Event(e) => e,
-            Packed::Row(r) => r,
+    /// Append `JSON.stringify` of the record to `out`: for a row, the same bytes as
+    /// stringifying [`Packed::into_value`] (pinned by the tests), since the row's keys are
+    /// distinct and none is an array index, so they stay in the order `buildRow` sets them.
+    pub fn write_json(&self, out: &mut String) {
+        let run = match self {
+            Packed::Event(e) => return write_value(out, e),
+            Packed::Row(row) => &row.deltas,
+        };
+        let first = &run[0];
+        out.push_str("{\"type\":\"");
+        out.push_str(row_tag(first.kind));
+        out.push_str("\",\"seq0\":");
+        write_value(out, &Value::from(first.seq));
+        out.push_str(",\"time0\":");
+        write_value(out, &Value::from(first.time));
+        out.push_str(",\"data\":{\"turn\":");
+        write_value(out, first.turn);
+        out.push_str(",\"step\":");
+        write_value(out, first.step);
+        out.push_str(",\"index\":");
+        write_value(out, first.index);
+        out.push_str(",\"dt\":[");
+        for (k, w) in run.windows(2).enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            write_value(out, &Value::from(w[1].time - w[0].time));
         }
+        out.push(']');
+        if first.kind == DeltaKind::ToolCall {
+            if let Some(id) = first.id {
+                out.push_str(",\"id\":");
+                write_value(out, &Value::String(id.clone()));
+            }
+            if let Some(name) = first.name {
+                out.push_str(",\"name\":");
+                write_value(out, name);
+            }
+            out.push_str(",\"args\":[");
+        } else {
+            out.push_str(",\"texts\":[");
+        }
+        for (k, d) in run.iter().enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            write_value(out, d.payload);
+        }
+        out.push_str("]}}");
     }
 
     /// How many events the record holds.
     pub fn members(&self) -> usize {
-        let Packed::Row(Value::Object(row)) = self else {
-            return 1;
-        };
-        row.get("data")
-            .and_then(Value::as_object)
-            .and_then(|d| d.get("texts").or_else(|| d.get("args")))
-            .and_then(Value::as_array)
-            .map_or(1, <[Value]>::len)
+        match self {
+            Packed::Event(_) => 1,
+            Packed::Row(row) => row.deltas.len(),
+        }
+    }
+
+    /// The record as an owned value.
+    pub fn into_value(self) -> Value {
+        match self {
+            Packed::Event(e) => e.clone(),
+            Packed::Row(row) => build_row(&row.deltas),
+        }
     }
 }
 
@@ -332,8 +389,8 @@ pub fn pack_runs<'a>(events: &'a [Value]) -> Vec<Packed<'a>> {
     let mut run: Vec<(Delta<'a>, &'a Value)> = Vec::new();
     let flush = |run: &mut Vec<(Delta<'a>, &'a Value)>, out: &mut Vec<Packed<'a>>| {
         if run.len() >= MIN_RUN {
-            let deltas: Vec<Delta<'a>> = run.drain(..).map(|(d, _)| d).collect();
-            out.push(Packed::Row(build_row(&deltas)));
+            let deltas = run.drain(..).map(|(d, _)| d).collect();
+            out.push(Packed::Row(Row { deltas }));
         } else {
             out.extend(run.drain(..).map(|(_, e)| Packed::Event(e)));
         }
@@ -363,10 +420,7 @@ pub fn pack_runs<'a>(events: &'a [Value]) -> Vec<Packed<'a>> {
 pub fn pack_chunk_runs(events: &[Value]) -> Vec<Value> {
     pack_runs(events)
         .into_iter()
-        .map(|p| match p {
-            Packed::Event(e) => e.clone(),
-            Packed::Row(r) => r,
-        })
+        .map(Packed::into_value)
         .collect()
 }
 

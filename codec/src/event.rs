@@ -143,18 +143,24 @@ impl NewEvent {
             ignorable,
         } = self;
         let mut entries: Vec<(JsString, Value)> = Vec::with_capacity(7);
-        entries.push((JsString::from("type"), Value::String(JsString::from(ty))));
-        entries.push((JsString::from("seq"), Value::from(seq)));
-        entries.push((JsString::from("time"), Value::from(time.unwrap_or(now))));
-        entries.push((JsString::from("data"), data));
+        entries.push((
+            JsString::from_static("type"),
+            Value::String(JsString::from(ty)),
+        ));
+        entries.push((JsString::from_static("seq"), Value::from(seq)));
+        entries.push((
+            JsString::from_static("time"),
+            Value::from(time.unwrap_or(now)),
+        ));
+        entries.push((JsString::from_static("data"), data));
         if let Some(s) = source_event_seqs {
-            entries.push((JsString::from("sourceEventSeqs"), s));
+            entries.push((JsString::from_static("sourceEventSeqs"), s));
         }
         if let Some(op) = surface_op {
-            entries.push((JsString::from("surfaceOp"), op));
+            entries.push((JsString::from_static("surfaceOp"), op));
         }
         if ignorable {
-            entries.push((JsString::from("ignorable"), Value::Bool(true)));
+            entries.push((JsString::from_static("ignorable"), Value::Bool(true)));
         }
         Ok(Value::Object(Object::from_parsed(entries)))
     }

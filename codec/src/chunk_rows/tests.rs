@@ -110,4 +110,29 @@ proptest! {
         let back = round_trip(&events);
         prop_assert_eq!(back.iter().map(stringify).collect::<Vec<_>>(), events.iter().map(stringify).collect::<Vec<_>>());
     }
+
+    /// A record's line written straight from the batch is the stringified record, byte for byte.
+    #[test]
+    fn written_lines_are_the_stringified_records(
+        spec in proptest::collection::vec((0u8..3, 0i64..2, 0i64..2, -5i64..50, any::<bool>(), "[a-z\"\\\\\u{1}é😀]{0,3}"), 0..40)
+    ) {
+        let mut time = 1_000;
+        let events: Vec<Value> = spec
+            .iter()
+            .enumerate()
+            .map(|(i, (kind, turn, index, dt, named, text))| {
+                time += dt;
+                chunk_event(i as i64, time, *turn, *index, *kind, text, named.then_some("read\n"))
+            })
+            .collect();
+        for packed in pack_runs(&events) {
+            let mut line = String::new();
+            packed.write_json(&mut line);
+            let members = packed.members();
+            let value = packed.into_value();
+            prop_assert_eq!(line, stringify(&value));
+            let decoded = decode_record(value).expect("decode").len();
+            prop_assert_eq!(members, decoded);
+        }
+    }
 }

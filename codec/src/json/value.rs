@@ -148,18 +148,26 @@ impl From<Object> for Value {
 }
 
 /// A JS string stored as WTF-8 bytes (see the module invariants). A string without lone
-/// surrogates is kept as a Rust `String`, so [`JsString::as_str`] costs nothing; the
-/// representation is canonical (lone surrogates ⇔ `Wtf8`), so equality and order are the bytes'.
+/// surrogates is kept as UTF-8 (a Rust `String`, or a `&'static str` for the fixed keys the
+/// writers author, which then cost no allocation per object), so [`JsString::as_str`] costs
+/// nothing; lone surrogates ⇔ `Wtf8`, and equality, order and hashing are the bytes', whichever
+/// variant holds them.
 #[derive(Clone)]
 pub struct JsString(Repr);
 
 #[derive(Clone)]
 enum Repr {
     Utf8(String),
+    Static(&'static str),
     Wtf8(Vec<u8>),
 }
 
 impl JsString {
+    /// A string of fixed text, held without copying (object keys a writer authors).
+    pub const fn from_static(s: &'static str) -> Self {
+        JsString(Repr::Static(s))
+    }
+
     /// Wrap bytes already in WTF-8 form. The caller guarantees the encoding.
     pub(crate) fn from_wtf8_unchecked(bytes: Vec<u8>) -> Self {
         match String::from_utf8(bytes) {
@@ -172,6 +180,7 @@ impl JsString {
     pub fn as_wtf8(&self) -> &[u8] {
         match &self.0 {
             Repr::Utf8(s) => s.as_bytes(),
+            Repr::Static(s) => s.as_bytes(),
             Repr::Wtf8(b) => b,
         }
     }
@@ -180,6 +189,7 @@ impl JsString {
     pub fn as_str(&self) -> Option<&str> {
         match &self.0 {
             Repr::Utf8(s) => Some(s),
+            Repr::Static(s) => Some(s),
             Repr::Wtf8(_) => None,
         }
     }
@@ -355,8 +365,8 @@ impl Object {
     }
 
     /// Builder form of [`Object::insert`] for authoring code.
-    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
-        self.insert(JsString::from(key), value.into());
+    pub fn with(mut self, key: &'static str, value: impl Into<Value>) -> Self {
+        self.insert(JsString::from_static(key), value.into());
         self
     }
 
@@ -415,7 +425,15 @@ impl Object {
 
     /// Whether the key set is exactly `keys` (order-insensitive; DSH's `hasExactKeys`).
     pub fn has_exact_keys(&self, keys: &[&str]) -> bool {
-        self.len() == keys.len() && keys.iter().all(|k| self.contains_key(k))
+        // Authored objects hold their keys in the order checked: one pass confirms that case
+        // before the order-insensitive check.
+        self.len() == keys.len()
+            && (self
+                .entries
+                .iter()
+                .zip(keys)
+                .all(|((k, _), key)| k.eq_str(key))
+                || keys.iter().all(|k| self.contains_key(k)))
     }
 }
 

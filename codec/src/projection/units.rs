@@ -2,7 +2,7 @@
 //! event, and a `view` of the state. States are JSON values in JS key order.
 
 use crate::event::event_type;
-use crate::json::{Object, Value};
+use crate::json::{JsString, Object, Value};
 use crate::surface::RequestHeaderFold;
 
 /// One projection unit.
@@ -304,7 +304,7 @@ fn usage_v4(state: &mut Value, seq: u64, event: &Value) {
                 .and_then(Value::as_object)
                 .is_some_and(|l| l.get("turn") == d.get("turn") && l.get("step") == d.get("step"));
             if same_step {
-                s.insert("last".into(), Value::Null);
+                s.insert(JsString::from_static("last"), Value::Null);
             }
         }
         "compaction/summary" => {
@@ -313,7 +313,7 @@ fn usage_v4(state: &mut Value, seq: u64, event: &Value) {
                 let totals = s.get("totals").map(buckets_of).unwrap_or([0.0; 4]);
                 let sample = sample_buckets(u);
                 let sum: Vec<f64> = (0..4).map(|i| totals[i] + sample[i]).collect();
-                s.insert("totals".into(), buckets_value(&sum));
+                s.insert(JsString::from_static("totals"), buckets_value(&sum));
             }
         }
         "assistant/message" | "assistant/attempt" => {
@@ -368,7 +368,7 @@ fn turns(state: &mut Value, seq: u64, event: &Value) {
         "step/start" => {
             if let Some(Value::Object(t)) = list.last_mut() {
                 let steps = t.get("steps").and_then(Value::as_f64).unwrap_or(0.0);
-                t.insert("steps".into(), Value::from(steps + 1.0));
+                t.insert(JsString::from_static("steps"), Value::from(steps + 1.0));
             }
         }
         "turn/end" => {
@@ -381,8 +381,8 @@ fn turns(state: &mut Value, seq: u64, event: &Value) {
                 _ => None,
             });
             if let Some(t) = open {
-                t.insert("endSeq".into(), Value::from(seq as f64));
-                t.insert("endTime".into(), time(event));
+                t.insert(JsString::from_static("endSeq"), Value::from(seq as f64));
+                t.insert(JsString::from_static("endTime"), time(event));
                 t.insert(
                     "reason".into(),
                     d.get("reason").cloned().unwrap_or(Value::Null),
@@ -462,7 +462,7 @@ fn activity_init(_: u64) -> Value {
 fn activity(state: &mut Value, _: u64, event: &Value) {
     let Value::Object(s) = state else { return };
     match event_type(event) {
-        "turn/start" => s.insert("blank".into(), Value::Bool(false)),
+        "turn/start" => s.insert(JsString::from_static("blank"), Value::Bool(false)),
         "user/message" => {
             let human = data(event)
                 .and_then(|d| d.get("source"))
@@ -471,7 +471,7 @@ fn activity(state: &mut Value, _: u64, event: &Value) {
                 .and_then(Value::as_str)
                 == Some("user");
             if human {
-                s.insert("lastPromptAt".into(), time(event));
+                s.insert(JsString::from_static("lastPromptAt"), time(event));
             }
         }
         _ => {}

@@ -13,7 +13,6 @@
 //! The state derives serde so the engine can snapshot and restore it mid-log.
 
 use std::borrow::Borrow;
-use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
@@ -353,20 +352,23 @@ fn surface_op(
         return Ok(None);
     }
     let op = prop(Some(event), "surfaceOp")?;
-    let ty_text = template(ty);
+    // The type's text is only for a refusal's message: built when one is made.
+    let ty_text = || template(ty);
     if !ty
         .and_then(Value::as_str)
         .is_some_and(|t| model.is_eligible(t))
     {
         if op.is_some() {
             return Err(Rejection::rule(format!(
-                "session event \"{ty_text}\" is not surface-eligible and cannot carry surfaceOp"
+                "session event \"{}\" is not surface-eligible and cannot carry surfaceOp",
+                ty_text()
             )));
         }
         if prop(Some(event), "sourceEventSeqs")?.is_some() {
             return Err(Rejection::rule(format!(
-                "session event \"{ty_text}\" is not surface-eligible and cannot carry \
-                 sourceEventSeqs"
+                "session event \"{}\" is not surface-eligible and cannot carry \
+                 sourceEventSeqs",
+                ty_text()
             )));
         }
         return Ok(None);
@@ -374,14 +376,16 @@ fn surface_op(
     let op = match op {
         None => {
             return Err(Rejection::rule(format!(
-                "session event \"{ty_text}\" is surface-eligible and requires a surfaceOp marker"
+                "session event \"{}\" is surface-eligible and requires a surfaceOp marker",
+                ty_text()
             )))
         }
         Some(Value::String(s)) if s.eq_str("append") => return Ok(Some(Op::Append)),
         Some(Value::Object(o)) => o,
         Some(_) => {
             return Err(Rejection::rule(format!(
-                "session event \"{ty_text}\" carries an invalid surfaceOp"
+                "session event \"{}\" carries an invalid surfaceOp",
+                ty_text()
             )))
         }
     };
@@ -395,7 +399,8 @@ fn surface_op(
     ) {
         (true, Some(start), Some(end)) => Ok(Some(Op::Replace { start, end })),
         _ => Err(Rejection::rule(format!(
-            "session event \"{ty_text}\" carries an invalid replace surfaceOp"
+            "session event \"{}\" carries an invalid replace surfaceOp",
+            ty_text()
         ))),
     }
 }
@@ -409,7 +414,8 @@ fn check_provenance(
     raw: Option<&Value>,
     shadowed: &[u64],
 ) -> Result<(), Rejection> {
-    let mut sources = HashSet::new();
+    // The distinct sources, sorted (lists are short: a sort beats hashing every item).
+    let mut sources: Vec<u64> = Vec::new();
     if let Some(raw) = raw {
         let Value::Array(list) = raw else {
             return Err(Rejection::rule(format!(
@@ -430,11 +436,13 @@ fn check_provenance(
                     template(ty)
                 )));
             };
-            sources.insert(source);
+            sources.push(source);
             if not_earlier.is_none() && source >= seq {
                 not_earlier = Some(source);
             }
         }
+        sources.sort_unstable();
+        sources.dedup();
         if sources.len() != list.len() {
             return Err(Rejection::rule(
                 "sourceEventSeqs must not contain duplicates".to_owned(),
@@ -448,7 +456,7 @@ fn check_provenance(
     }
     let missing: Vec<String> = shadowed
         .iter()
-        .filter(|s| !sources.contains(*s))
+        .filter(|s| sources.binary_search(s).is_err())
         .map(u64::to_string)
         .collect();
     if missing.is_empty() {

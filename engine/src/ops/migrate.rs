@@ -58,6 +58,11 @@ pub enum MigrationOutcome {
     Refused(String, String),
 }
 
+/// Whether DSH's write-open of a session of format `version` migrates it first (V1–V3).
+pub(crate) fn opens_by_migrating(version: u32) -> bool {
+    (1..NEWEST_VERSION).contains(&version)
+}
+
 impl Store {
     /// Migrate session `id` to the current format and, unless `dry_run`, publish the V4
     /// successor as its served generation; the source generation stays stored, frozen, and is
@@ -123,7 +128,7 @@ impl Store {
     /// writer), and a missing session is left to the caller's own error.
     pub(crate) fn write_open(&self, id: &str) -> Result<()> {
         match self.meta(id.as_bytes())? {
-            Some(meta) if (1..NEWEST_VERSION).contains(&meta.version) => {
+            Some(meta) if opens_by_migrating(meta.version) => {
                 self.migrate(id, &MigrateOptions::default()).map(|_| ())
             }
             _ => Ok(()),

@@ -514,7 +514,18 @@ fn cf_options(name: &str, options: &Options, cache: &Cache) -> rocksdb::Options 
     o.set_block_based_table_factory(&table);
     o.set_write_buffer_size(options.write_buffer_bytes);
     o.set_level_compaction_dynamic_level_bytes(true);
-    o.set_compression_type(DBCompressionType::Lz4);
+    // Flushes write L0 uncompressed: an L0 file lives until its first compaction, so compressing
+    // it costs CPU on every appended byte (LZ4 at flush, again on the compaction's read) for
+    // space held only briefly; the levels below keep LZ4, the last one Zstd.
+    o.set_compression_per_level(&[
+        DBCompressionType::None,
+        DBCompressionType::Lz4,
+        DBCompressionType::Lz4,
+        DBCompressionType::Lz4,
+        DBCompressionType::Lz4,
+        DBCompressionType::Lz4,
+        DBCompressionType::Lz4,
+    ]);
     o.set_bottommost_compression_type(DBCompressionType::Zstd);
     o.set_target_file_size_base(64 << 20);
     if name != CF_SESSIONS {

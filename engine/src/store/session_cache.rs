@@ -2,8 +2,9 @@
 //! store on a miss). A plain cache: it knows nothing of the store.
 //!
 //! Invariant: a cached [`WriteState`] equals what the store holds for that session whenever its
-//! mutex is not held by a writer: writers update it only after their WriteBatch committed, and
-//! only while holding the session's mutex. That mutex is also what makes appends to one session
+//! mutex is not held by a writer: writers change it only while holding the session's mutex (an
+//! append folds its batch in while staging and publishes the metadata after its WriteBatch
+//! committed), and a writer whose commit fails empties the slot, so the state is reloaded. That mutex is also what makes appends to one session
 //! sequential (one writer per session), while sessions in other shards proceed in parallel.
 
 use std::collections::HashMap;

@@ -25,7 +25,7 @@ pub(crate) fn author_lines(
         }
     } else {
         for packed in &pack_runs(events) {
-            json::write_value(text, packed.value());
+            packed.write_json(text);
             text.push('\n');
             members.push(u32::try_from(packed.members()).unwrap_or(u32::MAX));
         }

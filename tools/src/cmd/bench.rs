@@ -13,7 +13,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use sessionlog_codec::json::{Object, Value};
+use sessionlog_codec::json::{JsString, Object, Value};
 use sessionlog_engine::{ImportOptions, Options, Store};
 use sessionlog_tools::disk_cgroup::{DiskCgroup, Limit};
 use sessionlog_tools::gen::{generate, session_batches, session_bytes, GenOptions, LogFormat};
@@ -130,17 +130,18 @@ pub fn import_export(
         .with("export_identical", true)
         .with(
             "ratios",
-            Value::Object(
-                Object::new()
-                    .with(
-                        &format!("export_vs_{peer_name}"),
-                        mbps(export_s) / mbps(cat_s),
-                    )
-                    .with(
-                        &format!("import_vs_{peer_name}"),
-                        mbps(import_s) / mbps(cat_s),
-                    ),
-            ),
+            Value::Object({
+                let mut ratios = Object::new();
+                ratios.insert(
+                    JsString::from(format!("export_vs_{peer_name}")),
+                    (mbps(export_s) / mbps(cat_s)).into(),
+                );
+                ratios.insert(
+                    JsString::from(format!("import_vs_{peer_name}")),
+                    (mbps(import_s) / mbps(cat_s)).into(),
+                );
+                ratios
+            }),
         );
     let mut out = std::io::stdout().lock();
     if as_json {

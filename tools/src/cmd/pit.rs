@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use sessionlog_codec::json::{self, Object, Value};
+use sessionlog_codec::json::{self, JsString, Object, Value};
 use sessionlog_codec::rows::decode_line;
 use sessionlog_codec::surface::{replay_with, SurfaceModel};
 use sessionlog_engine::{ImportOptions, Options, Store};
@@ -201,9 +201,14 @@ pub fn run(
             .collect();
         let mut ratios = Object::new();
         for (events, ours, _, replay, dsh) in &rows {
-            ratios = ratios
-                .with(&format!("vs_replay_{events}"), replay.p50_us / ours.p50_us)
-                .with(&format!("vs_dsh_load_{events}"), dsh.p50_us / ours.p50_us);
+            ratios.insert(
+                JsString::from(format!("vs_replay_{events}")),
+                (replay.p50_us / ours.p50_us).into(),
+            );
+            ratios.insert(
+                JsString::from(format!("vs_dsh_load_{events}")),
+                (dsh.p50_us / ours.p50_us).into(),
+            );
         }
         if let (Some(first), Some(last)) = (rows.first(), rows.last()) {
             ratios = ratios.with(

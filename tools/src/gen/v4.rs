@@ -402,7 +402,7 @@ impl Transform {
         ty: &str,
         time: &Value,
         message: Object,
-        extra: Option<(&str, Value)>,
+        extra: Option<(&'static str, Value)>,
     ) -> Object {
         let (turn, step) = self
             .step

@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use sessionlog_codec::json::{Object, Value};
+use sessionlog_codec::json::{JsString, Object, Value};
 
 use super::{millis, Durability, FeedPool, Report, Workload};
 use crate::gen::LogFormat;
@@ -93,11 +93,14 @@ pub fn ratios(reports: &[Report]) -> Option<Object> {
     let mut o = Object::new();
     for peer in reports.iter().filter(|r| r.system != SESSIONLOG) {
         let ratio = ours.batches_per_s() / peer.batches_per_s().max(1e-9);
-        o = o.with(&format!("vs_{}", peer.system), ratio);
+        o.insert(JsString::from(format!("vs_{}", peer.system)), ratio.into());
     }
     for peer in reports.iter().filter(|r| r.system != SESSIONLOG) {
         if let Some((theirs, ours)) = peer.cpu_us_per_batch().zip(ours.cpu_us_per_batch()) {
-            o = o.with(&format!("cpu_vs_{}", peer.system), theirs / ours.max(1e-9));
+            o.insert(
+                JsString::from(format!("cpu_vs_{}", peer.system)),
+                (theirs / ours.max(1e-9)).into(),
+            );
         }
     }
     Some(o)

@@ -1,14 +1,16 @@
 //! Admitting one session's appended batch: DSH's append checks, seq assignment and authoring,
-//! then the batch staged (`write/`) into the shared [`SessionBatch`]. Nothing here touches the
-//! store's state: the caller publishes the staged change to the session's cached write state
-//! only after the batch committed, or rolls it back.
+//! then the batch staged (`write/`) into the shared [`SessionBatch`]. The session's cached write
+//! state runs ahead of the store from staging to the commit: its surface and projections fold
+//! the batch while staging (the events are freed there, while still hot in cache, and nothing
+//! of them is kept until the commit). The caller publishes the staged metadata only after the
+//! batch committed; a batch that fails to commit drops the cached state, so it is reloaded from
+//! the store.
 
-use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::event::{event_type, NewEvent};
 use sessionlog_codec::json::Value;
 use sessionlog_codec::known_types::is_known;
 use sessionlog_codec::projection::ProjectionSet;
 use sessionlog_codec::rows::{check_header_seq, declared_tools};
-use sessionlog_codec::surface::SurfaceChange;
 
 use super::AppendReceipt;
 use crate::error::{Error, FirstError, Result};
@@ -22,34 +24,16 @@ use crate::write::session_batch::SessionBatch;
 /// A batch staged into the session batch, waiting for its commit.
 pub(crate) struct Staged {
     receipt: AppendReceipt,
-    changes: Vec<SurfaceChange>,
-    meta: Option<(SessionMeta, Projections)>,
+    /// The session's metadata once the batch commits (`None` for an empty batch).
+    meta: Option<SessionMeta>,
     /// The relationship state after the batch (strict mode).
     relations: Option<RelationRules>,
-}
-
-/// How the cached projection state catches up once the batch commits.
-enum Projections {
-    /// Already folded (the batch held a checkpoint point): replace the cached write state.
-    Folded(ProjectionSet),
-    /// These events, first seq = the batch's, still to be folded into the cached write state.
-    Pending(Vec<Value>),
 }
 
 impl Staged {
     /// The commit succeeded: make the cached write state match the store.
     pub(crate) fn publish(self, state: &mut WriteState) -> AppendReceipt {
-        if let Some((meta, projections)) = self.meta {
-            match projections {
-                Projections::Folded(set) => state.projections = set,
-                Projections::Pending(events) => {
-                    for (k, e) in events.iter().enumerate() {
-                        state
-                            .projections
-                            .apply(self.receipt.first_seq + k as u64, e);
-                    }
-                }
-            }
+        if let Some(meta) = self.meta {
             state.meta = meta;
         }
         if self.relations.is_some() {
@@ -57,24 +41,24 @@ impl Staged {
         }
         self.receipt
     }
-
-    /// The commit failed: undo the surface changes folded while staging.
-    pub(crate) fn roll_back(self, state: &mut WriteState) {
-        for change in self.changes.iter().rev() {
-            state.surface.undo(change);
-        }
-    }
 }
 
-/// Check, author and stage `item` against `state`, adding its keys to `batch`.
+/// Check, author and stage `item` against the cached state in `slot`, adding its keys to
+/// `batch`. A rejected batch leaves the state as it was; a failure staging an admitted batch
+/// empties the slot (the state may have run ahead of the store).
 pub(crate) fn stage(
     store: &Store,
-    state: &mut WriteState,
+    slot: &mut Option<WriteState>,
     id: &str,
     expected_next_seq: Option<u64>,
     events: Vec<NewEvent>,
     batch: &mut SessionBatch<'_>,
 ) -> Result<Staged> {
+    let Some(state) = slot.as_mut() else {
+        return Err(Error::Internal(
+            "staging without a loaded write state".into(),
+        ));
+    };
     let next = state.meta.events;
     if let Some(expected) = expected_next_seq.filter(|&e| e != next) {
         return Err(Error::StaleSeq {
@@ -91,7 +75,6 @@ pub(crate) fn stage(
         // DSH writes nothing for an empty batch: no line, no frame, no newline.
         return Ok(Staged {
             receipt,
-            changes: Vec::new(),
             meta: None,
             relations: None,
         });
@@ -104,10 +87,17 @@ pub(crate) fn stage(
     let now = now_ms();
     let mut authored = Vec::with_capacity(events.len());
     let v4 = state.meta.version == 4;
+    // Consecutive events mostly share a type (chunk runs): a type equal to the previous event's,
+    // which was known, is not looked up again.
+    let mut previous_known = false;
     for (k, event) in events.into_iter().enumerate() {
         let seq = next + k as u64;
+        let known = v4
+            || (previous_known && authored.last().map(event_type) == Some(event.ty.as_str()))
+            || is_known(&event.ty);
+        previous_known = known;
         // The type is copied only for the refusal of an unknown one (rare).
-        let unknown = (!v4 && !is_known(&event.ty) && !event.ignorable).then(|| event.ty.clone());
+        let unknown = (!known && !event.ignorable).then(|| event.ty.clone());
         let authored_event = event.author(seq, now).map_err(|rule| reject(seq, rule))?;
         if let Some(ty) = unknown {
             return Err(reject(seq, format!("event type \"{ty}\" is unknown to DSH 0.1.0, whose reader refuses a log holding it; mark it \"ignorable\": true")));
@@ -144,49 +134,64 @@ pub(crate) fn stage(
     };
     let folded = fold_batch(store, &state.meta, &mut state.surface, &authored)?
         .map_err(|(seq, rule)| reject(seq, rule))?;
-    let first = state.meta.events;
-    let written = write_records(&state.meta, &authored, &folded, batch).and_then(|meta| {
-        // Checkpoints are needed only at checkpoint points (rare): only then is the projection
-        // state copied and folded here; otherwise the cached write state folds the events on publish.
-        let checkpoint = authored
-            .iter()
-            .enumerate()
-            .any(|(k, e)| is_checkpoint_point(first + k as u64, e));
-        let projections = if checkpoint {
-            let mut writer = CheckpointWriter {
-                set: state.projections.clone(),
-            };
-            for (k, event) in authored.iter().enumerate() {
-                writer.apply(meta.number, first + k as u64, event, &mut |key, value| {
-                    batch.put(CF_CHECKPOINTS, &key, &value)
-                })?;
-            }
-            Projections::Folded(writer.set)
-        } else {
-            Projections::Pending(Vec::new())
-        };
-        Ok((meta, projections))
-    });
-    match written {
-        Ok((meta, projections)) => Ok(Staged {
-            receipt,
-            changes: folded.changes,
-            relations,
-            meta: Some((
-                meta,
-                match projections {
-                    Projections::Pending(_) => Projections::Pending(authored),
-                    folded => folded,
-                },
-            )),
-        }),
+    let meta = match write_records(&state.meta, &authored, &folded, batch) {
+        Ok(meta) => meta,
         Err(e) => {
             for change in folded.changes.iter().rev() {
                 state.surface.undo(change);
             }
+            return Err(e);
+        }
+    };
+    match fold_projections(state, meta.number, next, authored, batch) {
+        Ok(()) => Ok(Staged {
+            receipt,
+            meta: Some(meta),
+            relations,
+        }),
+        Err(e) => {
+            *slot = None;
             Err(e)
         }
     }
+}
+
+/// Fold the batch's events (seqs from `first` on) into the cached projection state and free
+/// them. Checkpoints are written only at checkpoint points (rare): only for such a batch does
+/// the fold go through the checkpoint writer, which also moves closed turns into records.
+fn fold_projections(
+    state: &mut WriteState,
+    number: u64,
+    first: u64,
+    authored: Vec<Value>,
+    batch: &mut SessionBatch<'_>,
+) -> Result<()> {
+    let checkpoint = authored
+        .iter()
+        .enumerate()
+        .any(|(k, e)| is_checkpoint_point(first + k as u64, e));
+    if !checkpoint {
+        for (k, event) in authored.iter().enumerate() {
+            state.projections.apply(first + k as u64, event);
+        }
+        return Ok(());
+    }
+    let model = state.projections.model;
+    let set = std::mem::replace(
+        &mut state.projections,
+        ProjectionSet {
+            states: Vec::new(),
+            model,
+        },
+    );
+    let mut writer = CheckpointWriter { set };
+    for (k, event) in authored.iter().enumerate() {
+        writer.apply(number, first + k as u64, event, &mut |key, value| {
+            batch.put(CF_CHECKPOINTS, &key, &value)
+        })?;
+    }
+    state.projections = writer.set;
+    Ok(())
 }
 
 /// The append-site checks of a V4 event that its surface fold does not make: V4 row admission

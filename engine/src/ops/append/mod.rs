@@ -24,6 +24,7 @@ use sessionlog_codec::zstd::FrameCompressor;
 use crate::error::{Error, Result};
 use crate::layout::meta::{SessionMeta, SourceEncoding, Verdict};
 use crate::ops::import::{ImportOptions, Landing};
+use crate::ops::migrate::opens_by_migrating;
 use crate::store::{lock_session, RelationRules, Store, WriteState};
 use crate::write::session_batch::SessionBatch;
 
@@ -128,9 +129,6 @@ impl Store {
         if let Err(e) = self.check_writable() {
             return items.iter().map(|_| Err(e.duplicate())).collect();
         }
-        // A V1–V3 session is migrated before it is written to, as DSH's write-open does.
-        let mut opened: Vec<Option<Error>> =
-            items.iter().map(|i| self.write_open(i.id).err()).collect();
         // Lock sessions in id order so concurrent group appends cannot deadlock.
         let mut order: Vec<usize> = (0..items.len()).collect();
         order.sort_by(|&a, &b| items[a].id.cmp(items[b].id));
@@ -139,6 +137,27 @@ impl Store {
             .map(|&i| self.write_states.handle(items[i].id.as_bytes()))
             .collect();
         let mut guards: Vec<_> = handles.iter().map(lock_session).collect();
+        // A V1–V3 session is migrated before it is written to, as DSH's write-open does. A
+        // session whose write state is cached holds its committed metadata there (the cache's
+        // invariant), so only the others read theirs; a migration takes the session's lock, so
+        // the locks are released while they are opened and taken again, in the same order.
+        let mut opened: Vec<Option<Error>> = items.iter().map(|_| None).collect();
+        let unopened: Vec<usize> = order
+            .iter()
+            .zip(&guards)
+            .filter(|(_, g)| {
+                g.as_ref()
+                    .is_none_or(|s| opens_by_migrating(s.meta.version))
+            })
+            .map(|(&i, _)| i)
+            .collect();
+        if !unopened.is_empty() {
+            drop(guards);
+            for i in unopened {
+                opened[i] = self.write_open(items[i].id).err();
+            }
+            guards = handles.iter().map(lock_session).collect();
+        }
         let mut results: Vec<Option<Result<AppendReceipt>>> = items.iter().map(|_| None).collect();
         let mut staged: Vec<(usize, Staged)> = Vec::new();
         let mut batch = SessionBatch::new(self);
@@ -160,7 +179,10 @@ impl Store {
             let events = std::mem::take(&mut items[i].events);
             let outcome = self
                 .load_write_state(id, &mut guards[slot])
-                .and_then(|state| admission::stage(self, state, id, expected, events, &mut batch));
+                .map(|_| ())
+                .and_then(|()| {
+                    admission::stage(self, &mut guards[slot], id, expected, events, &mut batch)
+                });
             match outcome {
                 Ok(s) => staged.push((slot, s)),
                 Err(e) => results[i] = Some(Err(e)),
@@ -169,10 +191,10 @@ impl Store {
         if !staged.is_empty() {
             if let Err(e) = batch.commit("committing appended batches") {
                 self.poisoned.store(true, Ordering::SeqCst);
-                for (slot, s) in staged.drain(..) {
-                    if let Some(state) = guards[slot].as_mut() {
-                        s.roll_back(state);
-                    }
+                // The staged sessions' cached states ran ahead of the store: dropped, they
+                // are reloaded from the store.
+                for (slot, _) in staged.drain(..) {
+                    *guards[slot] = None;
                     results[order[slot]] = Some(Err(e.duplicate()));
                 }
             }
