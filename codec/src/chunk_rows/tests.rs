@@ -93,20 +93,35 @@ fn malformed_rows_name_the_rule() {
     );
 }
 
+/// One generated chunk spec: kind, turn, index, time step, whether the tool is named, text.
+type ChunkSpec = (u8, i64, i64, i64, bool, String);
+
+/// The chunk events `spec` describes, at rising times from 1000; named tools are `tool`.
+fn chunk_events(spec: &[ChunkSpec], tool: &str) -> Vec<Value> {
+    let mut time = 1_000;
+    spec.iter()
+        .enumerate()
+        .map(|(i, (kind, turn, index, dt, named, text))| {
+            time += dt;
+            chunk_event(
+                i as i64,
+                time,
+                *turn,
+                *index,
+                *kind,
+                text,
+                named.then_some(tool),
+            )
+        })
+        .collect()
+}
+
 proptest! {
     #[test]
     fn pack_then_expand_is_identity(
         spec in proptest::collection::vec((0u8..3, 0i64..2, 0i64..2, -5i64..50, any::<bool>(), "[a-z\"\\\\]{0,3}"), 0..40)
     ) {
-        let mut time = 1_000;
-        let events: Vec<Value> = spec
-            .iter()
-            .enumerate()
-            .map(|(i, (kind, turn, index, dt, named, text))| {
-                time += dt;
-                chunk_event(i as i64, time, *turn, *index, *kind, text, named.then_some("read"))
-            })
-            .collect();
+        let events = chunk_events(&spec, "read");
         let back = round_trip(&events);
         prop_assert_eq!(back.iter().map(stringify).collect::<Vec<_>>(), events.iter().map(stringify).collect::<Vec<_>>());
     }
@@ -116,15 +131,7 @@ proptest! {
     fn written_lines_are_the_stringified_records(
         spec in proptest::collection::vec((0u8..3, 0i64..2, 0i64..2, -5i64..50, any::<bool>(), "[a-z\"\\\\\u{1}é😀]{0,3}"), 0..40)
     ) {
-        let mut time = 1_000;
-        let events: Vec<Value> = spec
-            .iter()
-            .enumerate()
-            .map(|(i, (kind, turn, index, dt, named, text))| {
-                time += dt;
-                chunk_event(i as i64, time, *turn, *index, *kind, text, named.then_some("read\n"))
-            })
-            .collect();
+        let events = chunk_events(&spec, "read\n");
         for packed in pack_runs(&events) {
             let mut line = String::new();
             packed.write_json(&mut line);

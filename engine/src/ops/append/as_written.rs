@@ -13,7 +13,6 @@
 //! write here either; the lines are the ones `write/lines.rs` authors for the strict path.
 
 use sessionlog_codec::event::NewEvent;
-use sessionlog_codec::header::parse_header;
 use sessionlog_codec::json::Value;
 use sessionlog_codec::zstd::FrameCompressor;
 
@@ -38,11 +37,7 @@ impl Store {
         defer_sync: bool,
     ) -> Result<ImportReport> {
         self.check_writable()?;
-        let header = parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
-            id: String::new(),
-            seq: None,
-            rule: format!("header: {e}"),
-        })?;
+        let header = super::header_of(header_line)?;
         let id = header.id.to_string_lossy();
         let version = header.version.unwrap_or(0);
         let mut text = String::with_capacity(header_line.len() + 1);

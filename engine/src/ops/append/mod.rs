@@ -54,11 +54,7 @@ impl Store {
     /// `encoding`.
     pub fn create_session(&self, header_line: &str, encoding: SourceEncoding) -> Result<String> {
         self.check_writable()?;
-        let header = parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
-            id: String::new(),
-            seq: None,
-            rule: format!("header: {e}"),
-        })?;
+        let header = header_of(header_line)?;
         let id = header.id.to_string_lossy();
         if !matches!(header.version, Some(0 | 4)) && header.check == HeaderCheck::Valid {
             return Err(Error::Rejected {
@@ -292,4 +288,13 @@ impl Store {
             None => Ok(trace),
         }
     }
+}
+
+/// The parsed header of a session a caller creates; a line that is not one is refused.
+fn header_of(header_line: &str) -> Result<sessionlog_codec::header::Header> {
+    parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
+        id: String::new(),
+        seq: None,
+        rule: format!("header: {e}"),
+    })
 }
