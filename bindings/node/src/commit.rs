@@ -202,22 +202,13 @@ fn commit_round(round: Vec<AppendRequest>, stats: &CommitStats, shared: &Shared)
             (Err(reply), _) => settles.push((request.pending, Slot::Early(reply))),
         }
     }
-    let (created, appended) = match shared.read() {
-        Ok(guard) => match guard.as_ref() {
-            Some(store) => {
-                let created = create(store, creations);
-                (created, append(store, parsed, stats))
-            }
-            None => (
-                creations.iter().map(|_| closed()).collect(),
-                parsed.iter().map(|_| closed()).collect(),
-            ),
-        },
-        Err(_) => (
-            creations.iter().map(|_| closed()).collect(),
-            parsed.iter().map(|_| closed()).collect(),
-        ),
+    let guard = shared.read().ok();
+    let (created, appended) = match guard.as_deref().and_then(Option::as_ref) {
+        Some(store) => (create(store, creations), append(store, parsed, stats)),
+        // No open store: every request settles as closed (below).
+        None => (Vec::new(), Vec::new()),
     };
+    drop(guard);
     let (mut created, mut appended) = (created.into_iter(), appended.into_iter());
     for (pending, slot) in settles {
         let reply = match slot {
@@ -272,16 +263,12 @@ fn append(store: &Store, mut parsed: Vec<Batch>, stats: &CommitStats) -> Vec<Rep
     if parsed.is_empty() {
         return Vec::new();
     }
-    let mut fallbacks = Vec::with_capacity(parsed.len());
     let items = parsed
         .iter_mut()
-        .map(|b| {
-            fallbacks.push(b.as_written.take());
-            AppendItem {
-                id: &b.id,
-                expected_next_seq: b.expected_next_seq,
-                events: std::mem::take(&mut b.events),
-            }
+        .map(|b| AppendItem {
+            id: &b.id,
+            expected_next_seq: b.expected_next_seq,
+            events: std::mem::take(&mut b.events),
         })
         .collect();
     let results = store.append_many(items);
@@ -291,10 +278,10 @@ fn append(store: &Store, mut parsed: Vec<Batch>, stats: &CommitStats) -> Vec<Rep
         .fetch_add(parsed.len() as u64, Ordering::Relaxed);
     results
         .into_iter()
-        .zip(parsed.iter().zip(fallbacks))
-        .map(|(result, (batch, fallback))| match (result, fallback) {
+        .zip(&parsed)
+        .map(|(result, batch)| match (result, &batch.as_written) {
             (Err(Error::Rejected { .. } | Error::NotAppendable { .. }), Some(text)) => {
-                as_written(store, batch, &text)
+                as_written(store, batch, text)
             }
             (result, _) => crate::reply::reply(result, |r| Reply::Json(receipt_json(r))),
         })

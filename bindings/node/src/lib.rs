@@ -91,6 +91,21 @@ impl NativeStore {
         }
     }
 
+    /// [`NativeStore::run`] with the seq argument `name` checked first (refused at once when
+    /// it is not a non-negative safe integer).
+    fn run_at(
+        &self,
+        env: &Env,
+        name: &str,
+        at: Option<f64>,
+        job: impl FnOnce(&Store, Option<u64>) -> Reply + Send + 'static,
+    ) -> napi::Result<JsObject> {
+        match seq_arg(name, at) {
+            Ok(at) => self.run(env, move |s| job(s, at)),
+            Err(reply) => Self::refuse(env, reply),
+        }
+    }
+
     /// Settle a promise at once with `reply` (an argument error).
     fn refuse(env: &Env, reply: Reply) -> napi::Result<JsObject> {
         let (pending, promise) = Pending::new(env)?;
@@ -253,10 +268,9 @@ impl NativeStore {
     /// Header, events from `from_seq`, revision and torn flag of session `id` (or `null`).
     #[napi]
     pub fn load(&self, env: Env, id: String, from_seq: Option<f64>) -> napi::Result<JsObject> {
-        match seq_arg("fromSeq", from_seq) {
-            Ok(from) => self.run(&env, move |s| ops::load(s, &id, from.unwrap_or(0))),
-            Err(reply) => Self::refuse(&env, reply),
-        }
+        self.run_at(&env, "fromSeq", from_seq, move |s, from| {
+            ops::load(s, &id, from.unwrap_or(0))
+        })
     }
 
     /// Events, bytes, verdict and revision token of session `id` (or `null`).
@@ -309,23 +323,17 @@ impl NativeStore {
         new_id: String,
         at: Option<f64>,
     ) -> napi::Result<JsObject> {
-        match seq_arg("at", at) {
-            Ok(at) => self.run(&env, move |s| {
-                reply::reply(s.fork(&source, at, &new_id), ops::fork_json)
-            }),
-            Err(reply) => Self::refuse(&env, reply),
-        }
+        self.run_at(&env, "at", at, move |s, at| {
+            reply::reply(s.fork(&source, at, &new_id), ops::fork_json)
+        })
     }
 
     /// The messages the model saw at seq `at` (default: the end).
     #[napi]
     pub fn messages_at(&self, env: Env, id: String, at: Option<f64>) -> napi::Result<JsObject> {
-        match seq_arg("seq", at) {
-            Ok(at) => self.run(&env, move |s| {
-                reply::reply(s.messages_at(&id, at), ops::values_json)
-            }),
-            Err(reply) => Self::refuse(&env, reply),
-        }
+        self.run_at(&env, "seq", at, move |s, at| {
+            reply::reply(s.messages_at(&id, at), ops::values_json)
+        })
     }
 
     /// Projection unit `unit`'s state at seq `at` (default: the end).
@@ -337,14 +345,11 @@ impl NativeStore {
         unit: String,
         at: Option<f64>,
     ) -> napi::Result<JsObject> {
-        match seq_arg("seq", at) {
-            Ok(at) => self.run(&env, move |s| {
-                reply::reply(s.state_at(&id, &unit, at), |v| {
-                    Reply::Json(sessionlog_codec::json::stringify(&v))
-                })
-            }),
-            Err(reply) => Self::refuse(&env, reply),
-        }
+        self.run_at(&env, "seq", at, move |s, at| {
+            reply::reply(s.state_at(&id, &unit, at), |v| {
+                Reply::Json(sessionlog_codec::json::stringify(&v))
+            })
+        })
     }
 
     /// Import one session log held in `bytes` (`.jsonl` or `.jsonl.zstd`).

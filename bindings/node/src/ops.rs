@@ -62,7 +62,7 @@ pub fn load(store: &Store, id: &str, from: u64) -> Reply {
     };
     let walked = match summary.verdict {
         Verdict::Corrupt(_) | Verdict::Unsupported(_) => {
-            lines_as_written(store, id, summary.format, from, &mut put)
+            store.events_as_written(id, from, &mut put)
         }
         Verdict::Clean | Verdict::Torn if summary.events > from => {
             store.events(id, from, Some(summary.events - 1), &mut |_, e| {
@@ -87,41 +87,6 @@ pub fn load(store: &Store, id: &str, from: u64) -> Reply {
     out.push_str(&quoted(&summary.verdict.to_string()));
     out.push('}');
     Reply::Json(out)
-}
-
-/// The events of a log DSH's 0.1.0 reader refuses, as its lines hold them, from the `from`-th
-/// on: DSH's coordinator judges them at load (a newer DSH normalises some legacy shapes there).
-/// A line that is not an event at all is this log's corruption, reported as such.
-fn lines_as_written(
-    store: &Store,
-    id: &str,
-    version: u32,
-    from: u64,
-    put: &mut dyn FnMut(&Value),
-) -> Result<(), Error> {
-    let mut bytes = Vec::new();
-    store.export(id, Some(ExportFormat::Jsonl), &mut bytes)?;
-    let corrupt = |line: usize, detail: String| Error::Corrupt {
-        id: id.into(),
-        detail: format!("line {line} is not a session event: {detail}"),
-    };
-    let mut seq = 0u64;
-    for (k, line) in bytes.split_inclusive(|&b| b == b'\n').enumerate().skip(1) {
-        let Some(text) = line.strip_suffix(b"\n") else {
-            break;
-        };
-        let value = sessionlog_codec::json::parse(&String::from_utf8_lossy(text))
-            .map_err(|e| corrupt(k + 1, e.to_string()))?;
-        let events = sessionlog_codec::rows::decode_line(value, version, seq)
-            .map_err(|e| corrupt(k + 1, e))?;
-        for event in &events {
-            if seq >= from {
-                put(event);
-            }
-            seq += 1;
-        }
-    }
-    Ok(())
 }
 
 /// `{events, lines, bytes, verdict, revision}` of session `id`, or `null`.

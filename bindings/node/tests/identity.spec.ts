@@ -61,17 +61,22 @@ const answer = (s: Session, turn: number, content: unknown[]) => s.append('assis
   } as never),
 } as never, { surfaceOp: 'append' })
 
+/** One completed turn: a prompt and a one-step text answer. */
+function completedTurn(s: Session, turn: number, prompt: string, reply: string) {
+  s.append('turn/start', { turn })
+  user(s, turn, prompt)
+  s.append('step/start', { turn, step: 1 })
+  answer(s, turn, [{ type: 'text', text: reply }])
+  s.append('step/end', { turn, step: 1 })
+  s.append('turn/end', { turn, reason: { kind: 'completed' } })
+}
+
 /** The scenarios: each drives a host and names the sessions whose files are compared. */
 const scenarios: Record<string, (ctx: Context, side: Side) => Promise<string[]>> = {
   async turns(ctx) {
     const s = ctx.sessions.create(SessionId('turns'), { meta: { cwd: '/w' } })
     for (let turn = 1; turn <= 3; turn += 1) {
-      s.append('turn/start', { turn })
-      user(s, turn, `question ${turn} — with "quotes", \\ and ünïcödé 🚀`)
-      s.append('step/start', { turn, step: 1 })
-      answer(s, turn, [{ type: 'text', text: `answer ${turn}` }])
-      s.append('step/end', { turn, step: 1 })
-      s.append('turn/end', { turn, reason: { kind: 'completed' } })
+      completedTurn(s, turn, `question ${turn} — with "quotes", \\ and ünïcödé 🚀`, `answer ${turn}`)
       await ctx.sessions.flush(s)
     }
     return ['turns']
@@ -132,14 +137,7 @@ const scenarios: Record<string, (ctx: Context, side: Side) => Promise<string[]>>
   },
   async 'fork seed'(ctx) {
     const s = ctx.sessions.create(SessionId('parent'), { meta: { cwd: '/w' } })
-    for (let turn = 1; turn <= 2; turn += 1) {
-      s.append('turn/start', { turn })
-      user(s, turn, `prompt ${turn}`)
-      s.append('step/start', { turn, step: 1 })
-      answer(s, turn, [{ type: 'text', text: `reply ${turn}` }])
-      s.append('step/end', { turn, step: 1 })
-      s.append('turn/end', { turn, reason: { kind: 'completed' } })
-    }
+    for (let turn = 1; turn <= 2; turn += 1) completedTurn(s, turn, `prompt ${turn}`, `reply ${turn}`)
     await ctx.sessions.flush(s)
     const child = ctx.sessions.fork(s, 5, SessionId('child'))
     child.append('turn/start', { turn: 3 })

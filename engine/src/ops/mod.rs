@@ -4,6 +4,7 @@
 //! write through the layers below and owns its operation's rules.
 
 pub(crate) mod append;
+pub(crate) mod events_as_written;
 pub(crate) mod export;
 pub(crate) mod fork;
 pub(crate) mod generations;

@@ -227,6 +227,16 @@ mod tests {
             summary.verdict
         );
         assert_eq!(summary.body_lines, 2);
+        let mut types = Vec::new();
+        store
+            .events_as_written("s", 1, &mut |e| {
+                types.push(sessionlog_codec::json::stringify(e));
+            })
+            .expect("events as written");
+        assert_eq!(
+            types,
+            [r#"{"type":"future/event","seq":1,"time":6,"data":{"payload":1}}"#]
+        );
     }
 
     /// A header with a version DSH refuses is kept too, under zstd as one frame per write.
