@@ -3,8 +3,10 @@
 //! request reconstruction and its mismatch check.
 
 use proptest::prelude::*;
+use sessionlog::codec::event::event_type;
 use sessionlog::codec::json::{self, Object, Value};
-use sessionlog::codec::projection::{fold, UNITS};
+use sessionlog::codec::projection::{fold, unit_at, UNITS};
+use sessionlog::codec::surface::SurfaceModel;
 use sessionlog::engine::{Error, CHECKPOINT_EVERY};
 use sessionlog_tools::gen::{session_batches, session_bytes, GenOptions};
 
@@ -39,7 +41,6 @@ proptest! {
 #[test]
 fn v4_units_equal_a_naive_fold() {
     use sessionlog::codec::projection::fold_in;
-    use sessionlog::codec::surface::SurfaceModel;
 
     let opts = GenOptions {
         sessions: 3,
@@ -103,6 +104,85 @@ fn v4_units_equal_a_naive_fold() {
             )
         );
     }
+}
+
+/// Fold `log` into every unit of `model`, checking that an event of a type a unit does not
+/// declare in `touches` leaves its state as it was; returns, per unit, how many events did.
+fn check_untouched(model: SurfaceModel, log: &[Value], name: &str, checked: &mut [u64]) {
+    for (i, checked) in checked.iter_mut().enumerate() {
+        let unit = unit_at(model, i);
+        let mut state = unit.init(0);
+        for (seq, e) in log.iter().enumerate() {
+            if unit.touches(event_type(e)) {
+                unit.apply(&mut state, seq as u64, e);
+                continue;
+            }
+            let before = state.clone();
+            unit.apply(&mut state, seq as u64, e);
+            assert_eq!(
+                state,
+                before,
+                "{name}: unit {} changed at seq {seq} by a {} it does not declare",
+                unit.key,
+                event_type(e)
+            );
+            *checked += 1;
+        }
+    }
+}
+
+/// The writer checkpoints a unit no event touched as a reference to its last whole checkpoint,
+/// trusting each unit's `touches`: every fold leaves its state as it is for every other type,
+/// on generated V0 and V4 logs and on DSH's own corpus.
+#[test]
+fn a_unit_changes_only_on_the_event_types_it_declares() {
+    let opts = GenOptions {
+        sessions: 4,
+        events_per_session: 3000,
+        seed: 21,
+        torn_fraction: 0.0,
+    };
+    for model in [SurfaceModel::V0, SurfaceModel::V4] {
+        let mut checked = vec![0u64; UNITS.len()];
+        for index in 0..opts.sessions {
+            let feed = match model {
+                SurfaceModel::V0 => session_batches(index, &opts),
+                SurfaceModel::V4 => sessionlog_tools::gen::session_batches_v4(index, &opts),
+            };
+            let log: Vec<Value> = feed.batches.iter().flat_map(|b| b.events.clone()).collect();
+            check_untouched(model, &log, &feed.id, &mut checked);
+        }
+        for (i, n) in checked.iter().enumerate() {
+            assert!(
+                *n > 100,
+                "{model:?} {}: only {n} events checked",
+                UNITS[i].key
+            );
+        }
+    }
+    let Some(dir) = fixtures() else { return };
+    let dsh = dir.join("dsh");
+    let mut logs = 0;
+    let mut checked = vec![0u64; UNITS.len()];
+    for name in crate::fixtures::names_ending(&dsh, &[".jsonl"]) {
+        let (_d, store) = temp_store();
+        let bytes = std::fs::read(dsh.join(&name)).expect("fixture");
+        let Ok(r) = import_bytes(&store, &name, &bytes, false) else {
+            continue;
+        };
+        let mut log = Vec::new();
+        if store
+            .events(&r.id, 0, None, &mut |_, e| {
+                log.push(e.clone());
+                Ok(())
+            })
+            .is_ok()
+        {
+            check_untouched(SurfaceModel::V0, &log, &name, &mut checked);
+            logs += 1;
+        }
+    }
+    assert!(logs >= 150, "only {logs} corpus logs were read");
 }
 
 #[test]

@@ -14,6 +14,10 @@ pub struct Unit {
     init: fn(u64) -> Value,
     apply: fn(&mut Value, u64, &Value),
     view: fn(&Value) -> Value,
+    /// The event types `apply` reads. Invariant: `apply` leaves the state as it is for every
+    /// other type (the engine writes a checkpoint of an untouched unit as a reference to its
+    /// previous one, and a test folds generated logs to hold every unit to it).
+    touches: &'static [&'static str],
 }
 
 impl Unit {
@@ -25,6 +29,11 @@ impl Unit {
     /// Fold the event at `seq`.
     pub fn apply(&self, state: &mut Value, seq: u64, event: &Value) {
         (self.apply)(state, seq, event);
+    }
+
+    /// Whether an event of type `ty` may change the state (see [`Unit`]'s `touches`).
+    pub fn touches(&self, ty: &str) -> bool {
+        self.touches.contains(&ty)
     }
 
     /// What a query returns for `state`.
@@ -47,6 +56,7 @@ pub static UNITS: [Unit; 10] = [
         init: null,
         apply: title,
         view: same,
+        touches: &["session/title"],
     },
     Unit {
         key: "todos",
@@ -54,6 +64,7 @@ pub static UNITS: [Unit; 10] = [
         init: null,
         apply: todos,
         view: same,
+        touches: &["todo/write", "turn/start"],
     },
     Unit {
         key: "tokenUsage",
@@ -61,6 +72,7 @@ pub static UNITS: [Unit; 10] = [
         init: usage_init,
         apply: usage,
         view: usage_view,
+        touches: &["assistant/chunk", "assistant/message"],
     },
     Unit {
         key: "turns",
@@ -68,6 +80,7 @@ pub static UNITS: [Unit; 10] = [
         init: empty_list,
         apply: turns,
         view: same,
+        touches: &["turn/start", "step/start", "turn/end"],
     },
     Unit {
         key: "requestHeader",
@@ -75,6 +88,7 @@ pub static UNITS: [Unit; 10] = [
         init: null,
         apply: request_header,
         view: same,
+        touches: &["request/header"],
     },
     Unit {
         key: "requestContext",
@@ -82,6 +96,7 @@ pub static UNITS: [Unit; 10] = [
         init: null,
         apply: request_context,
         view: same,
+        touches: &["request/context"],
     },
     Unit {
         key: "activity",
@@ -89,6 +104,7 @@ pub static UNITS: [Unit; 10] = [
         init: activity_init,
         apply: activity,
         view: same,
+        touches: &["turn/start", "user/message"],
     },
     Unit {
         key: "inbox",
@@ -96,6 +112,7 @@ pub static UNITS: [Unit; 10] = [
         init: inbox_init,
         apply: inbox,
         view: inbox_view,
+        touches: &["agent/inbox/spliced"],
     },
     Unit {
         key: "goal",
@@ -103,6 +120,7 @@ pub static UNITS: [Unit; 10] = [
         init: null,
         apply: super::goal::apply,
         view: same,
+        touches: &["goal/change"],
     },
     Unit {
         key: "openTurn",
@@ -110,6 +128,7 @@ pub static UNITS: [Unit; 10] = [
         init: null,
         apply: open_turn,
         view: same,
+        touches: &["turn/start", "turn/end"],
     },
 ];
 
@@ -122,6 +141,13 @@ pub static V4_OVERRIDES: [Unit; 3] = [
         init: usage_init,
         apply: usage_v4,
         view: usage_view,
+        touches: &[
+            "session/end-seed",
+            "llm/retry-started",
+            "compaction/summary",
+            "assistant/message",
+            "assistant/attempt",
+        ],
     },
     Unit {
         key: "requestHeader",
@@ -129,6 +155,7 @@ pub static V4_OVERRIDES: [Unit; 3] = [
         init: null,
         apply: request_header_v4,
         view: same,
+        touches: &["request/header"],
     },
     Unit {
         key: "inbox",
@@ -136,6 +163,7 @@ pub static V4_OVERRIDES: [Unit; 3] = [
         init: inbox_init,
         apply: inbox_v4,
         view: inbox_view,
+        touches: &["session/end-seed", "agent/inbox/spliced"],
     },
 ];
 

@@ -79,3 +79,27 @@ pub(crate) fn checkpoint_value(
     value.extend_from_slice(json::stringify(state).as_bytes());
     value
 }
+
+/// First byte of a checkpoint reference (no unit version is 0xFF).
+pub(crate) const CHECKPOINT_REFERENCE: u8 = 0xFF;
+
+/// A checkpoint of a unit no event touched since its checkpoint at `seq`: the state is that
+/// one's. `[0xFF][unit version][seq, 8 bytes big-endian]`, so a reader that knows no
+/// references skips it as a foreign version and folds from an earlier checkpoint.
+pub(crate) fn checkpoint_reference(unit: &sessionlog_codec::projection::Unit, seq: u64) -> Vec<u8> {
+    let mut value = Vec::with_capacity(10);
+    value.push(CHECKPOINT_REFERENCE);
+    value.push(unit.version);
+    value.extend_from_slice(&seq.to_be_bytes());
+    value
+}
+
+/// The version and seq a checkpoint reference names, if `value` is one.
+pub(crate) fn parse_checkpoint_reference(value: &[u8]) -> Option<(u8, u64)> {
+    match value {
+        [CHECKPOINT_REFERENCE, version, seq @ ..] => {
+            Some((*version, u64::from_be_bytes(seq.try_into().ok()?)))
+        }
+        _ => None,
+    }
+}

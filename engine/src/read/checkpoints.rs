@@ -5,10 +5,13 @@
 //! Key `number ‖ unit index ‖ seq` → `[unit version][JSON.stringify(state)]`, written in the same
 //! WriteBatch as the event, so a checkpoint never covers an event the log does not hold. A
 //! checkpoint whose version byte is not the unit's current version is never read: the fold
-//! starts earlier instead (at worst from the beginning).
+//! starts earlier instead (at worst from the beginning). A unit no event touched since its last
+//! whole checkpoint is checkpointed as a reference to it, `[0xFF][unit version][seq]`
+//! (`layout/values.rs`): its state is the referenced one's, and the fold starts after the
+//! reference.
 
 use sessionlog_codec::json::{self, Value};
-use sessionlog_codec::projection::{unit_at, unit_in, ProjectionSet, UNITS};
+use sessionlog_codec::projection::{unit_at, unit_in, ProjectionSet, Unit, UNITS};
 use sessionlog_codec::surface::SurfaceModel;
 
 use crate::error::{Error, Result};
@@ -16,6 +19,7 @@ use crate::layout::keys::{
     event_key, parse_event_key, unit_section, CF_CHECKPOINTS, TURNS, TURN_RECORDS,
 };
 use crate::layout::meta::SessionMeta;
+use crate::layout::values::parse_checkpoint_reference;
 use crate::read::surface::resolve_at;
 use crate::store::Store;
 
@@ -138,7 +142,12 @@ impl Store {
             if s != section {
                 break;
             }
-            if let Some((&ver, text)) = v.split_first() {
+            if let Some((ver, whole)) = parse_checkpoint_reference(v) {
+                if ver == version {
+                    let state = self.referenced_checkpoint(meta, unit, section, seq, whole)?;
+                    return Ok(Some((state, seq + 1)));
+                }
+            } else if let Some((&ver, text)) = v.split_first() {
                 if ver == version {
                     let state = json::parse(&String::from_utf8_lossy(text))?;
                     return Ok(Some((state, seq + 1)));
@@ -168,10 +177,97 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The state a reference at `seq` names: unit `unit`'s whole checkpoint at `whole`, which
+    /// the writer made before it (a missing or foreign one is damage, never a guess).
+    fn referenced_checkpoint(
+        &self,
+        meta: &SessionMeta,
+        unit: &Unit,
+        section: u8,
+        seq: u64,
+        whole: u64,
+    ) -> Result<Value> {
+        let damaged = |what: &str| Error::Corrupt {
+            id: meta.id_lossy(),
+            detail: format!(
+                "the \"{}\" checkpoint at seq {seq} refers to one at seq {whole}, which {what}",
+                unit.key
+            ),
+        };
+        if whole >= seq {
+            return Err(damaged("does not precede it"));
+        }
+        let key = event_key(meta.number, section, whole);
+        let value = self
+            .db
+            .get_pinned_cf(self.cf(CF_CHECKPOINTS)?, key)
+            .map_err(Error::storage(format!(
+                "reading checkpoints of \"{}\"",
+                meta.id_lossy()
+            )))?
+            .ok_or_else(|| damaged("is missing"))?;
+        match value.split_first() {
+            Some((&ver, text)) if ver == unit.version => {
+                Ok(json::parse(&String::from_utf8_lossy(text))?)
+            }
+            _ => Err(damaged("is not a whole checkpoint of this unit's version")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::error::Error;
-    use crate::test_support::{edit_meta, seeded};
+    use crate::layout::keys::{event_key, unit_section, CF_CHECKPOINTS};
+    use crate::layout::values::parse_checkpoint_reference;
+    use crate::test_support::{edit_meta, ev, seeded};
+
+    /// Two turns after a `session/title`: the second `turn/end` checkpoints the untouched title
+    /// as a reference to the first one's; the state reads through it, and a reference whose
+    /// checkpoint is gone is reported as damage.
+    #[test]
+    fn an_untouched_unit_is_checkpointed_as_a_reference() {
+        let (_t, store) = seeded();
+        let turn = |n: u32| {
+            vec![
+                ev(&format!(
+                    r#"{{"type":"turn/start","time":5,"data":{{"turn":{n}}}}}"#
+                )),
+                ev(&format!(
+                    r#"{{"type":"turn/end","time":6,"data":{{"turn":{n},"reason":"done"}}}}"#
+                )),
+            ]
+        };
+        let title = ev(r#"{"type":"session/title","time":5,"data":{"title":"T"}}"#);
+        store.append("a", Some(3), vec![title]).expect("title");
+        store.append("a", Some(4), turn(1)).expect("turn 1");
+        store.append("a", Some(6), turn(2)).expect("turn 2");
+        let number = store.require_meta(b"a").expect("meta").number;
+        let (title_index, _) =
+            sessionlog_codec::projection::ProjectionSet::unit("title").expect("unit");
+        let key = |seq| event_key(number, unit_section(title_index), seq);
+        let cf = store.cf(CF_CHECKPOINTS).expect("cf");
+        let get = |seq| {
+            store
+                .db
+                .get_cf(cf, key(seq))
+                .expect("get")
+                .expect("checkpoint")
+        };
+        assert_eq!(
+            parse_checkpoint_reference(&get(5)),
+            None,
+            "the first is whole"
+        );
+        assert_eq!(parse_checkpoint_reference(&get(7)).map(|(_, s)| s), Some(5));
+        let title_at = |seq| store.state_at("a", "title", Some(seq));
+        assert_eq!(title_at(7).expect("state").as_str(), Some("T"));
+        store.db.delete_cf(cf, key(5)).expect("delete");
+        let e = title_at(7).expect_err("dangling reference");
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+        assert!(e.to_string().contains("seq 5"), "{e}");
+    }
 
     /// A stored header that no longer parses is corrupt data, not a `seedLength` of 0.
     #[test]

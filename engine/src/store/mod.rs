@@ -24,7 +24,9 @@ use rocksdb::{
 };
 
 pub(crate) use projection_registry::Registry;
-pub(crate) use session_cache::{lock_session, RelationRules, WriteState, WriteStateCache};
+pub(crate) use session_cache::{
+    lock_session, ProjectionCheckpoints, RelationRules, WriteState, WriteStateCache,
+};
 pub(crate) use successor_cache::SuccessorCache;
 
 use crate::error::{Error, Result};

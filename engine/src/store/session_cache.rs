@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use sessionlog_codec::surface::SurfaceFold;
+use sessionlog_codec::projection::ProjectionSet;
+use sessionlog_codec::surface::{SurfaceFold, SurfaceModel};
 
 use crate::layout::meta::SessionMeta;
 
@@ -23,9 +24,35 @@ pub(crate) struct WriteState {
     /// The current surface, for validating surface ops.
     pub(crate) surface: SurfaceFold,
     /// Every projection unit's state, for writing checkpoints with the events.
-    pub(crate) projections: sessionlog_codec::projection::ProjectionSet,
+    pub(crate) projections: ProjectionCheckpoints,
     /// DSH's relationship rules over the whole log, kept only in strict mode.
     pub(crate) relations: Option<RelationRules>,
+}
+
+/// Every projection unit's state after a log's last event, and per unit whether the next
+/// checkpoint may refer to an earlier one (`write/indexer.rs` folds and checkpoints it).
+#[derive(Debug)]
+pub(crate) struct ProjectionCheckpoints {
+    pub(crate) set: ProjectionSet,
+    /// Per unit, the seq of its last whole checkpoint if no event touched the unit since;
+    /// `None` when one did (or it is not known: the next checkpoint is then whole).
+    pub(crate) untouched_since: Vec<Option<u64>>,
+}
+
+impl ProjectionCheckpoints {
+    /// Every unit's initial state for a log of `model` whose header carries `seed_length`.
+    pub(crate) fn new(seed_length: u64, model: SurfaceModel) -> Self {
+        Self::resume(ProjectionSet::for_model(seed_length, model))
+    }
+
+    /// Continue from `set`, every unit's state after a stored log's last event.
+    pub(crate) fn resume(set: ProjectionSet) -> Self {
+        let units = set.states.len();
+        ProjectionCheckpoints {
+            set,
+            untouched_since: vec![None; units],
+        }
+    }
 }
 
 /// The relationship rules a strict store enforces at every append: DSH 0.1's invariant

@@ -6,7 +6,7 @@
 //! - [`SurfaceBuilder`] folds a log being imported (lookups from memory);
 //! - [`fold_batch`] folds a batch appended to a stored session (append, repair, fork; lookups
 //!   of earlier events from the store), all or nothing;
-//! - [`CheckpointWriter`] folds every projection unit and emits its checkpoints.
+//! - [`ProjectionCheckpoints`] folds every projection unit and emits its checkpoints.
 //!
 //! Snapshot policy: after every replacement, and after an append run of
 //! `max(SNAPSHOT_MIN_OPS, nodes / 4)` ops, so the ops replayed on top of a snapshot never exceed
@@ -14,7 +14,9 @@
 //! space linear in the log.
 //!
 //! Checkpoint policy: every unit is checkpointed after each `turn/end` and after every
-//! [`CHECKPOINT_EVERY`]th event (a stateless rule: seq + 1 divisible by it).
+//! [`CHECKPOINT_EVERY`]th event (a stateless rule: seq + 1 divisible by it). A unit no event
+//! touched since its last whole checkpoint is checkpointed as a reference to it (10 bytes), so
+//! a state that rarely changes is not rewritten at every point.
 
 use std::collections::HashMap;
 
@@ -28,9 +30,9 @@ use crate::layout::keys::{
     event_key, target_key, unit_section, EVENT_KEY_LEN, OP, PROJ, REPL, SNAP, TURNS, TURN_RECORDS,
 };
 use crate::layout::meta::SessionMeta;
-use crate::layout::values::{checkpoint_value, encode, Snapshot};
+use crate::layout::values::{checkpoint_reference, checkpoint_value, encode, Snapshot};
 use crate::read::message_projections::{Projected, ProjectionState};
-use crate::store::Store;
+use crate::store::{ProjectionCheckpoints, Store};
 
 /// A lookup of an earlier event (or message) by seq.
 type EventLookup<'f> = dyn Fn(u64) -> Option<Value> + 'f;
@@ -183,18 +185,21 @@ fn end_seq(turn: &Value) -> Option<u64> {
 /// Events between two periodic checkpoints.
 pub const CHECKPOINT_EVERY: u64 = 200;
 
-/// Folds committed events into every projection unit and emits their checkpoints by the
-/// policy in the module docs (and the `turns` unit's closed-turn records).
-#[derive(Debug)]
-pub(crate) struct CheckpointWriter {
-    pub(crate) set: ProjectionSet,
-}
-
-impl CheckpointWriter {
-    pub(crate) fn new(seed_length: u64, model: SurfaceModel) -> Self {
-        CheckpointWriter {
-            set: ProjectionSet::for_model(seed_length, model),
+/// Folding committed events into every projection unit and emitting their checkpoints by the
+/// policy in the module docs (and the `turns` unit's closed-turn records). A unit no event
+/// touched since its last whole checkpoint gets a reference to that one instead (the request
+/// header, kilobytes, is set once and checkpointed at every turn).
+impl ProjectionCheckpoints {
+    /// Fold event `seq` into every unit, without checkpointing (for a run of events holding no
+    /// checkpoint point).
+    pub(crate) fn fold(&mut self, seq: u64, event: &Value) {
+        let ty = event_type(event);
+        for (i, since) in self.untouched_since.iter_mut().enumerate() {
+            if since.is_some() && unit_at(self.set.model, i).touches(ty) {
+                *since = None;
+            }
         }
+        self.set.apply(seq, event);
     }
 
     /// Fold event `seq`; when it is a checkpoint point, `put` every unit's checkpoint.
@@ -205,7 +210,7 @@ impl CheckpointWriter {
         event: &Value,
         put: &mut dyn FnMut([u8; EVENT_KEY_LEN], Vec<u8>) -> Result<()>,
     ) -> Result<()> {
-        self.set.apply(seq, event);
+        self.fold(seq, event);
         if let Some((i, _)) = ProjectionSet::unit(TURNS) {
             // Closed turns leave the state for records of their own, so checkpoints stay small.
             if let Value::Array(list) = &mut self.set.states[i] {
@@ -223,10 +228,15 @@ impl CheckpointWriter {
         }
         if is_checkpoint_point(seq, event) {
             for (i, state) in self.set.states.iter().enumerate() {
-                put(
-                    event_key(number, unit_section(i), seq),
-                    checkpoint_value(unit_at(self.set.model, i), state),
-                )?;
+                let unit = unit_at(self.set.model, i);
+                let value = match self.untouched_since[i] {
+                    Some(whole) => checkpoint_reference(unit, whole),
+                    None => {
+                        self.untouched_since[i] = Some(seq);
+                        checkpoint_value(unit, state)
+                    }
+                };
+                put(event_key(number, unit_section(i), seq), value)?;
             }
         }
         Ok(())

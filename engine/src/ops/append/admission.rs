@@ -9,7 +9,6 @@
 use sessionlog_codec::event::{event_type, NewEvent};
 use sessionlog_codec::json::Value;
 use sessionlog_codec::known_types::is_known;
-use sessionlog_codec::projection::ProjectionSet;
 use sessionlog_codec::rows::{check_header_seq, declared_tools};
 
 use super::AppendReceipt;
@@ -18,7 +17,7 @@ use crate::layout::keys::CF_CHECKPOINTS;
 use crate::layout::meta::{now_ms, SessionMeta};
 use crate::store::{RelationRules, Store, WriteState};
 use crate::write::appended_batch::write_records;
-use crate::write::indexer::{fold_batch, is_checkpoint_point, CheckpointWriter};
+use crate::write::indexer::{fold_batch, is_checkpoint_point};
 use crate::write::session_batch::SessionBatch;
 
 /// A batch staged into the session batch, waiting for its commit.
@@ -157,8 +156,8 @@ pub(crate) fn stage(
 }
 
 /// Fold the batch's events (seqs from `first` on) into the cached projection state and free
-/// them. Checkpoints are written only at checkpoint points (rare): only for such a batch does
-/// the fold go through the checkpoint writer, which also moves closed turns into records.
+/// them. Checkpoints are written only at checkpoint points (rare): only a batch holding one
+/// goes through the writer's `apply`, which also moves closed turns into records.
 fn fold_projections(
     state: &mut WriteState,
     number: u64,
@@ -170,27 +169,17 @@ fn fold_projections(
         .iter()
         .enumerate()
         .any(|(k, e)| is_checkpoint_point(first + k as u64, e));
-    if !checkpoint {
-        for (k, event) in authored.iter().enumerate() {
-            state.projections.apply(first + k as u64, event);
-        }
-        return Ok(());
-    }
-    let model = state.projections.model;
-    let set = std::mem::replace(
-        &mut state.projections,
-        ProjectionSet {
-            states: Vec::new(),
-            model,
-        },
-    );
-    let mut writer = CheckpointWriter { set };
+    let writer = &mut state.projections;
     for (k, event) in authored.iter().enumerate() {
-        writer.apply(number, first + k as u64, event, &mut |key, value| {
-            batch.put(CF_CHECKPOINTS, &key, &value)
-        })?;
+        let seq = first + k as u64;
+        if checkpoint {
+            writer.apply(number, seq, event, &mut |key, value| {
+                batch.put(CF_CHECKPOINTS, &key, &value)
+            })?;
+        } else {
+            writer.fold(seq, event);
+        }
     }
-    state.projections = writer.set;
     Ok(())
 }
 

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::layout::meta::{SessionMeta, SourceEncoding, Verdict};
 use crate::ops::import::{ImportOptions, Landing};
 use crate::ops::migrate::opens_by_migrating;
-use crate::store::{lock_session, RelationRules, Store, WriteState};
+use crate::store::{lock_session, ProjectionCheckpoints, RelationRules, Store, WriteState};
 use crate::write::session_batch::SessionBatch;
 
 /// One session's batch in an [`Store::append_many`] call.
@@ -233,7 +233,7 @@ impl Store {
                 }
             }
             let surface = self.fold_surface(&meta)?;
-            let projections = self.projection_set(&meta)?;
+            let projections = ProjectionCheckpoints::resume(self.projection_set(&meta)?);
             let relations = if self.options.strict_appends {
                 Some(self.relation_rules(&meta)?)
             } else {

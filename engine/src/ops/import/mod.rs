@@ -18,8 +18,8 @@ use sessionlog_codec::scanner::{BodyScanner, BodyVerdict, LineOutcome};
 use crate::error::{Error, Result};
 use crate::layout::meta::{human_prompt_time, seed_length, SessionMeta, Verdict};
 use crate::ops::generations::{check_served_version, stage_frozen, LowerGeneration, SessionDir};
-use crate::store::Store;
-use crate::write::indexer::{CheckpointWriter, SurfaceBuilder};
+use crate::store::{ProjectionCheckpoints, Store};
+use crate::write::indexer::SurfaceBuilder;
 use crate::write::session_batch::SessionBatch;
 use crate::write::session_writer::SessionWriter;
 
@@ -209,7 +209,7 @@ struct BodyIndexer {
     source_name: String,
     id: sessionlog_codec::json::JsString,
     surface: SurfaceBuilder,
-    checkpoints: CheckpointWriter,
+    checkpoints: ProjectionCheckpoints,
     /// V4 logs: DSH 0.2 restores a `Session` from their committed events.
     restores: bool,
     /// V4: DSH 0.2 restores a `Session` from the committed events, which refuses the first
@@ -233,7 +233,7 @@ impl BodyIndexer {
             scanner: BodyScanner::for_header(header, header_len),
             support: SupportCheck::default(),
             surface: SurfaceBuilder::for_model(model.unwrap_or_default()),
-            checkpoints: CheckpointWriter::new(seed_length(header), model.unwrap_or_default()),
+            checkpoints: ProjectionCheckpoints::new(seed_length(header), model.unwrap_or_default()),
             source_name: source_name.into(),
             id: header.id.clone(),
             restores: version == NEWEST_VERSION,
