@@ -8,7 +8,8 @@
 //! - [`zstd`]: the `.jsonl.zstd` frame scanner, decoder and Node-identical frame writer;
 //! - [`dsh_path`]: DSH's session-root path encoding;
 //! - [`generation`]: format generations and their file names; [`seq_ranges`]: `sourceEventSeqs` ranges;
-//! - [`rows`]: the one-event-per-row envelope of V2–V4 files;
+//! - [`rows`]: the one-event-per-row envelope of V2–V4 files; [`lines`]: how a batch of events
+//!   becomes log lines;
 //! - [`message_shape`]: the message a DSH 0.2 `Session` requires of a message event.
 #![forbid(unsafe_code)]
 
@@ -21,6 +22,7 @@ pub mod header;
 pub mod invariant;
 pub mod json;
 pub mod known_types;
+pub mod lines;
 pub mod message_shape;
 pub mod migrate;
 pub mod open_turn;

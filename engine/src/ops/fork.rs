@@ -22,7 +22,7 @@ use crate::layout::values::{encode, Snapshot};
 use crate::ops::import::{ImportOptions, Landing};
 use crate::store::{visit, Store};
 use crate::write::indexer::fold_batch;
-use crate::write::lines::author_lines;
+use sessionlog_codec::lines::author_lines;
 
 /// Events re-serialized per packing pass when writing a fork's seed batch (a pass always ends
 /// after a non-chunk event, so no packed run is cut).

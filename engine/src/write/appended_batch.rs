@@ -14,8 +14,8 @@ use crate::layout::keys::{self, CF_EVENTS, CF_SURFACE};
 use crate::layout::meta::{human_prompt_time, SessionMeta, SourceEncoding};
 use crate::layout::values::checked_value;
 use crate::write::indexer::Folded;
-use crate::write::lines::author_lines;
 use crate::write::session_batch::SessionBatch;
+use sessionlog_codec::lines::author_lines;
 
 /// Author and stage `authored` (seqs from `meta.events` on, folded into `surface`) as the
 /// session's next batch, and return the session metadata as it will be once `batch` commits.

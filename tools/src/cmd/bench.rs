@@ -239,7 +239,7 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
     drop(host);
     for peer in peers {
         // Each system runs alone: opened just before its run, closed right after.
-        let host = peer.open(&fresh_dir(&work, peer.name())?, durability)?;
+        let host = peer.open(&fresh_dir(&work, peer.name())?, durability, pool.format())?;
         reports.push(run_host(
             host.as_ref(),
             &pool,

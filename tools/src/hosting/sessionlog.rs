@@ -2,7 +2,7 @@
 //! [`Store::append_many`], so they are validated, authored and committed together (one
 //! WriteBatch, one fsync), and concurrent threads share fsyncs through RocksDB's group commit.
 //! The host hands sessionlog logical events, as DSH's `Session.append` receives them; sessionlog
-//! authors the lines itself (the JSONL peer gets the pre-serialized text, which flatters it).
+//! authors the lines itself (as the JSONL peer does, and DSH's backends).
 
 use std::path::Path;
 

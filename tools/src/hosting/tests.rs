@@ -10,13 +10,17 @@ use super::*;
 use crate::gen::{GenOptions, LogFormat};
 
 fn small_pool(slots: usize) -> FeedPool {
+    small_pool_in(slots, LogFormat::V0)
+}
+
+fn small_pool_in(slots: usize, format: LogFormat) -> FeedPool {
     let opts = GenOptions {
         events_per_session: 300,
         torn_fraction: 0.0,
         seed: 11,
         ..GenOptions::default()
     };
-    FeedPool::generate(slots, &opts, LogFormat::V0).expect("generates")
+    FeedPool::generate(slots, &opts, format).expect("generates")
 }
 
 /// Records everything it is asked to do; acknowledges every other item early.
@@ -124,11 +128,19 @@ fn sessions_roll_over_to_fresh_ids() {
     assert_eq!(unique.len(), created.len(), "ids are never reused");
 }
 
+/// The peer serializes each batch itself, as DSH's backend does: its files hold exactly the
+/// generator's text (DSH's bytes), in both formats.
 #[test]
 fn jsonl_peer_writes_what_dsh_writes() {
+    for format in [LogFormat::V0, LogFormat::V4] {
+        jsonl_peer_writes_what_dsh_writes_in(format);
+    }
+}
+
+fn jsonl_peer_writes_what_dsh_writes_in(format: LogFormat) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let peer = JsonlPeer::open(dir.path(), Durability::Sync).expect("opens");
-    let pool = small_pool(4);
+    let peer = JsonlPeer::open(dir.path(), Durability::Sync, format).expect("opens");
+    let pool = small_pool_in(4, format);
     let workload = Workload {
         sessions: 4,
         threads: 2,

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::layout::meta::{now_ms, SourceEncoding, Verdict};
 use crate::ops::import::{ImportOptions, ImportReport, Landing};
 use crate::store::{lock_session, Store};
-use crate::write::lines::author_lines;
+use sessionlog_codec::lines::author_lines;
 
 impl Store {
     /// Create session `header_line`'s log with its first batch `events` (seqs from 0) in one

@@ -12,8 +12,10 @@
 //!   for an append both must commit the new size, so `fdatasync` costs the same or less.
 //!
 //! Batches are written one by one, each synced before the next: one DSH process cannot share a
-//! sync between sessions' files. The batch text is the generator's (`JSON.stringify` of
-//! `pack_chunk_runs`), so the peer spends no CPU serializing.
+//! sync between sessions' files. Each batch is serialized by the peer, as DSH's backend
+//! serializes the events its coordinator hands it (V0: `packChunkRuns`, then `JSON.stringify`
+//! per record; V4: one row per event), through the same JS-exact writer the store authors its
+//! lines with (`sessionlog_codec::lines`), so both spend the same work turning events into text.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -23,7 +25,10 @@ use std::sync::Mutex;
 
 use anyhow::{anyhow, Context};
 
+use sessionlog_codec::lines::author_lines;
+
 use super::super::{Durability, Host, Item, SessionStart};
+use crate::gen::LogFormat;
 
 /// File name of a session log inside its directory.
 const LOG_NAME: &str = "session.jsonl";
@@ -35,17 +40,23 @@ const TMP_NAME: &str = "session.jsonl.tmp";
 pub struct JsonlPeer {
     root: PathBuf,
     durability: Durability,
+    /// The format version whose lines the sessions hold (0 or 4).
+    version: u32,
     /// Header lines of created sessions not yet materialized, by id.
     pending: Mutex<HashMap<String, String>>,
 }
 
 impl JsonlPeer {
-    /// A peer writing under `root` (created if missing).
-    pub fn open(root: &Path, durability: Durability) -> anyhow::Result<Self> {
+    /// A peer writing sessions of `format` under `root` (created if missing).
+    pub fn open(root: &Path, durability: Durability, format: LogFormat) -> anyhow::Result<Self> {
         fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
         Ok(JsonlPeer {
             root: root.to_owned(),
             durability,
+            version: match format {
+                LogFormat::V0 => 0,
+                LogFormat::V4 => 4,
+            },
             pending: Mutex::new(HashMap::new()),
         })
     }
@@ -135,9 +146,11 @@ impl Host for JsonlPeer {
             } else {
                 None
             };
+            let mut text = String::with_capacity(item.batch.text.len());
+            author_lines(self.version, &item.batch.events, &mut text, &mut Vec::new());
             match header {
-                Some(header) => self.materialize(item.id, &header, &item.batch.text),
-                None => self.append_one(item.id, &item.batch.text),
+                Some(header) => self.materialize(item.id, &header, &text),
+                None => self.append_one(item.id, &text),
             }
             .with_context(|| format!("session {}", item.id))?;
             acked(i);

@@ -17,6 +17,7 @@ pub use sqlite::SqlitePeer;
 use std::path::Path;
 
 use super::{Durability, Host};
+use crate::gen::LogFormat;
 
 /// A peer to run, by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,10 +40,15 @@ impl Peer {
         }
     }
 
-    /// Open this peer with its data under `dir` (a directory of its own).
-    pub fn open(self, dir: &Path, durability: Durability) -> anyhow::Result<Box<dyn Host>> {
+    /// Open this peer with its data, sessions of `format`, under `dir` (a directory of its own).
+    pub fn open(
+        self,
+        dir: &Path,
+        durability: Durability,
+        format: LogFormat,
+    ) -> anyhow::Result<Box<dyn Host>> {
         Ok(match self {
-            Peer::Jsonl => Box::new(JsonlPeer::open(dir, durability)?),
+            Peer::Jsonl => Box::new(JsonlPeer::open(dir, durability, format)?),
             Peer::Sqlite => Box::new(SqlitePeer::open(&dir.join("sessions.db"), durability)?),
         })
     }
