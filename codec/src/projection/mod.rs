@@ -12,6 +12,7 @@ mod units;
 
 pub use units::{Unit, UNITS, V4_OVERRIDES};
 
+use crate::event::event_type;
 use crate::json::Value;
 use crate::surface::SurfaceModel;
 
@@ -61,10 +62,15 @@ impl ProjectionSet {
         }
     }
 
-    /// Fold one event (seq `seq`) into every unit.
+    /// Fold one event (seq `seq`) into every unit whose fold reads its type (the others'
+    /// states stay as they are: see [`Unit::touches`]).
     pub fn apply(&mut self, seq: u64, event: &Value) {
+        let ty = event_type(event);
         for (i, state) in self.states.iter_mut().enumerate() {
-            unit_at(self.model, i).apply(state, seq, event);
+            let unit = unit_at(self.model, i);
+            if unit.touches(ty) {
+                unit.apply(state, seq, event);
+            }
         }
     }
 
