@@ -5,20 +5,22 @@
 //! with seqs continuing the previous line, and they number the recorded events; frames and tail
 //! chunks are contiguous; the stored bytes add up to the imported file and its plaintext
 //! rendering; for zstd imports DSH would load, the stored frames decode to exactly the stored
-//! header and lines; frozen lower generations are complete (chunks in order, crc32s, sizes).
+//! header and lines; frozen lower generations are complete (chunks in order, crc32s, sizes);
+//! every checkpoint reference names a whole checkpoint of its unit and version before it.
 //! Store-wide: no `events` key belongs to a session number without metadata.
 
-use rocksdb::ReadOptions;
+use rocksdb::{ReadOptions, Snapshot};
 use sessionlog_codec::header::parse_header;
 use sessionlog_codec::json;
+use sessionlog_codec::projection::UNITS;
 use sessionlog_codec::rows::decode_line;
 use sessionlog_codec::stored::decode_block;
 use sessionlog_codec::zstd::FrameDecoder;
 
 use crate::error::{Error, Result};
-use crate::layout::keys::{self, CF_EVENTS, CF_SESSIONS};
+use crate::layout::keys::{self, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS};
 use crate::layout::meta::{SessionMeta, SourceEncoding};
-use crate::layout::values::checked_bytes;
+use crate::layout::values::{checked_bytes, parse_checkpoint_reference};
 use crate::store::{visit, Store};
 
 /// One failed check.
@@ -174,6 +176,7 @@ impl Store {
             }
             Ok(true)
         });
+        let walked = walked.and_then(|()| self.check_references(meta, &snap, &mut w.problems));
         let listed: std::collections::BTreeMap<u32, (u64, u64)> = meta
             .frozen
             .iter()
@@ -261,6 +264,43 @@ impl Store {
             line_seq += events.len() as u64;
         }
         w.next_seq = line_seq;
+    }
+
+    /// Every checkpoint reference of the session names a whole checkpoint of its unit, at an
+    /// earlier seq, of the version the reference carries (keys come in order, so the whole one
+    /// has been seen when its reference is).
+    fn check_references(
+        &self,
+        meta: &SessionMeta,
+        snap: &Snapshot<'_>,
+        problems: &mut Vec<String>,
+    ) -> Result<()> {
+        let mut whole = std::collections::HashSet::new();
+        let mut it = self.scan_iter_cf_at(CF_CHECKPOINTS, meta.number, Some(snap))?;
+        it.seek(keys::session_start(meta.number));
+        visit(&mut it, String::new(), &mut |k, v| {
+            let Some((_, section, seq)) = keys::parse_event_key(k) else {
+                return Ok(true);
+            };
+            if usize::from(section) >= UNITS.len() {
+                return Ok(true);
+            }
+            match (parse_checkpoint_reference(v), v.first()) {
+                (Some((version, target)), _) => {
+                    if !whole.contains(&(section, target, version)) {
+                        problems.push(format!(
+                            "the \"{}\" checkpoint at seq {seq} refers to seq {target}, which holds no whole checkpoint of version {version}",
+                            UNITS[usize::from(section)].key
+                        ));
+                    }
+                }
+                (None, Some(&version)) => {
+                    whole.insert((section, seq, version));
+                }
+                (None, None) => problems.push(format!("an empty checkpoint at seq {seq}")),
+            }
+            Ok(true)
+        })
     }
 
     /// Every session number present in `events` must have metadata.

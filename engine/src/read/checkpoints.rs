@@ -263,10 +263,20 @@ mod tests {
         assert_eq!(parse_checkpoint_reference(&get(7)).map(|(_, s)| s), Some(5));
         let title_at = |seq| store.state_at("a", "title", Some(seq));
         assert_eq!(title_at(7).expect("state").as_str(), Some("T"));
+        let problems = |store: &crate::store::Store| store.verify(&[]).expect("verify").problems;
+        assert!(problems(&store).is_empty());
         store.db.delete_cf(cf, key(5)).expect("delete");
         let e = title_at(7).expect_err("dangling reference");
         assert!(matches!(e, Error::Corrupt { .. }), "{e}");
         assert!(e.to_string().contains("seq 5"), "{e}");
+        let found = problems(&store);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0]
+                .detail
+                .contains("\"title\" checkpoint at seq 7 refers to seq 5"),
+            "{found:?}"
+        );
     }
 
     /// A stored header that no longer parses is corrupt data, not a `seedLength` of 0.

@@ -357,13 +357,23 @@ impl Store {
         number: u64,
         snap: Option<&Snapshot<'_>>,
     ) -> Result<RawIter<'_>> {
+        self.scan_iter_cf_at(CF_EVENTS, number, snap)
+    }
+
+    /// [`Store::scan_iter_at`] over column family `cf`.
+    pub(crate) fn scan_iter_cf_at(
+        &self,
+        cf: &str,
+        number: u64,
+        snap: Option<&Snapshot<'_>>,
+    ) -> Result<RawIter<'_>> {
         let mut ro = self.bounded(number);
         if let Some(snap) = snap {
             ro.set_snapshot(snap);
         }
         ro.set_readahead_size(2 << 20);
         ro.fill_cache(false);
-        Ok(self.db.raw_iterator_cf_opt(self.cf(CF_EVENTS)?, ro))
+        Ok(self.db.raw_iterator_cf_opt(self.cf(cf)?, ro))
     }
 
     /// Refuse writes after a failed durable write (until the store is reopened).
