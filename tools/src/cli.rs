@@ -383,6 +383,13 @@ pub enum Command {
         /// Internal: run as the power-loss child (the parent passes its spec).
         #[arg(long, hide = true)]
         power_worker: Option<String>,
+        /// With `--power-loss`: cut the power under this host command instead of sessionlog's
+        /// own worker (after `--`; `{db}` is replaced by the store's path on the mount,
+        /// `{cycle}` by the cycle number, `{durability}` by `--durability`). The host prints
+        /// `ack <session> <events>` once that many events are durable; after each cut every
+        /// acknowledged session must hold them, and `verify` must be clean.
+        #[arg(last = true)]
+        host: Vec<String>,
     },
     /// Run a benchmark workload and print its figures (and ratios against peers).
     Bench {

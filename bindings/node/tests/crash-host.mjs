@@ -1,15 +1,17 @@
-// A DSH host for the crash test: SessionStore + SessionlogPersistence on the store in argv[2],
-// argv[3] sessions named `<argv[4]>-<i>`, each looping over turns written in two flushed halves
-// (start, then end), so a kill can leave a turn open. After each flush resolves it prints
-// `ack <session> <events>`: that many events are durable. It runs until killed.
+// A DSH host for the crash and power-cut tests: SessionStore + SessionlogPersistence on the store
+// in argv[2] (durability argv[5], default sync), argv[3] sessions named `<argv[4]>-<i>`, each
+// looping over turns written in two flushed halves (start, then end), so a kill can leave a turn
+// open. After each flush resolves it prints `ack <session> <events>`: that many events are
+// acknowledged (durable under sync). It runs until killed.
 import { Context } from '@deepseek-ai/cordis'
 import SessionStore, { SessionId } from '@deepseek-ai/dsh-session'
 import { SessionlogPersistence } from '../dsh.js'
 
 const [dir, count, prefix] = [process.argv[2], Number(process.argv[3]), process.argv[4]]
+const durability = process.argv[5] ?? 'sync'
 const ctx = new Context()
 await ctx.plugin(SessionStore)
-await ctx.plugin(SessionlogPersistence, { path: dir, durability: 'sync' })
+await ctx.plugin(SessionlogPersistence, { path: dir, durability })
 
 async function drive(id) {
   const session = ctx.sessions.create(id, { meta: { cwd: '/crash' } })

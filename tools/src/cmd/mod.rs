@@ -120,9 +120,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             power_loss,
             lazyfs_build,
             power_worker,
+            host,
         } => {
             if let Some(spec) = power_worker {
                 return power::worker(&spec);
+            }
+            if !host.is_empty() {
+                anyhow::ensure!(power_loss, "a host command runs only under --power-loss");
+                return power::run_host(&host, durability, cycles, seed, dir, lazyfs_build, json);
             }
             if power_loss {
                 let opts = sessionlog_tools::power::PowerOptions {

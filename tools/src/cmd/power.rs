@@ -1,6 +1,6 @@
 //! `sessionlog stress --power-loss`: the power-cut loop on LazyFS (see
 //! `sessionlog_tools::power`). The parent re-runs this binary with `--power-worker SPEC` as the
-//! child it freezes and kills.
+//! child it freezes and kills; with a host command after `--`, that command is the child.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,6 +10,7 @@ use std::time::Instant;
 use anyhow::Context;
 use sessionlog_codec::json::Object;
 use sessionlog_engine::Durability;
+use sessionlog_tools::power::host::{host_power_loop, HostCycle, HostRun};
 use sessionlog_tools::power::worker::{self as power_worker, WorkerSpec};
 use sessionlog_tools::power::{durability_name, lazyfs, power_loop, PowerOptions};
 
@@ -21,23 +22,18 @@ pub fn worker(spec: &str) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn run(
-    opts: &PowerOptions,
-    cycles: u64,
+/// LazyFS's binary (built once) and the run's working directory: `dir`, else a temp dir to
+/// remove after a successful run (the `bool`).
+fn prepare(
     dir: Option<PathBuf>,
-    build_script: Option<PathBuf>,
-    as_json: bool,
-) -> anyhow::Result<ExitCode> {
+    build_script: Option<&Path>,
+) -> anyhow::Result<(PathBuf, PathBuf, bool)> {
     if let Some(why) = lazyfs::unavailable_reason() {
         anyhow::bail!("power-loss runs need LazyFS, which cannot run here: {why}");
     }
     // The checkout this binary was built from: LazyFS's build.sh is beside it.
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let binary = lazyfs::locate_or_build(
-        &lazyfs::default_build_dir(),
-        build_script.as_deref(),
-        &checkout,
-    )?;
+    let binary = lazyfs::locate_or_build(&lazyfs::default_build_dir(), build_script, &checkout)?;
     let (work, remove_after) = match dir {
         Some(d) => (d, false),
         None => (
@@ -45,13 +41,100 @@ pub fn run(
             true,
         ),
     };
-    if work.join("journal").exists() {
+    if work.join("journal").exists() || work.join("lazyfs").exists() {
         anyhow::bail!(
             "{} holds an earlier run: remove it or pick another --dir",
             work.display()
         );
     }
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    Ok((binary, work, remove_after))
+}
+
+/// Power cuts under an outside host command (see `sessionlog_tools::power::host`).
+pub fn run_host(
+    host: &[String],
+    durability: Durability,
+    cycles: u64,
+    seed: u64,
+    dir: Option<PathBuf>,
+    build_script: Option<PathBuf>,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    let (binary, work, remove_after) = prepare(dir, build_script.as_deref())?;
+    let start = Instant::now();
+    let mut progress = |cycle: u64, c: &HostCycle| {
+        if !as_json {
+            eprintln!(
+                "cut {}/{cycles}: {} acks read, {} sessions checked, {} short, {} problems",
+                cycle + 1,
+                c.acknowledged,
+                c.sessions,
+                c.lost,
+                c.problems.len()
+            );
+        }
+    };
+    let run = HostRun {
+        host,
+        cycles,
+        seed,
+        cut_window_ms: PowerOptions::default().cut_window_ms,
+        durability: durability_name(durability),
+    };
+    let report = host_power_loop(&work, &binary, &run, &mut progress)
+        .with_context(|| format!("power-loss run in {} (kept for inspection)", work.display()))?;
+    let secs = start.elapsed().as_secs_f64();
+    for p in &report.problems {
+        eprintln!("problem: {p}");
+    }
+    let lost_problems = report.problems.len() as u64 - report.lost;
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        let o = Object::new()
+            .with("cycles", report.cycles as i64)
+            .with("acknowledged", report.acknowledged as i64)
+            .with("lost", report.lost as i64)
+            .with("cycles_with_loss", report.cycles_with_loss as i64)
+            .with("problems", lost_problems as i64)
+            .with("durability", durability_name(durability))
+            .with("session_checks", report.session_checks as i64)
+            .with("seconds", secs);
+        json_line(&mut out, o)?;
+    } else {
+        writeln!(
+            out,
+            "{} power cuts under the host ({}) in {secs:.1} s: {} acknowledged flushes, {} \
+             sessions short of their acknowledged events (in {} cycles), {} other problems; {} \
+             session checks",
+            report.cycles,
+            durability_name(durability),
+            report.acknowledged,
+            report.lost,
+            report.cycles_with_loss,
+            lost_problems,
+            report.session_checks
+        )?;
+    }
+    let failed = lost_problems > 0 || (durability == Durability::Sync && report.lost > 0);
+    if remove_after && !failed {
+        std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn run(
+    opts: &PowerOptions,
+    cycles: u64,
+    dir: Option<PathBuf>,
+    build_script: Option<PathBuf>,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    let (binary, work, remove_after) = prepare(dir, build_script.as_deref())?;
     let exe = match Path::new("/proc/self/exe") {
         p if p.exists() => p.to_path_buf(),
         _ => std::env::current_exe().context("locating the sessionlog binary")?,

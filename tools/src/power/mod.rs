@@ -11,8 +11,10 @@
 //!
 //! Module map: [`lazyfs`] (the mount and the cut), [`journal`] (what the child acknowledged,
 //! outside the mount), [`image`] (a session as bytes), [`worker`] (the child), [`model`] (the
-//! check).
+//! check); [`host`]: the same cut under an outside host process (DSH's Node host) that reports
+//! its acknowledgements on standard output.
 
+pub mod host;
 pub mod image;
 pub mod journal;
 pub mod lazyfs;
@@ -186,7 +188,7 @@ impl RunDirs {
 }
 
 /// Kills the child when dropped (a failed cycle never leaves one running).
-struct Running(Child);
+pub(crate) struct Running(pub(crate) Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -334,7 +336,7 @@ fn journal_has_ack(path: &Path) -> bool {
 
 /// SIGSTOP `pid` and wait until every one of its threads is stopped, so no write of it is in
 /// flight when the power goes.
-fn freeze(pid: u32) -> anyhow::Result<()> {
+pub(crate) fn freeze(pid: u32) -> anyhow::Result<()> {
     let status = Command::new("kill")
         .args(["-STOP", &pid.to_string()])
         .status()
