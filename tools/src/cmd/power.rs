@@ -116,15 +116,11 @@ pub fn run_host(
             report.session_checks
         )?;
     }
-    let failed = lost_problems > 0 || (durability == Durability::Sync && report.lost > 0);
-    if remove_after && !failed {
-        std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
-    }
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    conclude(
+        lost_problems > 0 || (durability == Durability::Sync && report.lost > 0),
+        &work,
+        remove_after,
+    )
 }
 
 pub fn run(
@@ -200,15 +196,23 @@ pub fn run(
             report.lazyfs_restarts
         )?;
     }
-    let failed = report.half_applied > 0
-        || !report.problems.is_empty()
-        || (opts.durability == Durability::Sync && report.lost > 0);
-    if remove_after && !failed {
-        std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
+    conclude(
+        report.half_applied > 0
+            || !report.problems.is_empty()
+            || (opts.durability == Durability::Sync && report.lost > 0),
+        &work,
+        remove_after,
+    )
+}
+
+/// A run's exit: failure when `failed` (its directory kept for inspection), else success, its
+/// directory removed when it was a temp one.
+fn conclude(failed: bool, work: &Path, remove_after: bool) -> anyhow::Result<ExitCode> {
+    if failed {
+        return Ok(ExitCode::FAILURE);
     }
-    Ok(if failed {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    if remove_after {
+        std::fs::remove_dir_all(work).with_context(|| format!("removing {}", work.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
