@@ -497,6 +497,11 @@ pub enum BenchWorkload {
         /// Print one JSON object with the raw figures per system and a `ratios` map.
         #[arg(long)]
         json: bool,
+        /// Run the whole sequence (sessionlog, then the peers) this many times; with more than
+        /// one, figures and ratios are medians over the rounds (each ratio taken within its
+        /// round) and `rounds` lists every round's.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        rounds: u64,
     },
     /// DSH's own host in Node (its SessionStore, a flush per turn) on sessionlog's DSH backend
     /// and on DSH's JSONL backend (plain and zstd), each in its own Node process, under the same

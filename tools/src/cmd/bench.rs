@@ -183,11 +183,14 @@ pub struct HostingBench {
     pub dir: Option<PathBuf>,
     /// Print one JSON object instead of the table.
     pub as_json: bool,
+    /// Times the whole sequence (sessionlog, then the peers) runs; figures and ratios are
+    /// reported per round and as medians over the rounds.
+    pub rounds: usize,
 }
 
 /// The multi-session hosting benchmark: each system in turn (sessionlog, then the peers) runs
 /// the same workload on the same generated sessions (in `format`), in its own subdirectory of
-/// the work dir.
+/// the work dir; `rounds` times over, each round in fresh directories.
 ///
 /// The whole benchmark runs inside a disk cgroup on the work dir's disk: with `write_iops`, one
 /// limiting the disk to that many write requests per second (refused, never run unthrottled,
@@ -202,8 +205,10 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
         write_iops,
         dir,
         as_json,
+        rounds,
     } = bench;
     workload.validate()?;
+    anyhow::ensure!(rounds >= 1, "rounds must be at least 1");
     let (work, remove_after) = crate::cmd::work_dir(dir, "hosting");
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let disk = disk_model(&work, write_iops)?;
@@ -233,20 +238,28 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
             )
         );
     }
-    let mut reports = Vec::with_capacity(peers.len() + 1);
-    let host = SessionlogHost::open(&fresh_dir(&work, "sessionlog")?, durability)?;
-    reports.push(run_host(&host, &pool, workload, &work, disk.as_ref())?);
-    drop(host);
-    for peer in peers {
-        // Each system runs alone: opened just before its run, closed right after.
-        let host = peer.open(&fresh_dir(&work, peer.name())?, durability, pool.format())?;
-        reports.push(run_host(
-            host.as_ref(),
-            &pool,
-            workload,
-            &work,
-            disk.as_ref(),
-        )?);
+    let mut all = Vec::with_capacity(rounds);
+    for round in 0..rounds {
+        let dir = |name: &str| match rounds {
+            1 => fresh_dir(&work, name),
+            _ => fresh_dir(&work, &format!("round-{round}-{name}")),
+        };
+        let mut reports = Vec::with_capacity(peers.len() + 1);
+        let host = SessionlogHost::open(&dir("sessionlog")?, durability)?;
+        reports.push(run_host(&host, &pool, workload, &work, disk.as_ref())?);
+        drop(host);
+        for peer in peers {
+            // Each system runs alone: opened just before its run, closed right after.
+            let host = peer.open(&dir(peer.name())?, durability, pool.format())?;
+            reports.push(run_host(
+                host.as_ref(),
+                &pool,
+                workload,
+                &work,
+                disk.as_ref(),
+            )?);
+        }
+        all.push(reports);
     }
     drop(member);
     drop(disk);
@@ -257,10 +270,10 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
     if as_json {
         json_line(
             &mut out,
-            output::figures(workload, durability, &pool, model.as_ref(), &reports),
+            output::figures_over_rounds(workload, durability, &pool, model.as_ref(), &all),
         )?;
     } else {
-        let table = output::table(workload, durability, &pool, model.as_ref(), &reports);
+        let table = output::table_over_rounds(workload, durability, &pool, model.as_ref(), &all);
         out.write_all(table.as_bytes())?;
     }
     Ok(ExitCode::SUCCESS)

@@ -198,6 +198,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 write_iops,
                 dir,
                 json,
+                rounds,
             } => {
                 let duration = std::time::Duration::try_from_secs_f64(seconds)
                     .with_context(|| format!("--seconds {seconds}"))?;
@@ -226,6 +227,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     write_iops,
                     dir,
                     as_json: json,
+                    rounds: usize::try_from(rounds).unwrap_or(usize::MAX),
                 })
             }
         },

@@ -85,6 +85,95 @@ pub fn figures(
     o
 }
 
+/// The figures of `rounds` runs of every system (each round: sessionlog, then the peers, each
+/// alone) as one JSON object. With one round, [`figures`]. With more, `systems` holds each
+/// figure's median over the rounds, `ratios` each ratio's median over the rounds (every ratio
+/// taken within its round, so a noisy round moves both sides of it), and `rounds` every round's
+/// own `systems` and `ratios`.
+pub fn figures_over_rounds(
+    workload: &Workload,
+    durability: Durability,
+    pool: &FeedPool,
+    disk: Option<&DiskModel>,
+    rounds: &[Vec<Report>],
+) -> Object {
+    let each: Vec<Object> = rounds
+        .iter()
+        .map(|reports| figures(workload, durability, pool, disk, reports))
+        .collect();
+    let [first, ..] = each.as_slice() else {
+        return Object::new();
+    };
+    if each.len() == 1 {
+        return first.clone();
+    }
+    let part = |key: &str| -> Vec<Value> {
+        each.iter()
+            .map(|o| o.get(key).cloned().unwrap_or(Value::Null))
+            .collect()
+    };
+    let per_round: Vec<Value> = each
+        .iter()
+        .map(|o| {
+            let field = |k: &str| o.get(k).cloned().unwrap_or(Value::Null);
+            Value::Object(
+                Object::new()
+                    .with("systems", field("systems"))
+                    .with("ratios", field("ratios")),
+            )
+        })
+        .collect();
+    let mut o = first.clone();
+    o.insert(
+        JsString::from_static("systems"),
+        median_of(&part("systems")),
+    );
+    o.insert(JsString::from_static("ratios"), median_of(&part("ratios")));
+    o.insert(JsString::from_static("rounds"), Value::Array(per_round));
+    o
+}
+
+/// The median of `values` taken key by key: numbers give their median (the mean of the middle
+/// two for an even count), objects recurse on the first one's keys, anything else (or a mix)
+/// is the first value.
+fn median_of(values: &[Value]) -> Value {
+    match values.first() {
+        Some(Value::Object(first)) => {
+            let mut o = Object::new();
+            for (key, _) in first.iter() {
+                let column: Vec<Value> = values
+                    .iter()
+                    .map(|v| {
+                        v.as_object()
+                            .zip(key.as_str())
+                            .and_then(|(o, k)| o.get(k))
+                            .cloned()
+                            .unwrap_or(Value::Null)
+                    })
+                    .collect();
+                o.insert(key.clone(), median_of(&column));
+            }
+            Value::Object(o)
+        }
+        Some(Value::Number(_)) => {
+            let mut xs: Vec<f64> = values.iter().filter_map(Value::as_f64).collect();
+            if xs.len() != values.len() {
+                return values[0].clone();
+            }
+            xs.sort_by(f64::total_cmp);
+            let mid = xs.len() / 2;
+            let median = if xs.len() % 2 == 1 {
+                xs[mid]
+            } else {
+                (xs[mid - 1] + xs[mid]) / 2.0
+            };
+            Value::from(median)
+        }
+        Some(other) => other.clone(),
+        None => Value::Null,
+    }
+}
+
 /// `{"vs_<peer>": sessionlog batches/s ÷ peer batches/s, "cpu_vs_<peer>": peer CPU per batch ÷
 /// sessionlog CPU per batch}` (the latter where both CPU times are known), if sessionlog was
 /// measured.
@@ -215,17 +304,51 @@ pub fn table(
         );
     }
     match ratios(reports) {
-        Some(r) => {
-            for (name, ratio) in r.iter() {
-                let Some(x) = ratio.as_f64() else { continue };
-                let _ = match name.as_str().and_then(|n| n.strip_prefix("cpu_vs_")) {
-                    Some(peer) => writeln!(s, "sessionlog vs_{peer}: {x:.2}x less CPU per batch"),
-                    None => writeln!(s, "sessionlog {name}: {x:.2}x batches/s"),
-                };
-            }
-        }
+        Some(r) => ratio_lines(&mut s, &r, ""),
         None => {
             let _ = writeln!(s, "{NO_SESSIONLOG}");
+        }
+    }
+    s
+}
+
+/// One line per ratio of `ratios`, each ending in `suffix`.
+fn ratio_lines(s: &mut String, ratios: &Object, suffix: &str) {
+    for (name, ratio) in ratios.iter() {
+        let Some(x) = ratio.as_f64() else { continue };
+        let _ = match name.as_str().and_then(|n| n.strip_prefix("cpu_vs_")) {
+            Some(peer) => writeln!(
+                s,
+                "sessionlog vs_{peer}: {x:.2}x less CPU per batch{suffix}"
+            ),
+            None => writeln!(s, "sessionlog {name}: {x:.2}x batches/s{suffix}"),
+        };
+    }
+}
+
+/// [`table`] for every round, then, with more than one, each ratio's median over the rounds.
+pub fn table_over_rounds(
+    workload: &Workload,
+    durability: Durability,
+    pool: &FeedPool,
+    disk: Option<&DiskModel>,
+    rounds: &[Vec<Report>],
+) -> String {
+    let mut s = String::new();
+    for (k, reports) in rounds.iter().enumerate() {
+        if rounds.len() > 1 {
+            let _ = writeln!(s, "round {}/{}", k + 1, rounds.len());
+        }
+        s.push_str(&table(workload, durability, pool, disk, reports));
+    }
+    if rounds.len() > 1 {
+        let all: Vec<Value> = rounds
+            .iter()
+            .filter_map(|r| ratios(r).map(Value::Object))
+            .collect();
+        if let Value::Object(median) = median_of(&all) {
+            let suffix = format!(" (median of {} rounds)", rounds.len());
+            ratio_lines(&mut s, &median, &suffix);
         }
     }
     s

@@ -273,3 +273,41 @@ fn cpu_and_device_writes_are_per_durable_batch() {
     assert!(table.contains("limited to 3000 write IOPS"), "{table}");
     assert!(table.contains("3.00"), "{table}");
 }
+
+/// Over several rounds each ratio is taken within its round and the median of those is
+/// reported (here 4, 2 and 8 → 4, while the medians of the raw rates would give 300 / 100 = 3),
+/// every figure is its median, and every round is kept.
+#[test]
+fn rounds_report_medians_of_same_round_ratios() {
+    let pool = small_pool(1);
+    let workload = Workload::default();
+    let rounds = [
+        vec![report("sessionlog", 400), report("jsonl", 100)],
+        vec![report("sessionlog", 300), report("jsonl", 150)],
+        vec![report("sessionlog", 200), report("jsonl", 25)],
+    ];
+    let o = output::figures_over_rounds(&workload, Durability::Sync, &pool, None, &rounds);
+    let number = |section: &str, path: &[&str]| {
+        let mut v = o.get(section);
+        for key in path {
+            v = v.and_then(|v| v.as_object()).and_then(|o| o.get(key));
+        }
+        v.and_then(|v| v.as_f64())
+    };
+    assert_eq!(number("ratios", &["vs_jsonl"]), Some(4.0));
+    assert_eq!(
+        number("systems", &["sessionlog", "batches_per_s"]),
+        Some(150.0)
+    );
+    assert_eq!(number("systems", &["jsonl", "batches_per_s"]), Some(50.0));
+    let kept = o.get("rounds").and_then(|r| r.as_array()).expect("rounds");
+    assert_eq!(kept.len(), 3);
+    let one = output::figures_over_rounds(&workload, Durability::Sync, &pool, None, &rounds[..1]);
+    assert!(one.get("rounds").is_none(), "one round prints as before");
+    let table = output::table_over_rounds(&workload, Durability::Sync, &pool, None, &rounds);
+    assert!(table.contains("round 3/3"), "{table}");
+    assert!(
+        table.contains("sessionlog vs_jsonl: 4.00x batches/s (median of 3 rounds)"),
+        "{table}"
+    );
+}
