@@ -81,6 +81,14 @@ pub trait Host: Sync {
     fn append(&self, items: &[Item<'_>], acked: &mut dyn FnMut(usize)) -> anyhow::Result<()>;
 }
 
+/// The events a host hands its store for `batch`. DSH's `Session` builds each event object once
+/// and passes it to its backend, so every system under test receives a fresh copy of the
+/// generated events per batch and pays for building it, as sessionlog's host does when it
+/// builds its `NewEvent`s ([`sessionlog::append_item`]).
+pub fn host_built(batch: &Batch) -> Vec<sessionlog_codec::json::Value> {
+    batch.events.clone()
+}
+
 /// `d` in milliseconds, as a float.
 pub fn millis(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3

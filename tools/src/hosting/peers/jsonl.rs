@@ -15,7 +15,8 @@
 //! sync between sessions' files. Each batch is serialized by the peer, as DSH's backend
 //! serializes the events its coordinator hands it (V0: `packChunkRuns`, then `JSON.stringify`
 //! per record; V4: one row per event), through the same JS-exact writer the store authors its
-//! lines with (`sessionlog_codec::lines`), so both spend the same work turning events into text.
+//! lines with (`sessionlog_codec::lines`), so both spend the same work turning events into text;
+//! and it serializes a fresh copy of the events, as every system gets them ([`host_built`]).
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -27,7 +28,7 @@ use anyhow::{anyhow, Context};
 
 use sessionlog_codec::lines::author_lines;
 
-use super::super::{Durability, Host, Item, SessionStart};
+use super::super::{host_built, Durability, Host, Item, SessionStart};
 use crate::gen::LogFormat;
 
 /// File name of a session log inside its directory.
@@ -146,8 +147,9 @@ impl Host for JsonlPeer {
             } else {
                 None
             };
+            let events = host_built(item.batch);
             let mut text = String::with_capacity(item.batch.text.len());
-            author_lines(self.version, &item.batch.events, &mut text, &mut Vec::new());
+            author_lines(self.version, &events, &mut text, &mut Vec::new());
             match header {
                 Some(header) => self.materialize(item.id, &header, &text),
                 None => self.append_one(item.id, &text),

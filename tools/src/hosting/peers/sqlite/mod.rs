@@ -32,7 +32,7 @@ use sessionlog_codec::json::{Object, Value};
 
 use self::rows::{decode_row, encode_batch, Row};
 use self::schema::{random_uuid, reference_schema, validate, SchemaObject};
-use super::super::{Durability, Host, Item, SessionStart};
+use super::super::{host_built, Durability, Host, Item, SessionStart};
 
 /// DSH `MAX_PACKED_ROW_MEMBERS`: how far back a packed row may start and still cover a seq.
 const MAX_PACKED_MEMBERS: i64 = 1_024;
@@ -166,7 +166,7 @@ impl Host for SqlitePeer {
 
     fn append(&self, items: &[Item<'_>], acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
         for (i, item) in items.iter().enumerate() {
-            let rows = encode_batch(&item.batch.events)?;
+            let rows = encode_batch(&host_built(item.batch))?;
             let mut conn = self
                 .conn
                 .lock()
