@@ -65,11 +65,17 @@ impl ProjectionSet {
     /// Fold one event (seq `seq`) into every unit whose fold reads its type (the others'
     /// states stay as they are: see [`Unit::touches`]).
     pub fn apply(&mut self, seq: u64, event: &Value) {
+        self.apply_noting(seq, event, |_| {});
+    }
+
+    /// [`ProjectionSet::apply`], calling `touched` with the index of every unit it folded.
+    pub fn apply_noting(&mut self, seq: u64, event: &Value, mut touched: impl FnMut(usize)) {
         let ty = event_type(event);
         for (i, state) in self.states.iter_mut().enumerate() {
             let unit = unit_at(self.model, i);
             if unit.touches(ty) {
                 unit.apply(state, seq, event);
+                touched(i);
             }
         }
     }

@@ -94,12 +94,28 @@ pub(crate) fn checkpoint_reference(unit: &sessionlog_codec::projection::Unit, se
     value
 }
 
-/// The version and seq a checkpoint reference names, if `value` is one.
-pub(crate) fn parse_checkpoint_reference(value: &[u8]) -> Option<(u8, u64)> {
+/// A stored checkpoint value, decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StoredCheckpoint<'a> {
+    /// A unit's state: its version and `JSON.stringify` text.
+    Whole { version: u8, text: &'a [u8] },
+    /// The state of the unit's whole checkpoint at `seq`, of `version`.
+    Reference { version: u8, seq: u64 },
+}
+
+/// Decode a checkpoint value; `None` when it is empty (never written: damage).
+pub(crate) fn decode_checkpoint(value: &[u8]) -> Option<StoredCheckpoint<'_>> {
     match value {
-        [CHECKPOINT_REFERENCE, version, seq @ ..] => {
-            Some((*version, u64::from_be_bytes(seq.try_into().ok()?)))
+        [CHECKPOINT_REFERENCE, version, seq @ ..] if seq.len() == 8 => {
+            Some(StoredCheckpoint::Reference {
+                version: *version,
+                seq: u64::from_be_bytes(seq.try_into().ok()?),
+            })
         }
-        _ => None,
+        [version, text @ ..] => Some(StoredCheckpoint::Whole {
+            version: *version,
+            text,
+        }),
+        [] => None,
     }
 }

@@ -20,7 +20,7 @@ use sessionlog_codec::zstd::FrameDecoder;
 use crate::error::{Error, Result};
 use crate::layout::keys::{self, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS};
 use crate::layout::meta::{SessionMeta, SourceEncoding};
-use crate::layout::values::{checked_bytes, parse_checkpoint_reference};
+use crate::layout::values::{checked_bytes, decode_checkpoint, StoredCheckpoint};
 use crate::store::{visit, Store};
 
 /// One failed check.
@@ -285,8 +285,11 @@ impl Store {
             if usize::from(section) >= UNITS.len() {
                 return Ok(true);
             }
-            match (parse_checkpoint_reference(v), v.first()) {
-                (Some((version, target)), _) => {
+            match decode_checkpoint(v) {
+                Some(StoredCheckpoint::Reference {
+                    version,
+                    seq: target,
+                }) => {
                     if !whole.contains(&(section, target, version)) {
                         problems.push(format!(
                             "the \"{}\" checkpoint at seq {seq} refers to seq {target}, which holds no whole checkpoint of version {version}",
@@ -294,10 +297,10 @@ impl Store {
                         ));
                     }
                 }
-                (None, Some(&version)) => {
+                Some(StoredCheckpoint::Whole { version, .. }) => {
                     whole.insert((section, seq, version));
                 }
-                (None, None) => problems.push(format!("an empty checkpoint at seq {seq}")),
+                None => problems.push(format!("an empty checkpoint at seq {seq}")),
             }
             Ok(true)
         })

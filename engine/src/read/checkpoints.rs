@@ -19,7 +19,7 @@ use crate::layout::keys::{
     event_key, parse_event_key, unit_section, CF_CHECKPOINTS, TURNS, TURN_RECORDS,
 };
 use crate::layout::meta::SessionMeta;
-use crate::layout::values::parse_checkpoint_reference;
+use crate::layout::values::{decode_checkpoint, StoredCheckpoint};
 use crate::read::surface::resolve_at;
 use crate::store::Store;
 
@@ -76,7 +76,7 @@ impl Store {
         let mut out = Vec::new();
         let records = (CF_CHECKPOINTS, TURN_RECORDS);
         self.scan_records(meta, records, upto, "turns", &mut |_, v| {
-            out.push(json::parse(&String::from_utf8_lossy(v))?);
+            out.push(parse_state(v)?);
             Ok(())
         })?;
         Ok(out)
@@ -142,18 +142,22 @@ impl Store {
             if s != section {
                 break;
             }
-            if let Some((ver, whole)) = parse_checkpoint_reference(v) {
-                if ver == version {
-                    let state = self.referenced_checkpoint(meta, unit, section, seq, whole)?;
-                    return Ok(Some((state, seq + 1)));
+            let state = match decode_checkpoint(v) {
+                Some(StoredCheckpoint::Whole { version: v, text }) if v == version => {
+                    parse_state(text)?
                 }
-            } else if let Some((&ver, text)) = v.split_first() {
-                if ver == version {
-                    let state = json::parse(&String::from_utf8_lossy(text))?;
-                    return Ok(Some((state, seq + 1)));
+                Some(StoredCheckpoint::Reference {
+                    version: v,
+                    seq: whole,
+                }) if v == version => {
+                    self.referenced_checkpoint(meta, unit, section, seq, whole)?
                 }
-            }
-            it.prev();
+                _ => {
+                    it.prev();
+                    continue;
+                }
+            };
+            return Ok(Some((state, seq + 1)));
         }
         it.status().map_err(Error::storage(format!(
             "reading checkpoints of \"{}\"",
@@ -175,9 +179,7 @@ impl Store {
             None => Ok(None),
         }
     }
-}
 
-impl Store {
     /// The state a reference at `seq` names: unit `unit`'s whole checkpoint at `whole`, which
     /// the writer made before it (a missing or foreign one is damage, never a guess).
     fn referenced_checkpoint(
@@ -207,20 +209,25 @@ impl Store {
                 meta.id_lossy()
             )))?
             .ok_or_else(|| damaged("is missing"))?;
-        match value.split_first() {
-            Some((&ver, text)) if ver == unit.version => {
-                Ok(json::parse(&String::from_utf8_lossy(text))?)
+        match decode_checkpoint(&value) {
+            Some(StoredCheckpoint::Whole { version, text }) if version == unit.version => {
+                parse_state(text)
             }
             _ => Err(damaged("is not a whole checkpoint of this unit's version")),
         }
     }
 }
 
+/// A stored state's JSON text (a checkpoint's or a closed-turn record's) as a value.
+fn parse_state(text: &[u8]) -> Result<Value> {
+    Ok(json::parse(&String::from_utf8_lossy(text))?)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::error::Error;
     use crate::layout::keys::{event_key, unit_section, CF_CHECKPOINTS};
-    use crate::layout::values::parse_checkpoint_reference;
+    use crate::layout::values::{decode_checkpoint, StoredCheckpoint};
     use crate::test_support::{edit_meta, ev, seeded};
 
     /// Two turns after a `session/title`: the second `turn/end` checkpoints the untouched title
@@ -255,12 +262,12 @@ mod tests {
                 .expect("get")
                 .expect("checkpoint")
         };
-        assert_eq!(
-            parse_checkpoint_reference(&get(5)),
-            None,
-            "the first is whole"
-        );
-        assert_eq!(parse_checkpoint_reference(&get(7)).map(|(_, s)| s), Some(5));
+        let referred = |seq| match decode_checkpoint(&get(seq)) {
+            Some(StoredCheckpoint::Reference { seq, .. }) => Some(seq),
+            _ => None,
+        };
+        assert_eq!(referred(5), None, "the first is whole");
+        assert_eq!(referred(7), Some(5));
         let title_at = |seq| store.state_at("a", "title", Some(seq));
         assert_eq!(title_at(7).expect("state").as_str(), Some("T"));
         let problems = |store: &crate::store::Store| store.verify(&[]).expect("verify").problems;

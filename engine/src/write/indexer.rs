@@ -193,13 +193,9 @@ impl ProjectionCheckpoints {
     /// Fold event `seq` into every unit, without checkpointing (for a run of events holding no
     /// checkpoint point).
     pub(crate) fn fold(&mut self, seq: u64, event: &Value) {
-        let ty = event_type(event);
-        for (i, since) in self.untouched_since.iter_mut().enumerate() {
-            if since.is_some() && unit_at(self.set.model, i).touches(ty) {
-                *since = None;
-            }
-        }
-        self.set.apply(seq, event);
+        let untouched_since = &mut self.untouched_since;
+        self.set
+            .apply_noting(seq, event, |i| untouched_since[i] = None);
     }
 
     /// Fold event `seq`; when it is a checkpoint point, `put` every unit's checkpoint.

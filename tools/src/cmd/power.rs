@@ -22,12 +22,17 @@ pub fn worker(spec: &str) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// LazyFS's binary (built once) and the run's working directory: `dir`, else a temp dir to
-/// remove after a successful run (the `bool`).
+/// A run's working directory, and whether it is a temp one to remove after a successful run.
+struct WorkDir {
+    path: PathBuf,
+    remove_after: bool,
+}
+
+/// LazyFS's binary (built once) and the run's working directory: `dir`, else a temp dir.
 fn prepare(
     dir: Option<PathBuf>,
     build_script: Option<&Path>,
-) -> anyhow::Result<(PathBuf, PathBuf, bool)> {
+) -> anyhow::Result<(PathBuf, WorkDir)> {
     if let Some(why) = lazyfs::unavailable_reason() {
         anyhow::bail!("power-loss runs need LazyFS, which cannot run here: {why}");
     }
@@ -48,7 +53,13 @@ fn prepare(
         );
     }
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    Ok((binary, work, remove_after))
+    Ok((
+        binary,
+        WorkDir {
+            path: work,
+            remove_after,
+        },
+    ))
 }
 
 /// Power cuts under an outside host command (see `sessionlog_tools::power::host`).
@@ -61,7 +72,7 @@ pub fn run_host(
     build_script: Option<PathBuf>,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (binary, work, remove_after) = prepare(dir, build_script.as_deref())?;
+    let (binary, work) = prepare(dir, build_script.as_deref())?;
     let start = Instant::now();
     let mut progress = |cycle: u64, c: &HostCycle| {
         if !as_json {
@@ -70,7 +81,7 @@ pub fn run_host(
                 cycle + 1,
                 c.acknowledged,
                 c.sessions,
-                c.lost,
+                c.short.len(),
                 c.problems.len()
             );
         }
@@ -82,45 +93,37 @@ pub fn run_host(
         cut_window_ms: PowerOptions::default().cut_window_ms,
         durability: durability_name(durability),
     };
-    let report = host_power_loop(&work, &binary, &run, &mut progress)
-        .with_context(|| format!("power-loss run in {} (kept for inspection)", work.display()))?;
+    let report = host_power_loop(&work.path, &binary, &run, &mut progress).with_context(|| {
+        format!(
+            "power-loss run in {} (kept for inspection)",
+            work.path.display()
+        )
+    })?;
     let secs = start.elapsed().as_secs_f64();
-    for p in &report.problems {
-        eprintln!("problem: {p}");
-    }
-    let lost_problems = report.problems.len() as u64 - report.lost;
-    let mut out = std::io::stdout().lock();
-    if as_json {
-        let o = Object::new()
-            .with("cycles", report.cycles as i64)
-            .with("acknowledged", report.acknowledged as i64)
-            .with("lost", report.lost as i64)
-            .with("cycles_with_loss", report.cycles_with_loss as i64)
-            .with("problems", lost_problems as i64)
-            .with("durability", durability_name(durability))
-            .with("session_checks", report.session_checks as i64)
-            .with("seconds", secs);
-        json_line(&mut out, o)?;
-    } else {
-        writeln!(
-            out,
-            "{} power cuts under the host ({}) in {secs:.1} s: {} acknowledged flushes, {} \
-             sessions short of their acknowledged events (in {} cycles), {} other problems; {} \
-             session checks",
-            report.cycles,
-            durability_name(durability),
-            report.acknowledged,
-            report.lost,
-            report.cycles_with_loss,
-            lost_problems,
-            report.session_checks
-        )?;
-    }
-    conclude(
-        lost_problems > 0 || (durability == Durability::Sync && report.lost > 0),
-        &work,
-        remove_after,
-    )
+    let lost = report.short.len() as u64;
+    let json = Object::new()
+        .with("cycles", report.cycles as i64)
+        .with("acknowledged", report.acknowledged as i64)
+        .with("lost", lost as i64)
+        .with("cycles_with_loss", report.cycles_with_loss as i64)
+        .with("problems", report.problems.len() as i64)
+        .with("durability", durability_name(durability))
+        .with("session_checks", report.session_checks as i64)
+        .with("seconds", secs);
+    let text = format!(
+        "{} power cuts under the host ({}) in {secs:.1} s: {} acknowledged flushes, {lost} \
+         sessions short of their acknowledged events (in {} cycles), {} other problems; {} \
+         session checks",
+        report.cycles,
+        durability_name(durability),
+        report.acknowledged,
+        report.cycles_with_loss,
+        report.problems.len(),
+        report.session_checks
+    );
+    let failed = !report.problems.is_empty() || (durability == Durability::Sync && lost > 0);
+    let problems: Vec<&String> = report.short.iter().chain(&report.problems).collect();
+    finish(&problems, json, &text, as_json, failed, &work)
 }
 
 pub fn run(
@@ -130,7 +133,7 @@ pub fn run(
     build_script: Option<PathBuf>,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (binary, work, remove_after) = prepare(dir, build_script.as_deref())?;
+    let (binary, work) = prepare(dir, build_script.as_deref())?;
     let exe = match Path::new("/proc/self/exe") {
         p if p.exists() => p.to_path_buf(),
         _ => std::env::current_exe().context("locating the sessionlog binary")?,
@@ -155,64 +158,76 @@ pub fn run(
             );
         }
     };
-    let report = power_loop(&work, &binary, cycles, opts, &mut spawn, &mut progress)
-        .with_context(|| format!("power-loss run in {} (kept for inspection)", work.display()))?;
+    let report = power_loop(&work.path, &binary, cycles, opts, &mut spawn, &mut progress)
+        .with_context(|| {
+            format!(
+                "power-loss run in {} (kept for inspection)",
+                work.path.display()
+            )
+        })?;
     let secs = start.elapsed().as_secs_f64();
-    for p in &report.problems {
+    let json = Object::new()
+        .with("cycles", report.cycles as i64)
+        .with("acknowledged", report.acknowledged as i64)
+        .with("lost", report.lost as i64)
+        .with("half_applied", report.half_applied as i64)
+        .with("problems", report.problems.len() as i64)
+        .with("durability", durability_name(opts.durability))
+        .with("cycles_with_loss", report.cycles_with_loss as i64)
+        .with("rejected", report.rejected as i64)
+        .with("session_checks", report.session_checks as i64)
+        .with("stores", report.stores as i64)
+        .with("lazyfs_restarts", report.lazyfs_restarts as i64)
+        .with("seconds", secs);
+    let text = format!(
+        "{} power cuts ({}) in {secs:.1} s: {} acknowledged session writes, {} lost \
+         (in {} cycles), {} half-applied, {} problems; {} session checks, {} stores, {} \
+         admin ops refused, {} LazyFS restarts",
+        report.cycles,
+        durability_name(opts.durability),
+        report.acknowledged,
+        report.lost,
+        report.cycles_with_loss,
+        report.half_applied,
+        report.problems.len(),
+        report.session_checks,
+        report.stores,
+        report.rejected,
+        report.lazyfs_restarts
+    );
+    let failed = report.half_applied > 0
+        || !report.problems.is_empty()
+        || (opts.durability == Durability::Sync && report.lost > 0);
+    let problems: Vec<&String> = report.problems.iter().collect();
+    finish(&problems, json, &text, as_json, failed, &work)
+}
+
+/// The end of a run: every problem on stderr, the totals on stdout (`json` or `text`), and the
+/// exit: failure when `failed` (the directory kept for inspection), else success, the directory
+/// removed when it was a temp one.
+fn finish(
+    problems: &[&String],
+    json: Object,
+    text: &str,
+    as_json: bool,
+    failed: bool,
+    work: &WorkDir,
+) -> anyhow::Result<ExitCode> {
+    for p in problems {
         eprintln!("problem: {p}");
     }
     let mut out = std::io::stdout().lock();
     if as_json {
-        let o = Object::new()
-            .with("cycles", report.cycles as i64)
-            .with("acknowledged", report.acknowledged as i64)
-            .with("lost", report.lost as i64)
-            .with("half_applied", report.half_applied as i64)
-            .with("problems", report.problems.len() as i64)
-            .with("durability", durability_name(opts.durability))
-            .with("cycles_with_loss", report.cycles_with_loss as i64)
-            .with("rejected", report.rejected as i64)
-            .with("session_checks", report.session_checks as i64)
-            .with("stores", report.stores as i64)
-            .with("lazyfs_restarts", report.lazyfs_restarts as i64)
-            .with("seconds", secs);
-        json_line(&mut out, o)?;
+        json_line(&mut out, json)?;
     } else {
-        writeln!(
-            out,
-            "{} power cuts ({}) in {secs:.1} s: {} acknowledged session writes, {} lost \
-             (in {} cycles), {} half-applied, {} problems; {} session checks, {} stores, {} \
-             admin ops refused, {} LazyFS restarts",
-            report.cycles,
-            durability_name(opts.durability),
-            report.acknowledged,
-            report.lost,
-            report.cycles_with_loss,
-            report.half_applied,
-            report.problems.len(),
-            report.session_checks,
-            report.stores,
-            report.rejected,
-            report.lazyfs_restarts
-        )?;
+        writeln!(out, "{text}")?;
     }
-    conclude(
-        report.half_applied > 0
-            || !report.problems.is_empty()
-            || (opts.durability == Durability::Sync && report.lost > 0),
-        &work,
-        remove_after,
-    )
-}
-
-/// A run's exit: failure when `failed` (its directory kept for inspection), else success, its
-/// directory removed when it was a temp one.
-fn conclude(failed: bool, work: &Path, remove_after: bool) -> anyhow::Result<ExitCode> {
     if failed {
         return Ok(ExitCode::FAILURE);
     }
-    if remove_after {
-        std::fs::remove_dir_all(work).with_context(|| format!("removing {}", work.display()))?;
+    if work.remove_after {
+        std::fs::remove_dir_all(&work.path)
+            .with_context(|| format!("removing {}", work.path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -29,8 +29,9 @@ pub struct HostReport {
     pub cycles: u64,
     /// `ack` lines read (acknowledged flushes) over all cycles.
     pub acknowledged: u64,
-    /// Sessions whose stored events fell short of their acknowledged count, summed over cycles.
-    pub lost: u64,
+    /// Each session whose stored events fell short of its acknowledged count, after each cut
+    /// (a session short after two cuts is listed twice), prefixed with its cycle.
+    pub short: Vec<String>,
     /// Cycles with at least one such session.
     pub cycles_with_loss: u64,
     /// Sessions checked, summed over cycles.
@@ -46,9 +47,9 @@ pub struct HostCycle {
     pub acknowledged: u64,
     /// Sessions checked (every one acknowledged so far).
     pub sessions: u64,
-    /// Of them, those holding fewer events than acknowledged (each named in `problems`).
-    pub lost: u64,
-    /// Losses and everything else found wrong.
+    /// Of them, those holding fewer events than acknowledged, one line each.
+    pub short: Vec<String>,
+    /// Everything else found wrong.
     pub problems: Vec<String>,
 }
 
@@ -126,12 +127,11 @@ pub fn host_power_loop(
         check(&db, &acked, &mut c).with_context(|| format!("checking after cut {cycle}"))?;
         report.cycles += 1;
         report.acknowledged += c.acknowledged;
-        report.lost += c.lost;
-        report.cycles_with_loss += u64::from(c.lost > 0);
+        report.cycles_with_loss += u64::from(!c.short.is_empty());
         report.session_checks += c.sessions;
-        report
-            .problems
-            .extend(c.problems.iter().map(|p| format!("cycle {cycle}: {p}")));
+        let in_cycle = |p: &String| format!("cycle {cycle}: {p}");
+        report.short.extend(c.short.iter().map(in_cycle));
+        report.problems.extend(c.problems.iter().map(in_cycle));
         progress(cycle, &c);
     }
     Ok(report)
@@ -172,13 +172,18 @@ fn cut_under(
             }
         }
     });
+    // A host that stops by itself is a broken harness run, not a cut: say why, with its stderr.
+    let exited = |child: &mut Running| -> anyhow::Result<()> {
+        if let Some(status) = child.0.try_wait()? {
+            let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            bail!("the host exited by itself ({status}): {err}");
+        }
+        Ok(())
+    };
     let mut acks = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while acks.is_empty() {
-        if let Some(status) = child.0.try_wait()? {
-            let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-            bail!("the host exited by itself ({status}) before any ack: {err}");
-        }
+        exited(&mut child)?;
         if Instant::now() > deadline {
             bail!("the host acknowledged nothing within 60 s");
         }
@@ -187,10 +192,7 @@ fn cut_under(
         }
     }
     std::thread::sleep(Duration::from_millis(rng.range(lo, hi.max(lo + 1))));
-    if let Some(status) = child.0.try_wait()? {
-        let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-        bail!("the host exited by itself ({status}): {err}");
-    }
+    exited(&mut child)?;
     freeze(child.0.id())?;
     mount.cut_power()?;
     drop(child);
@@ -216,19 +218,13 @@ fn check(db: &Path, acked: &BTreeMap<String, u64>, c: &mut HostCycle) -> anyhow:
             Ok(())
         });
         match read {
-            Ok(()) if stored < want => {
-                c.lost += 1;
-                c.problems.push(format!(
-                    "session {id}: {want} events acknowledged, {stored} stored"
-                ));
-            }
+            Ok(()) if stored < want => c.short.push(format!(
+                "session {id}: {want} events acknowledged, {stored} stored"
+            )),
             Ok(()) => {}
-            Err(sessionlog_engine::Error::UnknownSession { .. }) => {
-                c.lost += 1;
-                c.problems.push(format!(
-                    "session {id}: {want} events acknowledged, the session is gone"
-                ));
-            }
+            Err(sessionlog_engine::Error::UnknownSession { .. }) => c.short.push(format!(
+                "session {id}: {want} events acknowledged, the session is gone"
+            )),
             Err(e) => c.problems.push(format!("session {id}: {e}")),
         }
         if let Some((seq, expected)) = gap {
