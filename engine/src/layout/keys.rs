@@ -18,8 +18,10 @@
 //! `surface` CF (same prefix extractor): `number ‖ section ‖ seq`, sections [`OP`], [`SNAP`],
 //! [`REPL`], [`PROJ`], and the 25-byte [`target_key`]s of section [`PROJN`].
 //!
-//! `checkpoints` CF (same prefix extractor): `number ‖ unit index ‖ seq` (see [`unit_section`])
-//! and the closed-turn records of section [`TURN_RECORDS`].
+//! `checkpoints` CF (same prefix extractor): `number ‖ CHECKPOINT_POINTS ‖ seq`, every unit's
+//! checkpoint after event `seq` in one record (see [`CHECKPOINT_POINTS`]); the closed-turn
+//! records of section [`TURN_RECORDS`]; and, in stores written before point records, one
+//! `number ‖ unit index ‖ seq` key per unit (see [`unit_section`]), still read.
 
 /// Session metadata, id ↔ number maps, listing indexes, lineage, counters.
 pub(crate) const CF_SESSIONS: &str = "sessions";
@@ -185,7 +187,12 @@ pub(crate) fn parse_target_key(k: &[u8]) -> Option<(u64, u64)> {
     Some((target, seq))
 }
 
-/// The checkpoint section of projection unit `index`.
+/// Checkpoint section of the point records: after a checkpoint point's event, every unit's
+/// checkpoint in one value (`layout/values.rs`), so a point costs one key, not one per unit.
+pub(crate) const CHECKPOINT_POINTS: u8 = 0xE0;
+
+/// The legacy checkpoint section of projection unit `index` (one key per unit and point, as
+/// stores written before [`CHECKPOINT_POINTS`] hold them; read, no longer written).
 pub(crate) fn unit_section(index: usize) -> u8 {
     u8::try_from(index).unwrap_or(u8::MAX)
 }

@@ -5,7 +5,8 @@
 //! | tail chunks, frames, generation chunks  | [`checked_value`]: crc32 (BE) ‖ bytes          |
 //! | blocks of lines                         | `codec::stored` (its own crc)                  |
 //! | surface records (OP, SNAP, REPL)        | bincode ([`encode`], [`decode`]); SNAP is a [`Snapshot`] |
-//! | checkpoints                             | [`checkpoint_value`]: unit version ‖ `JSON.stringify(state)` |
+//! | checkpoint points                       | [`PointRecord`]: per unit, length (u32 BE) ‖ its checkpoint |
+//! | one unit's checkpoint                   | [`checkpoint_value`] or [`checkpoint_reference`] |
 //! | session metadata                        | see `meta.rs`                                  |
 //!
 //! Invariant: a value that fails its check is never returned as data ([`checked_bytes`] is
@@ -94,6 +95,70 @@ pub(crate) fn checkpoint_reference(unit: &sessionlog_codec::projection::Unit, se
     value
 }
 
+/// The checkpoints of every unit at one checkpoint point, in unit order: each as its length
+/// (u32 BE) then its [`checkpoint_value`] or [`checkpoint_reference`] bytes. A reader takes one
+/// unit's entry by skipping the lengths before it, parsing nothing else.
+#[derive(Default)]
+pub(crate) struct PointRecord {
+    bytes: Vec<u8>,
+}
+
+impl PointRecord {
+    /// Append the next unit's checkpoint.
+    pub(crate) fn push(&mut self, entry: &[u8]) -> Result<()> {
+        let len = u32::try_from(entry.len()).map_err(|_| {
+            Error::Internal(format!(
+                "a checkpoint of {} bytes is past the 4 GiB a point record holds",
+                entry.len()
+            ))
+        })?;
+        self.bytes.extend_from_slice(&len.to_be_bytes());
+        self.bytes.extend_from_slice(entry);
+        Ok(())
+    }
+
+    /// The stored value.
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+/// Each unit's checkpoint bytes in a stored point record, in unit order; an entry running past
+/// the end is `Err` (damage).
+pub(crate) fn point_entries(value: &[u8]) -> impl Iterator<Item = std::result::Result<&[u8], ()>> {
+    let mut rest = value;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let entry = rest
+            .split_first_chunk::<4>()
+            .and_then(|(len, tail)| tail.split_at_checked(u32::from_be_bytes(*len) as usize));
+        Some(match entry {
+            Some((entry, tail)) => {
+                rest = tail;
+                Ok(entry)
+            }
+            None => {
+                rest = &[];
+                Err(())
+            }
+        })
+    })
+}
+
+/// Unit `index`'s checkpoint in a stored point record: `Ok(None)` when the record holds fewer
+/// units (written before the unit existed), `Err` when it is damaged.
+pub(crate) fn point_entry(value: &[u8], index: usize) -> std::result::Result<Option<&[u8]>, ()> {
+    let mut entries = point_entries(value);
+    for _ in 0..index {
+        if entries.next().transpose()?.is_none() {
+            return Ok(None);
+        }
+    }
+    entries.next().transpose()
+}
+
 /// A stored checkpoint value, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StoredCheckpoint<'a> {
@@ -117,5 +182,37 @@ pub(crate) fn decode_checkpoint(value: &[u8]) -> Option<StoredCheckpoint<'_>> {
             text,
         }),
         [] => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{point_entries, point_entry, PointRecord};
+
+    /// A point record gives back each unit's entry in order; a record with fewer units has no
+    /// entry for the later ones; one whose entry runs past its end is damage, for that entry and
+    /// every one after it.
+    #[test]
+    fn point_records_hold_each_units_entry_in_order() {
+        let mut record = PointRecord::default();
+        for entry in [&b"\x01{}"[..], b"", b"\xff\x01\0\0\0\0\0\0\0\x05"] {
+            record.push(entry).expect("push");
+        }
+        let bytes = record.into_bytes();
+        assert_eq!(point_entry(&bytes, 0), Ok(Some(&b"\x01{}"[..])));
+        assert_eq!(point_entry(&bytes, 1), Ok(Some(&b""[..])));
+        assert_eq!(
+            point_entry(&bytes, 2),
+            Ok(Some(&b"\xff\x01\0\0\0\0\0\0\0\x05"[..]))
+        );
+        assert_eq!(point_entry(&bytes, 3), Ok(None));
+        let truncated = &bytes[..bytes.len() - 1];
+        assert_eq!(point_entry(truncated, 1), Ok(Some(&b""[..])));
+        assert_eq!(point_entry(truncated, 2), Err(()));
+        assert_eq!(point_entry(&bytes[..2], 0), Err(()));
+        assert_eq!(point_entry(&bytes[..2], 3), Err(()));
+        let read: Vec<_> = point_entries(truncated).collect();
+        assert_eq!(read.len(), 3);
+        assert_eq!(read[2], Err(()));
     }
 }

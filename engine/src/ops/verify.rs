@@ -20,7 +20,7 @@ use sessionlog_codec::zstd::FrameDecoder;
 use crate::error::{Error, Result};
 use crate::layout::keys::{self, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS};
 use crate::layout::meta::{SessionMeta, SourceEncoding};
-use crate::layout::values::{checked_bytes, decode_checkpoint, StoredCheckpoint};
+use crate::layout::values::{checked_bytes, decode_checkpoint, point_entries, StoredCheckpoint};
 use crate::store::{visit, Store};
 
 /// One failed check.
@@ -267,8 +267,9 @@ impl Store {
     }
 
     /// Every checkpoint reference of the session names a whole checkpoint of its unit, at an
-    /// earlier seq, of the version the reference carries (keys come in order, so the whole one
-    /// has been seen when its reference is).
+    /// earlier seq, of the version the reference carries, in the same layout (keys come in
+    /// order, so the whole one has been seen when its reference is); every point record's
+    /// entries are whole.
     fn check_references(
         &self,
         meta: &SessionMeta,
@@ -282,25 +283,41 @@ impl Store {
             let Some((_, section, seq)) = keys::parse_event_key(k) else {
                 return Ok(true);
             };
-            if usize::from(section) >= UNITS.len() {
-                return Ok(true);
-            }
-            match decode_checkpoint(v) {
-                Some(StoredCheckpoint::Reference {
-                    version,
-                    seq: target,
-                }) => {
-                    if !whole.contains(&(section, target, version)) {
-                        problems.push(format!(
-                            "the \"{}\" checkpoint at seq {seq} refers to seq {target}, which holds no whole checkpoint of version {version}",
-                            UNITS[usize::from(section)].key
-                        ));
+            // (section, unit index, value) of each checkpoint this key holds.
+            let entries: Vec<(u8, usize, &[u8])> = if section == keys::CHECKPOINT_POINTS {
+                let mut entries = Vec::with_capacity(UNITS.len());
+                for (index, entry) in point_entries(v).enumerate() {
+                    match entry {
+                        Ok(entry) => entries.push((section, index, entry)),
+                        Err(()) => problems.push(format!(
+                            "the checkpoint point record at seq {seq} is truncated"
+                        )),
                     }
                 }
-                Some(StoredCheckpoint::Whole { version, .. }) => {
-                    whole.insert((section, seq, version));
+                entries
+            } else if usize::from(section) < UNITS.len() {
+                vec![(section, usize::from(section), v)]
+            } else {
+                return Ok(true);
+            };
+            for (section, index, entry) in entries {
+                let name = UNITS.get(index).map_or("?", |u| u.key);
+                match decode_checkpoint(entry) {
+                    Some(StoredCheckpoint::Reference {
+                        version,
+                        seq: target,
+                    }) => {
+                        if !whole.contains(&(section, index, target, version)) {
+                            problems.push(format!(
+                                "the \"{name}\" checkpoint at seq {seq} refers to seq {target}, which holds no whole checkpoint of version {version}"
+                            ));
+                        }
+                    }
+                    Some(StoredCheckpoint::Whole { version, .. }) => {
+                        whole.insert((section, index, seq, version));
+                    }
+                    None => problems.push(format!("an empty \"{name}\" checkpoint at seq {seq}")),
                 }
-                None => problems.push(format!("an empty checkpoint at seq {seq}")),
             }
             Ok(true)
         })

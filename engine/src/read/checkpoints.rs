@@ -2,13 +2,15 @@
 //! `state_at`: a unit's state at any seq from the nearest checkpoint ≤ N plus a fold of the
 //! events after it.
 //!
-//! Key `number ‖ unit index ‖ seq` → `[unit version][JSON.stringify(state)]`, written in the same
-//! WriteBatch as the event, so a checkpoint never covers an event the log does not hold. A
-//! checkpoint whose version byte is not the unit's current version is never read: the fold
-//! starts earlier instead (at worst from the beginning). A unit no event touched since its last
-//! whole checkpoint is checkpointed as a reference to it, `[0xFF][unit version][seq]`
-//! (`layout/values.rs`): its state is the referenced one's, and the fold starts after the
-//! reference.
+//! Key `number ‖ CHECKPOINT_POINTS ‖ seq` → every unit's checkpoint after event `seq`, each
+//! `[unit version][JSON.stringify(state)]`, written in the same WriteBatch as the event, so a
+//! checkpoint never covers an event the log does not hold. A checkpoint whose version byte is
+//! not the unit's current version is never read: the fold starts earlier instead (at worst from
+//! the beginning). A unit no event touched since its last whole checkpoint is checkpointed as a
+//! reference to it, `[0xFF][unit version][seq]` (`layout/values.rs`): its state is the
+//! referenced one's, and the fold starts after the reference. Stores written before point
+//! records hold one key per unit, `number ‖ unit index ‖ seq`, with the same values; they are
+//! read when no point record serves.
 
 use sessionlog_codec::json::{self, Value};
 use sessionlog_codec::projection::{unit_at, unit_in, ProjectionSet, Unit, UNITS};
@@ -16,10 +18,11 @@ use sessionlog_codec::surface::SurfaceModel;
 
 use crate::error::{Error, Result};
 use crate::layout::keys::{
-    event_key, parse_event_key, unit_section, CF_CHECKPOINTS, TURNS, TURN_RECORDS,
+    event_key, parse_event_key, unit_section, CF_CHECKPOINTS, CHECKPOINT_POINTS, TURNS,
+    TURN_RECORDS,
 };
 use crate::layout::meta::SessionMeta;
-use crate::layout::values::{decode_checkpoint, StoredCheckpoint};
+use crate::layout::values::{decode_checkpoint, point_entry, StoredCheckpoint};
 use crate::read::surface::resolve_at;
 use crate::store::Store;
 
@@ -120,7 +123,8 @@ impl Store {
     }
 
     /// The latest readable checkpoint of unit `index` at or before `at`: its state and the seq
-    /// to fold from.
+    /// to fold from. Point records are searched first; a session (or the part of one) written
+    /// before them has per-unit keys, which are searched next.
     fn nearest_checkpoint(
         &self,
         meta: &SessionMeta,
@@ -128,41 +132,11 @@ impl Store {
         at: u64,
     ) -> Result<Option<(Value, u64)>> {
         let unit = unit_at(meta.fold_model(), index);
-        let version = unit.version;
-        let section = unit_section(index);
-        let mut it = self.session_iter_cf(CF_CHECKPOINTS, meta.number)?;
-        it.seek_for_prev(event_key(meta.number, section, at));
-        while it.valid() {
-            let (Some(k), Some(v)) = (it.key(), it.value()) else {
-                break;
-            };
-            let Some((_, s, seq)) = parse_event_key(k) else {
-                break;
-            };
-            if s != section {
-                break;
+        for layout in [Layout::Points, Layout::PerUnit] {
+            if let Some(found) = self.nearest_in(meta, unit, index, layout, at)? {
+                return Ok(Some(found));
             }
-            let state = match decode_checkpoint(v) {
-                Some(StoredCheckpoint::Whole { version: v, text }) if v == version => {
-                    parse_state(text)?
-                }
-                Some(StoredCheckpoint::Reference {
-                    version: v,
-                    seq: whole,
-                }) if v == version => {
-                    self.referenced_checkpoint(meta, unit, section, seq, whole)?
-                }
-                _ => {
-                    it.prev();
-                    continue;
-                }
-            };
-            return Ok(Some((state, seq + 1)));
         }
-        it.status().map_err(Error::storage(format!(
-            "reading checkpoints of \"{}\"",
-            meta.id_lossy()
-        )))?;
         // A fork before its own first checkpoint starts from its parent's (forks copy none, so
         // a fork costs the same whatever the parent's size). The inbox alone differs: a fork
         // reads splices only from its own seedLength on.
@@ -180,13 +154,64 @@ impl Store {
         }
     }
 
-    /// The state a reference at `seq` names: unit `unit`'s whole checkpoint at `whole`, which
-    /// the writer made before it (a missing or foreign one is damage, never a guess).
-    fn referenced_checkpoint(
+    /// The latest checkpoint of unit `index` at or before `at` stored in `layout`, skipping
+    /// those of another version of the unit.
+    fn nearest_in(
         &self,
         meta: &SessionMeta,
         unit: &Unit,
-        section: u8,
+        index: usize,
+        layout: Layout,
+        at: u64,
+    ) -> Result<Option<(Value, u64)>> {
+        let section = layout.section(index);
+        let mut it = self.session_iter_cf(CF_CHECKPOINTS, meta.number)?;
+        it.seek_for_prev(event_key(meta.number, section, at));
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else {
+                break;
+            };
+            let Some((_, s, seq)) = parse_event_key(k) else {
+                break;
+            };
+            if s != section {
+                break;
+            }
+            let state = match layout
+                .entry(v, index)
+                .map_err(|()| damaged_point(meta, seq))?
+            {
+                Some(StoredCheckpoint::Whole { version, text }) if version == unit.version => {
+                    parse_state(text)?
+                }
+                Some(StoredCheckpoint::Reference {
+                    version,
+                    seq: whole,
+                }) if version == unit.version => {
+                    self.referenced_checkpoint(meta, (unit, index), layout, seq, whole)?
+                }
+                _ => {
+                    it.prev();
+                    continue;
+                }
+            };
+            return Ok(Some((state, seq + 1)));
+        }
+        it.status().map_err(Error::storage(format!(
+            "reading checkpoints of \"{}\"",
+            meta.id_lossy()
+        )))?;
+        Ok(None)
+    }
+
+    /// The state a reference at `seq` names: unit `unit`'s whole checkpoint at `whole`, which
+    /// the writer made before it in the same layout (a missing or foreign one is damage, never a
+    /// guess).
+    fn referenced_checkpoint(
+        &self,
+        meta: &SessionMeta,
+        (unit, index): (&Unit, usize),
+        layout: Layout,
         seq: u64,
         whole: u64,
     ) -> Result<Value> {
@@ -200,7 +225,7 @@ impl Store {
         if whole >= seq {
             return Err(damaged("does not precede it"));
         }
-        let key = event_key(meta.number, section, whole);
+        let key = event_key(meta.number, layout.section(index), whole);
         let value = self
             .db
             .get_pinned_cf(self.cf(CF_CHECKPOINTS)?, key)
@@ -209,12 +234,52 @@ impl Store {
                 meta.id_lossy()
             )))?
             .ok_or_else(|| damaged("is missing"))?;
-        match decode_checkpoint(&value) {
-            Some(StoredCheckpoint::Whole { version, text }) if version == unit.version => {
+        match layout.entry(&value, index) {
+            Ok(Some(StoredCheckpoint::Whole { version, text })) if version == unit.version => {
                 parse_state(text)
             }
             _ => Err(damaged("is not a whole checkpoint of this unit's version")),
         }
+    }
+}
+
+/// Where a unit's checkpoints are stored: in point records (every unit's in one value), or,
+/// in stores written before them, one key per unit.
+#[derive(Clone, Copy)]
+enum Layout {
+    Points,
+    PerUnit,
+}
+
+impl Layout {
+    /// The key section holding unit `index`'s checkpoints.
+    fn section(self, index: usize) -> u8 {
+        match self {
+            Layout::Points => CHECKPOINT_POINTS,
+            Layout::PerUnit => unit_section(index),
+        }
+    }
+
+    /// Unit `index`'s checkpoint in a stored value of this layout: `Ok(None)` when a point
+    /// record predates the unit, `Err` when the record is damaged.
+    fn entry(
+        self,
+        value: &[u8],
+        index: usize,
+    ) -> std::result::Result<Option<StoredCheckpoint<'_>>, ()> {
+        let bytes = match self {
+            Layout::Points => point_entry(value, index)?,
+            Layout::PerUnit => Some(value),
+        };
+        Ok(bytes.and_then(decode_checkpoint))
+    }
+}
+
+/// A point record whose entries run past its end.
+fn damaged_point(meta: &SessionMeta, seq: u64) -> Error {
+    Error::Corrupt {
+        id: meta.id_lossy(),
+        detail: format!("the checkpoint point record at seq {seq} is truncated"),
     }
 }
 
@@ -226,16 +291,20 @@ fn parse_state(text: &[u8]) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use crate::error::Error;
-    use crate::layout::keys::{event_key, unit_section, CF_CHECKPOINTS};
-    use crate::layout::values::{decode_checkpoint, StoredCheckpoint};
+    use crate::layout::keys::{event_key, unit_section, CF_CHECKPOINTS, CHECKPOINT_POINTS};
+    use crate::layout::values::{
+        checkpoint_reference, checkpoint_value, decode_checkpoint, point_entries, point_entry,
+        StoredCheckpoint,
+    };
+    use crate::store::Store;
     use crate::test_support::{edit_meta, ev, seeded};
+    use sessionlog_codec::json::Value;
+    use sessionlog_codec::projection::ProjectionSet;
 
-    /// Two turns after a `session/title`: the second `turn/end` checkpoints the untouched title
-    /// as a reference to the first one's; the state reads through it, and a reference whose
-    /// checkpoint is gone is reported as damage.
-    #[test]
-    fn an_untouched_unit_is_checkpointed_as_a_reference() {
-        let (_t, store) = seeded();
+    /// Session "a" after a `session/title` (seq 3) and two turns whose `turn/end`s (seqs 5 and
+    /// 7) are checkpoint points; its number and the `title` unit's index.
+    fn two_turns_after_a_title() -> (tempfile::TempDir, Store, u64, usize) {
+        let (t, store) = seeded();
         let turn = |n: u32| {
             vec![
                 ev(&format!(
@@ -251,37 +320,101 @@ mod tests {
         store.append("a", Some(4), turn(1)).expect("turn 1");
         store.append("a", Some(6), turn(2)).expect("turn 2");
         let number = store.require_meta(b"a").expect("meta").number;
-        let (title_index, _) =
-            sessionlog_codec::projection::ProjectionSet::unit("title").expect("unit");
-        let key = |seq| event_key(number, unit_section(title_index), seq);
+        let (title, _) = ProjectionSet::unit("title").expect("unit");
+        (t, store, number, title)
+    }
+
+    fn problems(store: &Store) -> Vec<String> {
+        let report = store.verify(&[]).expect("verify");
+        report.problems.into_iter().map(|p| p.detail).collect()
+    }
+
+    /// The second `turn/end` checkpoints the untouched title as a reference to the first one's,
+    /// both in one point record per point; the state reads through it, and a reference whose
+    /// record is gone is reported as damage, by the reader and by `verify`.
+    #[test]
+    fn an_untouched_unit_is_checkpointed_as_a_reference() {
+        let (_t, store, number, title) = two_turns_after_a_title();
         let cf = store.cf(CF_CHECKPOINTS).expect("cf");
-        let get = |seq| {
-            store
-                .db
-                .get_cf(cf, key(seq))
-                .expect("get")
-                .expect("checkpoint")
-        };
-        let referred = |seq| match decode_checkpoint(&get(seq)) {
-            Some(StoredCheckpoint::Reference { seq, .. }) => Some(seq),
-            _ => None,
+        let key = |seq| event_key(number, CHECKPOINT_POINTS, seq);
+        let record = |seq| store.db.get_cf(cf, key(seq)).expect("get").expect("record");
+        let referred = |seq| {
+            let record = record(seq);
+            let entry = point_entry(&record, title)
+                .expect("intact")
+                .expect("title entry");
+            match decode_checkpoint(entry) {
+                Some(StoredCheckpoint::Reference { seq, .. }) => Some(seq),
+                _ => None,
+            }
         };
         assert_eq!(referred(5), None, "the first is whole");
         assert_eq!(referred(7), Some(5));
+        assert!(
+            store
+                .db
+                .get_cf(cf, event_key(number, unit_section(title), 5))
+                .expect("get")
+                .is_none(),
+            "no per-unit keys are written"
+        );
         let title_at = |seq| store.state_at("a", "title", Some(seq));
         assert_eq!(title_at(7).expect("state").as_str(), Some("T"));
-        let problems = |store: &crate::store::Store| store.verify(&[]).expect("verify").problems;
         assert!(problems(&store).is_empty());
+        let references_to_5 = point_entries(&record(7))
+            .filter(|e| {
+                matches!(
+                    e.ok().and_then(decode_checkpoint),
+                    Some(StoredCheckpoint::Reference { seq: 5, .. })
+                )
+            })
+            .count();
         store.db.delete_cf(cf, key(5)).expect("delete");
         let e = title_at(7).expect_err("dangling reference");
         assert!(matches!(e, Error::Corrupt { .. }), "{e}");
         assert!(e.to_string().contains("seq 5"), "{e}");
         let found = problems(&store);
+        assert_eq!(found.len(), references_to_5, "{found:?}");
+        assert!(
+            found.iter().all(|p| p.contains("at seq 7 refers to seq 5")),
+            "{found:?}"
+        );
+        assert!(
+            found.iter().any(|p| p.contains("\"title\" checkpoint")),
+            "{found:?}"
+        );
+    }
+
+    /// A store written before point records holds one key per unit and point: those are still
+    /// read (whole and reference), and checked by `verify`.
+    #[test]
+    fn per_unit_checkpoints_of_older_stores_are_read() {
+        let (_t, store, number, title) = two_turns_after_a_title();
+        let cf = store.cf(CF_CHECKPOINTS).expect("cf");
+        for seq in [5, 7] {
+            store
+                .db
+                .delete_cf(cf, event_key(number, CHECKPOINT_POINTS, seq))
+                .expect("delete");
+        }
+        let (_, unit) = ProjectionSet::unit("title").expect("unit");
+        let legacy = |seq| event_key(number, unit_section(title), seq);
+        // A state no fold gives ("L"), so reading it proves the per-unit key was used.
+        let whole = checkpoint_value(unit, &Value::String("L".into()));
+        store.db.put_cf(cf, legacy(5), whole).expect("put");
+        store
+            .db
+            .put_cf(cf, legacy(7), checkpoint_reference(unit, 5))
+            .expect("put");
+        let title_at = |seq| store.state_at("a", "title", Some(seq));
+        assert_eq!(title_at(6).expect("state").as_str(), Some("L"));
+        assert_eq!(title_at(7).expect("state").as_str(), Some("L"));
+        assert!(problems(&store).is_empty());
+        store.db.delete_cf(cf, legacy(5)).expect("delete");
+        let found = problems(&store);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
-            found[0]
-                .detail
-                .contains("\"title\" checkpoint at seq 7 refers to seq 5"),
+            found[0].contains("\"title\" checkpoint at seq 7 refers to seq 5"),
             "{found:?}"
         );
     }

@@ -16,7 +16,9 @@
 //! Checkpoint policy: every unit is checkpointed after each `turn/end` and after every
 //! [`CHECKPOINT_EVERY`]th event (a stateless rule: seq + 1 divisible by it). A unit no event
 //! touched since its last whole checkpoint is checkpointed as a reference to it (10 bytes), so
-//! a state that rarely changes is not rewritten at every point.
+//! a state that rarely changes is not rewritten at every point. A point's checkpoints of every
+//! unit are one record (one key), not a key per unit: most are references, and each key costs
+//! a memtable insert, WAL and index bytes, and compaction work of its own.
 
 use std::collections::HashMap;
 
@@ -27,10 +29,13 @@ use sessionlog_codec::surface::{SurfaceChange, SurfaceFold, SurfaceModel};
 
 use crate::error::{Error, FirstError, Result};
 use crate::layout::keys::{
-    event_key, target_key, unit_section, EVENT_KEY_LEN, OP, PROJ, REPL, SNAP, TURNS, TURN_RECORDS,
+    event_key, target_key, CHECKPOINT_POINTS, EVENT_KEY_LEN, OP, PROJ, REPL, SNAP, TURNS,
+    TURN_RECORDS,
 };
 use crate::layout::meta::SessionMeta;
-use crate::layout::values::{checkpoint_reference, checkpoint_value, encode, Snapshot};
+use crate::layout::values::{
+    checkpoint_reference, checkpoint_value, encode, PointRecord, Snapshot,
+};
 use crate::read::message_projections::{Projected, ProjectionState};
 use crate::store::{ProjectionCheckpoints, Store};
 
@@ -223,17 +228,21 @@ impl ProjectionCheckpoints {
             }
         }
         if is_checkpoint_point(seq, event) {
+            let mut record = PointRecord::default();
             for (i, state) in self.set.states.iter().enumerate() {
                 let unit = unit_at(self.set.model, i);
-                let value = match self.untouched_since[i] {
-                    Some(whole) => checkpoint_reference(unit, whole),
+                match self.untouched_since[i] {
+                    Some(whole) => record.push(&checkpoint_reference(unit, whole))?,
                     None => {
                         self.untouched_since[i] = Some(seq);
-                        checkpoint_value(unit, state)
+                        record.push(&checkpoint_value(unit, state))?;
                     }
-                };
-                put(event_key(number, unit_section(i), seq), value)?;
+                }
             }
+            put(
+                event_key(number, CHECKPOINT_POINTS, seq),
+                record.into_bytes(),
+            )?;
         }
         Ok(())
     }
