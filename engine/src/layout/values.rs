@@ -6,7 +6,7 @@
 //! | blocks of lines                         | `codec::stored` (its own crc)                  |
 //! | surface records (OP, SNAP, REPL)        | bincode ([`encode`], [`decode`]); SNAP is a [`Snapshot`] |
 //! | checkpoint points                       | [`PointRecord`]: per unit, length (u32 BE) ‖ its checkpoint |
-//! | one unit's checkpoint                   | [`checkpoint_value`] or [`checkpoint_reference`] |
+//! | one unit's checkpoint                   | [`write_whole_checkpoint`] or [`write_checkpoint_reference`] |
 //! | session metadata                        | see `meta.rs`                                  |
 //!
 //! Invariant: a value that fails its check is never returned as data ([`checked_bytes`] is
@@ -14,8 +14,10 @@
 
 use serde::{Deserialize, Serialize};
 use sessionlog_codec::json::{self, Value};
+use sessionlog_codec::projection::{Unit, UNITS};
 
 use crate::error::{Error, Result};
+use crate::layout::keys::{unit_section, CHECKPOINT_POINTS};
 
 /// The fold state after one event, without history (a SNAP record).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,49 +73,55 @@ pub(crate) fn checked_bytes(v: &[u8]) -> Option<&[u8]> {
     (u32::from_be_bytes(crc.try_into().ok()?) == crc32fast::hash(bytes)).then_some(bytes)
 }
 
-/// A checkpoint value: the unit's version, then its state's `JSON.stringify`.
-pub(crate) fn checkpoint_value(
-    unit: &sessionlog_codec::projection::Unit,
-    state: &Value,
-) -> Vec<u8> {
-    let mut value = vec![unit.version];
-    value.extend_from_slice(json::stringify(state).as_bytes());
-    value
+/// Append a whole checkpoint of `unit`: its version, then its state's `JSON.stringify`.
+pub(crate) fn write_whole_checkpoint(out: &mut Vec<u8>, unit: &Unit, state: &Value) {
+    out.push(unit.version);
+    out.extend_from_slice(json::stringify(state).as_bytes());
 }
 
 /// First byte of a checkpoint reference (no unit version is 0xFF).
 pub(crate) const CHECKPOINT_REFERENCE: u8 = 0xFF;
 
-/// A checkpoint of a unit no event touched since its checkpoint at `seq`: the state is that
-/// one's. `[0xFF][unit version][seq, 8 bytes big-endian]`, so a reader that knows no
-/// references skips it as a foreign version and folds from an earlier checkpoint.
-pub(crate) fn checkpoint_reference(unit: &sessionlog_codec::projection::Unit, seq: u64) -> Vec<u8> {
-    let mut value = Vec::with_capacity(10);
-    value.push(CHECKPOINT_REFERENCE);
-    value.push(unit.version);
-    value.extend_from_slice(&seq.to_be_bytes());
-    value
+/// Append a checkpoint of a unit no event touched since its whole checkpoint at `seq`: the
+/// state is that one's. `[0xFF][unit version][seq, 8 bytes big-endian]` (in the per-unit
+/// layout, a reader that predates references skipped it as a foreign version).
+pub(crate) fn write_checkpoint_reference(out: &mut Vec<u8>, unit: &Unit, seq: u64) {
+    out.push(CHECKPOINT_REFERENCE);
+    out.push(unit.version);
+    out.extend_from_slice(&seq.to_be_bytes());
 }
 
 /// The checkpoints of every unit at one checkpoint point, in unit order: each as its length
-/// (u32 BE) then its [`checkpoint_value`] or [`checkpoint_reference`] bytes. A reader takes one
-/// unit's entry by skipping the lengths before it, parsing nothing else.
+/// (u32 BE) then its whole or reference bytes, written in place. A reader takes one unit's
+/// entry by skipping the lengths before it, parsing nothing else.
 #[derive(Default)]
 pub(crate) struct PointRecord {
     bytes: Vec<u8>,
 }
 
 impl PointRecord {
-    /// Append the next unit's checkpoint.
-    pub(crate) fn push(&mut self, entry: &[u8]) -> Result<()> {
-        let len = u32::try_from(entry.len()).map_err(|_| {
+    /// Append the next unit's whole checkpoint.
+    pub(crate) fn push_whole(&mut self, unit: &Unit, state: &Value) -> Result<()> {
+        self.push_with(|out| write_whole_checkpoint(out, unit, state))
+    }
+
+    /// Append the next unit's reference to its whole checkpoint at `seq`.
+    pub(crate) fn push_reference(&mut self, unit: &Unit, seq: u64) -> Result<()> {
+        self.push_with(|out| write_checkpoint_reference(out, unit, seq))
+    }
+
+    /// Append an entry `write` fills, then its length in front of it.
+    fn push_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> Result<()> {
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(&[0; 4]);
+        write(&mut self.bytes);
+        let len = self.bytes.len() - at - 4;
+        let len = u32::try_from(len).map_err(|_| {
             Error::Internal(format!(
-                "a checkpoint of {} bytes is past the 4 GiB a point record holds",
-                entry.len()
+                "a checkpoint of {len} bytes is past the 4 GiB a point record holds"
             ))
         })?;
-        self.bytes.extend_from_slice(&len.to_be_bytes());
-        self.bytes.extend_from_slice(entry);
+        self.bytes[at..at + 4].copy_from_slice(&len.to_be_bytes());
         Ok(())
     }
 
@@ -159,6 +167,67 @@ pub(crate) fn point_entry(value: &[u8], index: usize) -> std::result::Result<Opt
     entries.next().transpose()
 }
 
+/// What a point record whose entries run past its end is reported as.
+pub(crate) fn truncated_point(seq: u64) -> String {
+    format!("the checkpoint point record at seq {seq} is truncated")
+}
+
+/// Where a unit's checkpoints are stored: in point records (every unit's in one value), or,
+/// in stores written before them, one key per unit. The one place that maps a `checkpoints`
+/// key's section and value to units' checkpoints, for the reader and `verify`.
+#[derive(Clone, Copy)]
+pub(crate) enum CheckpointLayout {
+    Points,
+    PerUnit,
+}
+
+impl CheckpointLayout {
+    /// The layout of a `checkpoints` key's section, if it holds unit checkpoints (closed-turn
+    /// records do not).
+    pub(crate) fn of_section(section: u8) -> Option<Self> {
+        if section == CHECKPOINT_POINTS {
+            Some(CheckpointLayout::Points)
+        } else {
+            (usize::from(section) < UNITS.len()).then_some(CheckpointLayout::PerUnit)
+        }
+    }
+
+    /// The key section holding unit `index`'s checkpoints.
+    pub(crate) fn section(self, index: usize) -> u8 {
+        match self {
+            CheckpointLayout::Points => CHECKPOINT_POINTS,
+            CheckpointLayout::PerUnit => unit_section(index),
+        }
+    }
+
+    /// Unit `index`'s checkpoint in a stored value of this layout: `Ok(None)` when a point
+    /// record predates the unit, `Err` when the record is damaged.
+    pub(crate) fn entry(
+        self,
+        value: &[u8],
+        index: usize,
+    ) -> std::result::Result<Option<StoredCheckpoint<'_>>, ()> {
+        let bytes = match self {
+            CheckpointLayout::Points => point_entry(value, index)?,
+            CheckpointLayout::PerUnit => Some(value),
+        };
+        Ok(bytes.and_then(decode_checkpoint))
+    }
+
+    /// Every unit checkpoint a stored value of `section` (of this layout) holds: its unit
+    /// index and bytes, or `Err` where a point record is damaged.
+    pub(crate) fn entries(
+        self,
+        section: u8,
+        value: &[u8],
+    ) -> Vec<(usize, std::result::Result<&[u8], ()>)> {
+        match self {
+            CheckpointLayout::Points => point_entries(value).enumerate().collect(),
+            CheckpointLayout::PerUnit => vec![(usize::from(section), Ok(value))],
+        }
+    }
+}
+
 /// A stored checkpoint value, decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StoredCheckpoint<'a> {
@@ -188,16 +257,21 @@ pub(crate) fn decode_checkpoint(value: &[u8]) -> Option<StoredCheckpoint<'_>> {
 #[cfg(test)]
 mod tests {
     use super::{point_entries, point_entry, PointRecord};
+    use sessionlog_codec::json::{Object, Value};
+    use sessionlog_codec::projection::ProjectionSet;
 
     /// A point record gives back each unit's entry in order; a record with fewer units has no
     /// entry for the later ones; one whose entry runs past its end is damage, for that entry and
     /// every one after it.
     #[test]
     fn point_records_hold_each_units_entry_in_order() {
+        let (_, unit) = ProjectionSet::unit("title").expect("unit");
         let mut record = PointRecord::default();
-        for entry in [&b"\x01{}"[..], b"", b"\xff\x01\0\0\0\0\0\0\0\x05"] {
-            record.push(entry).expect("push");
-        }
+        record
+            .push_whole(unit, &Value::Object(Object::new()))
+            .expect("whole");
+        record.push_with(|_| {}).expect("empty");
+        record.push_reference(unit, 5).expect("reference");
         let bytes = record.into_bytes();
         assert_eq!(point_entry(&bytes, 0), Ok(Some(&b"\x01{}"[..])));
         assert_eq!(point_entry(&bytes, 1), Ok(Some(&b""[..])));

@@ -20,7 +20,9 @@ use sessionlog_codec::zstd::FrameDecoder;
 use crate::error::{Error, Result};
 use crate::layout::keys::{self, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS};
 use crate::layout::meta::{SessionMeta, SourceEncoding};
-use crate::layout::values::{checked_bytes, decode_checkpoint, point_entries, StoredCheckpoint};
+use crate::layout::values::{
+    checked_bytes, decode_checkpoint, truncated_point, CheckpointLayout, StoredCheckpoint,
+};
 use crate::store::{visit, Store};
 
 /// One failed check.
@@ -268,8 +270,8 @@ impl Store {
 
     /// Every checkpoint reference of the session names a whole checkpoint of its unit, at an
     /// earlier seq, of the version the reference carries, in the same layout (keys come in
-    /// order, so the whole one has been seen when its reference is); every point record's
-    /// entries are whole.
+    /// order, so the whole one has been seen when its reference is); every point record is
+    /// intact.
     fn check_references(
         &self,
         meta: &SessionMeta,
@@ -283,24 +285,14 @@ impl Store {
             let Some((_, section, seq)) = keys::parse_event_key(k) else {
                 return Ok(true);
             };
-            // (section, unit index, value) of each checkpoint this key holds.
-            let entries: Vec<(u8, usize, &[u8])> = if section == keys::CHECKPOINT_POINTS {
-                let mut entries = Vec::with_capacity(UNITS.len());
-                for (index, entry) in point_entries(v).enumerate() {
-                    match entry {
-                        Ok(entry) => entries.push((section, index, entry)),
-                        Err(()) => problems.push(format!(
-                            "the checkpoint point record at seq {seq} is truncated"
-                        )),
-                    }
-                }
-                entries
-            } else if usize::from(section) < UNITS.len() {
-                vec![(section, usize::from(section), v)]
-            } else {
+            let Some(layout) = CheckpointLayout::of_section(section) else {
                 return Ok(true);
             };
-            for (section, index, entry) in entries {
+            for (index, entry) in layout.entries(section, v) {
+                let Ok(entry) = entry else {
+                    problems.push(truncated_point(seq));
+                    continue;
+                };
                 let name = UNITS.get(index).map_or("?", |u| u.key);
                 match decode_checkpoint(entry) {
                     Some(StoredCheckpoint::Reference {

@@ -17,12 +17,9 @@ use sessionlog_codec::projection::{unit_at, unit_in, ProjectionSet, Unit, UNITS}
 use sessionlog_codec::surface::SurfaceModel;
 
 use crate::error::{Error, Result};
-use crate::layout::keys::{
-    event_key, parse_event_key, unit_section, CF_CHECKPOINTS, CHECKPOINT_POINTS, TURNS,
-    TURN_RECORDS,
-};
+use crate::layout::keys::{event_key, parse_event_key, CF_CHECKPOINTS, TURNS, TURN_RECORDS};
 use crate::layout::meta::SessionMeta;
-use crate::layout::values::{decode_checkpoint, point_entry, StoredCheckpoint};
+use crate::layout::values::{truncated_point, CheckpointLayout, StoredCheckpoint};
 use crate::read::surface::resolve_at;
 use crate::store::Store;
 
@@ -132,7 +129,7 @@ impl Store {
         at: u64,
     ) -> Result<Option<(Value, u64)>> {
         let unit = unit_at(meta.fold_model(), index);
-        for layout in [Layout::Points, Layout::PerUnit] {
+        for layout in [CheckpointLayout::Points, CheckpointLayout::PerUnit] {
             if let Some(found) = self.nearest_in(meta, unit, index, layout, at)? {
                 return Ok(Some(found));
             }
@@ -161,7 +158,7 @@ impl Store {
         meta: &SessionMeta,
         unit: &Unit,
         index: usize,
-        layout: Layout,
+        layout: CheckpointLayout,
         at: u64,
     ) -> Result<Option<(Value, u64)>> {
         let section = layout.section(index);
@@ -211,7 +208,7 @@ impl Store {
         &self,
         meta: &SessionMeta,
         (unit, index): (&Unit, usize),
-        layout: Layout,
+        layout: CheckpointLayout,
         seq: u64,
         whole: u64,
     ) -> Result<Value> {
@@ -243,43 +240,11 @@ impl Store {
     }
 }
 
-/// Where a unit's checkpoints are stored: in point records (every unit's in one value), or,
-/// in stores written before them, one key per unit.
-#[derive(Clone, Copy)]
-enum Layout {
-    Points,
-    PerUnit,
-}
-
-impl Layout {
-    /// The key section holding unit `index`'s checkpoints.
-    fn section(self, index: usize) -> u8 {
-        match self {
-            Layout::Points => CHECKPOINT_POINTS,
-            Layout::PerUnit => unit_section(index),
-        }
-    }
-
-    /// Unit `index`'s checkpoint in a stored value of this layout: `Ok(None)` when a point
-    /// record predates the unit, `Err` when the record is damaged.
-    fn entry(
-        self,
-        value: &[u8],
-        index: usize,
-    ) -> std::result::Result<Option<StoredCheckpoint<'_>>, ()> {
-        let bytes = match self {
-            Layout::Points => point_entry(value, index)?,
-            Layout::PerUnit => Some(value),
-        };
-        Ok(bytes.and_then(decode_checkpoint))
-    }
-}
-
 /// A point record whose entries run past its end.
 fn damaged_point(meta: &SessionMeta, seq: u64) -> Error {
     Error::Corrupt {
         id: meta.id_lossy(),
-        detail: format!("the checkpoint point record at seq {seq} is truncated"),
+        detail: truncated_point(seq),
     }
 }
 
@@ -293,8 +258,8 @@ mod tests {
     use crate::error::Error;
     use crate::layout::keys::{event_key, unit_section, CF_CHECKPOINTS, CHECKPOINT_POINTS};
     use crate::layout::values::{
-        checkpoint_reference, checkpoint_value, decode_checkpoint, point_entries, point_entry,
-        StoredCheckpoint,
+        decode_checkpoint, point_entries, point_entry, write_checkpoint_reference,
+        write_whole_checkpoint, StoredCheckpoint,
     };
     use crate::store::Store;
     use crate::test_support::{edit_meta, ev, seeded};
@@ -400,12 +365,12 @@ mod tests {
         let (_, unit) = ProjectionSet::unit("title").expect("unit");
         let legacy = |seq| event_key(number, unit_section(title), seq);
         // A state no fold gives ("L"), so reading it proves the per-unit key was used.
-        let whole = checkpoint_value(unit, &Value::String("L".into()));
+        let mut whole = Vec::new();
+        write_whole_checkpoint(&mut whole, unit, &Value::String("L".into()));
         store.db.put_cf(cf, legacy(5), whole).expect("put");
-        store
-            .db
-            .put_cf(cf, legacy(7), checkpoint_reference(unit, 5))
-            .expect("put");
+        let mut reference = Vec::new();
+        write_checkpoint_reference(&mut reference, unit, 5);
+        store.db.put_cf(cf, legacy(7), reference).expect("put");
         let title_at = |seq| store.state_at("a", "title", Some(seq));
         assert_eq!(title_at(6).expect("state").as_str(), Some("L"));
         assert_eq!(title_at(7).expect("state").as_str(), Some("L"));

@@ -33,9 +33,7 @@ use crate::layout::keys::{
     TURN_RECORDS,
 };
 use crate::layout::meta::SessionMeta;
-use crate::layout::values::{
-    checkpoint_reference, checkpoint_value, encode, PointRecord, Snapshot,
-};
+use crate::layout::values::{encode, PointRecord, Snapshot};
 use crate::read::message_projections::{Projected, ProjectionState};
 use crate::store::{ProjectionCheckpoints, Store};
 
@@ -232,10 +230,10 @@ impl ProjectionCheckpoints {
             for (i, state) in self.set.states.iter().enumerate() {
                 let unit = unit_at(self.set.model, i);
                 match self.untouched_since[i] {
-                    Some(whole) => record.push(&checkpoint_reference(unit, whole))?,
+                    Some(whole) => record.push_reference(unit, whole)?,
                     None => {
                         self.untouched_since[i] = Some(seq);
-                        record.push(&checkpoint_value(unit, state))?;
+                        record.push_whole(unit, state)?;
                     }
                 }
             }

@@ -28,6 +28,16 @@ struct WorkDir {
     remove_after: bool,
 }
 
+impl WorkDir {
+    /// What a failed run's error says of the directory.
+    fn kept(&self) -> String {
+        format!(
+            "power-loss run in {} (kept for inspection)",
+            self.path.display()
+        )
+    }
+}
+
 /// LazyFS's binary (built once) and the run's working directory: `dir`, else a temp dir.
 fn prepare(
     dir: Option<PathBuf>,
@@ -93,12 +103,8 @@ pub fn run_host(
         cut_window_ms: PowerOptions::default().cut_window_ms,
         durability: durability_name(durability),
     };
-    let report = host_power_loop(&work.path, &binary, &run, &mut progress).with_context(|| {
-        format!(
-            "power-loss run in {} (kept for inspection)",
-            work.path.display()
-        )
-    })?;
+    let report =
+        host_power_loop(&work.path, &binary, &run, &mut progress).with_context(|| work.kept())?;
     let secs = start.elapsed().as_secs_f64();
     let lost = report.short.len() as u64;
     let json = Object::new()
@@ -159,12 +165,7 @@ pub fn run(
         }
     };
     let report = power_loop(&work.path, &binary, cycles, opts, &mut spawn, &mut progress)
-        .with_context(|| {
-            format!(
-                "power-loss run in {} (kept for inspection)",
-                work.path.display()
-            )
-        })?;
+        .with_context(|| work.kept())?;
     let secs = start.elapsed().as_secs_f64();
     let json = Object::new()
         .with("cycles", report.cycles as i64)

@@ -44,6 +44,16 @@ pub enum LogFormat {
     V4,
 }
 
+impl LogFormat {
+    /// The format version its sessions' headers carry.
+    pub fn version(self) -> u32 {
+        match self {
+            LogFormat::V0 => 0,
+            LogFormat::V4 => 4,
+        }
+    }
+}
+
 /// Session number `index` of the corpus `opts` describes, as a live feed in `format`.
 pub fn session_feed(index: u64, opts: &GenOptions, format: LogFormat) -> SessionFeed {
     match format {

@@ -54,10 +54,7 @@ impl JsonlPeer {
         Ok(JsonlPeer {
             root: root.to_owned(),
             durability,
-            version: match format {
-                LogFormat::V0 => 0,
-                LogFormat::V4 => 4,
-            },
+            version: format.version(),
             pending: Mutex::new(HashMap::new()),
         })
     }
