@@ -21,6 +21,8 @@ ensure_node() {
   echo "x: installing Node 22 (npm package node@22) into $SESSIONLOG_NODE_HOME" >&2
   mkdir -p "$SESSIONLOG_NODE_HOME"
   npm install --prefix "$SESSIONLOG_NODE_HOME" --no-save --no-audit --no-fund --loglevel=error node@22 >&2
+  # bash remembers where it last found `node` (the old one); forget it.
+  hash -r
   node_is_recent || { echo "x: node@22 installed, but node on PATH is $(node --version 2>&1)" >&2; return 1; }
 }
 
