@@ -24,4 +24,5 @@ mod state;
 mod surface;
 mod v4_verdicts;
 mod views;
+mod wal;
 mod zstd;

@@ -24,6 +24,11 @@ pub struct Cli {
     /// (DSH 0.2's: the V4 successor made in memory, at its seqs). V1–V3 always answer DSH 0.2's.
     #[arg(long, global = true, value_enum, default_value_t = V0ReadsArg::Native)]
     pub v0_reads: V0ReadsArg,
+    /// Reuse old WAL files in place: one device write fewer per durable commit on disks billed
+    /// per write (provisioned-IOPS volumes); recovery then stops at the first damaged WAL
+    /// record instead of refusing to open (docs/RELIABILITY.md).
+    #[arg(long, global = true)]
+    pub wal_recycling: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -477,6 +482,10 @@ pub enum BenchWorkload {
         /// How long each system keeps submitting, in seconds.
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
+        /// Each system first runs the workload this long unmeasured, to measure its steady
+        /// state (a recycled WAL, a SQLite WAL past its first checkpoint) rather than its start.
+        #[arg(long, default_value_t = 0.0)]
+        warmup: f64,
         /// Mean events per generated session (a session that runs out restarts under a new id).
         #[arg(long, default_value_t = 2000)]
         events: u64,

@@ -117,10 +117,7 @@ impl Store {
         db_opts.create_if_missing(true);
         db_opts.create_missing_column_families(true);
         db_opts.set_paranoid_checks(true);
-        // A torn last WAL record (power loss mid-write: never acknowledged) is dropped; damage
-        // anywhere else fails the open. RocksDB's default, point-in-time recovery, would stop
-        // replay at the damage and silently lose every acknowledged write after it.
-        db_opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
+        set_wal_policy(&mut db_opts, &options);
         db_opts.increase_parallelism(options.background_jobs);
         db_opts.set_max_background_jobs(options.background_jobs);
         db_opts.set_bytes_per_sync(1 << 20);
@@ -515,6 +512,28 @@ impl Drop for Claim<'_> {
 
 /// Per-CF options: bloom filters and a shared cache everywhere; the session-number prefix
 /// extractor on the CFs keyed by session number.
+/// WAL files recycled in place when `Options::wal_recycling` is set: enough for the WALs the
+/// forced flush (twice the memtable size) keeps alive.
+const RECYCLED_WAL_FILES: usize = 4;
+
+/// How the WAL is recovered, and whether its files are reused (`Options::wal_recycling`).
+fn set_wal_policy(db_opts: &mut rocksdb::Options, options: &Options) {
+    if options.wal_recycling {
+        // RocksDB recycles only under point-in-time recovery: a reused file's tail holds its
+        // previous life's records, which replay must take as the end (see the option's doc).
+        db_opts.set_wal_recovery_mode(DBRecoveryMode::PointInTime);
+        db_opts.set_recycle_log_file_num(RECYCLED_WAL_FILES);
+        // Without a bound the small column families' memtables keep every WAL alive, and none
+        // is ever obsolete to reuse.
+        db_opts.set_max_total_wal_size(2 * options.write_buffer_bytes as u64);
+    } else {
+        // A torn last WAL record (power loss mid-write: never acknowledged) is dropped; damage
+        // anywhere else fails the open. RocksDB's default, point-in-time recovery, would stop
+        // replay at the damage and silently lose every acknowledged write after it.
+        db_opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
+    }
+}
+
 fn cf_options(name: &str, options: &Options, cache: &Cache) -> rocksdb::Options {
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(cache);

@@ -175,6 +175,8 @@ pub struct HostingBench {
     pub format: LogFormat,
     /// How durable an acknowledged batch is.
     pub durability: hosting::Durability,
+    /// sessionlog's store options (the global flags: its durability matches `durability`).
+    pub store: Options,
     /// The peers run after sessionlog.
     pub peers: Vec<Peer>,
     /// The disk's write-IOPS limit, or `None` for the raw disk.
@@ -201,6 +203,7 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
         events,
         format,
         durability,
+        ref store,
         ref peers,
         write_iops,
         dir,
@@ -245,7 +248,7 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
             _ => fresh_dir(&work, &format!("round-{round}-{name}")),
         };
         let mut reports = Vec::with_capacity(peers.len() + 1);
-        let host = SessionlogHost::open(&dir("sessionlog")?, durability)?;
+        let host = SessionlogHost::open(&dir("sessionlog")?, store.clone())?;
         reports.push(run_host(&host, &pool, workload, &work, disk.as_ref())?);
         drop(host);
         for peer in peers {
@@ -270,11 +273,15 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
     if as_json {
         json_line(
             &mut out,
-            output::figures_over_rounds(workload, durability, &pool, model.as_ref(), &all),
+            output::figures_over_rounds(workload, durability, &pool, model.as_ref(), &all)
+                .with("wal_recycling", store.wal_recycling),
         )?;
     } else {
         let table = output::table_over_rounds(workload, durability, &pool, model.as_ref(), &all);
         out.write_all(table.as_bytes())?;
+        if store.wal_recycling {
+            writeln!(out, "sessionlog reuses its WAL files (--wal-recycling)")?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -323,11 +330,12 @@ fn run_host(
     disk: Option<&DiskCgroup>,
 ) -> anyhow::Result<hosting::Report> {
     eprintln!(
-        "{}: {} sessions, {} threads, {:.1} s in {}",
+        "{}: {} sessions, {} threads, {:.1} s after {:.1} s unmeasured, in {}",
         host.name(),
         workload.sessions,
         workload.threads,
         workload.duration.as_secs_f64(),
+        workload.warmup.as_secs_f64(),
         work.display()
     );
     hosting::run(host, pool, workload, disk)

@@ -27,15 +27,19 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         DurabilityArg::Sync => Durability::Sync,
         DurabilityArg::Buffered => Durability::Buffered,
     };
+    let store_options = Options {
+        durability,
+        v0_reads: match cli.v0_reads {
+            V0ReadsArg::Native => V0Reads::Native,
+            V0ReadsArg::Migrated => V0Reads::Migrated,
+        },
+        wal_recycling: cli.wal_recycling,
+        ..Options::default()
+    };
     let open_with = |strict_appends: bool| -> anyhow::Result<Store> {
         let options = Options {
-            durability,
             strict_appends,
-            v0_reads: match cli.v0_reads {
-                V0ReadsArg::Native => V0Reads::Native,
-                V0ReadsArg::Migrated => V0Reads::Migrated,
-            },
-            ..Options::default()
+            ..store_options.clone()
         };
         Store::open(&cli.db, options)
             .with_context(|| format!("opening the store at {}", cli.db.display()))
@@ -134,6 +138,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     durability,
                     seed,
                     cycles_per_store,
+                    wal_recycling: cli.wal_recycling,
                     ..Default::default()
                 };
                 return power::run(&opts, cycles, dir, lazyfs_build, json);
@@ -192,6 +197,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 sessions,
                 threads,
                 seconds,
+                warmup,
                 events,
                 peers,
                 format,
@@ -200,12 +206,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 json,
                 rounds,
             } => {
-                let duration = std::time::Duration::try_from_secs_f64(seconds)
-                    .with_context(|| format!("--seconds {seconds}"))?;
+                let seconds_arg = |flag: &str, s: f64| {
+                    std::time::Duration::try_from_secs_f64(s)
+                        .with_context(|| format!("--{flag} {s}"))
+                };
                 let workload = hosting::Workload {
                     sessions,
                     threads,
-                    duration,
+                    duration: seconds_arg("seconds", seconds)?,
+                    warmup: seconds_arg("warmup", warmup)?,
                 };
                 let durability = match cli.durability {
                     DurabilityArg::Sync => hosting::Durability::Sync,
@@ -223,6 +232,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     events,
                     format: format.into(),
                     durability,
+                    store: store_options.clone(),
                     peers,
                     write_iops,
                     dir,

@@ -6,7 +6,8 @@
 //! batch's latency is measured from the round's submission to its acknowledgement. So every
 //! session has exactly one batch in flight and submits its next one only after the previous
 //! was acknowledged, as DSH's per-session write coordinator does. After `duration`, threads
-//! stop submitting; the rounds in flight finish and count.
+//! stop submitting; the rounds in flight finish and count. A `warmup` before that runs the same
+//! way and counts nothing.
 //!
 //! Counted: batches and events acknowledged, their JSONL bytes, sessions started during the
 //! run, wall time (first submission to last acknowledgement), process CPU time, and, when the
@@ -33,6 +34,10 @@ pub struct Workload {
     pub threads: usize,
     /// How long threads keep submitting. Default: 10 s.
     pub duration: Duration,
+    /// How long they submit before that, unmeasured: the system's steady state rather than
+    /// its start (a WAL that is being reused, a peer's WAL past its first checkpoint).
+    /// Default: none.
+    pub warmup: Duration,
 }
 
 impl Default for Workload {
@@ -41,6 +46,7 @@ impl Default for Workload {
             sessions: 100,
             threads: 8,
             duration: Duration::from_secs(10),
+            warmup: Duration::ZERO,
         }
     }
 }
@@ -197,32 +203,19 @@ pub fn run(
         per_thread[k % workload.threads].push(slot);
     }
     let failed = AtomicBool::new(false);
+    if !workload.warmup.is_zero() {
+        phase(
+            host,
+            &mut per_thread,
+            Instant::now() + workload.warmup,
+            &failed,
+        )
+        .context("warming up")?;
+    }
     let writes_before = disk.map(DiskCgroup::write_requests).transpose()?;
     let cpu_before = process_cpu_time();
     let start = Instant::now();
-    let deadline = start + workload.duration;
-    let tallies: Vec<anyhow::Result<Tally>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = per_thread
-            .into_iter()
-            .map(|slots| {
-                let failed = &failed;
-                scope.spawn(move || {
-                    let result = drive(host, slots, deadline, failed);
-                    if result.is_err() {
-                        failed.store(true, Ordering::Relaxed);
-                    }
-                    result
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a host thread panicked")))
-            })
-            .collect()
-    });
+    let tallies = phase(host, &mut per_thread, start + workload.duration, &failed);
     let wall = start.elapsed();
     let cpu = cpu_before
         .zip(process_cpu_time())
@@ -232,8 +225,7 @@ pub fn run(
         .zip(writes_after)
         .map(|(before, after)| after.saturating_sub(before));
     let mut total = Tally::default();
-    for tally in tallies {
-        let t = tally?;
+    for t in tallies? {
         total.batches += t.batches;
         total.events += t.events;
         total.bytes += t.bytes;
@@ -253,17 +245,47 @@ pub fn run(
     })
 }
 
+/// Every thread drives its slots until `deadline`; their tallies, or the first error.
+fn phase(
+    host: &dyn Host,
+    per_thread: &mut [Vec<Slot<'_>>],
+    deadline: Instant,
+    failed: &AtomicBool,
+) -> anyhow::Result<Vec<Tally>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = per_thread
+            .iter_mut()
+            .map(|slots| {
+                scope.spawn(move || {
+                    let result = drive(host, slots, deadline, failed);
+                    if result.is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                    result
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a host thread panicked")))
+            })
+            .collect()
+    })
+}
+
 /// One host thread: rounds over its slots until `deadline` (or another thread failed).
 fn drive(
     host: &dyn Host,
-    mut slots: Vec<Slot<'_>>,
+    slots: &mut [Slot<'_>],
     deadline: Instant,
     failed: &AtomicBool,
 ) -> anyhow::Result<Tally> {
     let mut tally = Tally::default();
     let mut acked_at: Vec<Option<Instant>> = Vec::with_capacity(slots.len());
     while Instant::now() < deadline && !failed.load(Ordering::Relaxed) {
-        for slot in &mut slots {
+        for slot in slots.iter_mut() {
             tally.sessions_started += u64::from(slot.roll_over(host)?);
         }
         let items: Vec<Item<'_>> = slots
@@ -292,7 +314,7 @@ fn drive(
             tally.events += item.batch.events.len() as u64;
             tally.bytes += item.batch.text.len() as u64;
         }
-        for slot in &mut slots {
+        for slot in slots.iter_mut() {
             slot.next += 1;
         }
     }

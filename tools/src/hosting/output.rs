@@ -48,6 +48,7 @@ pub fn figures(
         .with("sessions", workload.sessions as i64)
         .with("threads", workload.threads as i64)
         .with("seconds", workload.duration.as_secs_f64())
+        .with("warmup_seconds", workload.warmup.as_secs_f64())
         .with("durability", durability_name(durability))
         .with(
             "feed",
@@ -245,11 +246,13 @@ pub fn table(
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "hosting: {} sessions, {} threads, {:.1} s, durability {}; {} generated sessions \
-         replayed ({batches_per_session:.0} batches each, {events_per_batch:.1} events/batch)",
+        "hosting: {} sessions, {} threads, {:.1} s after {:.1} s unmeasured, durability {}; {} \
+         generated sessions replayed ({batches_per_session:.0} batches each, \
+         {events_per_batch:.1} events/batch)",
         workload.sessions,
         workload.threads,
         workload.duration.as_secs_f64(),
+        workload.warmup.as_secs_f64(),
         durability_name(durability),
         pool.len(),
     );

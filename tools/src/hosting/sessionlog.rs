@@ -11,7 +11,7 @@ use sessionlog_codec::event::NewEvent;
 use sessionlog_codec::json::Value;
 use sessionlog_engine::{AppendItem, Options, SourceEncoding, Store};
 
-use super::{Durability, Host, Item, SessionStart};
+use super::{Host, Item, SessionStart};
 use crate::gen::Batch;
 
 /// The store under test.
@@ -20,19 +20,9 @@ pub struct SessionlogHost {
 }
 
 impl SessionlogHost {
-    /// Open a fresh store in `dir`.
-    pub fn open(dir: &Path, durability: Durability) -> anyhow::Result<Self> {
-        let durability = match durability {
-            Durability::Sync => sessionlog_engine::Durability::Sync,
-            Durability::Buffered => sessionlog_engine::Durability::Buffered,
-        };
-        let store = Store::open(
-            dir,
-            Options {
-                durability,
-                ..Options::default()
-            },
-        )?;
+    /// Open a fresh store in `dir` with `options` (their durability is the run's).
+    pub fn open(dir: &Path, options: Options) -> anyhow::Result<Self> {
+        let store = Store::open(dir, options)?;
         Ok(SessionlogHost { store })
     }
 }

@@ -66,6 +66,7 @@ fn tiny_run_counts_what_was_written() {
         sessions: 4,
         threads: 2,
         duration: Duration::from_millis(200),
+        ..Workload::default()
     };
     let report = run(&host, &pool, &workload, None).expect("runs");
     let appended = host.appended.lock().expect("lock");
@@ -101,6 +102,41 @@ fn tiny_run_counts_what_was_written() {
 }
 
 #[test]
+fn a_warmup_writes_but_counts_nothing() {
+    let pool = small_pool(2);
+    let host = Recorder::default();
+    let workload = Workload {
+        sessions: 2,
+        threads: 1,
+        duration: Duration::from_millis(100),
+        warmup: Duration::from_millis(150),
+    };
+    let started = std::time::Instant::now();
+    let report = run(&host, &pool, &workload, None).expect("runs");
+    assert!(started.elapsed() >= workload.warmup + workload.duration);
+    assert!(report.batches > 0);
+    assert!(report.wall < workload.warmup + workload.duration);
+    let appended = host.appended.lock().expect("lock");
+    let written: u64 = appended.values().map(|seqs| seqs.len() as u64).sum();
+    assert!(
+        written > report.batches,
+        "the warmup's {} batches were counted",
+        written - report.batches
+    );
+    // The measured part goes on from where the warmup stopped: every session's batches are
+    // still its feed's, in order, none twice.
+    for (id, seqs) in appended.iter() {
+        let tag = u64::from_str_radix(&id[id.len() - 12..], 16).expect("hex tag");
+        let feed = pool.feed(usize::try_from(tag >> 28).expect("small slot"));
+        let want: Vec<u64> = feed.batches[..seqs.len()]
+            .iter()
+            .map(|b| b.first_seq)
+            .collect();
+        assert_eq!(seqs, &want, "session {id}");
+    }
+}
+
+#[test]
 fn sessions_roll_over_to_fresh_ids() {
     // One short session per slot so the run has to start new ones.
     let opts = GenOptions {
@@ -115,6 +151,7 @@ fn sessions_roll_over_to_fresh_ids() {
         sessions: 2,
         threads: 1,
         duration: Duration::from_millis(100),
+        ..Workload::default()
     };
     let report = run(&host, &pool, &workload, None).expect("runs");
     assert!(
@@ -145,6 +182,7 @@ fn jsonl_peer_writes_what_dsh_writes_in(format: LogFormat) {
         sessions: 4,
         threads: 2,
         duration: Duration::from_millis(200),
+        ..Workload::default()
     };
     let report = run(&peer, &pool, &workload, None).expect("runs");
     assert!(report.batches > 0);

@@ -54,6 +54,10 @@ pub struct PowerOptions {
     pub cut_window_ms: (u64, u64),
     /// A fresh store every this many cycles (bounds the cost of each check). Default: 10.
     pub cycles_per_store: u64,
+    /// The child's store reuses its WAL files (`Options::wal_recycling`), with 1 MiB memtables
+    /// so that WALs turn over, and are overwritten, between cuts. Checks open the store without
+    /// the option, as a later process may. Default: false.
+    pub wal_recycling: bool,
 }
 
 impl Default for PowerOptions {
@@ -67,6 +71,7 @@ impl Default for PowerOptions {
             worker_limit: Duration::from_secs(120),
             cut_window_ms: (100, 1500),
             cycles_per_store: 10,
+            wal_recycling: false,
         }
     }
 }
@@ -407,6 +412,7 @@ mod tests {
             options: PowerOptions {
                 durability: Durability::Buffered,
                 threads: 2,
+                wal_recycling: true,
                 ..PowerOptions::default()
             },
         };

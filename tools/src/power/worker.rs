@@ -59,6 +59,7 @@ impl WorkerSpec {
             format!("events={}", o.events_per_session),
             format!("seed={}", o.seed),
             format!("limit={}", o.worker_limit.as_secs()),
+            format!("wal_recycling={}", o.wal_recycling),
         ]
         .join("\t")
     }
@@ -80,6 +81,7 @@ impl WorkerSpec {
             events_per_session: get("events")?.parse()?,
             seed: get("seed")?.parse()?,
             worker_limit: std::time::Duration::from_secs(get("limit")?.parse()?),
+            wal_recycling: get("wal_recycling")?.parse()?,
             ..PowerOptions::default()
         };
         Ok(WorkerSpec {
@@ -92,12 +94,21 @@ impl WorkerSpec {
     }
 }
 
+/// The memtable size of a child that reuses its WALs: WALs turn over every 2 MiB written.
+const RECYCLING_WRITE_BUFFER_BYTES: usize = 1 << 20;
+
 /// Run the child until killed (or until `worker_limit`).
 pub fn run(spec: &WorkerSpec) -> anyhow::Result<()> {
     let store = Store::open(
         &spec.db,
         Options {
             durability: spec.options.durability,
+            wal_recycling: spec.options.wal_recycling,
+            write_buffer_bytes: if spec.options.wal_recycling {
+                RECYCLING_WRITE_BUFFER_BYTES
+            } else {
+                Options::default().write_buffer_bytes
+            },
             ..Options::default()
         },
     )
