@@ -512,8 +512,8 @@ impl Drop for Claim<'_> {
 
 /// Per-CF options: bloom filters and a shared cache everywhere; the session-number prefix
 /// extractor on the CFs keyed by session number.
-/// WAL files recycled in place when `Options::wal_recycling` is set: enough for the WALs the
-/// forced flush (twice the memtable size) keeps alive.
+/// WAL files kept for reuse when `Options::wal_recycling` is set (one is live at a time, and
+/// another while its memtables flush).
 const RECYCLED_WAL_FILES: usize = 4;
 
 /// How the WAL is recovered, and whether its files are reused (`Options::wal_recycling`).
@@ -523,9 +523,11 @@ fn set_wal_policy(db_opts: &mut rocksdb::Options, options: &Options) {
         // previous life's records, which replay must take as the end (see the option's doc).
         db_opts.set_wal_recovery_mode(DBRecoveryMode::PointInTime);
         db_opts.set_recycle_log_file_num(RECYCLED_WAL_FILES);
-        // Without a bound the small column families' memtables keep every WAL alive, and none
-        // is ever obsolete to reuse.
-        db_opts.set_max_total_wal_size(2 * options.write_buffer_bytes as u64);
+        // Every WAL is closed (the memtables it holds flushed) at half a memtable, before any
+        // memtable fills: WALs all end up about this size, so a reused file has room for the
+        // next one (writing past its end would write the inode again), and none is kept alive
+        // by a small column family's memtable.
+        db_opts.set_max_total_wal_size(options.write_buffer_bytes as u64 / 2);
     } else {
         // A torn last WAL record (power loss mid-write: never acknowledged) is dropped; damage
         // anywhere else fails the open. RocksDB's default, point-in-time recovery, would stop

@@ -94,7 +94,7 @@ impl WorkerSpec {
     }
 }
 
-/// The memtable size of a child that reuses its WALs: WALs turn over every 2 MiB written.
+/// The memtable size of a child that reuses its WALs: WALs turn over every 512 KiB written.
 const RECYCLING_WRITE_BUFFER_BYTES: usize = 1 << 20;
 
 /// Run the child until killed (or until `worker_limit`).
