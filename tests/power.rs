@@ -97,13 +97,19 @@ fn run(durability: Durability, wal_recycling: bool, cycles: u64) -> Option<Power
     Some(report)
 }
 
-#[test]
-fn power_cuts_lose_no_acknowledged_write_under_sync() {
+/// Sync cuts (200 with `SESSIONLOG_NIGHTLY=1`) lose nothing acknowledged.
+fn sync_cuts_lose_nothing(wal_recycling: bool) {
     let nightly = std::env::var_os("SESSIONLOG_NIGHTLY").is_some_and(|v| v == "1");
-    let Some(report) = run(Durability::Sync, false, if nightly { 200 } else { 20 }) else {
+    let cycles = if nightly { 200 } else { 20 };
+    let Some(report) = run(Durability::Sync, wal_recycling, cycles) else {
         return;
     };
     assert_eq!(report.lost, 0, "acknowledged writes lost: {report:?}");
+}
+
+#[test]
+fn power_cuts_lose_no_acknowledged_write_under_sync() {
+    sync_cuts_lose_nothing(false);
 }
 
 #[test]
@@ -124,9 +130,5 @@ fn power_cuts_lose_buffered_writes_and_the_harness_says_so() {
 /// still lose nothing acknowledged, and the store must open without the option too.
 #[test]
 fn power_cuts_lose_no_acknowledged_write_with_recycled_wals() {
-    let nightly = std::env::var_os("SESSIONLOG_NIGHTLY").is_some_and(|v| v == "1");
-    let Some(report) = run(Durability::Sync, true, if nightly { 200 } else { 20 }) else {
-        return;
-    };
-    assert_eq!(report.lost, 0, "acknowledged writes lost: {report:?}");
+    sync_cuts_lose_nothing(true);
 }
