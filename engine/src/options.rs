@@ -53,10 +53,9 @@ pub struct Options {
     /// Overwrite obsolete WAL files in place instead of creating new ones (RocksDB's WAL
     /// recycling), for disks billed per write request (provisioned-IOPS cloud volumes). A
     /// durable commit's `fdatasync` of a file that does not grow writes its data and no inode:
-    /// about 2 device writes per commit instead of 3. Each WAL is closed, and the memtables it
-    /// holds flushed, once it holds half `write_buffer_bytes`: WALs then have about one size, so
-    /// a reused file has room for the next (and WAL space stays bounded), at the price of
-    /// smaller, more frequent flushes.
+    /// about 2 device writes per commit instead of 3. All column families then flush together
+    /// (RocksDB's atomic flush, without pipelined writes) whenever a memtable fills, so every
+    /// WAL closes obsolete, at about one size, and a reused file has room for the next.
     ///
     /// The price, and why it is off by default: RocksDB recycles only under point-in-time WAL
     /// recovery, which ends replay at the first damaged record instead of refusing to open. A

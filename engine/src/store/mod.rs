@@ -117,12 +117,11 @@ impl Store {
         db_opts.create_if_missing(true);
         db_opts.create_missing_column_families(true);
         db_opts.set_paranoid_checks(true);
-        set_wal_policy(&mut db_opts, &options);
         db_opts.increase_parallelism(options.background_jobs);
         db_opts.set_max_background_jobs(options.background_jobs);
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_wal_bytes_per_sync(1 << 20);
-        db_opts.set_enable_pipelined_write(true);
+        set_wal_policy(&mut db_opts, &options);
         let cfs = ALL_CFS
             .into_iter()
             .map(|name| ColumnFamilyDescriptor::new(name, cf_options(name, &options, &cache)));
@@ -523,16 +522,20 @@ fn set_wal_policy(db_opts: &mut rocksdb::Options, options: &Options) {
         // previous life's records, which replay must take as the end (see the option's doc).
         db_opts.set_wal_recovery_mode(DBRecoveryMode::PointInTime);
         db_opts.set_recycle_log_file_num(RECYCLED_WAL_FILES);
-        // Every WAL is closed (the memtables it holds flushed) at half a memtable, before any
-        // memtable fills: WALs all end up about this size, so a reused file has room for the
-        // next one (writing past its end would write the inode again), and none is kept alive
-        // by a small column family's memtable.
-        db_opts.set_max_total_wal_size(options.write_buffer_bytes as u64 / 2);
+        // A WAL is reusable only once every column family with data in it has flushed; left
+        // alone, the small ones keep every WAL alive. Atomic flushes flush them all whenever the
+        // events memtable fills, so each WAL closes obsolete and at about one size, and a reused
+        // file has room for the next (writing past its end would write the inode again). A WAL
+        // size limit instead closed every other WAL early, leaving reused files too small.
+        // RocksDB runs atomic flushes only without pipelined writes.
+        db_opts.set_atomic_flush(true);
+        db_opts.set_enable_pipelined_write(false);
     } else {
         // A torn last WAL record (power loss mid-write: never acknowledged) is dropped; damage
         // anywhere else fails the open. RocksDB's default, point-in-time recovery, would stop
         // replay at the damage and silently lose every acknowledged write after it.
         db_opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
+        db_opts.set_enable_pipelined_write(true);
     }
 }
 

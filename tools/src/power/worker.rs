@@ -94,7 +94,8 @@ impl WorkerSpec {
     }
 }
 
-/// The memtable size of a child that reuses its WALs: WALs turn over every 512 KiB written.
+/// The memtable size of a child that reuses its WALs: a WAL turns over each time the events
+/// memtable fills.
 const RECYCLING_WRITE_BUFFER_BYTES: usize = 1 << 20;
 
 /// Run the child until killed (or until `worker_limit`).
