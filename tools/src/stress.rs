@@ -47,6 +47,24 @@ pub struct StressOptions {
     /// The kill loop starts a fresh store every this many cycles, so a check (which re-reads
     /// the whole store) stays cheap however many cycles run. Default: 10.
     pub cycles_per_store: u64,
+    /// The worker's store reuses its WAL files ([`child_store_options`]). Default: false.
+    pub wal_recycling: bool,
+}
+
+/// A harness child's store options: `durability`, and with `wal_recycling` reused WAL files
+/// with 1 MiB memtables, so that WALs turn over, and are overwritten, between kills or cuts.
+pub fn child_store_options(durability: Durability, wal_recycling: bool) -> Options {
+    let defaults = Options::default();
+    Options {
+        durability,
+        wal_recycling,
+        write_buffer_bytes: if wal_recycling {
+            1 << 20
+        } else {
+            defaults.write_buffer_bytes
+        },
+        ..defaults
+    }
 }
 
 impl Default for StressOptions {
@@ -58,6 +76,7 @@ impl Default for StressOptions {
             seed: 7,
             worker_limit: Duration::from_secs(120),
             cycles_per_store: 10,
+            wal_recycling: false,
         }
     }
 }
@@ -127,10 +146,7 @@ struct Active {
 pub fn worker(db: &Path, acks: &Path, opts: &StressOptions) -> anyhow::Result<()> {
     let store = Store::open(
         db,
-        Options {
-            durability: Durability::Sync,
-            ..Options::default()
-        },
+        child_store_options(Durability::Sync, opts.wal_recycling),
     )
     .with_context(|| format!("opening the store at {}", db.display()))?;
     let stored: HashMap<String, u64> = store

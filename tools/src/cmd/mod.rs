@@ -149,6 +149,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 events_per_session: events,
                 seed,
                 cycles_per_store,
+                wal_recycling: cli.wal_recycling,
                 ..Default::default()
             };
             stress::run(&opts, cycles, max_kill_ms, dir, json, worker)

@@ -58,6 +58,9 @@ pub fn run(
             .arg(opts.events_per_session.to_string())
             .arg("--seed")
             .arg(opts.seed.to_string());
+        if opts.wal_recycling {
+            c.arg("--wal-recycling");
+        }
         c
     };
     let start = Instant::now();

@@ -54,9 +54,8 @@ pub struct PowerOptions {
     pub cut_window_ms: (u64, u64),
     /// A fresh store every this many cycles (bounds the cost of each check). Default: 10.
     pub cycles_per_store: u64,
-    /// The child's store reuses its WAL files (`Options::wal_recycling`), with 1 MiB memtables
-    /// so that WALs turn over, and are overwritten, between cuts. Checks open the store without
-    /// the option, as a later process may. Default: false.
+    /// The child's store reuses its WAL files ([`crate::stress::child_store_options`]). Checks
+    /// open the store without the option, as a later process may. Default: false.
     pub wal_recycling: bool,
 }
 

@@ -20,14 +20,14 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use sessionlog_codec::zstd::FrameCompressor;
-use sessionlog_engine::{ImportOptions, MigrateOptions, Options, SourceEncoding, Store, Verdict};
+use sessionlog_engine::{ImportOptions, MigrateOptions, SourceEncoding, Store, Verdict};
 
 use super::image::Image;
 use super::journal::{self, AppendSpec, Intent, Journal};
 use super::{feed_for, live_id, PowerOptions};
 use crate::gen::SessionFeed;
 use crate::hosting::sessionlog::append_item;
-use crate::stress::Rng;
+use crate::stress::{child_store_options, Rng};
 
 /// Where one child works.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,24 +94,11 @@ impl WorkerSpec {
     }
 }
 
-/// The memtable size of a child that reuses its WALs: a WAL turns over each time the events
-/// memtable fills.
-const RECYCLING_WRITE_BUFFER_BYTES: usize = 1 << 20;
-
 /// Run the child until killed (or until `worker_limit`).
 pub fn run(spec: &WorkerSpec) -> anyhow::Result<()> {
     let store = Store::open(
         &spec.db,
-        Options {
-            durability: spec.options.durability,
-            wal_recycling: spec.options.wal_recycling,
-            write_buffer_bytes: if spec.options.wal_recycling {
-                RECYCLING_WRITE_BUFFER_BYTES
-            } else {
-                Options::default().write_buffer_bytes
-            },
-            ..Options::default()
-        },
+        child_store_options(spec.options.durability, spec.options.wal_recycling),
     )
     .with_context(|| format!("opening the store at {}", spec.db.display()))?;
     let stored: HashMap<String, u64> = store
