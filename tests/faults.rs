@@ -145,11 +145,7 @@ fn full_disk_during_append_loses_nothing_acknowledged() {
     std::fs::remove_file(fs.dir.join("filler")).expect("free the disk");
     let store =
         Store::open(&db, durable()).unwrap_or_else(|e| panic!("reopen after {failed}: {e}"));
-    let mut want = format!("{}\n", feed.header_line).into_bytes();
-    for b in &feed.batches {
-        want.extend_from_slice(b.text.as_bytes());
-    }
-    assert_eq!(export_bytes(&store, &feed.id), want);
+    assert_eq!(export_bytes(&store, &feed.id), feed.dsh_bytes());
     let big = store
         .list()
         .expect("list")

@@ -68,12 +68,8 @@ fn recycled_wal_files_are_reused_and_keep_every_batch() {
     for options in [Options::default(), recycling] {
         let store = Store::open(&db, options.clone()).expect("reopen");
         for feed in &feeds {
-            let mut dsh = format!("{}\n", feed.header_line).into_bytes();
-            for b in &feed.batches {
-                dsh.extend_from_slice(b.text.as_bytes());
-            }
             assert!(
-                export_bytes(&store, &feed.id) == dsh,
+                export_bytes(&store, &feed.id) == feed.dsh_bytes(),
                 "session {} differs after reopening (wal_recycling {})",
                 feed.id,
                 options.wal_recycling

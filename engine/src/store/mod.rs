@@ -509,8 +509,6 @@ impl Drop for Claim<'_> {
     }
 }
 
-/// Per-CF options: bloom filters and a shared cache everywhere; the session-number prefix
-/// extractor on the CFs keyed by session number.
 /// WAL files kept for reuse when `Options::wal_recycling` is set (one is live at a time, and
 /// another while its memtables flush).
 const RECYCLED_WAL_FILES: usize = 4;
@@ -539,6 +537,8 @@ fn set_wal_policy(db_opts: &mut rocksdb::Options, options: &Options) {
     }
 }
 
+/// Per-CF options: bloom filters and a shared cache everywhere; the session-number prefix
+/// extractor on the CFs keyed by session number.
 fn cf_options(name: &str, options: &Options, cache: &Cache) -> rocksdb::Options {
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(cache);

@@ -173,9 +173,7 @@ pub struct HostingBench {
     pub events: u64,
     /// The hosted sessions' log format.
     pub format: LogFormat,
-    /// How durable an acknowledged batch is.
-    pub durability: hosting::Durability,
-    /// sessionlog's store options (the global flags: its durability matches `durability`).
+    /// sessionlog's store options (the global flags); their durability is every system's.
     pub store: Options,
     /// The peers run after sessionlog.
     pub peers: Vec<Peer>,
@@ -202,7 +200,6 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
         ref workload,
         events,
         format,
-        durability,
         ref store,
         ref peers,
         write_iops,
@@ -212,6 +209,10 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
     } = bench;
     workload.validate()?;
     anyhow::ensure!(rounds >= 1, "rounds must be at least 1");
+    let durability = match store.durability {
+        sessionlog_engine::Durability::Sync => hosting::Durability::Sync,
+        sessionlog_engine::Durability::Buffered => hosting::Durability::Buffered,
+    };
     let (work, remove_after) = crate::cmd::work_dir(dir, "hosting");
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let disk = disk_model(&work, write_iops)?;

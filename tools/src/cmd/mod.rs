@@ -217,10 +217,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     duration: seconds_arg("seconds", seconds)?,
                     warmup: seconds_arg("warmup", warmup)?,
                 };
-                let durability = match cli.durability {
-                    DurabilityArg::Sync => hosting::Durability::Sync,
-                    DurabilityArg::Buffered => hosting::Durability::Buffered,
-                };
                 let peers = peers
                     .into_iter()
                     .map(|p| match p {
@@ -232,7 +228,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     workload,
                     events,
                     format: format.into(),
-                    durability,
                     store: store_options.clone(),
                     peers,
                     write_iops,

@@ -40,6 +40,15 @@ impl SessionFeed {
         self.batches.iter().map(|b| b.events.len() as u64).sum()
     }
 
+    /// The JSONL file DSH writes for this session: the header line, then every batch's lines.
+    pub fn dsh_bytes(&self) -> Vec<u8> {
+        let mut bytes = format!("{}\n", self.header_line).into_bytes();
+        for batch in &self.batches {
+            bytes.extend_from_slice(batch.text.as_bytes());
+        }
+        bytes
+    }
+
     /// The header line with `id` in place of this feed's id (same key order, same other fields):
     /// how a host replays these batches as another session. Events never name their session,
     /// so the batches need no change.
