@@ -27,10 +27,10 @@ import { Store, headerFields } from './index.js'
 const openStores = new Map()
 
 /** Open (or share) the store in `path`. */
-function acquire(path, durability) {
+function acquire(path, options) {
   let entry = openStores.get(path)
   if (entry === undefined) {
-    entry = { store: Store.open(path, { durability }), users: 0 }
+    entry = { store: Store.open(path, options), users: 0 }
     openStores.set(path, entry)
     entry.store.catch(() => openStores.delete(path))
   }
@@ -53,12 +53,12 @@ async function release(path) {
  * @template T
  * @param {string} path store directory
  * @param {(store: Store) => Promise<T>} use
- * @param {{durability?: 'sync' | 'buffered'}} [options]
+ * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean}} [options]
  * @returns {Promise<T>}
  */
-export async function withStore(path, use, { durability = 'sync' } = {}) {
+export async function withStore(path, use, { durability = 'sync', walRecycling = false } = {}) {
   const absolute = resolve(path)
-  const store = await acquire(absolute, durability)
+  const store = await acquire(absolute, { durability, walRecycling })
   try {
     return await use(store)
   } finally {
@@ -90,8 +90,9 @@ export class SessionlogPersistence extends SessionPersistence {
 
   /**
    * @param {import('@deepseek-ai/cordis').Context} ctx
-   * @param {{path: string, durability?: 'sync' | 'buffered', encoding?: 'jsonl' | 'jsonl.zstd',
-   *   preparedSessionCacheSize?: number, writeBatchMaxDelayMs?: number}} config
+   * @param {{path: string, durability?: 'sync' | 'buffered', walRecycling?: boolean,
+   *   encoding?: 'jsonl' | 'jsonl.zstd', preparedSessionCacheSize?: number,
+   *   writeBatchMaxDelayMs?: number}} config
    */
   constructor(ctx, config) {
     super(ctx)
@@ -101,7 +102,10 @@ export class SessionlogPersistence extends SessionPersistence {
     this.config = config
     this.path = resolve(config.path)
     this.encoding = config.encoding ?? 'jsonl'
-    this.store = acquire(this.path, config.durability ?? 'sync')
+    this.store = acquire(this.path, {
+      durability: config.durability ?? 'sync',
+      walRecycling: config.walRecycling ?? false,
+    })
     // Open failures surface on first use; don't let them go unobserved meanwhile.
     this.store.catch(() => {})
     this.coordinator = new PersistenceCoordinator(this.ctx, this, {

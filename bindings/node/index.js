@@ -53,11 +53,13 @@ export class Store {
   /**
    * Open (creating if needed) the store in `dir`.
    * @param {string} dir store directory
-   * @param {{durability?: 'sync' | 'buffered'}} [options]
+   * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean}} [options]
+   *   `walRecycling`: reuse WAL files in place (one device write per synced commit on
+   *   provisioned-IOPS disks, at the price docs/RELIABILITY.md states; the CLI's --wal-recycling)
    */
-  static async open(dir, { durability = 'sync' } = {}) {
+  static async open(dir, { durability = 'sync', walRecycling = false } = {}) {
     const native = new NativeStore()
-    settled(await native.open(dir, durability))
+    settled(await native.open(dir, durability, walRecycling))
     return new Store(native)
   }
 

@@ -127,9 +127,16 @@ impl NativeStore {
         }
     }
 
-    /// Open (creating if needed) the store at `dir`; `durability` is `sync` or `buffered`.
+    /// Open (creating if needed) the store at `dir`; `durability` is `sync` or `buffered`;
+    /// `wal_recycling` reuses WAL files in place (`Options::wal_recycling`).
     #[napi]
-    pub fn open(&self, env: Env, dir: String, durability: String) -> napi::Result<JsObject> {
+    pub fn open(
+        &self,
+        env: Env,
+        dir: String,
+        durability: String,
+        wal_recycling: Option<bool>,
+    ) -> napi::Result<JsObject> {
         let durability = match durability.as_str() {
             "sync" => Durability::Sync,
             "buffered" => Durability::Buffered,
@@ -149,6 +156,7 @@ impl NativeStore {
             .spawn(move || {
                 let options = Options {
                     durability,
+                    wal_recycling: wal_recycling.unwrap_or(false),
                     ..Options::default()
                 };
                 let reply = match (Store::open(&dir, options), shared.write()) {

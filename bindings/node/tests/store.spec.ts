@@ -1,4 +1,6 @@
 // The addon's own API: group commit, stable error codes, reopen, export, seek reads.
+import { readdir, readFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { Store, SessionlogError } from '../index.js'
 import { freshDir, removeDir } from './fixture.ts'
@@ -28,6 +30,26 @@ describe('sessionlog Store', () => {
     const reopened = await Store.open(dir)
     for (const id of ids) expect((await reopened.load(id))?.events.map(e => e.seq)).toEqual([0, 1])
     await reopened.close()
+  })
+
+  it('opens with WAL recycling when asked, and keeps every write across reopens', async () => {
+    const recycled = async () => {
+      const names = (await readdir(dir)).filter(n => n.startsWith('OPTIONS-')).sort()
+      const text = await readFile(join(dir, names[names.length - 1] as string), 'utf8')
+      return /^\s*recycle_log_file_num=(\d+)$/m.exec(text)?.[1]
+    }
+    let store = await Store.open(dir, { walRecycling: true })
+    expect(await recycled()).toBe('4')
+    await store.createSession(header('w'))
+    await store.append('w', 0, turn(1, 10))
+    await store.close()
+    store = await Store.open(dir)
+    expect(await recycled()).toBe('0')
+    await store.append('w', 2, turn(2, 20))
+    await store.close()
+    store = await Store.open(dir, { walRecycling: true })
+    expect((await store.load('w'))?.events.map(e => e.seq)).toEqual([0, 1, 2, 3])
+    await store.close()
   })
 
   it('keeps the order of one session\'s appends issued together', async () => {
