@@ -79,6 +79,61 @@ fn seeded() -> (tempfile::TempDir, Store) {
     (dir, store)
 }
 
+/// A deferred creation (durable with the first append's fsync) stores, lists, appends and
+/// exports exactly as a synced one, and refuses what it refuses.
+#[test]
+fn a_deferred_creation_is_a_creation_whose_fsync_comes_with_the_first_append() {
+    let opts = GenOptions {
+        sessions: 2,
+        events_per_session: 300,
+        seed: 5,
+        torn_fraction: 0.0,
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("db");
+    let (synced, deferred) = (session_batches(0, &opts), session_batches(1, &opts));
+    {
+        let store = Store::open(&path, Options::default()).expect("open");
+        store
+            .create_session(&synced.header_line, SourceEncoding::Jsonl)
+            .expect("create");
+        store
+            .create_session_deferred(&deferred.header_line, SourceEncoding::Jsonl)
+            .expect("deferred create");
+        let again = store.create_session_deferred(&deferred.header_line, SourceEncoding::Jsonl);
+        assert!(
+            matches!(again, Err(Error::DuplicateSession { .. })),
+            "{again:?}"
+        );
+        let bad = store.create_session_deferred(r#"{"type":"session"}"#, SourceEncoding::Jsonl);
+        assert!(matches!(bad, Err(Error::Rejected { .. })), "{bad:?}");
+        let listed: Vec<String> = store
+            .list()
+            .expect("list")
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert!(listed.contains(&deferred.id), "{listed:?}");
+        for feed in [&synced, &deferred] {
+            crate::fixtures::append_feed(&store, feed);
+        }
+    }
+    let store = Store::open(&path, Options::default()).expect("reopen");
+    for feed in [&synced, &deferred] {
+        let mut dsh = format!("{}\n", feed.header_line).into_bytes();
+        for b in &feed.batches {
+            dsh.extend_from_slice(b.text.as_bytes());
+        }
+        assert!(
+            export_bytes(&store, &feed.id) == dsh,
+            "{} differs from DSH's bytes",
+            feed.id
+        );
+    }
+    let v = store.verify(&[]).expect("verify");
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+}
+
 #[test]
 fn every_append_rule_rejects_with_its_message_and_writes_nothing() {
     let cases: &[(&str, &str)] = &[

@@ -2,7 +2,9 @@
 //! [`Store::append_many`], so they are validated, authored and committed together (one
 //! WriteBatch, one fsync), and concurrent threads share fsyncs through RocksDB's group commit.
 //! The host hands sessionlog logical events, as DSH's `Session.append` receives them; sessionlog
-//! authors the lines itself (as the JSONL peer does, and DSH's backends).
+//! authors the lines itself (as the JSONL peer does, and DSH's backends). A session is created
+//! durable with its first batch, as DSH's backends publish it (the peers keep its header until
+//! then): its creation is not fsynced on its own, and the first append's fsync covers it.
 
 use std::path::Path;
 
@@ -52,7 +54,7 @@ impl Host for SessionlogHost {
 
     fn create(&self, start: &SessionStart<'_>) -> anyhow::Result<()> {
         self.store
-            .create_session(start.header_line, SourceEncoding::Jsonl)?;
+            .create_session_deferred(start.header_line, SourceEncoding::Jsonl)?;
         Ok(())
     }
 

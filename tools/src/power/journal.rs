@@ -7,6 +7,8 @@
 //! ```text
 //! I <op> append <id>:<first_seq>:<count> ...    a group commit (append_many) about to run
 //! I <op> create <id>                            a live session about to be created
+//! I <op> create-deferred <id>                   the same, durable only with the next synced
+//!                                               write (`Store::create_session_deferred`)
 //! I <op> <kind> <id>[=<image>] ...              an admin op about to run, the ids it may touch
 //!                                               (with the image it must leave, when known)
 //! A <op> ok|rejected [<id>=<image> ...]         op acknowledged (its call returned); an admin
@@ -43,8 +45,9 @@ pub struct AppendSpec {
 pub enum Intent {
     /// One `append_many` call.
     Append(Vec<AppendSpec>),
-    /// `create_session` of a live (feed) session.
-    Create(String),
+    /// Creation of a live (feed) session: `create_session`, or with `deferred`
+    /// `create_session_deferred`, which is durable only once a later synced write returns.
+    Create { id: String, deferred: bool },
     /// Any other writer (`kind`): the ids it may touch, each with the image it must leave when
     /// that is known in advance (an import).
     Admin {
@@ -115,7 +118,11 @@ impl Journal {
                     .collect();
                 format!("append {}", parts.join(" "))
             }
-            Intent::Create(id) => format!("create {id}"),
+            Intent::Create {
+                id,
+                deferred: false,
+            } => format!("create {id}"),
+            Intent::Create { id, deferred: true } => format!("create-deferred {id}"),
             Intent::Admin { kind, ids } => {
                 let parts: Vec<String> = ids
                     .iter()
@@ -234,9 +241,12 @@ fn parse_intent(kind: Option<&str>, args: Vec<&str>) -> anyhow::Result<Intent> {
                 })
                 .collect::<anyhow::Result<_>>()?,
         ),
-        Some("create") => match args.as_slice() {
-            [id] => Intent::Create((*id).to_owned()),
-            _ => bail!("create names one id"),
+        Some(kind @ ("create" | "create-deferred")) => match args.as_slice() {
+            [id] => Intent::Create {
+                id: (*id).to_owned(),
+                deferred: kind == "create-deferred",
+            },
+            _ => bail!("{kind} names one id"),
         },
         Some(kind) => Intent::Admin {
             kind: kind.to_owned(),
@@ -275,6 +285,12 @@ mod tests {
         ];
         let a = j.intend(&Intent::Append(items.clone())).expect("intent");
         j.ack(a, true, &[]).expect("ack");
+        let deferred = Intent::Create {
+            id: "v0-00003".into(),
+            deferred: true,
+        };
+        let c = j.intend(&deferred).expect("intent");
+        j.ack(c, true, &[]).expect("ack");
         let img = j.save_image(&Image::Absent).expect("image");
         let b = j
             .intend(&Intent::Admin {
@@ -289,17 +305,18 @@ mod tests {
             .and_then(|mut f| f.write_all(format!("A {b} ok imp-1=").as_bytes()))
             .expect("append");
         let ops = read(&path).expect("read");
-        assert_eq!(ops.len(), 2);
+        assert_eq!(ops.len(), 3);
         assert_eq!(ops[0].intent, Intent::Append(items));
         assert_eq!(ops[0].ack, Some((true, vec![])));
+        assert_eq!(ops[1].intent, deferred);
         assert_eq!(
-            ops[1].intent,
+            ops[2].intent,
             Intent::Admin {
                 kind: "import".into(),
                 ids: vec![("imp-1".into(), Some(img))]
             }
         );
-        assert_eq!(ops[1].ack, None, "a cut line acknowledges nothing");
+        assert_eq!(ops[2].ack, None, "a cut line acknowledges nothing");
         assert!(!ops[0].synced, "no sync returned after it");
     }
 
@@ -308,7 +325,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("j.log");
         let j = Journal::create(&path, &dir.path().join("img")).expect("journal");
-        let create = |id: &str| j.intend(&Intent::Create(id.into())).expect("intent");
+        let create = |id: &str| {
+            j.intend(&Intent::Create {
+                id: id.into(),
+                deferred: false,
+            })
+            .expect("intent")
+        };
         let sync = || {
             j.intend(&Intent::Admin {
                 kind: SYNC.into(),

@@ -205,8 +205,19 @@ fn open_live(ctx: &Ctx<'_>, stored: &HashMap<String, u64>, k: u64) -> anyhow::Re
     let next_seq = match stored.get(&id) {
         Some(&n) => n,
         None => {
-            let op = ctx.journal.intend(&Intent::Create(id.clone()))?;
-            ctx.store.create_session(&header, SourceEncoding::Jsonl)?;
+            // Every other session is created as a host behind DSH's seam would: durable only
+            // with its first acknowledged append.
+            let deferred = k % 2 == 1;
+            let op = ctx.journal.intend(&Intent::Create {
+                id: id.clone(),
+                deferred,
+            })?;
+            if deferred {
+                ctx.store
+                    .create_session_deferred(&header, SourceEncoding::Jsonl)?;
+            } else {
+                ctx.store.create_session(&header, SourceEncoding::Jsonl)?;
+            }
             ctx.journal.ack(op, true, &[])?;
             0
         }

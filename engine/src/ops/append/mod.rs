@@ -51,8 +51,35 @@ pub struct AppendReceipt {
 impl Store {
     /// Create an empty session whose header line is `header_line` (without `\n`), as DSH's
     /// writer authors it; it must pass DSH's strict header check. Its bytes are kept as
-    /// `encoding`.
+    /// `encoding`. Durable when this returns (under [`Durability::Sync`]).
+    ///
+    /// [`Durability::Sync`]: crate::Durability::Sync
     pub fn create_session(&self, header_line: &str, encoding: SourceEncoding) -> Result<String> {
+        self.create(header_line, encoding, false)
+    }
+
+    /// [`Store::create_session`] without an fsync of its own: the session becomes durable with
+    /// the next synced write, which under [`Durability::Sync`] is its first acknowledged append
+    /// at the latest (one fsync covers every earlier WAL record), or [`Store::sync`]. DSH's own
+    /// backends publish a created session only with its first batch (or `flush`), so a host
+    /// behind DSH's seam acknowledges nothing durable at creation; a crash before that write
+    /// may leave the session absent, never half-created.
+    ///
+    /// [`Durability::Sync`]: crate::Durability::Sync
+    pub fn create_session_deferred(
+        &self,
+        header_line: &str,
+        encoding: SourceEncoding,
+    ) -> Result<String> {
+        self.create(header_line, encoding, true)
+    }
+
+    fn create(
+        &self,
+        header_line: &str,
+        encoding: SourceEncoding,
+        defer_sync: bool,
+    ) -> Result<String> {
         self.check_writable()?;
         let header = header_of(header_line)?;
         let id = header.id.to_string_lossy();
@@ -96,7 +123,7 @@ impl Store {
                 if encoding == SourceEncoding::JsonlZstd {
                     meta.total_bytes = header_frame.len() as u64;
                 }
-                w.finish(meta, false)
+                w.finish(meta, defer_sync)
             },
         )?;
         Ok(id)
