@@ -12,7 +12,9 @@ use sessionlog::engine::{
 };
 use sessionlog_tools::gen::{session_batches, session_batches_v4, GenOptions, SessionFeed};
 
-use crate::fixtures::{ev, events_text, export_bytes, host_feed, new_event, temp_store};
+use crate::fixtures::{
+    append_feed, ev, events_text, export_bytes, host_feed, listed_ids, new_event, temp_store,
+};
 
 const HEADER: &str =
     r#"{"type":"session","version":0,"id":"a","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
@@ -107,15 +109,10 @@ fn a_deferred_creation_is_a_creation_whose_fsync_comes_with_the_first_append() {
         );
         let bad = store.create_session_deferred(r#"{"type":"session"}"#, SourceEncoding::Jsonl);
         assert!(matches!(bad, Err(Error::Rejected { .. })), "{bad:?}");
-        let listed: Vec<String> = store
-            .list()
-            .expect("list")
-            .into_iter()
-            .map(|s| s.id)
-            .collect();
+        let listed = listed_ids(&store);
         assert!(listed.contains(&deferred.id), "{listed:?}");
         for feed in [&synced, &deferred] {
-            crate::fixtures::append_feed(&store, feed);
+            append_feed(&store, feed);
         }
     }
     let store = Store::open(&path, Options::default()).expect("reopen");

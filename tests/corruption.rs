@@ -255,12 +255,7 @@ fn with_recycled_wals_a_flipped_wal_byte_ends_replay_at_a_prefix() {
             1 << rng.range(0, 8),
         );
         let store = Store::open(&dir, recycling.clone()).expect("opens: replay ends at the flip");
-        let listed: Vec<String> = store
-            .list()
-            .expect("list")
-            .into_iter()
-            .map(|s| s.id)
-            .collect();
+        let listed = crate::fixtures::listed_ids(&store);
         let present: Vec<&String> = order.iter().filter(|id| listed.contains(id)).collect();
         assert_eq!(
             present,

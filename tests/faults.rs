@@ -17,7 +17,7 @@ use sessionlog::engine::{
 use sessionlog_tools::gen::{session, session_batches, GenOptions};
 
 use crate::crash::worker_command;
-use crate::fixtures::{append_feed, export_bytes, temp_store};
+use crate::fixtures::{append_feed, export_bytes, listed_ids, temp_store};
 
 /// A tmpfs of a given size mounted for one test, unmounted on drop.
 struct Tmpfs {
@@ -224,12 +224,7 @@ fn full_disk_during_import_writes_nothing() {
     std::fs::remove_file(fs.dir.join("filler")).expect("free the disk");
     let store =
         Store::open(&db, durable()).unwrap_or_else(|e| panic!("reopen after {failed}: {e}"));
-    let ids: Vec<String> = store
-        .list()
-        .expect("list")
-        .into_iter()
-        .map(|s| s.id)
-        .collect();
+    let ids = listed_ids(&store);
     assert_eq!(
         ids,
         vec![small.id.clone()],

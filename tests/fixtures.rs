@@ -95,6 +95,16 @@ pub fn import_bytes(
     )
 }
 
+/// The ids `Store::list` shows.
+pub fn listed_ids(store: &Store) -> Vec<String> {
+    store
+        .list()
+        .expect("list")
+        .into_iter()
+        .map(|s| s.id)
+        .collect()
+}
+
 /// Export to memory.
 pub fn export_bytes(store: &Store, id: &str) -> Vec<u8> {
     let mut out = Vec::new();
