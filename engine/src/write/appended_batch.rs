@@ -17,6 +17,9 @@ use crate::write::indexer::Folded;
 use crate::write::session_batch::SessionBatch;
 use sessionlog_codec::lines::author_lines;
 
+/// The most a batch's text buffer is sized ahead (a huge first guess is not worth reserving).
+const MAX_PRESIZE: u64 = 1 << 20;
+
 /// Author and stage `authored` (seqs from `meta.events` on, folded into `surface`) as the
 /// session's next batch, and return the session metadata as it will be once `batch` commits.
 pub(crate) fn write_records(
@@ -28,7 +31,10 @@ pub(crate) fn write_records(
     for (key, value) in &surface.puts {
         batch.put(CF_SURFACE, key, value)?;
     }
-    let mut text = String::new();
+    // Sized from the session's bytes per event so far: one allocation, no regrowth copies.
+    let per_event = meta.plaintext_bytes / meta.events.max(1);
+    let estimate = per_event.saturating_mul(authored.len() as u64 + 1);
+    let mut text = String::with_capacity(usize::try_from(estimate.min(MAX_PRESIZE)).unwrap_or(0));
     let mut block = BlockMeta {
         batch: meta.next_batch,
         members: Vec::with_capacity(authored.len()),
