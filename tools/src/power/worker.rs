@@ -205,9 +205,9 @@ fn open_live(ctx: &Ctx<'_>, stored: &HashMap<String, u64>, k: u64) -> anyhow::Re
     let next_seq = match stored.get(&id) {
         Some(&n) => n,
         None => {
-            // Every other session is created as a host behind DSH's seam would: durable only
-            // with its first acknowledged append.
-            let deferred = k % 2 == 1;
+            // Every other session of each format (the format follows `k`'s parity) is created
+            // as a host behind DSH's seam would: durable only with its first acknowledged append.
+            let deferred = (k / 2) % 2 == 1;
             let op = ctx.journal.intend(&Intent::Create {
                 id: id.clone(),
                 deferred,
