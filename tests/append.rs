@@ -117,12 +117,8 @@ fn a_deferred_creation_is_a_creation_whose_fsync_comes_with_the_first_append() {
     }
     let store = Store::open(&path, Options::default()).expect("reopen");
     for feed in [&synced, &deferred] {
-        let mut dsh = format!("{}\n", feed.header_line).into_bytes();
-        for b in &feed.batches {
-            dsh.extend_from_slice(b.text.as_bytes());
-        }
         assert!(
-            export_bytes(&store, &feed.id) == dsh,
+            export_bytes(&store, &feed.id) == feed.dsh_bytes(),
             "{} differs from DSH's bytes",
             feed.id
         );
