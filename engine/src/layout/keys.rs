@@ -101,11 +101,22 @@ pub fn meta_key(id: &[u8]) -> Vec<u8> {
     k
 }
 
+/// Tag of the number → id map.
+const NUMBER_TAG: u8 = b'N';
+
 /// `N ‖ number`.
 pub fn number_key(session: u64) -> Vec<u8> {
-    let mut k = vec![b'N'];
+    let mut k = vec![NUMBER_TAG];
     k.extend_from_slice(&session.to_be_bytes());
     k
+}
+
+/// The number of an `N ‖ number` key; `None` for any other key.
+pub fn parse_number_key(k: &[u8]) -> Option<u64> {
+    let (&NUMBER_TAG, number) = k.split_first()? else {
+        return None;
+    };
+    <[u8; 8]>::try_from(number).ok().map(u64::from_be_bytes)
 }
 
 /// `P ‖ number`.

@@ -315,9 +315,17 @@ impl Store {
         })
     }
 
-    /// Every session number present in `events` must have metadata.
+    /// Every session number present in `events` must have metadata, and every session number
+    /// in use must be below the stored session counter (`layout::counter`), or a later open could
+    /// hand it out again.
     fn verify_no_orphans(&self, report: &mut VerifyReport) -> Result<()> {
         let sessions = self.cf(CF_SESSIONS)?;
+        let counter = self.read_counter()?;
+        if let Some(highest) = self.highest_session_number()? {
+            report
+                .problems
+                .extend(beyond_counter(highest, counter, "a session holds"));
+        }
         let mut ro = ReadOptions::default();
         ro.set_total_order_seek(true);
         let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_EVENTS)?, ro);
@@ -332,6 +340,9 @@ impl Store {
                 it.next();
                 continue;
             };
+            report
+                .problems
+                .extend(beyond_counter(number, counter, "stored lines are under"));
             let known = self
                 .db
                 .get_pinned_cf(sessions, keys::number_key(number))
@@ -353,6 +364,14 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// The problem of a session number in use that is not below the stored session counter.
+fn beyond_counter(number: u64, counter: u64, what: &str) -> Option<VerifyProblem> {
+    (number >= counter).then(|| VerifyProblem {
+        session: format!("#{number}"),
+        detail: format!("{what} number {number}, which is not below the session counter {counter}"),
+    })
 }
 
 /// Ordinals (frames, tail chunks) must run 0, 1, 2, …

@@ -30,6 +30,7 @@ pub(crate) use session_cache::{
 pub(crate) use successor_cache::SuccessorCache;
 
 use crate::error::{Error, Result};
+use crate::layout::counter;
 use crate::layout::keys::{self, ALL_CFS, CF_EVENTS, CF_SESSIONS, SESSION_RANGE_CFS};
 use crate::layout::meta::SessionMeta;
 use crate::options::{Durability, Options};
@@ -151,7 +152,7 @@ impl Store {
             successors: SuccessorCache::default(),
         };
         store.recover_interrupted_imports()?;
-        let next = store.read_counter()?;
+        let next = store.first_free_number()?;
         store.next_number.store(next, Ordering::SeqCst);
         Ok(store)
     }
@@ -391,10 +392,9 @@ impl Store {
         self.next_number.fetch_add(1, Ordering::SeqCst)
     }
 
-    /// The counter value to persist after allocating `number`.
-    pub(crate) fn counter_after(&self, number: u64) -> Vec<u8> {
-        let next = self.next_number.load(Ordering::SeqCst).max(number + 1);
-        next.to_be_bytes().to_vec()
+    /// The counter operand to merge in after allocating `number` (see `layout::counter`).
+    pub(crate) fn counter_after(&self, number: u64) -> [u8; 8] {
+        counter::encode(self.next_number.load(Ordering::SeqCst).max(number + 1))
     }
 
     /// Claim `id` for an import; `None` when another import in this process holds it. The claim
@@ -423,7 +423,8 @@ impl Store {
         Ok(())
     }
 
-    fn read_counter(&self) -> Result<u64> {
+    /// The stored session counter (0 in a new store).
+    pub(crate) fn read_counter(&self) -> Result<u64> {
         let cf = self.cf(CF_SESSIONS)?;
         let got = self
             .db
@@ -431,15 +432,31 @@ impl Store {
             .map_err(Error::storage("reading the session counter"))?;
         match got {
             None => Ok(0),
-            Some(v) => v
-                .as_slice()
-                .try_into()
-                .map(u64::from_be_bytes)
-                .map_err(|_| Error::Corrupt {
-                    id: String::new(),
-                    detail: format!("session counter is {} bytes, not 8", v.len()),
-                }),
+            Some(v) => counter::decode(&v).ok_or_else(|| Error::Corrupt {
+                id: String::new(),
+                detail: format!("session counter is {} bytes, not 8", v.len()),
+            }),
         }
+    }
+
+    /// The number the next session takes: past the stored counter and past every number that a
+    /// session holds (`N ‖ number`), so a counter that an older build left too low (see
+    /// `layout::counter`) never hands out a number in use.
+    fn first_free_number(&self) -> Result<u64> {
+        let stored = self.read_counter()?;
+        Ok(self
+            .highest_session_number()?
+            .map_or(stored, |n| stored.max(n + 1)))
+    }
+
+    /// The highest session number with an `N ‖ number` key, if any session is stored.
+    pub(crate) fn highest_session_number(&self) -> Result<Option<u64>> {
+        let mut it = self.db.raw_iterator_cf(self.cf(CF_SESSIONS)?);
+        it.seek_for_prev(keys::number_key(u64::MAX));
+        let found = it.key().and_then(keys::parse_number_key);
+        it.status()
+            .map_err(Error::storage("reading the highest session number"))?;
+        Ok(found)
     }
 
     /// Remove the partial writes of imports interrupted by a crash (see the module invariant).
@@ -564,7 +581,11 @@ fn cf_options(name: &str, options: &Options, cache: &Cache) -> rocksdb::Options 
     ]);
     o.set_bottommost_compression_type(DBCompressionType::Zstd);
     o.set_target_file_size_base(64 << 20);
-    if name != CF_SESSIONS {
+    if name == CF_SESSIONS {
+        o.set_merge_operator_associative(counter::MERGE_OPERATOR, |_key, existing, operands| {
+            counter::merge_max(existing, operands)
+        });
+    } else {
         o.set_prefix_extractor(SliceTransform::create_fixed_prefix(8));
         o.set_memtable_prefix_bloom_ratio(0.1);
     }

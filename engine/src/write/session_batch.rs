@@ -74,7 +74,8 @@ impl<'s> SessionBatch<'s> {
             self.batch
                 .put_cf(sessions, keys::fork_key(base.number, number), &meta.id);
         }
-        self.batch.put_cf(
+        // Merged, not put: creations commit in any order (see `layout::counter`).
+        self.batch.merge_cf(
             sessions,
             keys::COUNTER_KEY,
             self.store.counter_after(number),
@@ -167,5 +168,107 @@ impl<'s> SessionBatch<'s> {
             store: self.store,
             batch: std::mem::take(&mut self.batch),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sessionlog_codec::header::parse_header;
+
+    use super::SessionBatch;
+    use crate::layout::keys::{self, CF_SESSIONS};
+    use crate::layout::meta::{SessionMeta, SourceEncoding};
+    use crate::store::Store;
+    use crate::test_support::empty;
+
+    fn header_line(id: &str) -> String {
+        format!(
+            r#"{{"type":"session","version":0,"id":"{id}","createdAt":1,"cwd":"/w","delegationDepth":0}}"#
+        )
+    }
+
+    /// A creation's metadata under a freshly allocated number.
+    fn allocated(store: &Store, id: &str) -> SessionMeta {
+        let line = header_line(id);
+        let header = parse_header(line.as_bytes()).expect("header");
+        let record = format!("{line}\n").into_bytes();
+        SessionMeta::new(
+            store.allocate_number(),
+            &header,
+            record,
+            SourceEncoding::Jsonl,
+        )
+    }
+
+    fn reopen(store: Store) -> Store {
+        let path = store.path().to_path_buf();
+        let options = store.options.clone();
+        drop(store);
+        Store::open(path, options).expect("reopen")
+    }
+
+    /// Concurrent creations build their batches in one order and may commit them in the other:
+    /// the stored counter must end past both numbers, or a reopened store hands the newer
+    /// session's number to the next creation, whose keys then overwrite that session's.
+    #[test]
+    fn creations_committed_out_of_order_leave_the_counter_past_both() {
+        let (_dir, store) = empty();
+        let older = allocated(&store, "older");
+        let mut older_batch = SessionBatch::new(&store);
+        older_batch.insert_session(&older).expect("stage older");
+        let newer = allocated(&store, "newer");
+        let mut newer_batch = SessionBatch::new(&store);
+        newer_batch.insert_session(&newer).expect("stage newer");
+        newer_batch.commit("newer").expect("commit newer");
+        older_batch.commit("older").expect("commit older");
+
+        let store = reopen(store);
+        assert_eq!(store.read_counter().expect("counter"), newer.number + 1);
+        store
+            .create_session(&header_line("third"), SourceEncoding::Jsonl)
+            .expect("create third");
+        let third = store.require_meta(b"third").expect("third");
+        assert!(third.number > newer.number, "{} reused", third.number);
+        assert_eq!(
+            store.require_meta(b"newer").expect("newer").number,
+            newer.number
+        );
+        let report = store.verify(&[]).expect("verify");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+
+    /// A counter left below a stored session's number (as builds before the merged counter could
+    /// leave it) is named by `verify`, and the store opened over it still gives the next
+    /// session a number no session holds.
+    #[test]
+    fn a_counter_below_a_stored_number_is_found_and_never_hands_it_out() {
+        let (_dir, store) = empty();
+        for id in ["a", "b"] {
+            store
+                .create_session(&header_line(id), SourceEncoding::Jsonl)
+                .expect("create");
+        }
+        let b = store.require_meta(b"b").expect("b").number;
+        let sessions = store.cf(CF_SESSIONS).expect("cf");
+        store
+            .db
+            .put_cf(sessions, keys::COUNTER_KEY, b.to_be_bytes())
+            .expect("plant a low counter");
+        let report = store.verify(&[]).expect("verify");
+        assert!(
+            report.problems.iter().any(|p| p.session == format!("#{b}")
+                && p.detail.contains("not below the session counter")),
+            "{:?}",
+            report.problems
+        );
+
+        let store = reopen(store);
+        store
+            .create_session(&header_line("c"), SourceEncoding::Jsonl)
+            .expect("create c");
+        let c = store.require_meta(b"c").expect("c").number;
+        assert!(c > b, "number {c} is already session b's");
+        let report = store.verify(&[]).expect("verify");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
     }
 }
