@@ -23,6 +23,7 @@ function cuts(durability: 'sync' | 'buffered', cycles: number) {
       process.execPath, HOST, '{db}', '6', 'c{cycle}', '{durability}'],
     { encoding: 'utf8', timeout: 240_000 },
   )
+  if (run.error) throw new Error(`${BIN} did not run to completion (is it built? cargo build --release): ${run.error.message}`)
   return { status: run.status, stderr: run.stderr, totals: run.status === null ? null : JSON.parse(run.stdout || 'null') }
 }
 
