@@ -7,15 +7,15 @@
 //! V1) logs pack each run of `assistant/chunk` events into one line.
 
 use crate::chunk_rows::pack_runs;
-use crate::json::{self, Value};
-use crate::rows::file_row;
+use crate::json::Value;
+use crate::rows::write_file_row;
 
 /// Append to `text` the lines (each with its `\n`) of `events` written as one batch to a log of
 /// format `version`, and to `members` each line's number of events.
 pub fn author_lines(version: u32, events: &[Value], text: &mut String, members: &mut Vec<u32>) {
     if version >= 2 {
         for event in events {
-            json::write_value(text, &file_row(event));
+            write_file_row(text, event);
             text.push('\n');
             members.push(1);
         }

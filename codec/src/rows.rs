@@ -5,7 +5,7 @@
 //! The logical event is the row with `sourceEventSeqs` decoded (key position kept); everything
 //! else is the row as written, so the raw line remains the only file form.
 
-use crate::json::{JsString, Object, Value};
+use crate::json::{self, JsString, Object, Value};
 use crate::seq_ranges::{self, Strictness};
 
 /// The logical events of one line of a generation-`version` file whose first event has seq
@@ -44,19 +44,31 @@ fn set_sources(event: &mut Object, seqs: Vec<u64>) {
     event.insert(JsString::from("sourceEventSeqs"), Value::Array(array));
 }
 
-/// A V2+ event's file form (what DSH's writer puts on the line): the event with its
-/// `sourceEventSeqs` range-encoded.
-pub fn file_row(event: &Value) -> Value {
-    let mut row = event.clone();
-    if let Value::Object(o) = &mut row {
-        let seqs: Option<Vec<u64>> = o
+/// Append a V2+ event's file form (what DSH's writer puts on the line) as JSON: the event with
+/// its `sourceEventSeqs` range-encoded, written in place (the event is not copied).
+pub fn write_file_row(out: &mut String, event: &Value) {
+    let encoded = match event {
+        Value::Object(o) => o
             .get("sourceEventSeqs")
             .and_then(Value::as_array)
-            .and_then(|a| a.iter().map(|v| v.as_safe_u64()).collect());
-        if let Some(seqs) = seqs {
-            o.insert(JsString::from("sourceEventSeqs"), seq_ranges::encode(&seqs));
-        }
+            .and_then(|a| {
+                a.iter()
+                    .map(|v| v.as_safe_u64())
+                    .collect::<Option<Vec<u64>>>()
+            })
+            .map(|seqs| (o, seq_ranges::encode(&seqs))),
+        _ => None,
+    };
+    match encoded {
+        Some((o, ranges)) => json::write_object_replacing(out, o, "sourceEventSeqs", &ranges),
+        None => json::write_value(out, event),
     }
+}
+
+/// A V2+ event's file form as one line of text (without `\n`).
+pub fn file_row_text(event: &Value) -> String {
+    let mut row = String::new();
+    write_file_row(&mut row, event);
     row
 }
 
@@ -467,6 +479,26 @@ mod tests {
     fn row(text: &str) -> Result<String, String> {
         decode_row(parse(text).expect("test rows are JSON"), 0)
             .map(|o| stringify(&Value::Object(o)))
+    }
+
+    #[test]
+    fn file_row_range_encodes_source_seqs_in_place_and_leaves_the_rest() {
+        let text = |event: &str| file_row_text(&parse(event).expect("JSON"));
+        assert_eq!(
+            text(r#"{"type":"x","sourceEventSeqs":[1,2,3,7],"seq":9,"data":{"a":"\n"}}"#),
+            r#"{"type":"x","sourceEventSeqs":[[1,3],7],"seq":9,"data":{"a":"\n"}}"#
+        );
+        // Not a list of safe seqs, or no such key: the event as it is.
+        for same in [
+            r#"{"type":"x","sourceEventSeqs":[1,-2],"seq":9}"#,
+            r#"{"type":"x","seq":9,"data":{"sourceEventSeqs":[1,2]}}"#,
+            r#"[{"sourceEventSeqs":[1,2]}]"#,
+        ] {
+            assert_eq!(text(same), same);
+        }
+        // The file form decodes back to the event.
+        let event = r#"{"type":"x","seq":20,"time":1,"data":{},"sourceEventSeqs":[4,5,6,8,9]}"#;
+        assert_eq!(row(&text(event)), Ok(event.to_string()));
     }
 
     #[test]

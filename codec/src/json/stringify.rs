@@ -10,7 +10,7 @@
 //! - walking is iterative: any nesting depth a [`Value`] can hold is written without recursion.
 
 use super::number::number_to_string;
-use super::value::{JsString, Value};
+use super::value::{JsString, Object, Value};
 
 /// `JSON.stringify(v)`.
 pub fn stringify(v: &Value) -> String {
@@ -83,6 +83,21 @@ pub fn write_value(out: &mut String, v: &Value) {
     }
 }
 
+/// Append `JSON.stringify` of `object` with the value of its key `key` (if present) written as
+/// `with` instead, at the key's position: a changed copy's text without the copy.
+pub fn write_object_replacing(out: &mut String, object: &Object, key: &str, with: &Value) {
+    out.push('{');
+    for (i, (k, v)) in object.entries().iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(out, k);
+        out.push(':');
+        write_value(out, if k.eq_str(key) { with } else { v });
+    }
+    out.push('}');
+}
+
 /// How each byte is written inside a string: 0 raw, else the escape's second byte
 /// (`u` for `\u00xx`).
 const ESCAPE: [u8; 256] = {
@@ -114,27 +129,53 @@ fn write_string(out: &mut String, s: &JsString) {
     out.push('"');
 }
 
-/// Escape valid UTF-8 text (no lone surrogates), copying unescaped runs in one piece.
+/// Escape valid UTF-8 text (no lone surrogates), copying unescaped runs in one piece. Eight
+/// bytes are tested at a time (most text has nothing to escape); a word that holds an escaped
+/// byte is walked byte by byte.
 fn write_escaped(out: &mut String, text: &str) {
     let bytes = text.as_bytes();
     let mut run = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(word) = bytes
+            .get(i..i + 8)
+            .and_then(|w| <[u8; 8]>::try_from(w).ok())
+        {
+            if !word_needs_escape(u64::from_le_bytes(word)) {
+                i += 8;
+                continue;
+            }
+        }
+        let b = bytes[i];
         let esc = ESCAPE[usize::from(b)];
-        if esc == 0 {
-            continue;
+        if esc != 0 {
+            // Escaped bytes are ASCII, so `i` is a char boundary.
+            out.push_str(&text[run..i]);
+            out.push('\\');
+            out.push(char::from(esc));
+            if esc == b'u' {
+                out.push_str("00");
+                out.push(char::from(HEX[usize::from(b >> 4)]));
+                out.push(char::from(HEX[usize::from(b & 0xF)]));
+            }
+            run = i + 1;
         }
-        // Escaped bytes are ASCII, so `i` is a char boundary.
-        out.push_str(&text[run..i]);
-        out.push('\\');
-        out.push(char::from(esc));
-        if esc == b'u' {
-            out.push_str("00");
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xF)]));
-        }
-        run = i + 1;
+        i += 1;
     }
     out.push_str(&text[run..]);
+}
+
+/// Whether any byte of `word` is one [`ESCAPE`] marks: below 0x20, `"` or `\\`. Exact (the
+/// classic has-zero and has-less word tests are exact about whether some byte matches; only
+/// which byte is left to the caller).
+fn word_needs_escape(word: u64) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0;
+    below_space
+        || has_zero(word ^ (ONES * u64::from(b'"')))
+        || has_zero(word ^ (ONES * u64::from(b'\\')))
 }
 
 /// Escape WTF-8 holding lone surrogates: the runs between them are valid UTF-8.
@@ -235,6 +276,40 @@ mod tests {
         let v = wtf8(b"\xED\xA0\xBDx\xED\xB8\x80\n\xED\xBF\xBF");
         assert_eq!(stringify(&v), "\"\\ud83dx\\ude00\\n\\udfff\"");
         assert_eq!(stringify(&wtf8(b"\xED\x9F\xBF")), "\"\u{d7ff}\"");
+    }
+
+    #[test]
+    fn word_scan_finds_every_escaped_byte_at_every_offset() {
+        let naive = |text: &str| {
+            let mut out = String::new();
+            for c in text.chars() {
+                let esc = if c.is_ascii() { ESCAPE[c as usize] } else { 0 };
+                match esc {
+                    0 => out.push(c),
+                    b'u' => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    e => {
+                        out.push('\\');
+                        out.push(char::from(e));
+                    }
+                }
+            }
+            out
+        };
+        for b in (0u8..0x80).chain([0xC3]) {
+            for len in 1..20 {
+                for at in 0..len {
+                    let mut text: Vec<u8> = (0..len).map(|k| b'a' + (k % 26) as u8).collect();
+                    text[at] = b;
+                    if b == 0xC3 {
+                        text.insert(at + 1, 0xA9);
+                    }
+                    let text = String::from_utf8(text).expect("utf-8");
+                    let mut out = String::new();
+                    write_escaped(&mut out, &text);
+                    assert_eq!(out, naive(&text), "byte {b:#x} at {at} of {len}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use super::{Chain, ChildFacts, TARGET_VERSION};
 use crate::header::{parse_header, HeaderCheck};
 use crate::json::{stringify, Object, Value};
-use crate::rows::file_row;
+use crate::rows::file_row_text;
 use crate::scanner::{BodyScanner, BodyVerdict};
 
 /// The V4 reader over a migrated log, in strict mode: every row must be committed cleanly.
@@ -37,7 +37,7 @@ impl Admission {
 
     /// Read the next event's row; returns the row's text (without `\n`).
     pub fn push(&mut self, event: &Value) -> String {
-        let row = stringify(&file_row(event));
+        let row = file_row_text(event);
         if self.failure.is_none() {
             self.offset += row.len() as u64 + 1;
             if let Err(e) = self.scanner.push_line(row.as_bytes(), self.offset) {

@@ -22,8 +22,8 @@
 use std::collections::HashMap;
 
 use sessionlog_codec::header::{author_header, parse_header, HeaderFields};
-use sessionlog_codec::json::{stringify, JsString, Object, Value};
-use sessionlog_codec::rows::file_row;
+use sessionlog_codec::json::{JsString, Object, Value};
+use sessionlog_codec::rows::file_row_text;
 use sessionlog_codec::surface::{SurfaceChange, SurfaceFold, SurfaceModel};
 
 use super::feed::{Batch, SessionFeed};
@@ -63,10 +63,7 @@ pub fn session_v4_each(
         if events.is_empty() {
             return;
         }
-        let text = events
-            .iter()
-            .map(|e| stringify(&file_row(e)) + "\n")
-            .collect();
+        let text = events.iter().map(|e| file_row_text(e) + "\n").collect();
         on_batch(Batch {
             first_seq,
             events,
