@@ -5,10 +5,18 @@ use std::process::Command;
 
 use sessionlog::engine::{Options, Store};
 
+/// The checkout cargo runs these tests for (its `CARGO_MANIFEST_DIR` at run time), else the one
+/// they were compiled in: a target directory shared between checkouts may hand this checkout a
+/// test binary built in another, whose compile-time path would point there.
+pub fn checkout() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 /// `<repo>/../shared/fixtures`, or `None` (with a note) when absent outside CI.
 /// Under CI (`CI` set) a missing directory fails the test loudly: CI must never skip silently.
 pub fn fixtures() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    let dir = checkout().join("../shared/fixtures");
     if dir.is_dir() {
         return Some(dir);
     }

@@ -12,14 +12,14 @@
 //! ../shared/tools/lazyfs/build.sh); elsewhere it prints why and skips.
 //! `SESSIONLOG_NIGHTLY=1`: 200 sync cuts.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::Command;
 
 use sessionlog_engine::Durability;
 use sessionlog_tools::power::worker::{run as run_worker, WorkerSpec};
 use sessionlog_tools::power::{lazyfs, power_loop, PowerOptions, PowerReport};
 
-use crate::fixtures::worker_test_command;
+use crate::fixtures::{checkout, worker_test_command};
 
 /// Set (to the worker spec) in the child this test spawns.
 const WORKER_ENV: &str = "SESSIONLOG_POWER_WORKER";
@@ -41,13 +41,12 @@ fn worker_command(spec: &WorkerSpec) -> Command {
 }
 
 /// The LazyFS binary, or `None` (with a note) where power cuts cannot run.
-fn lazyfs_binary() -> Option<std::path::PathBuf> {
+fn lazyfs_binary() -> Option<PathBuf> {
     if let Some(why) = lazyfs::unavailable_reason() {
         eprintln!("note: power-loss tests skipped: {why}");
         return None;
     }
-    let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
-    match lazyfs::locate_or_build(&lazyfs::default_build_dir(), None, checkout) {
+    match lazyfs::locate_or_build(&lazyfs::default_build_dir(), None, &checkout()) {
         Ok(binary) => Some(binary),
         // Under CI a machine with root and /dev/fuse must run the cuts, never skip them.
         Err(e) if std::env::var_os("CI").is_some() => {
