@@ -177,33 +177,23 @@ struct Delta<'a> {
 
 /// DSH `classify`: the delta kind iff the entire shape is whitelisted.
 fn classify(event: &Value) -> Option<Delta<'_>> {
-    let e = event.as_object()?;
-    if e.get("type")?.as_str()? != "assistant/chunk"
-        || !e.has_exact_keys(&["type", "seq", "time", "data"])
-    {
+    let [ty, seq, time, data] = event
+        .as_object()?
+        .exact_values(["type", "seq", "time", "data"])?;
+    if ty.as_str()? != "assistant/chunk" {
         return None;
     }
-    let seq = e.get("seq")?.as_safe_integer().filter(|s| *s >= 0)?;
-    let time = e.get("time")?.as_safe_integer()?;
-    let data = e.get("data")?.as_object()?;
-    if !data.has_exact_keys(&["turn", "step", "chunk"]) {
-        return None;
-    }
-    let (turn, step) = (data.get("turn")?, data.get("step")?);
+    let seq = seq.as_safe_integer().filter(|s| *s >= 0)?;
+    let time = time.as_safe_integer()?;
+    let [turn, step, chunk] = data.as_object()?.exact_values(["turn", "step", "chunk"])?;
     if !matches!(turn, Value::Number(_)) || !matches!(step, Value::Number(_)) {
         return None;
     }
-    let chunk = data.get("chunk")?.as_object()?;
-    let index = chunk.get("index")?;
-    if !matches!(index, Value::Number(_)) {
-        return None;
-    }
-    let (kind, id, name, payload) = match chunk.get("type")?.as_str()? {
+    let chunk = chunk.as_object()?;
+    let (kind, index, id, name, payload) = match chunk.get("type")?.as_str()? {
         k @ ("text-delta" | "reasoning-delta") => {
-            let text = chunk.get("text")?;
-            if !chunk.has_exact_keys(&["type", "index", "text"])
-                || !matches!(text, Value::String(_))
-            {
+            let [_, index, text] = chunk.exact_values(["type", "index", "text"])?;
+            if !matches!(text, Value::String(_)) {
                 return None;
             }
             let kind = if k == "text-delta" {
@@ -211,24 +201,36 @@ fn classify(event: &Value) -> Option<Delta<'_>> {
             } else {
                 DeltaKind::Reasoning
             };
-            (kind, None, None, text)
+            (kind, index, None, None, text)
         }
         "tool-call-delta" => {
-            let name = chunk.get("name");
-            let shape_ok = chunk.has_exact_keys(&["type", "index", "id", "argumentsDelta"])
-                || (chunk.has_exact_keys(&["type", "index", "id", "name", "argumentsDelta"])
-                    && matches!(name, Some(Value::String(_))));
-            let Some(Value::String(id)) = chunk.get("id") else {
+            let (index, id, name, args) =
+                match chunk.exact_values(["type", "index", "id", "argumentsDelta"]) {
+                    Some([_, index, id, args]) => (index, id, None, args),
+                    None => {
+                        let [_, index, id, name, args] = chunk.exact_values([
+                            "type",
+                            "index",
+                            "id",
+                            "name",
+                            "argumentsDelta",
+                        ])?;
+                        if !matches!(name, Value::String(_)) {
+                            return None;
+                        }
+                        (index, id, Some(name), args)
+                    }
+                };
+            let (Value::String(id), Value::String(_)) = (id, args) else {
                 return None;
             };
-            let args = chunk.get("argumentsDelta")?;
-            if !shape_ok || !matches!(args, Value::String(_)) {
-                return None;
-            }
-            (DeltaKind::ToolCall, Some(id), name, args)
+            (DeltaKind::ToolCall, index, Some(id), name, args)
         }
         _ => return None,
     };
+    if !matches!(index, Value::Number(_)) {
+        return None;
+    }
     Some(Delta {
         kind,
         seq,
@@ -386,7 +388,7 @@ impl Packed<'_> {
 /// through, in order.
 pub fn pack_runs<'a>(events: &'a [Value]) -> Vec<Packed<'a>> {
     let mut out = Vec::with_capacity(events.len());
-    let mut run: Vec<(Delta<'a>, &'a Value)> = Vec::new();
+    let mut run: Vec<(Delta<'a>, &'a Value)> = Vec::with_capacity(events.len());
     let flush = |run: &mut Vec<(Delta<'a>, &'a Value)>, out: &mut Vec<Packed<'a>>| {
         if run.len() >= MIN_RUN {
             let deltas = run.drain(..).map(|(d, _)| d).collect();

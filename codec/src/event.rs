@@ -162,7 +162,7 @@ impl NewEvent {
         if ignorable {
             entries.push((JsString::from_static("ignorable"), Value::Bool(true)));
         }
-        Ok(Value::Object(Object::from_parsed(entries)))
+        Ok(Value::Object(Object::from_distinct_names(entries)))
     }
 }
 
@@ -173,6 +173,19 @@ mod tests {
 
     fn event(text: &str) -> NewEvent {
         NewEvent::from_value(&parse(text).expect("json")).expect("event")
+    }
+
+    /// The envelope is built as an object of distinct non-index names; it equals what parsing
+    /// its own text gives, with every optional member present or absent.
+    #[test]
+    fn the_envelope_is_the_object_its_text_parses_to() {
+        for text in [
+            r#"{"type":"a/b","data":{"2":1,"x":[1]}}"#,
+            r#"{"type":"a/b","data":null,"time":3,"surfaceOp":{"op":"append"},"sourceEventSeqs":[0,1],"ignorable":true}"#,
+        ] {
+            let authored = event(text).author(4, 9).expect("authored");
+            assert_eq!(parse(&stringify(&authored)).expect("json"), authored);
+        }
     }
 
     #[test]

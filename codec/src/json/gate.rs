@@ -2,9 +2,11 @@
 //!
 //! Invariant: a value is admitted iff `JSON.parse(JSON.stringify(v))` gives back the same value,
 //! which for what [`Value`] can hold means every number is finite and not `-0`. (Strings with lone
-//! surrogates, index keys, any depth are all admissible.) The walk is iterative, so a value of any
-//! depth is checked without recursion. A refusal names the first offending value in document
-//! order by a JS-style path rooted at `value`, e.g. `value.data.items[3]` or `value["a b"]`.
+//! surrogates, index keys, any depth are all admissible.) A recursive check bounded to
+//! [`FAST_DEPTH`] levels admits the common value without allocating; what it cannot admit goes to
+//! an iterative walk, so a value of any depth is checked without deep recursion. A refusal names
+//! the first offending value in document order by a JS-style path rooted at `value`, e.g.
+//! `value.data.items[3]` or `value["a b"]`.
 
 use super::value::{JsString, Value};
 use crate::{Error, Result};
@@ -17,6 +19,11 @@ enum Frame<'a> {
 
 /// Admit `v` for authoring, or say which number is not lossless JSON.
 pub fn admit(v: &Value) -> Result<()> {
+    // Almost every value is admitted and shallow: a recursive walk without allocation decides
+    // those; the iterative walk below decides the rest and names the refused number.
+    if shallow_verdict(v, FAST_DEPTH) == Some(true) {
+        return Ok(());
+    }
     let mut stack: Vec<Frame<'_>> = Vec::new();
     let mut next = v;
     loop {
@@ -57,6 +64,32 @@ pub fn admit(v: &Value) -> Result<()> {
             }
         }
     }
+}
+
+/// Containers the recursive check enters before leaving a value to the iterative walk.
+const FAST_DEPTH: u32 = 64;
+
+/// Whether `v` is lossless, decided within `depth` levels of containers; `None` when `v` nests
+/// deeper and no refused number came first (the iterative walk then decides).
+fn shallow_verdict(v: &Value, depth: u32) -> Option<bool> {
+    match v {
+        Value::Number(x) => Some(number_rule(*x).is_none()),
+        Value::Null | Value::Bool(_) | Value::String(_) => Some(true),
+        _ if depth == 0 => None,
+        Value::Array(items) => children_verdict(items.iter(), depth - 1),
+        Value::Object(o) => children_verdict(o.entries().iter().map(|(_, v)| v), depth - 1),
+    }
+}
+
+/// [`shallow_verdict`] of a container's children, in document order.
+fn children_verdict<'a>(children: impl Iterator<Item = &'a Value>, depth: u32) -> Option<bool> {
+    for child in children {
+        match shallow_verdict(child, depth) {
+            Some(true) => {}
+            other => return other,
+        }
+    }
+    Some(true)
 }
 
 /// Why a number is refused, if it is.
@@ -180,6 +213,26 @@ mod tests {
             refusal(&v),
             (r#"value[1]["1x"]"#.into(), "NaN is not allowed")
         );
+    }
+
+    /// Around the recursive check's depth limit, refusals and their paths are the iterative
+    /// walk's, and lossless values deeper than it are admitted.
+    #[test]
+    fn values_around_the_fast_depth_get_the_same_verdict() {
+        for depth in [FAST_DEPTH - 1, FAST_DEPTH, FAST_DEPTH + 1, 2 * FAST_DEPTH] {
+            let nest =
+                |leaf: Value| (0..depth).fold(leaf, |v, _| Object::new().with("k", v).into());
+            assert!(admit(&nest(Value::Number(1.0))).is_ok(), "depth {depth}");
+            let (path, rule) = refusal(&nest(Value::Number(-0.0)));
+            assert_eq!(rule, "-0 is not allowed");
+            assert_eq!(path, format!("value{}", ".k".repeat(depth as usize)));
+            // A refused number before a deeper lossless branch is still named.
+            let v = Value::Array(vec![Value::Number(f64::NAN), nest(Value::Null)]);
+            assert_eq!(refusal(&v), ("value[0]".into(), "NaN is not allowed"));
+            // A deeper lossless branch before a refused number does not hide it.
+            let v = Value::Array(vec![nest(Value::Null), Value::Number(f64::NAN)]);
+            assert_eq!(refusal(&v), ("value[1]".into(), "NaN is not allowed"));
+        }
     }
 
     #[test]

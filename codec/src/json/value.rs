@@ -308,6 +308,22 @@ impl Object {
         }
     }
 
+    /// An object of `entries` as they are, for an object the crate builds from fixed names.
+    /// The caller guarantees what [`Object::from_parsed`] would otherwise establish: the keys are
+    /// distinct and none is an array index, so enumeration order is the entries' order.
+    pub(crate) fn from_distinct_names(entries: Vec<(JsString, Value)>) -> Self {
+        debug_assert!(
+            entries
+                .iter()
+                .all(|(k, _)| array_index(k.as_wtf8()).is_none())
+                && !has_duplicate_keys(&entries)
+        );
+        Object {
+            entries,
+            index_keys: 0,
+        }
+    }
+
     /// Build an object from entries in source order, as `JSON.parse` does: a duplicated key keeps
     /// its first position and takes its last value; index keys move first in numeric order.
     /// Linear for the common case (few keys, no duplicates, no index keys); `O(n log n)` otherwise,
@@ -423,6 +439,30 @@ impl Object {
         self.entries.is_empty()
     }
 
+    /// The values under `keys`, in that order, when the object's keys are exactly `keys` (which
+    /// must be distinct) in any order. An object holding them in that order (as authored objects
+    /// do) is answered in one pass, without a lookup per key.
+    pub fn exact_values<const N: usize>(&self, keys: [&str; N]) -> Option<[&Value; N]> {
+        if self.entries.len() != N {
+            return None;
+        }
+        let in_order = self
+            .entries
+            .iter()
+            .zip(keys)
+            .all(|((k, _), key)| k.eq_str(key));
+        let found: [Option<&Value>; N] = if in_order {
+            let mut values = self.entries.iter().map(|(_, v)| v);
+            std::array::from_fn(|_| values.next())
+        } else {
+            keys.map(|k| self.get(k))
+        };
+        if found.iter().any(Option::is_none) {
+            return None;
+        }
+        Some(found.map(|v| v.unwrap_or(&Value::Null)))
+    }
+
     /// Whether the key set is exactly `keys` (order-insensitive; DSH's `hasExactKeys`).
     pub fn has_exact_keys(&self, keys: &[&str]) -> bool {
         // Authored objects hold their keys in the order checked: one pass confirms that case
@@ -471,6 +511,31 @@ pub fn array_index(key: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `exact_values` answers what `has_exact_keys` and a lookup per key answer, in key order,
+    /// for objects holding the keys in order, out of order, with one too many or one missing.
+    #[test]
+    fn exact_values_are_the_lookups_of_an_exact_key_set() {
+        let keys = ["a", "b", "c"];
+        for entries in [
+            &[("a", 1.0), ("b", 2.0), ("c", 3.0)][..],
+            &[("c", 3.0), ("a", 1.0), ("b", 2.0)],
+            &[("a", 1.0), ("b", 2.0)],
+            &[("a", 1.0), ("b", 2.0), ("d", 3.0)],
+            &[("a", 1.0), ("b", 2.0), ("c", 3.0), ("d", 4.0)],
+        ] {
+            let o = entries.iter().fold(Object::new(), |o, &(k, v)| {
+                let mut o = o;
+                o.insert(k.into(), Value::Number(v));
+                o
+            });
+            let expected = o
+                .has_exact_keys(&keys)
+                .then(|| keys.map(|k| o.get(k).cloned()));
+            let got = o.exact_values(keys).map(|vs| vs.map(|v| Some(v.clone())));
+            assert_eq!(got, expected, "{entries:?}");
+        }
+    }
 
     #[test]
     fn index_keys_enumerate_first_in_numeric_order() {

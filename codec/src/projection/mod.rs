@@ -12,6 +12,8 @@ mod units;
 
 pub use units::{Unit, UNITS, V4_OVERRIDES};
 
+use std::sync::OnceLock;
+
 use crate::event::event_type;
 use crate::json::Value;
 use crate::surface::SurfaceModel;
@@ -27,6 +29,41 @@ pub fn unit_at(model: SurfaceModel, index: usize) -> &'static Unit {
             .find(|o| o.key == unit.key)
             .unwrap_or(unit),
     }
+}
+
+/// The units (with their indexes, ascending) whose folds `model` runs on an event of type `ty`:
+/// one lookup per event in a table built from every unit's [`Unit::touches`], instead of a test
+/// of each unit's list. The table is bucketed by type length, so a lookup compares `ty` with
+/// the few types of its length only.
+fn units_touched_by(model: SurfaceModel, ty: &str) -> &'static [(usize, &'static Unit)] {
+    type Table = Vec<Vec<(&'static str, Vec<(usize, &'static Unit)>)>>;
+    fn table(model: SurfaceModel) -> Table {
+        let mut table = Table::new();
+        for i in 0..UNITS.len() {
+            let unit = unit_at(model, i);
+            for &ty in unit.touches {
+                if table.len() <= ty.len() {
+                    table.resize_with(ty.len() + 1, Vec::new);
+                }
+                let bucket = &mut table[ty.len()];
+                match bucket.iter_mut().find(|(t, _)| *t == ty) {
+                    Some((_, units)) => units.push((i, unit)),
+                    None => bucket.push((ty, vec![(i, unit)])),
+                }
+            }
+        }
+        table
+    }
+    static TABLES: OnceLock<[Table; 2]> = OnceLock::new();
+    let [v0, v4] = TABLES.get_or_init(|| [table(SurfaceModel::V0), table(SurfaceModel::V4)]);
+    let table = match model {
+        SurfaceModel::V0 => v0,
+        SurfaceModel::V4 => v4,
+    };
+    table
+        .get(ty.len())
+        .and_then(|bucket| bucket.iter().find(|(t, _)| *t == ty))
+        .map_or(&[], |(_, units)| units.as_slice())
 }
 
 /// The unit named `key` under `model`, with its index (the same for every model).
@@ -70,10 +107,8 @@ impl ProjectionSet {
 
     /// [`ProjectionSet::apply`], calling `touched` with the index of every unit it folded.
     pub fn apply_noting(&mut self, seq: u64, event: &Value, mut touched: impl FnMut(usize)) {
-        let ty = event_type(event);
-        for (i, state) in self.states.iter_mut().enumerate() {
-            let unit = unit_at(self.model, i);
-            if unit.touches(ty) {
+        for &(i, unit) in units_touched_by(self.model, event_type(event)) {
+            if let Some(state) = self.states.get_mut(i) {
                 unit.apply(state, seq, event);
                 touched(i);
             }
@@ -111,4 +146,33 @@ pub fn fold_in(
         unit.apply(&mut state, seq as u64, e);
     }
     Some(unit.view(&state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The per-type table names exactly the units whose `touches` list the type, in index order,
+    /// under each model (and none for a type no unit reads).
+    #[test]
+    fn the_touch_table_is_every_units_touches() {
+        for model in [SurfaceModel::V0, SurfaceModel::V4] {
+            let mut types: Vec<&str> = (0..UNITS.len())
+                .flat_map(|i| unit_at(model, i).touches.iter().copied())
+                .collect();
+            types.push("no/such-type");
+            for ty in types {
+                let expected: Vec<(usize, &str)> = (0..UNITS.len())
+                    .map(|i| (i, unit_at(model, i)))
+                    .filter(|(_, u)| u.touches(ty))
+                    .map(|(i, u)| (i, u.key))
+                    .collect();
+                let table: Vec<(usize, &str)> = units_touched_by(model, ty)
+                    .iter()
+                    .map(|&(i, u)| (i, u.key))
+                    .collect();
+                assert_eq!(table, expected, "{model:?} {ty}");
+            }
+        }
+    }
 }

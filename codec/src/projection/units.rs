@@ -17,7 +17,7 @@ pub struct Unit {
     /// The event types `apply` reads. Invariant: `apply` leaves the state as it is for every
     /// other type (the engine writes a checkpoint of an untouched unit as a reference to its
     /// previous one, and a test folds generated logs to hold every unit to it).
-    touches: &'static [&'static str],
+    pub(super) touches: &'static [&'static str],
 }
 
 impl Unit {

@@ -212,17 +212,20 @@ impl ProjectionCheckpoints {
         self.fold(seq, event);
         if let Some((i, _)) = ProjectionSet::unit(TURNS) {
             // Closed turns leave the state for records of their own, so checkpoints stay small.
-            if let Value::Array(list) = &mut self.set.states[i] {
-                let (closed, open): (Vec<Value>, Vec<Value>) = std::mem::take(list)
-                    .into_iter()
-                    .partition(|t| end_seq(t).is_some());
-                for t in closed {
-                    put(
-                        event_key(number, TURN_RECORDS, end_seq(&t).unwrap_or(seq)),
-                        json::stringify(&t).into_bytes(),
-                    )?;
+            // Most events close no turn: the list is rebuilt only when one is closed.
+            if let Some(Value::Array(list)) = self.set.states.get_mut(i) {
+                if list.iter().any(|t| end_seq(t).is_some()) {
+                    let (closed, open): (Vec<Value>, Vec<Value>) = std::mem::take(list)
+                        .into_iter()
+                        .partition(|t| end_seq(t).is_some());
+                    for t in closed {
+                        put(
+                            event_key(number, TURN_RECORDS, end_seq(&t).unwrap_or(seq)),
+                            json::stringify(&t).into_bytes(),
+                        )?;
+                    }
+                    *list = open;
                 }
-                *list = open;
             }
         }
         if is_checkpoint_point(seq, event) {
