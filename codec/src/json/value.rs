@@ -457,10 +457,11 @@ impl Object {
         } else {
             keys.map(|k| self.get(k))
         };
-        if found.iter().any(Option::is_none) {
-            return None;
+        let mut values = [&Value::Null; N];
+        for (slot, value) in values.iter_mut().zip(found) {
+            *slot = value?;
         }
-        Some(found.map(|v| v.unwrap_or(&Value::Null)))
+        Some(values)
     }
 
     /// Whether the key set is exactly `keys` (order-insensitive; DSH's `hasExactKeys`).
