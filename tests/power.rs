@@ -14,10 +14,11 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use sessionlog_engine::Durability;
 use sessionlog_tools::power::worker::{run as run_worker, WorkerSpec};
-use sessionlog_tools::power::{lazyfs, power_loop, PowerOptions, PowerReport};
+use sessionlog_tools::power::{freeze_for_cut, lazyfs, power_loop, PowerOptions, PowerReport};
 
 use crate::fixtures::{checkout, worker_test_command};
 
@@ -130,4 +131,70 @@ fn power_cuts_lose_buffered_writes_and_the_harness_says_so() {
 #[test]
 fn power_cuts_lose_no_acknowledged_write_with_recycled_wals() {
     sync_cuts_lose_nothing(true);
+}
+
+/// SIGSTOP or SIGCONT `pid`.
+fn signal(pid: u32, sig: &str) {
+    let status = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("running kill");
+    assert!(status.success(), "kill {sig} {pid}");
+}
+
+/// LazyFS now and then deadlocks on its own locks, and a thread in a request it has taken can
+/// then be neither stopped nor killed (CI once hung on it for an hour). A stopped LazyFS stands
+/// in for the deadlock: nothing sent into the mount is answered. Freezing a child blocked there
+/// for a cut, and file-system work under a watchdog, must both kill LazyFS and fail, never wait.
+#[test]
+fn a_lazyfs_that_stops_answering_is_killed_not_waited_on() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(binary) = lazyfs_binary() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("temp dir");
+
+    let mut mount = lazyfs::Mount::start(&binary, &tmp.path().join("a")).expect("mount");
+    let file = mount.path().join("f");
+    std::fs::write(&file, b"answered\n").expect("a write LazyFS answers");
+    signal(mount.pid(), "-STOP");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("echo unanswered >> '{}'", file.display()))
+        .spawn()
+        .expect("spawn sh");
+    std::thread::sleep(Duration::from_millis(300));
+    let err = freeze_for_cut(child.id(), &mut mount).expect_err("the child cannot stop");
+    assert!(
+        format!("{err:#}").contains("LazyFS stopped answering"),
+        "{err:#}"
+    );
+    assert!(!mount.is_alive(), "LazyFS was killed");
+    child.kill().expect("kill the child");
+    child
+        .wait()
+        .expect("the child is reaped once LazyFS is gone");
+
+    let mut mount = lazyfs::Mount::start(&binary, &tmp.path().join("b")).expect("mount again");
+    signal(mount.pid(), "-STOP");
+    let start = Instant::now();
+    let watchdog = mount.watchdog("a create on the stopped mount", Duration::from_secs(2));
+    let created = std::fs::write(mount.path().join("g"), b"unanswered");
+    assert!(watchdog.fired(), "the watchdog killed LazyFS");
+    let overran = watchdog
+        .finish()
+        .expect_err("finishing an overrun guard is an error");
+    assert!(
+        format!("{overran:#}").contains("during a create on the stopped mount"),
+        "{overran:#}"
+    );
+    assert!(created.is_err(), "the create failed once LazyFS was gone");
+    assert!(!mount.is_alive());
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
 }

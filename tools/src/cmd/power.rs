@@ -115,17 +115,19 @@ pub fn run_host(
         .with("problems", report.problems.len() as i64)
         .with("durability", durability_name(durability))
         .with("session_checks", report.session_checks as i64)
+        .with("lazyfs_restarts", report.lazyfs_restarts as i64)
         .with("seconds", secs);
     let text = format!(
         "{} power cuts under the host ({}) in {secs:.1} s: {} acknowledged flushes, {lost} \
          sessions short of their acknowledged events (in {} cycles), {} other problems; {} \
-         session checks",
+         session checks, {} LazyFS restarts",
         report.cycles,
         durability_name(durability),
         report.acknowledged,
         report.cycles_with_loss,
         report.problems.len(),
-        report.session_checks
+        report.session_checks,
+        report.lazyfs_restarts
     );
     let failed = !report.problems.is_empty() || (durability == Durability::Sync && lost > 0);
     let problems: Vec<&String> = report.short.iter().chain(&report.problems).collect();

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use sessionlog_engine::{Options, Store};
 
-use super::{freeze, lazyfs, Running};
+use super::{freeze_for_cut, lazyfs, Running, CHECK_LIMIT, CUT_LIMIT, MAX_LAZYFS_RESTARTS};
 use crate::stress::Rng;
 
 /// Totals of a host power-loss run.
@@ -38,6 +38,10 @@ pub struct HostReport {
     pub session_checks: u64,
     /// Everything found wrong besides losses, one line each, prefixed with its cycle.
     pub problems: Vec<String>,
+    /// Times LazyFS itself died or stopped answering (a fault of the test tool): that cycle is
+    /// void (its acks unread), LazyFS is mounted again over the same store, which is then as
+    /// after a cut (LazyFS's unsynced bytes die with it), and the run goes on.
+    pub lazyfs_restarts: u64,
 }
 
 /// What one cycle found.
@@ -112,10 +116,27 @@ pub fn host_power_loop(
     let mut rng = Rng::new(run.seed ^ 0x686f_7374);
     let mut acked: BTreeMap<String, u64> = BTreeMap::new();
     let mut report = HostReport::default();
-    for cycle in 0..run.cycles {
+    // `attempt` numbers every cycle started (and names its sessions), `report.cycles` those
+    // checked; they differ only when LazyFS itself fails.
+    let mut attempt = 0;
+    while report.cycles < run.cycles {
+        let cycle = attempt;
+        attempt += 1;
         let command = host_command(run.host, &db, cycle, run.durability)?;
-        let read = cut_under(command, &mut mount, &mut rng, run.cut_window_ms, work)
-            .with_context(|| format!("cycle {cycle}"))?;
+        let read = match cut_under(command, &mut mount, &mut rng, run.cut_window_ms, work) {
+            Ok(read) => read,
+            Err(e) if !mount.is_alive() && report.lazyfs_restarts < MAX_LAZYFS_RESTARTS => {
+                eprintln!(
+                    "power-loss: LazyFS died or stopped answering during cycle {cycle} ({e:#}); \
+                     the cycle is void and LazyFS is mounted again over the same store"
+                );
+                report.lazyfs_restarts += 1;
+                drop(mount);
+                mount = lazyfs::Mount::start(lazyfs, &work.join("lazyfs"))?;
+                continue;
+            }
+            Err(e) => return Err(e.context(format!("cycle {cycle}"))),
+        };
         let mut c = HostCycle {
             acknowledged: read.len() as u64,
             ..HostCycle::default()
@@ -124,7 +145,10 @@ pub fn host_power_loop(
             let known = acked.entry(id).or_default();
             *known = (*known).max(events);
         }
-        check(&db, &acked, &mut c).with_context(|| format!("checking after cut {cycle}"))?;
+        let watchdog = mount.watchdog(&format!("the check after cut {cycle}"), CHECK_LIMIT);
+        let checked = check(&db, &acked, &mut c);
+        watchdog.finish()?;
+        checked.with_context(|| format!("checking after cut {cycle}"))?;
         report.cycles += 1;
         report.acknowledged += c.acknowledged;
         report.cycles_with_loss += u64::from(!c.short.is_empty());
@@ -147,6 +171,8 @@ fn cut_under(
     work: &Path,
 ) -> anyhow::Result<Vec<(String, u64)>> {
     let stderr_path = work.join("host.stderr");
+    // Made before the child, so it also guards the child's reaping on every error path.
+    let cut_guard = mount.watchdog("the host's run and cut", CUT_LIMIT);
     let mut child = Running(
         command
             .stdin(Stdio::null())
@@ -193,12 +219,13 @@ fn cut_under(
     }
     std::thread::sleep(Duration::from_millis(rng.range(lo, hi.max(lo + 1))));
     exited(&mut child)?;
-    freeze(child.0.id())?;
+    freeze_for_cut(child.0.id(), mount)?;
     mount.cut_power()?;
     drop(child);
     reader
         .join()
         .map_err(|_| anyhow::anyhow!("the host's output reader panicked"))?;
+    cut_guard.finish()?;
     acks.extend(rx.try_iter());
     Ok(acks)
 }

@@ -6,6 +6,12 @@
 //! [`Mount`]: while it lives the mount is up and answers; when it is dropped (also on error or
 //! panic) the file system is unmounted and the LazyFS process is gone.
 //!
+//! LazyFS can stop answering: now and then it deadlocks on its own locks (a write holding a
+//! file's lock waits for the cache's while a create holding the cache's waits for the file's;
+//! seen three times in about 1,260 cuts). A thread blocked in a request LazyFS has taken cannot be
+//! stopped or even killed, so every wait on the mount is bounded: [`Mount::abort`] kills LazyFS,
+//! which fails every request it holds, and [`Watchdog`] does so when file-system work overruns.
+//!
 //! The binary is built once per machine, outside the checkout (like the cargo target), by
 //! LazyFS's `build.sh OUT_DIR` (found at `../shared/tools/lazyfs/build.sh` beside the checkout,
 //! or named by `SESSIONLOG_LAZYFS_BUILD`).
@@ -14,7 +20,9 @@ use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -221,6 +229,59 @@ impl Mount {
         })
     }
 
+    /// LazyFS's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.id()
+    }
+
+    /// Kill LazyFS at once, for a LazyFS that stopped answering: every request it holds fails
+    /// (the connection is gone), so no thread stays blocked in the mount, and
+    /// [`Mount::is_alive`] is false from then on.
+    pub fn abort(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+
+    /// Guard `what`, file-system work on the mount: if the guard is not dropped within `limit`,
+    /// LazyFS is taken to have stopped answering; the threads blocked in the kernel are printed
+    /// and LazyFS is killed, so the work fails instead of hanging. If it still has not ended
+    /// `limit` later, the hang is not LazyFS's, and the process aborts with a message: a test
+    /// run must fail, never hang.
+    pub fn watchdog(&self, what: &str, limit: Duration) -> Watchdog {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let fired = Arc::new(AtomicBool::new(false));
+        let (pid, what_for_guard) = (self.pid(), what.to_owned());
+        let (what, flag) = (what.to_owned(), Arc::clone(&fired));
+        let thread = std::thread::spawn(move || {
+            if stopped.recv_timeout(limit) != Err(mpsc::RecvTimeoutError::Timeout) {
+                return;
+            }
+            eprintln!(
+                "power-loss: {what} blocked for {limit:?}: LazyFS is taken to have stopped \
+                 answering and is killed. Threads blocked in the kernel:\n{}",
+                blocked_threads()
+            );
+            flag.store(true, Ordering::SeqCst);
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            if stopped.recv_timeout(limit) == Err(mpsc::RecvTimeoutError::Timeout) {
+                eprintln!(
+                    "power-loss: {what} still blocked {limit:?} after LazyFS was killed: the hang \
+                     is not LazyFS's. Threads blocked in the kernel:\n{}",
+                    blocked_threads()
+                );
+                std::process::abort();
+            }
+        });
+        Watchdog {
+            what: what_for_guard,
+            stop: Some(stop),
+            thread: Some(thread),
+            fired,
+        }
+    }
+
     /// Cut power: drop every byte not fsynced, and wait until LazyFS confirms it.
     pub fn cut_power(&mut self) -> anyhow::Result<()> {
         while self.done.try_recv().is_ok() {}
@@ -236,6 +297,81 @@ impl Mount {
             Ok(line) => bail!("LazyFS answered {line:?} to clear-cache"),
             Err(_) => bail!("LazyFS did not confirm clear-cache in time"),
         }
+    }
+}
+
+/// Guards file-system work on a [`Mount`] (see [`Mount::watchdog`]); dropping it ends the guard.
+pub struct Watchdog {
+    what: String,
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+    fired: Arc<AtomicBool>,
+}
+
+impl Watchdog {
+    /// Whether the work overran and LazyFS was killed.
+    pub fn fired(&self) -> bool {
+        self.fired.load(Ordering::SeqCst)
+    }
+
+    /// End the guard: an error when the work overran (whatever the work itself returned, it
+    /// ran against a killed LazyFS).
+    pub fn finish(self) -> anyhow::Result<()> {
+        if self.fired() {
+            bail!(
+                "LazyFS stopped answering during {}, and was killed",
+                self.what
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Every thread on the machine in uninterruptible sleep (state D) or waiting for a FUSE answer
+/// (`request_wait_answer`), one line each: process, thread, name and the kernel function it
+/// waits in.
+pub fn blocked_threads() -> String {
+    let mut lines = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return "(no /proc)".into();
+    };
+    // Numbered entries only: `self` and `thread-self` would list this process twice.
+    let numbered = procs
+        .flatten()
+        .filter(|p| p.file_name().to_string_lossy().parse::<u32>().is_ok());
+    for p in numbered {
+        let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            let Some((name, rest)) = stat.split_once(" (").and_then(|(_, r)| r.rsplit_once(") "))
+            else {
+                continue;
+            };
+            let wchan = std::fs::read_to_string(t.path().join("wchan")).unwrap_or_default();
+            if rest.starts_with('D') || wchan == "request_wait_answer" {
+                lines.push(format!(
+                    "  pid {} tid {} {name}: {wchan}",
+                    p.file_name().to_string_lossy(),
+                    t.file_name().to_string_lossy()
+                ));
+            }
+        }
+    }
+    if lines.is_empty() {
+        "  (none)".into()
+    } else {
+        lines.join("\n")
     }
 }
 

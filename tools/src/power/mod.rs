@@ -167,13 +167,22 @@ pub struct PowerReport {
     pub session_checks: u64,
     /// Stores used.
     pub stores: u64,
-    /// Times LazyFS itself died (a crash of the test tool, not of the store): that cycle is
-    /// void and the next starts a fresh store on a new mount.
+    /// Times LazyFS itself died or stopped answering (a fault of the test tool, not of the
+    /// store): that cycle is void and the next starts a fresh store on a new mount.
     pub lazyfs_restarts: u64,
 }
 
-/// LazyFS crashes a run survives before it gives up.
-const MAX_LAZYFS_RESTARTS: u64 = 5;
+/// LazyFS crashes and hangs a run survives before it gives up.
+pub(crate) const MAX_LAZYFS_RESTARTS: u64 = 5;
+
+/// How long a cycle may take from starting its child to reaping it: the wait for a first
+/// acknowledgement (60 s at most), the cut window, the freeze (10 s) and the cache clear (60 s),
+/// with room to spare; past it LazyFS is taken to have stopped answering.
+pub(crate) const CUT_LIMIT: Duration = Duration::from_secs(180);
+
+/// How long the check after a cut may take before LazyFS is taken to have stopped answering
+/// (a check takes about a second on the stores these runs build).
+pub(crate) const CHECK_LIMIT: Duration = Duration::from_secs(60);
 
 /// Where a run keeps its files: `<work>/lazyfs/{root,mnt}` (the store is `mnt/db`), the
 /// journals and images outside the mount.
@@ -255,8 +264,9 @@ pub fn power_loop(
             Ok(c) => c,
             Err(e) if !mount.is_alive() && report.lazyfs_restarts < MAX_LAZYFS_RESTARTS => {
                 eprintln!(
-                    "power-loss: LazyFS died during cycle {cycle} ({e:#}); the cycle is void, \
-                     LazyFS is mounted again and the next cycle starts a fresh store"
+                    "power-loss: LazyFS died or stopped answering during cycle {cycle} ({e:#}); \
+                     the cycle is void, LazyFS is mounted again and the next cycle starts a \
+                     fresh store"
                 );
                 report.lazyfs_restarts += 1;
                 drop(mount);
@@ -294,6 +304,9 @@ fn one_cycle(
     work: &Path,
 ) -> anyhow::Result<CycleCheck> {
     let stderr_path = work.join("worker.stderr");
+    // Made before the child, so it is dropped after it: it also guards the child's reaping on
+    // every error path (a child blocked in an unanswered request cannot be reaped).
+    let cut_guard = mount.watchdog(&format!("cycle {}'s run and cut", spec.cycle), CUT_LIMIT);
     let mut child = Running(
         spawn(spec)
             .stdin(Stdio::null())
@@ -321,15 +334,22 @@ fn one_cycle(
     let (lo, hi) = spec.options.cut_window_ms;
     std::thread::sleep(Duration::from_millis(rng.range(lo, hi.max(lo + 1))));
     exited(&mut child)?;
-    freeze(child.0.id())?;
+    freeze_for_cut(child.0.id(), mount)?;
     let ops = journal::read(&spec.journal)?;
     mount.cut_power()?;
     drop(child);
+    cut_guard.finish()?;
     let mut c = CycleCheck::default();
     let (acknowledged, rejected) = model.apply(&ops, feeds, &spec.options)?;
     c.acknowledged = acknowledged;
     c.rejected = rejected;
-    model.check(&spec.db, feeds, &spec.options, &mut c)?;
+    let watchdog = mount.watchdog(
+        &format!("the check after cycle {}", spec.cycle),
+        CHECK_LIMIT,
+    );
+    let checked = model.check(&spec.db, feeds, &spec.options, &mut c);
+    watchdog.finish()?;
+    checked?;
     Ok(c)
 }
 
@@ -338,9 +358,23 @@ fn journal_has_ack(path: &Path) -> bool {
     std::fs::read(path).is_ok_and(|b| b.windows(2).any(|w| w == b"\nA") || b.starts_with(b"A"))
 }
 
+/// Freeze the child for its cut ([`freeze`]). A thread of it that never stops is blocked in a
+/// request LazyFS does not answer (see [`lazyfs`]); such a thread cannot be killed either, so
+/// LazyFS is killed, which fails the request and lets the child die, and the cycle fails with
+/// the mount gone (the callers void it).
+pub fn freeze_for_cut(pid: u32, mount: &mut lazyfs::Mount) -> anyhow::Result<()> {
+    freeze(pid).map_err(|e| {
+        let blocked = lazyfs::blocked_threads();
+        mount.abort();
+        e.context(format!(
+            "LazyFS stopped answering and was killed; threads blocked then:\n{blocked}"
+        ))
+    })
+}
+
 /// SIGSTOP `pid` and wait until every one of its threads is stopped, so no write of it is in
 /// flight when the power goes.
-pub(crate) fn freeze(pid: u32) -> anyhow::Result<()> {
+fn freeze(pid: u32) -> anyhow::Result<()> {
     let status = Command::new("kill")
         .args(["-STOP", &pid.to_string()])
         .status()
@@ -348,7 +382,9 @@ pub(crate) fn freeze(pid: u32) -> anyhow::Result<()> {
     if !status.success() {
         bail!("kill -STOP {pid} failed");
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // A thread in a file-system request stops once it returns: milliseconds, unless the file
+    // system has stopped answering.
+    let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))?;
         let mut all_stopped = true;
@@ -361,7 +397,7 @@ pub(crate) fn freeze(pid: u32) -> anyhow::Result<()> {
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("the worker's threads did not all stop within 30 s");
+            bail!("the child's threads did not all stop within 10 s");
         }
         std::thread::sleep(Duration::from_millis(5));
     }
