@@ -1,7 +1,7 @@
-//! Corruption of a closed store's files: bytes flipped in SST files (events and sessions data)
-//! and in the write-ahead log. Opening or reading reports the corruption (RocksDB's checksums,
-//! paranoid checks, our crc32 per block); an export never returns wrong bytes; `verify` finds a
-//! damaged data block and names its session.
+//! Corruption of a closed store's files: bytes flipped in blob files (the events' blocks), in SST
+//! files (keys, indexes, sessions data) and in the write-ahead log. Opening or reading reports
+//! the corruption (RocksDB's checksums, paranoid checks, our crc32 per block); an export never
+//! returns wrong bytes; `verify` finds a damaged block and names its session.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -33,7 +33,8 @@ fn generated(i: u64) -> GenSession {
 }
 
 /// A closed store holding `SESSIONS` generated sessions, imported in order, and their bytes by
-/// id. With `flushed`, the store is reopened once so its data moves from the WAL into SST files.
+/// id. With `flushed`, the store is reopened once so its data moves from the WAL into SST and blob
+/// files.
 fn pristine(dir: &Path, flushed: bool) -> HashMap<String, Vec<u8>> {
     pristine_with(dir, flushed, &options())
 }
@@ -135,41 +136,36 @@ fn probe(dir: &Path, files: &HashMap<String, Vec<u8>>) -> Outcome {
 }
 
 #[test]
-fn flipped_bytes_in_sst_files_are_reported_never_returned() {
+fn flipped_bytes_in_blob_and_sst_files_are_reported_never_returned() {
     let tmp = tempfile::tempdir().expect("temp dir");
     let clean = tmp.path().join("clean");
     let files = pristine(&clean, true);
+    let blobs = files_with(&clean, "blob");
     let ssts = files_with(&clean, "sst");
+    assert!(!blobs.is_empty(), "no blob files were written");
     assert!(!ssts.is_empty(), "no SST files were written");
     let mut rng = Rng::new(0x00c0_ffee);
     let (mut cases, mut detected) = (0, 0);
     for trial in 0..24u64 {
         let dir = tmp.path().join(format!("t{trial}"));
         copy_dir(&clean, &dir);
-        // The largest SST (the events data) most of the time; any SST otherwise.
-        let pick = if trial % 3 == 2 {
-            rng.range(0, ssts.len() as u64) as usize
+        // The largest blob file (the events' blocks) most of the time; any SST otherwise.
+        let in_blocks = trial % 3 != 2;
+        let file = if in_blocks {
+            &blobs[0]
         } else {
-            0
+            &ssts[rng.range(0, ssts.len() as u64) as usize]
         };
-        let name = ssts[pick].file_name().expect("name");
-        let path = dir.join(name);
+        let path = dir.join(file.file_name().expect("name"));
         let len = std::fs::metadata(&path).expect("stat").len();
-        // Data blocks come first in an SST; the first half of the largest file is data.
-        let data_block = pick == 0 && trial % 3 != 2;
-        let offset = if data_block {
-            rng.range(0, len / 2)
-        } else {
-            rng.range(0, len)
-        };
-        flip(&path, offset as usize, 1 << rng.range(0, 8));
+        flip(&path, rng.range(0, len) as usize, 1 << rng.range(0, 8));
         let out = probe(&dir, &files);
         cases += 1;
         detected += u64::from(out.detected());
-        if data_block && !out.open_failed {
+        if in_blocks && !out.open_failed {
             assert!(
                 !out.export_failed.is_empty(),
-                "trial {trial}: a damaged data block went unnoticed by export: {out:?}"
+                "trial {trial}: a damaged blob file went unnoticed by export: {out:?}"
             );
             for id in &out.export_failed {
                 assert!(
@@ -180,10 +176,10 @@ fn flipped_bytes_in_sst_files_are_reported_never_returned() {
         }
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
-    eprintln!("corruption: SST flips detected {detected}/{cases}");
+    eprintln!("corruption: blob and SST flips detected {detected}/{cases}");
     assert!(
         detected * 3 >= cases * 2,
-        "only {detected} of {cases} SST flips were detected"
+        "only {detected} of {cases} blob and SST flips were detected"
     );
 }
 

@@ -184,11 +184,49 @@ fn delete_hides_undelete_restores_purge_reclaims() {
     let r = store.purge(0, false).expect("purge");
     assert_eq!(r.sessions.len(), 2);
     assert!(
-        r.sst_bytes_after < r.sst_bytes_before,
+        r.stored_bytes_after < r.stored_bytes_before,
         "purge reclaimed nothing: {r:?}"
     );
     assert_eq!(store.list().expect("list").len(), 1);
     assert_eq!(export_bytes(&store, &ids[0]), kept);
+    assert!(store.verify(&[]).expect("verify").problems.is_empty());
+}
+
+/// A purge removes its sessions' keys at once; their blocks, in blob files shared with other
+/// sessions, come back when blob GC reaches those files, and all at once with a compaction.
+#[test]
+fn compaction_reclaims_the_blob_space_of_purged_sessions() {
+    let (_t, store) = temp_store();
+    let opts = GenOptions {
+        sessions: 4,
+        events_per_session: 2000,
+        seed: 3,
+        torn_fraction: 0.0,
+    };
+    let ids = import_generated(&store, &opts);
+    store.compact().expect("compact");
+    let whole = store.file_bytes().expect("bytes");
+    for id in &ids[..2] {
+        store.delete(id).expect("delete");
+    }
+    let purged = store.purge(0, false).expect("purge");
+    assert_eq!(purged.sessions.len(), 2);
+    store.compact().expect("compact");
+    let kept = store.file_bytes().expect("bytes");
+    let kept_logs: u64 = ids[2..]
+        .iter()
+        .map(|id| export_bytes(&store, id).len() as u64)
+        .sum();
+    let share = purged.session_bytes as f64 / (purged.session_bytes + kept_logs) as f64;
+    eprintln!(
+        "purged {share:.2} of the logs: {whole} bytes stored, {} after the purge, {kept} after \
+         compacting",
+        purged.stored_bytes_after
+    );
+    assert!(
+        (kept as f64) < whole as f64 * (1.0 - share / 2.0),
+        "a compaction after purging {share:.2} of the logs left {kept} of {whole} bytes"
+    );
     assert!(store.verify(&[]).expect("verify").problems.is_empty());
 }
 

@@ -312,6 +312,9 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Flush and fully compact the store: afterwards no background work is pending, and the
+    /// space of purged sessions is free, in blob files too.
+    Compact,
     /// Re-check crc32s and index consistency (all sessions, or the named ones).
     Verify {
         /// Session ids (default: the whole store).

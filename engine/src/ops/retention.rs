@@ -1,10 +1,14 @@
 //! Retention: delete (hide, still exportable), undelete, and purge (remove for good, reclaiming
-//! space with range deletes and a compaction of the freed ranges).
+//! space with range deletes and a compaction of the freed ranges; the purged blocks held in blob
+//! files come back as blob garbage collection reaches their files, or at once with
+//! [`Store::compact`]).
+
+use rocksdb::{BottommostLevelCompaction, ColumnFamily, CompactOptions};
 
 use crate::error::{Error, Result};
-use crate::layout::keys::{self, ALL_CFS, CF_SESSIONS, SESSION_RANGE_CFS};
+use crate::layout::keys::{self, ALL_CFS, CF_EVENTS, CF_SESSIONS, SESSION_RANGE_CFS};
 use crate::layout::meta::{now_ms, SessionMeta};
-use crate::store::{lock_session, Store};
+use crate::store::{lock_session, Store, BLOB_GC_EVERY_FILE, BLOB_GC_OLDEST_QUARTER};
 use crate::write::session_batch::SessionBatch;
 
 /// What a purge removed.
@@ -16,10 +20,10 @@ pub struct PurgeReport {
     pub kept: Vec<(String, String)>,
     /// Their stored file bytes.
     pub session_bytes: u64,
-    /// Live SST bytes before and after the purge's compaction (0 with `dry_run`).
-    pub sst_bytes_before: u64,
-    /// See `sst_bytes_before`.
-    pub sst_bytes_after: u64,
+    /// Live SST and blob file bytes before and after the purge's compaction (0 with `dry_run`).
+    pub stored_bytes_before: u64,
+    /// See `stored_bytes_before`.
+    pub stored_bytes_after: u64,
 }
 
 impl Store {
@@ -103,7 +107,7 @@ impl Store {
             return Ok(report);
         }
         self.flush_all()?;
-        report.sst_bytes_before = self.sst_bytes()?;
+        report.stored_bytes_before = self.file_bytes()?;
         let mut batch = SessionBatch::new(self);
         for m in &victims {
             batch.remove_session(m, true)?;
@@ -129,19 +133,36 @@ impl Store {
                 );
             }
         }
-        report.sst_bytes_after = self.sst_bytes()?;
+        report.stored_bytes_after = self.file_bytes()?;
         Ok(report)
     }
 
     /// Flush and fully compact the store (an admin operation: afterwards no background work is
-    /// pending, and deleted data is gone from disk).
+    /// pending, and deleted data is gone from disk, blob files included: for this compaction
+    /// blob garbage collection takes every blob file, not only the oldest quarter).
     pub fn compact(&self) -> Result<()> {
         self.flush_all()?;
+        let mut every_level = CompactOptions::default();
+        every_level.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
+        let events = self.cf(CF_EVENTS)?;
+        self.set_blob_gc_age_cutoff(events, BLOB_GC_EVERY_FILE)?;
         for name in ALL_CFS {
-            self.db
-                .compact_range_cf(self.cf(name)?, None::<&[u8]>, None::<&[u8]>);
+            self.db.compact_range_cf_opt(
+                self.cf(name)?,
+                None::<&[u8]>,
+                None::<&[u8]>,
+                &every_level,
+            );
         }
-        Ok(())
+        self.set_blob_gc_age_cutoff(events, BLOB_GC_OLDEST_QUARTER)
+    }
+
+    /// Set the `events` blob files' garbage-collection age cutoff (the share of the oldest blob
+    /// files whose live blobs a compaction relocates).
+    fn set_blob_gc_age_cutoff(&self, events: &ColumnFamily, cutoff: &str) -> Result<()> {
+        self.db
+            .set_options_cf(events, &[("blob_garbage_collection_age_cutoff", cutoff)])
+            .map_err(Error::storage("setting the blob garbage-collection cutoff"))
     }
 
     /// Flush every memtable, so SST sizes describe all the data.
@@ -154,15 +175,18 @@ impl Store {
         Ok(())
     }
 
-    /// Live SST bytes over all column families.
-    fn sst_bytes(&self) -> Result<u64> {
+    /// The store's live SST and blob file bytes, over all column families (memtables and the
+    /// WAL not counted).
+    pub fn file_bytes(&self) -> Result<u64> {
         let mut total = 0;
         for name in ALL_CFS {
-            total += self
-                .db
-                .property_int_value_cf(self.cf(name)?, "rocksdb.live-sst-files-size")
-                .map_err(Error::storage("reading SST sizes"))?
-                .unwrap_or(0);
+            for property in ["rocksdb.live-sst-files-size", "rocksdb.live-blob-file-size"] {
+                total += self
+                    .db
+                    .property_int_value_cf(self.cf(name)?, property)
+                    .map_err(Error::storage("reading SST and blob file sizes"))?
+                    .unwrap_or(0);
+            }
         }
         Ok(total)
     }

@@ -103,6 +103,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             older_than,
             dry_run,
         } => inspect::purge(&open()?, &older_than, dry_run),
+        Command::Compact => inspect::compact(&open()?),
         Command::Verify { ids, json } => inspect::verify(&open()?, &ids, json),
         Command::Gen {
             out,
