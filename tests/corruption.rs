@@ -1,5 +1,5 @@
-//! Corruption of a closed store's files: bytes flipped in blob files (the events' blocks), in SST
-//! files (keys, indexes, sessions data) and in the write-ahead log. Opening or reading reports
+//! Corruption of a closed store's files: bytes flipped in SST files (events and sessions data),
+//! in blob files (the events' blocks, with `Options::blob_files`) and in the write-ahead log. Opening or reading reports
 //! the corruption (RocksDB's checksums, paranoid checks, our crc32 per block); an export never
 //! returns wrong bytes; `verify` finds a damaged block and names its session.
 
@@ -16,6 +16,14 @@ fn options() -> Options {
     Options {
         durability: Durability::Buffered,
         ..Options::default()
+    }
+}
+
+/// The events' blocks in blob files (`Options::blob_files`).
+fn blob_options() -> Options {
+    Options {
+        blob_files: true,
+        ..options()
     }
 }
 
@@ -101,8 +109,12 @@ impl Outcome {
 
 /// Open, export every session, verify; assert no export returns wrong bytes.
 fn probe(dir: &Path, files: &HashMap<String, Vec<u8>>) -> Outcome {
+    probe_with(dir, files, &options())
+}
+
+fn probe_with(dir: &Path, files: &HashMap<String, Vec<u8>>, options: &Options) -> Outcome {
     let mut out = Outcome::default();
-    let store = match Store::open(dir, options()) {
+    let store = match Store::open(dir, options.clone()) {
         Ok(s) => s,
         Err(e) => {
             let text = e.to_string();
@@ -135,37 +147,36 @@ fn probe(dir: &Path, files: &HashMap<String, Vec<u8>>) -> Outcome {
     out
 }
 
-#[test]
-fn flipped_bytes_in_blob_and_sst_files_are_reported_never_returned() {
+/// Where one trial flips a byte: a file of the clean store, the offset bound, and whether the
+/// byte is the events' data (then an export must fail and `verify` must name its session).
+struct Target {
+    file: PathBuf,
+    within: u64,
+    in_data: bool,
+}
+
+/// 24 trials, each flipping one byte of a copy of a flushed store written with `options` where
+/// `target(trial, rng, clean store)` says; at least two thirds must be detected, and no export
+/// may return wrong bytes.
+fn flip_trials(options: &Options, what: &str, target: impl Fn(u64, &mut Rng, &Path) -> Target) {
     let tmp = tempfile::tempdir().expect("temp dir");
     let clean = tmp.path().join("clean");
-    let files = pristine(&clean, true);
-    let blobs = files_with(&clean, "blob");
-    let ssts = files_with(&clean, "sst");
-    assert!(!blobs.is_empty(), "no blob files were written");
-    assert!(!ssts.is_empty(), "no SST files were written");
+    let files = pristine_with(&clean, true, options);
     let mut rng = Rng::new(0x00c0_ffee);
     let (mut cases, mut detected) = (0, 0);
     for trial in 0..24u64 {
         let dir = tmp.path().join(format!("t{trial}"));
         copy_dir(&clean, &dir);
-        // The largest blob file (the events' blocks) most of the time; any SST otherwise.
-        let in_blocks = trial % 3 != 2;
-        let file = if in_blocks {
-            &blobs[0]
-        } else {
-            &ssts[rng.range(0, ssts.len() as u64) as usize]
-        };
-        let path = dir.join(file.file_name().expect("name"));
-        let len = std::fs::metadata(&path).expect("stat").len();
-        flip(&path, rng.range(0, len) as usize, 1 << rng.range(0, 8));
-        let out = probe(&dir, &files);
+        let t = target(trial, &mut rng, &clean);
+        let path = dir.join(t.file.file_name().expect("name"));
+        flip(&path, rng.range(0, t.within) as usize, 1 << rng.range(0, 8));
+        let out = probe_with(&dir, &files, options);
         cases += 1;
         detected += u64::from(out.detected());
-        if in_blocks && !out.open_failed {
+        if t.in_data && !out.open_failed {
             assert!(
                 !out.export_failed.is_empty(),
-                "trial {trial}: a damaged blob file went unnoticed by export: {out:?}"
+                "trial {trial}: damaged data went unnoticed by export: {out:?}"
             );
             for id in &out.export_failed {
                 assert!(
@@ -176,11 +187,61 @@ fn flipped_bytes_in_blob_and_sst_files_are_reported_never_returned() {
         }
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
-    eprintln!("corruption: blob and SST flips detected {detected}/{cases}");
+    eprintln!("corruption: {what} flips detected {detected}/{cases}");
     assert!(
         detected * 3 >= cases * 2,
-        "only {detected} of {cases} blob and SST flips were detected"
+        "only {detected} of {cases} {what} flips were detected"
     );
+}
+
+/// Any SST of `clean`, anywhere in it: not necessarily data an export reads.
+fn any_sst(rng: &mut Rng, clean: &Path) -> Target {
+    let ssts = files_with(clean, "sst");
+    assert!(!ssts.is_empty(), "no SST files were written");
+    let file = ssts[rng.range(0, ssts.len() as u64) as usize].clone();
+    let within = std::fs::metadata(&file).expect("stat").len();
+    Target {
+        file,
+        within,
+        in_data: false,
+    }
+}
+
+#[test]
+fn flipped_bytes_in_sst_files_are_reported_never_returned() {
+    // The largest SST (the events data) most of the time; any SST otherwise.
+    flip_trials(&options(), "SST", |trial, rng, clean| {
+        if trial % 3 == 2 {
+            return any_sst(rng, clean);
+        }
+        let file = files_with(clean, "sst").remove(0);
+        // Data blocks come first in an SST; the first half of the largest file is data.
+        let within = std::fs::metadata(&file).expect("stat").len() / 2;
+        Target {
+            file,
+            within,
+            in_data: true,
+        }
+    });
+}
+
+#[test]
+fn with_blob_files_flipped_bytes_in_blob_and_sst_files_are_reported_never_returned() {
+    // The largest blob file (the events' blocks) most of the time; any SST otherwise.
+    flip_trials(&blob_options(), "blob and SST", |trial, rng, clean| {
+        if trial % 3 == 2 {
+            return any_sst(rng, clean);
+        }
+        let blobs = files_with(clean, "blob");
+        assert!(!blobs.is_empty(), "no blob files were written");
+        let file = blobs[0].clone();
+        let within = std::fs::metadata(&file).expect("stat").len();
+        Target {
+            file,
+            within,
+            in_data: true,
+        }
+    });
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use sessionlog::codec::event::NewEvent;
 use sessionlog::codec::json;
-use sessionlog::engine::{ListOrder, SourceEncoding, Store};
+use sessionlog::engine::{Durability, ListOrder, Options, SourceEncoding, Store};
 use sessionlog_tools::gen::{session_bytes, GenOptions};
 
 use crate::fixtures::{ev, export_bytes, import_bytes, temp_store};
@@ -192,11 +192,17 @@ fn delete_hides_undelete_restores_purge_reclaims() {
     assert!(store.verify(&[]).expect("verify").problems.is_empty());
 }
 
-/// A purge removes its sessions' keys at once; their blocks, in blob files shared with other
-/// sessions, come back when blob GC reaches those files, and all at once with a compaction.
+/// With blob files, a purge removes its sessions' keys at once; their blocks, in blob files
+/// shared with other sessions, come back with a compaction.
 #[test]
 fn compaction_reclaims_the_blob_space_of_purged_sessions() {
-    let (_t, store) = temp_store();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = Options {
+        durability: Durability::Buffered,
+        blob_files: true,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path().join("db"), options).expect("open store");
     let opts = GenOptions {
         sessions: 4,
         events_per_session: 2000,

@@ -64,6 +64,17 @@ pub struct Options {
     /// SQLite's WAL does. A store written this way opens normally without the option.
     /// Default: false.
     pub wal_recycling: bool,
+    /// Keep the `events` column family's blocks in RocksDB's blob files (Zstd level 1 per
+    /// block), its SSTs holding only keys and references, for write-heavy hosts: compaction then
+    /// moves references instead of rewriting and re-compressing the active sessions' blocks.
+    /// Measured on 30-second hosting runs (1,000 sessions, 32 threads): compaction CPU 12 -> 4
+    /// s, CPU per durable batch -7%, batches/s +9%, imports faster. The price, and why it is off
+    /// by default: the store takes ~1.35x the disk at rest (a block is compressed alone, not in
+    /// 16 KB SST blocks), point-in-time queries read 5-35% slower and plain exports ~7% slower
+    /// (a blob lookup per block), and the space of purged sessions' blocks returns only with
+    /// [`crate::Store::compact`]. A store written with it opens and reads the same without it.
+    /// Default: false.
+    pub blob_files: bool,
 }
 
 impl Default for Options {
@@ -80,6 +91,7 @@ impl Default for Options {
             strict_appends: false,
             v0_reads: V0Reads::Native,
             wal_recycling: false,
+            blob_files: false,
         }
     }
 }

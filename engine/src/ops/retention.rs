@@ -1,14 +1,13 @@
 //! Retention: delete (hide, still exportable), undelete, and purge (remove for good, reclaiming
 //! space with range deletes and a compaction of the freed ranges; the purged blocks held in blob
-//! files come back as blob garbage collection reaches their files, or at once with
-//! [`Store::compact`]).
+//! files, beside other sessions' blocks, come back with the next [`Store::compact`]).
 
 use rocksdb::{BottommostLevelCompaction, ColumnFamily, CompactOptions};
 
 use crate::error::{Error, Result};
 use crate::layout::keys::{self, ALL_CFS, CF_EVENTS, CF_SESSIONS, SESSION_RANGE_CFS};
 use crate::layout::meta::{now_ms, SessionMeta};
-use crate::store::{lock_session, Store, BLOB_GC_EVERY_FILE, BLOB_GC_OLDEST_QUARTER};
+use crate::store::{lock_session, Store, BLOB_GC_FOR_COMPACT, BLOB_GC_OFF};
 use crate::write::session_batch::SessionBatch;
 
 /// What a purge removed.
@@ -138,14 +137,14 @@ impl Store {
     }
 
     /// Flush and fully compact the store (an admin operation: afterwards no background work is
-    /// pending, and deleted data is gone from disk, blob files included: for this compaction
-    /// blob garbage collection takes every blob file, not only the oldest quarter).
+    /// pending, and deleted data is gone from disk, blob files included: this compaction
+    /// relocates the live blobs of every blob file, so the files holding garbage are dropped).
     pub fn compact(&self) -> Result<()> {
         self.flush_all()?;
         let mut every_level = CompactOptions::default();
         every_level.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
         let events = self.cf(CF_EVENTS)?;
-        self.set_blob_gc_age_cutoff(events, BLOB_GC_EVERY_FILE)?;
+        self.set_blob_gc(events, &BLOB_GC_FOR_COMPACT)?;
         for name in ALL_CFS {
             self.db.compact_range_cf_opt(
                 self.cf(name)?,
@@ -154,15 +153,14 @@ impl Store {
                 &every_level,
             );
         }
-        self.set_blob_gc_age_cutoff(events, BLOB_GC_OLDEST_QUARTER)
+        self.set_blob_gc(events, &BLOB_GC_OFF)
     }
 
-    /// Set the `events` blob files' garbage-collection age cutoff (the share of the oldest blob
-    /// files whose live blobs a compaction relocates).
-    fn set_blob_gc_age_cutoff(&self, events: &ColumnFamily, cutoff: &str) -> Result<()> {
+    /// Set the `events` column family's blob garbage-collection options.
+    fn set_blob_gc(&self, events: &ColumnFamily, options: &[(&str, &str)]) -> Result<()> {
         self.db
-            .set_options_cf(events, &[("blob_garbage_collection_age_cutoff", cutoff)])
-            .map_err(Error::storage("setting the blob garbage-collection cutoff"))
+            .set_options_cf(events, options)
+            .map_err(Error::storage("setting blob garbage collection"))
     }
 
     /// Flush every memtable, so SST sizes describe all the data.

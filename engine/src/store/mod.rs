@@ -560,34 +560,40 @@ fn set_wal_policy(db_opts: &mut rocksdb::Options, options: &Options) {
     }
 }
 
-/// The `events` column family keeps its values (blocks of lines, a few KB each) in RocksDB's
-/// blob files, its SSTs only their keys and references. Each flushed L0 file holds keys of every
-/// active session, so every L0 compaction rewrote the active sessions' blocks in the level below,
-/// Zstd-compressing them again: ~20% of a hosting process's CPU once compaction runs. A blob is
-/// written (and compressed) once, at flush; compaction moves only references. Zstd at level 1
-/// per value keeps a store of small appended blocks at ~1.4x the size of Zstd over 16 KB SST
-/// blocks (LZ4: ~1.8x), at the same CPU. Garbage collection relocates the live blobs of the
-/// oldest quarter of blob files whenever compaction rewrites their keys, so the space of purged
-/// or replaced sessions comes back as those files age; [`Store::compact`] reclaims all of it.
-/// Set through RocksDB's options string: the per-blob compression level has no setter.
+/// With `Options::blob_files`, the `events` column family keeps its values (blocks of lines, a
+/// few KB each) in RocksDB's blob files, its SSTs only their keys and references. Each flushed L0
+/// file holds keys of every active session, so every L0 compaction rewrites the active sessions'
+/// blocks in the level below, Zstd-compressing them again; a blob is written (and compressed)
+/// once, at flush, and compaction moves only references. Values under 512 bytes stay inline
+/// (compressed alone, small blocks cost more CPU than their compaction saved). Zstd level 1 per
+/// value keeps a store of appended blocks at ~1.35x the size of Zstd over 16 KB SST blocks
+/// (LZ4: ~1.8x) at the same CPU. Blob garbage collection stays off while the store runs: appends
+/// make no garbage, and with it on every compaction of the active sessions' keys relocated their
+/// blobs held in older files, which gave back most of the saving. The blocks of purged or
+/// replaced sessions are collected by [`Store::compact`] ([`BLOB_GC_FOR_COMPACT`]). Set through
+/// RocksDB's options string: the per-blob compression level has no setter.
 const EVENTS_BLOB_OPTIONS: &str = "enable_blob_files=true;min_blob_size=512;\
     blob_compression_type=kZSTD;blob_compression_opts={level=1};\
-    enable_blob_garbage_collection=true;blob_garbage_collection_age_cutoff=0.25";
+    enable_blob_garbage_collection=false";
 
-/// The `events` blob GC age cutoff in normal running ([`EVENTS_BLOB_OPTIONS`]), and the one a
-/// full compaction runs with to reclaim every blob file's garbage.
-pub(crate) const BLOB_GC_OLDEST_QUARTER: &str = "0.25";
-/// See [`BLOB_GC_OLDEST_QUARTER`].
-pub(crate) const BLOB_GC_EVERY_FILE: &str = "1.0";
+/// The `events` blob garbage collection of a full compaction: every blob file's live blobs are
+/// relocated, so the files holding garbage are dropped (also for a store opened without
+/// `Options::blob_files` that holds blob files from an earlier open with it).
+pub(crate) const BLOB_GC_FOR_COMPACT: [(&str, &str); 2] = [
+    ("enable_blob_garbage_collection", "true"),
+    ("blob_garbage_collection_age_cutoff", "1.0"),
+];
+/// Blob garbage collection as the store runs ([`EVENTS_BLOB_OPTIONS`]): off.
+pub(crate) const BLOB_GC_OFF: [(&str, &str); 1] = [("enable_blob_garbage_collection", "false")];
 
 /// Per-CF options: bloom filters and a shared cache everywhere (blobs too); the session-number
-/// prefix extractor on the CFs keyed by session number; blob files for `events`.
+/// prefix extractor on the CFs keyed by session number; blob files for `events` when asked.
 fn cf_options(
     name: &str,
     options: &Options,
     cache: &Cache,
 ) -> std::result::Result<rocksdb::Options, rocksdb::Error> {
-    let mut o = if name == CF_EVENTS {
+    let mut o = if name == CF_EVENTS && options.blob_files {
         rocksdb::Options::default().get_options_from_string(EVENTS_BLOB_OPTIONS)?
     } else {
         rocksdb::Options::default()

@@ -275,13 +275,20 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
         json_line(
             &mut out,
             output::figures_over_rounds(workload, durability, &pool, model.as_ref(), &all)
-                .with("wal_recycling", store.wal_recycling),
+                .with("wal_recycling", store.wal_recycling)
+                .with("blob_files", store.blob_files),
         )?;
     } else {
         let table = output::table_over_rounds(workload, durability, &pool, model.as_ref(), &all);
         out.write_all(table.as_bytes())?;
         if store.wal_recycling {
             writeln!(out, "sessionlog reuses its WAL files (--wal-recycling)")?;
+        }
+        if store.blob_files {
+            writeln!(
+                out,
+                "sessionlog keeps the events' blocks in blob files (--blob-files)"
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)

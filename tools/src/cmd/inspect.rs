@@ -185,8 +185,8 @@ pub fn purge(store: &Store, older_than: &str, dry_run: bool) -> anyhow::Result<E
     }
     if !dry_run && !r.sessions.is_empty() {
         println!(
-            "live SST and blob bytes {} -> {} (reclaimed {}; purged blocks in blob files come \
-             back as blob GC reaches their files, or at once with `sessionlog compact`)",
+            "live SST and blob bytes {} -> {} (reclaimed {}; the purged blocks held in blob \
+             files come back with `sessionlog compact`)",
             r.stored_bytes_before,
             r.stored_bytes_after,
             r.stored_bytes_before.saturating_sub(r.stored_bytes_after)

@@ -34,6 +34,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             V0ReadsArg::Migrated => V0Reads::Migrated,
         },
         wal_recycling: cli.wal_recycling,
+        blob_files: cli.blob_files,
         ..Options::default()
     };
     let open_with = |strict_appends: bool| -> anyhow::Result<Store> {
