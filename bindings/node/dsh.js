@@ -53,12 +53,12 @@ async function release(path) {
  * @template T
  * @param {string} path store directory
  * @param {(store: Store) => Promise<T>} use
- * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean}} [options]
+ * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean}} [options]
  * @returns {Promise<T>}
  */
-export async function withStore(path, use, { durability = 'sync', walRecycling = false } = {}) {
+export async function withStore(path, use, { durability = 'sync', walRecycling = false, blobFiles = false } = {}) {
   const absolute = resolve(path)
-  const store = await acquire(absolute, { durability, walRecycling })
+  const store = await acquire(absolute, { durability, walRecycling, blobFiles })
   try {
     return await use(store)
   } finally {
@@ -90,7 +90,7 @@ export class SessionlogPersistence extends SessionPersistence {
 
   /**
    * @param {import('@deepseek-ai/cordis').Context} ctx
-   * @param {{path: string, durability?: 'sync' | 'buffered', walRecycling?: boolean,
+   * @param {{path: string, durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean,
    *   encoding?: 'jsonl' | 'jsonl.zstd', preparedSessionCacheSize?: number,
    *   writeBatchMaxDelayMs?: number}} config
    */
@@ -105,6 +105,7 @@ export class SessionlogPersistence extends SessionPersistence {
     this.store = acquire(this.path, {
       durability: config.durability ?? 'sync',
       walRecycling: config.walRecycling ?? false,
+      blobFiles: config.blobFiles ?? false,
     })
     // Open failures surface on first use; don't let them go unobserved meanwhile.
     this.store.catch(() => {})

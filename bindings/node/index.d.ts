@@ -57,7 +57,7 @@ export declare function headerLine(header: SessionHeaderFields): string
 export declare function headerFields(line: string): SessionHeaderFields
 
 export declare class Store {
-  static open(dir: string, options?: { durability?: 'sync' | 'buffered'; walRecycling?: boolean }): Promise<Store>
+  static open(dir: string, options?: { durability?: 'sync' | 'buffered'; walRecycling?: boolean; blobFiles?: boolean }): Promise<Store>
   close(): Promise<void>
   createSession(header: SessionHeaderFields | string, options?: { encoding?: 'jsonl' | 'jsonl.zstd' }): Promise<string>
   /** Create a session with its first batch in one commit, kept as DSH's writer writes it. */

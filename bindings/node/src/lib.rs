@@ -128,7 +128,8 @@ impl NativeStore {
     }
 
     /// Open (creating if needed) the store at `dir`; `durability` is `sync` or `buffered`;
-    /// `wal_recycling` reuses WAL files in place (`Options::wal_recycling`).
+    /// `wal_recycling` reuses WAL files in place (`Options::wal_recycling`); `blob_files` keeps
+    /// the events' blocks in blob files (`Options::blob_files`).
     #[napi]
     pub fn open(
         &self,
@@ -136,6 +137,7 @@ impl NativeStore {
         dir: String,
         durability: String,
         wal_recycling: Option<bool>,
+        blob_files: Option<bool>,
     ) -> napi::Result<JsObject> {
         let durability = match durability.as_str() {
             "sync" => Durability::Sync,
@@ -157,6 +159,7 @@ impl NativeStore {
                 let options = Options {
                     durability,
                     wal_recycling: wal_recycling.unwrap_or(false),
+                    blob_files: blob_files.unwrap_or(false),
                     ..Options::default()
                 };
                 let reply = match (Store::open(&dir, options), shared.write()) {
