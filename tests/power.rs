@@ -63,20 +63,25 @@ fn lazyfs_binary() -> Option<PathBuf> {
 /// One run at a time: each mounts its own LazyFS and keeps two cores busy.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn run(durability: Durability, wal_recycling: bool, cycles: u64) -> Option<PowerReport> {
+/// `cycles` cuts of a child whose store runs with `durability` and the knobs `with` sets.
+fn run(
+    durability: Durability,
+    cycles: u64,
+    with: impl FnOnce(&mut PowerOptions),
+) -> Option<PowerReport> {
     let _one = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let binary = lazyfs_binary()?;
     let tmp = tempfile::tempdir().expect("temp dir");
     // Shorter cycles and stores than the CLI's: CI time stays small.
-    let opts = PowerOptions {
+    let mut opts = PowerOptions {
         durability,
         cut_window_ms: (50, 800),
         cycles_per_store: 5,
-        wal_recycling,
         ..PowerOptions::default()
     };
+    with(&mut opts);
     let report = power_loop(
         tmp.path(),
         &binary,
@@ -86,7 +91,10 @@ fn run(durability: Durability, wal_recycling: bool, cycles: u64) -> Option<Power
         &mut |_, _| {},
     )
     .unwrap_or_else(|e| panic!("{e:#}"));
-    eprintln!("power ({durability:?}, WAL recycling {wal_recycling}): {report:?}");
+    eprintln!(
+        "power ({durability:?}, WAL recycling {}, blob files {}): {report:?}",
+        opts.wal_recycling, opts.blob_files
+    );
     assert_eq!(report.cycles, cycles);
     assert!(
         report.acknowledged > 0,
@@ -98,10 +106,10 @@ fn run(durability: Durability, wal_recycling: bool, cycles: u64) -> Option<Power
 }
 
 /// Sync cuts (200 with `SESSIONLOG_NIGHTLY=1`) lose nothing acknowledged.
-fn sync_cuts_lose_nothing(wal_recycling: bool) {
+fn sync_cuts_lose_nothing(with: impl FnOnce(&mut PowerOptions)) {
     let nightly = std::env::var_os("SESSIONLOG_NIGHTLY").is_some_and(|v| v == "1");
     let cycles = if nightly { 200 } else { 20 };
-    let Some(report) = run(Durability::Sync, wal_recycling, cycles) else {
+    let Some(report) = run(Durability::Sync, cycles, with) else {
         return;
     };
     assert_eq!(report.lost, 0, "acknowledged writes lost: {report:?}");
@@ -109,12 +117,12 @@ fn sync_cuts_lose_nothing(wal_recycling: bool) {
 
 #[test]
 fn power_cuts_lose_no_acknowledged_write_under_sync() {
-    sync_cuts_lose_nothing(false);
+    sync_cuts_lose_nothing(|_| {});
 }
 
 #[test]
 fn power_cuts_lose_buffered_writes_and_the_harness_says_so() {
-    let Some(report) = run(Durability::Buffered, false, 20) else {
+    let Some(report) = run(Durability::Buffered, 20, |_| {}) else {
         return;
     };
     assert!(
@@ -130,7 +138,14 @@ fn power_cuts_lose_buffered_writes_and_the_harness_says_so() {
 /// still lose nothing acknowledged, and the store must open without the option too.
 #[test]
 fn power_cuts_lose_no_acknowledged_write_with_recycled_wals() {
-    sync_cuts_lose_nothing(true);
+    sync_cuts_lose_nothing(|o| o.wal_recycling = true);
+}
+
+/// With blob files, memtable flushes write blob files beside the SSTs (1 MiB memtables, so
+/// several per cut); a cut during one must lose nothing acknowledged either.
+#[test]
+fn power_cuts_lose_no_acknowledged_write_with_blob_files() {
+    sync_cuts_lose_nothing(|o| o.blob_files = true);
 }
 
 /// SIGSTOP or SIGCONT `pid`.

@@ -49,16 +49,25 @@ pub struct StressOptions {
     pub cycles_per_store: u64,
     /// The worker's store reuses its WAL files ([`child_store_options`]). Default: false.
     pub wal_recycling: bool,
+    /// The worker's store keeps the events' blocks in blob files ([`child_store_options`]).
+    /// Default: false.
+    pub blob_files: bool,
 }
 
-/// A harness child's store options: `durability`, and with `wal_recycling` reused WAL files
-/// with 1 MiB memtables, so that WALs turn over, and are overwritten, between kills or cuts.
-pub fn child_store_options(durability: Durability, wal_recycling: bool) -> Options {
+/// A harness child's store options: `durability`, with `wal_recycling` reused WAL files and
+/// with `blob_files` blob files; with either, 1 MiB memtables, so that WALs turn over (and are
+/// overwritten) and memtables flush (into blob files) between kills or cuts.
+pub fn child_store_options(
+    durability: Durability,
+    wal_recycling: bool,
+    blob_files: bool,
+) -> Options {
     let defaults = Options::default();
     Options {
         durability,
         wal_recycling,
-        write_buffer_bytes: if wal_recycling {
+        blob_files,
+        write_buffer_bytes: if wal_recycling || blob_files {
             1 << 20
         } else {
             defaults.write_buffer_bytes
@@ -77,6 +86,7 @@ impl Default for StressOptions {
             worker_limit: Duration::from_secs(120),
             cycles_per_store: 10,
             wal_recycling: false,
+            blob_files: false,
         }
     }
 }
@@ -146,7 +156,7 @@ struct Active {
 pub fn worker(db: &Path, acks: &Path, opts: &StressOptions) -> anyhow::Result<()> {
     let store = Store::open(
         db,
-        child_store_options(Durability::Sync, opts.wal_recycling),
+        child_store_options(Durability::Sync, opts.wal_recycling, opts.blob_files),
     )
     .with_context(|| format!("opening the store at {}", db.display()))?;
     let stored: HashMap<String, u64> = store

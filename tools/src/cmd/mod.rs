@@ -141,6 +141,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     seed,
                     cycles_per_store,
                     wal_recycling: cli.wal_recycling,
+                    blob_files: cli.blob_files,
                     ..Default::default()
                 };
                 return power::run(&opts, cycles, dir, lazyfs_build, json);
@@ -152,6 +153,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 seed,
                 cycles_per_store,
                 wal_recycling: cli.wal_recycling,
+                blob_files: cli.blob_files,
                 ..Default::default()
             };
             stress::run(&opts, cycles, max_kill_ms, dir, json, worker)

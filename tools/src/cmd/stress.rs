@@ -61,6 +61,9 @@ pub fn run(
         if opts.wal_recycling {
             c.arg("--wal-recycling");
         }
+        if opts.blob_files {
+            c.arg("--blob-files");
+        }
         c
     };
     let start = Instant::now();

@@ -57,6 +57,9 @@ pub struct PowerOptions {
     /// The child's store reuses its WAL files ([`crate::stress::child_store_options`]). Checks
     /// open the store without the option, as a later process may. Default: false.
     pub wal_recycling: bool,
+    /// The child's store keeps the events' blocks in blob files
+    /// ([`crate::stress::child_store_options`]); checks open it without. Default: false.
+    pub blob_files: bool,
 }
 
 impl Default for PowerOptions {
@@ -71,6 +74,7 @@ impl Default for PowerOptions {
             cut_window_ms: (100, 1500),
             cycles_per_store: 10,
             wal_recycling: false,
+            blob_files: false,
         }
     }
 }
@@ -448,6 +452,7 @@ mod tests {
                 durability: Durability::Buffered,
                 threads: 2,
                 wal_recycling: true,
+                blob_files: true,
                 ..PowerOptions::default()
             },
         };

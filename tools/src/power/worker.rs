@@ -60,6 +60,7 @@ impl WorkerSpec {
             format!("seed={}", o.seed),
             format!("limit={}", o.worker_limit.as_secs()),
             format!("wal_recycling={}", o.wal_recycling),
+            format!("blob_files={}", o.blob_files),
         ]
         .join("\t")
     }
@@ -82,6 +83,7 @@ impl WorkerSpec {
             seed: get("seed")?.parse()?,
             worker_limit: std::time::Duration::from_secs(get("limit")?.parse()?),
             wal_recycling: get("wal_recycling")?.parse()?,
+            blob_files: get("blob_files")?.parse()?,
             ..PowerOptions::default()
         };
         Ok(WorkerSpec {
@@ -98,7 +100,11 @@ impl WorkerSpec {
 pub fn run(spec: &WorkerSpec) -> anyhow::Result<()> {
     let store = Store::open(
         &spec.db,
-        child_store_options(spec.options.durability, spec.options.wal_recycling),
+        child_store_options(
+            spec.options.durability,
+            spec.options.wal_recycling,
+            spec.options.blob_files,
+        ),
     )
     .with_context(|| format!("opening the store at {}", spec.db.display()))?;
     let stored: HashMap<String, u64> = store
