@@ -155,6 +155,18 @@ struct Target {
     in_data: bool,
 }
 
+impl Target {
+    /// Anywhere in `file`.
+    fn whole(file: PathBuf, in_data: bool) -> Target {
+        let within = std::fs::metadata(&file).expect("stat").len();
+        Target {
+            file,
+            within,
+            in_data,
+        }
+    }
+}
+
 /// 24 trials, each flipping one byte of a copy of a flushed store written with `options` where
 /// `target(trial, rng, clean store)` says; at least two thirds must be detected, and no export
 /// may return wrong bytes.
@@ -198,13 +210,10 @@ fn flip_trials(options: &Options, what: &str, target: impl Fn(u64, &mut Rng, &Pa
 fn any_sst(rng: &mut Rng, clean: &Path) -> Target {
     let ssts = files_with(clean, "sst");
     assert!(!ssts.is_empty(), "no SST files were written");
-    let file = ssts[rng.range(0, ssts.len() as u64) as usize].clone();
-    let within = std::fs::metadata(&file).expect("stat").len();
-    Target {
-        file,
-        within,
-        in_data: false,
-    }
+    Target::whole(
+        ssts[rng.range(0, ssts.len() as u64) as usize].clone(),
+        false,
+    )
 }
 
 #[test]
@@ -214,13 +223,11 @@ fn flipped_bytes_in_sst_files_are_reported_never_returned() {
         if trial % 3 == 2 {
             return any_sst(rng, clean);
         }
-        let file = files_with(clean, "sst").remove(0);
         // Data blocks come first in an SST; the first half of the largest file is data.
-        let within = std::fs::metadata(&file).expect("stat").len() / 2;
+        let whole = Target::whole(files_with(clean, "sst").remove(0), true);
         Target {
-            file,
-            within,
-            in_data: true,
+            within: whole.within / 2,
+            ..whole
         }
     });
 }
@@ -234,13 +241,7 @@ fn with_blob_files_flipped_bytes_in_blob_and_sst_files_are_reported_never_return
         }
         let blobs = files_with(clean, "blob");
         assert!(!blobs.is_empty(), "no blob files were written");
-        let file = blobs[0].clone();
-        let within = std::fs::metadata(&file).expect("stat").len();
-        Target {
-            file,
-            within,
-            in_data: true,
-        }
+        Target::whole(blobs[0].clone(), true)
     });
 }
 

@@ -574,8 +574,7 @@ fn set_wal_policy(db_opts: &mut rocksdb::Options, options: &Options) {
 /// replaced sessions are collected by [`Store::compact`] ([`BLOB_GC_FOR_COMPACT`]). Set through
 /// RocksDB's options string: the per-blob compression level has no setter.
 const EVENTS_BLOB_OPTIONS: &str = "enable_blob_files=true;min_blob_size=512;\
-    blob_compression_type=kZSTD;blob_compression_opts={level=1};\
-    enable_blob_garbage_collection=false";
+    blob_compression_type=kZSTD;blob_compression_opts={level=1}";
 
 /// The `events` blob garbage collection of a full compaction: every blob file's live blobs are
 /// relocated, so the files holding garbage are dropped (also for a store opened without
@@ -584,7 +583,8 @@ pub(crate) const BLOB_GC_FOR_COMPACT: [(&str, &str); 2] = [
     ("enable_blob_garbage_collection", "true"),
     ("blob_garbage_collection_age_cutoff", "1.0"),
 ];
-/// Blob garbage collection as the store runs ([`EVENTS_BLOB_OPTIONS`]): off.
+/// Blob garbage collection as the store runs: off (RocksDB's default, which
+/// [`EVENTS_BLOB_OPTIONS`] keeps).
 pub(crate) const BLOB_GC_OFF: [(&str, &str); 1] = [("enable_blob_garbage_collection", "false")];
 
 /// Per-CF options: bloom filters and a shared cache everywhere (blobs too); the session-number

@@ -145,10 +145,11 @@ pub fn host_power_loop(
             let known = acked.entry(id).or_default();
             *known = (*known).max(events);
         }
-        let watchdog = mount.watchdog(&format!("the check after cut {cycle}"), CHECK_LIMIT);
-        let checked = check(&db, &acked, &mut c);
-        watchdog.finish()?;
-        checked.with_context(|| format!("checking after cut {cycle}"))?;
+        mount
+            .guarded(&format!("the check after cut {cycle}"), CHECK_LIMIT, || {
+                check(&db, &acked, &mut c)
+            })?
+            .with_context(|| format!("checking after cut {cycle}"))?;
         report.cycles += 1;
         report.acknowledged += c.acknowledged;
         report.cycles_with_loss += u64::from(!c.short.is_empty());

@@ -250,9 +250,10 @@ impl Mount {
     pub fn watchdog(&self, what: &str, limit: Duration) -> Watchdog {
         let (stop, stopped) = mpsc::channel::<()>();
         let fired = Arc::new(AtomicBool::new(false));
-        let (pid, what_for_guard) = (self.pid(), what.to_owned());
-        let (what, flag) = (what.to_owned(), Arc::clone(&fired));
+        let pid = self.pid();
+        let (what_for_thread, flag) = (what.to_owned(), Arc::clone(&fired));
         let thread = std::thread::spawn(move || {
+            let what = what_for_thread;
             if stopped.recv_timeout(limit) != Err(mpsc::RecvTimeoutError::Timeout) {
                 return;
             }
@@ -275,11 +276,25 @@ impl Mount {
             }
         });
         Watchdog {
-            what: what_for_guard,
+            what: what.to_owned(),
             stop: Some(stop),
             thread: Some(thread),
             fired,
         }
+    }
+
+    /// Run `work` under a [`Mount::watchdog`]: its result, or the watchdog's error when it
+    /// overran (then it ran against a killed LazyFS, whatever it returned).
+    pub fn guarded<T>(
+        &self,
+        what: &str,
+        limit: Duration,
+        work: impl FnOnce() -> T,
+    ) -> anyhow::Result<T> {
+        let watchdog = self.watchdog(what, limit);
+        let done = work();
+        watchdog.finish()?;
+        Ok(done)
     }
 
     /// Cut power: drop every byte not fsynced, and wait until LazyFS confirms it.

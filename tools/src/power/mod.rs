@@ -347,13 +347,11 @@ fn one_cycle(
     let (acknowledged, rejected) = model.apply(&ops, feeds, &spec.options)?;
     c.acknowledged = acknowledged;
     c.rejected = rejected;
-    let watchdog = mount.watchdog(
+    mount.guarded(
         &format!("the check after cycle {}", spec.cycle),
         CHECK_LIMIT,
-    );
-    let checked = model.check(&spec.db, feeds, &spec.options, &mut c);
-    watchdog.finish()?;
-    checked?;
+        || model.check(&spec.db, feeds, &spec.options, &mut c),
+    )??;
     Ok(c)
 }
 
