@@ -178,3 +178,12 @@ pub fn worker_test_command(test: &str, env: &str, value: impl AsRef<std::ffi::Os
     .env(env, value);
     c
 }
+
+/// Copy the files of the flat directory `from` (a store) into `to`.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read dir") {
+        let e = e.expect("entry");
+        std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
+    }
+}

@@ -1,6 +1,7 @@
-//! The WAL policy: with `wal_recycling`, obsolete WAL files are overwritten in place (their
-//! inode comes back under a newer log number), and the store, reopened with or without the
-//! option, holds every acknowledged batch.
+//! The WAL policy: with `wal_recycling` (the default under `Durability::Sync`), obsolete WAL
+//! files are overwritten in place (their inode comes back under a newer log number), the store,
+//! reopened with or without the option, holds every acknowledged batch, and damage inside a
+//! reused file's records fails the open instead of silently ending replay.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -9,7 +10,7 @@ use std::path::Path;
 use sessionlog::engine::{Durability, Options, Store};
 use sessionlog_tools::gen::{session_batches, GenOptions, SessionFeed};
 
-use crate::fixtures::{export_bytes, host_feed};
+use crate::fixtures::{copy_dir, export_bytes, host_feed};
 
 /// The store's WAL files: inode → file name.
 fn wal_files(db: &Path) -> Vec<(u64, String)> {
@@ -65,7 +66,24 @@ fn recycled_wal_files_are_reused_and_keep_every_batch() {
         feeds.push(feed);
     }
     drop(store);
-    for options in [Options::default(), recycling] {
+    let plain = Options {
+        wal_recycling: false,
+        ..Options::default()
+    };
+    // The reused file holds this life's records over its previous life's: a flipped byte in its
+    // first record is damage with complete records after it.
+    let damaged = dir.path().join("damaged");
+    copy_dir(&db, &damaged);
+    let wal = damaged.join(&new);
+    let mut bytes = std::fs::read(&wal).expect("read WAL");
+    bytes[40] ^= 0x08;
+    std::fs::write(&wal, bytes).expect("write WAL");
+    for options in [recycling.clone(), plain.clone()] {
+        let err = Store::open(&damaged, options).expect_err("damage inside the reused WAL");
+        let text = err.to_string();
+        assert!(text.contains("corrupt") && text.contains(&new), "{text}");
+    }
+    for options in [plain, recycling] {
         let store = Store::open(&db, options.clone()).expect("reopen");
         for feed in &feeds {
             assert!(

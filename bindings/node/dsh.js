@@ -56,7 +56,7 @@ async function release(path) {
  * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean}} [options]
  * @returns {Promise<T>}
  */
-export async function withStore(path, use, { durability = 'sync', walRecycling = false, blobFiles = false } = {}) {
+export async function withStore(path, use, { durability = 'sync', walRecycling = true, blobFiles = false } = {}) {
   const absolute = resolve(path)
   const store = await acquire(absolute, { durability, walRecycling, blobFiles })
   try {
@@ -104,7 +104,7 @@ export class SessionlogPersistence extends SessionPersistence {
     this.encoding = config.encoding ?? 'jsonl'
     this.store = acquire(this.path, {
       durability: config.durability ?? 'sync',
-      walRecycling: config.walRecycling ?? false,
+      walRecycling: config.walRecycling ?? true,
       blobFiles: config.blobFiles ?? false,
     })
     // Open failures surface on first use; don't let them go unobserved meanwhile.

@@ -158,6 +158,17 @@ pub enum Error {
         /// RocksDB's lock error.
         source: rocksdb::Error,
     },
+    /// A WAL file holds a complete record after damage: replaying it would silently drop the
+    /// acknowledged writes past the damage (RocksDB's reader stops there), so nothing was opened.
+    #[error("WAL file {} is corrupt at byte {offset}, and a complete record follows at byte {record}: replay would silently drop the acknowledged writes after the damage, so the store was not opened; nothing was changed", path.display())]
+    WalDamaged {
+        /// The WAL file.
+        path: PathBuf,
+        /// Where its records stop reading cleanly.
+        offset: u64,
+        /// The complete, checksummed record found after that.
+        record: u64,
+    },
     /// A durable write failed earlier; the store refuses writes until it is reopened.
     #[error("the store refuses writes after a failed durable write; reopen it (acknowledged data is intact)")]
     Poisoned,

@@ -51,18 +51,25 @@ pub struct Options {
     /// answer DSH 0.2's; `migrate` makes either indexed). Default: `V0Reads::Native`.
     pub v0_reads: V0Reads,
     /// Overwrite obsolete WAL files in place instead of creating new ones (RocksDB's WAL
-    /// recycling), for disks billed per write request (provisioned-IOPS cloud volumes). A
-    /// durable commit's `fdatasync` of a file that does not grow writes its data and no inode:
-    /// about 2 device writes per commit instead of 3. All column families then flush together
-    /// (RocksDB's atomic flush, without pipelined writes) whenever a memtable fills, so every
-    /// WAL closes obsolete, at about one size, and a reused file has room for the next.
+    /// recycling). A durable commit's `fdatasync` of a file that does not grow writes its data
+    /// and no inode: about 2 device writes per commit instead of 3, which decides the
+    /// throughput of a disk billed per write request (provisioned-IOPS cloud volumes), and the
+    /// page cache reuses the file's pages instead of taking fresh ones for every WAL byte. All
+    /// column families then flush together (RocksDB's atomic flush, without pipelined writes)
+    /// whenever a memtable fills, so every WAL closes obsolete, at about one size, and a reused
+    /// file has room for the next.
     ///
-    /// The price, and why it is off by default: RocksDB recycles only under point-in-time WAL
-    /// recovery, which ends replay at the first damaged record instead of refusing to open. A
-    /// torn tail (a crash mid-write) is never acknowledged either way; but damage inside the WAL
-    /// (media corruption) then loses the acknowledged writes after it without an error, as
-    /// SQLite's WAL does. A store written this way opens normally without the option.
-    /// Default: false.
+    /// Applies under `Durability::Sync` only. RocksDB recycles only under point-in-time WAL
+    /// recovery, which ends replay at the first damaged record; in a reused file it cannot tell
+    /// damage from the end of the current records. So every open first audits the WAL files
+    /// (`store/wal_audit.rs`) and refuses a store whose WAL holds a complete record after
+    /// damage, as the non-recycling mode does. Under `Sync` only the last commit's record is
+    /// ever unsynced, so a complete record after damage proves the damage is in acknowledged
+    /// data; with `Buffered`, unsynced pages may persist out of order in a power cut, and the
+    /// audit could not tell that from damage. What the audit cannot see: damage inside the last
+    /// record of a reused file reads exactly like a torn last write, and that one record is
+    /// lost, as in SQLite's WAL. A store written this way opens normally without the option.
+    /// Default: true.
     pub wal_recycling: bool,
     /// Keep the `events` column family's blocks in RocksDB's blob files (Zstd level 1 per
     /// block), its SSTs holding only keys and references, for write-heavy hosts: compaction then
@@ -90,13 +97,19 @@ impl Default for Options {
             hot_sessions: 100_000,
             strict_appends: false,
             v0_reads: V0Reads::Native,
-            wal_recycling: false,
+            wal_recycling: true,
             blob_files: false,
         }
     }
 }
 
 impl Options {
+    /// Whether the store reuses its WAL files: [`Options::wal_recycling`] under
+    /// `Durability::Sync`.
+    pub fn recycles_wal(&self) -> bool {
+        self.wal_recycling && self.durability == Durability::Sync
+    }
+
     /// Reject values the store cannot work with.
     pub fn validate(&self) -> Result<()> {
         if self.write_buffer_bytes < (1 << 20) {

@@ -24,11 +24,11 @@ pub struct Cli {
     /// (DSH 0.2's: the V4 successor made in memory, at its seqs). V1–V3 always answer DSH 0.2's.
     #[arg(long, global = true, value_enum, default_value_t = V0ReadsArg::Native)]
     pub v0_reads: V0ReadsArg,
-    /// Reuse old WAL files in place: one device write fewer per durable commit on disks billed
-    /// per write (provisioned-IOPS volumes); recovery then stops at the first damaged WAL
-    /// record instead of refusing to open (docs/RELIABILITY.md).
+    /// Create a new WAL file for every memtable instead of reusing old ones in place (the
+    /// default under `--durability sync`, which saves a device write per durable commit and
+    /// audits the WAL before every open: docs/RELIABILITY.md).
     #[arg(long, global = true)]
-    pub wal_recycling: bool,
+    pub no_wal_recycling: bool,
     /// Keep the events' blocks in RocksDB's blob files: less compaction CPU for write-heavy
     /// hosts, for ~1.35x the disk and slower point-in-time reads (docs/PERFORMANCE.md, ninth
     /// round).

@@ -47,7 +47,8 @@ pub struct StressOptions {
     /// The kill loop starts a fresh store every this many cycles, so a check (which re-reads
     /// the whole store) stays cheap however many cycles run. Default: 10.
     pub cycles_per_store: u64,
-    /// The worker's store reuses its WAL files ([`child_store_options`]). Default: false.
+    /// The worker's store reuses its WAL files ([`child_store_options`]). Default: true (the
+    /// store's default).
     pub wal_recycling: bool,
     /// The worker's store keeps the events' blocks in blob files ([`child_store_options`]).
     /// Default: false.
@@ -85,7 +86,7 @@ impl Default for StressOptions {
             seed: 7,
             worker_limit: Duration::from_secs(120),
             cycles_per_store: 10,
-            wal_recycling: false,
+            wal_recycling: Options::default().wal_recycling,
             blob_files: false,
         }
     }

@@ -128,7 +128,7 @@ impl NativeStore {
     }
 
     /// Open (creating if needed) the store at `dir`; `durability` is `sync` or `buffered`;
-    /// `wal_recycling` reuses WAL files in place (`Options::wal_recycling`); `blob_files` keeps
+    /// `wal_recycling` reuses WAL files in place (`Options::wal_recycling`, default true); `blob_files` keeps
     /// the events' blocks in blob files (`Options::blob_files`).
     #[napi]
     pub fn open(
@@ -158,7 +158,7 @@ impl NativeStore {
             .spawn(move || {
                 let options = Options {
                     durability,
-                    wal_recycling: wal_recycling.unwrap_or(false),
+                    wal_recycling: wal_recycling.unwrap_or(true),
                     blob_files: blob_files.unwrap_or(false),
                     ..Options::default()
                 };

@@ -32,22 +32,25 @@ describe('sessionlog Store', () => {
     await reopened.close()
   })
 
-  it('opens with WAL recycling when asked, and keeps every write across reopens', async () => {
+  it('recycles WAL files by default under sync, not when told or buffered, and keeps every write', async () => {
     const recycled = async () => {
       const names = (await readdir(dir)).filter(n => n.startsWith('OPTIONS-')).sort()
       const text = await readFile(join(dir, names[names.length - 1] as string), 'utf8')
       return /^\s*recycle_log_file_num=(\d+)$/m.exec(text)?.[1]
     }
-    let store = await Store.open(dir, { walRecycling: true })
+    let store = await Store.open(dir)
     expect(await recycled()).toBe('4')
     await store.createSession(header('w'))
     await store.append('w', 0, turn(1, 10))
     await store.close()
-    store = await Store.open(dir)
+    store = await Store.open(dir, { walRecycling: false })
     expect(await recycled()).toBe('0')
     await store.append('w', 2, turn(2, 20))
     await store.close()
-    store = await Store.open(dir, { walRecycling: true })
+    store = await Store.open(dir, { durability: 'buffered' })
+    expect(await recycled()).toBe('0')
+    await store.close()
+    store = await Store.open(dir)
     expect((await store.load('w'))?.events.map(e => e.seq)).toEqual([0, 1, 2, 3])
     await store.close()
   })

@@ -11,6 +11,7 @@
 mod projection_registry;
 mod session_cache;
 mod successor_cache;
+mod wal_audit;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -123,6 +124,7 @@ impl Store {
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_wal_bytes_per_sync(1 << 20);
         set_wal_policy(&mut db_opts, &options);
+        wal_audit::audit(&path, options.recycles_wal())?;
         let cfs = ALL_CFS
             .into_iter()
             .map(|name| {
@@ -538,9 +540,10 @@ const RECYCLED_WAL_FILES: usize = 4;
 
 /// How the WAL is recovered, and whether its files are reused (`Options::wal_recycling`).
 fn set_wal_policy(db_opts: &mut rocksdb::Options, options: &Options) {
-    if options.wal_recycling {
+    if options.recycles_wal() {
         // RocksDB recycles only under point-in-time recovery: a reused file's tail holds its
-        // previous life's records, which replay must take as the end (see the option's doc).
+        // previous life's records, which replay must take as the end. Damage before the end is
+        // refused by the WAL audit that runs before every open (`wal_audit`).
         db_opts.set_wal_recovery_mode(DBRecoveryMode::PointInTime);
         db_opts.set_recycle_log_file_num(RECYCLED_WAL_FILES);
         // A WAL is reusable only once every column family with data in it has flushed; left
@@ -553,8 +556,9 @@ fn set_wal_policy(db_opts: &mut rocksdb::Options, options: &Options) {
         db_opts.set_enable_pipelined_write(false);
     } else {
         // A torn last WAL record (power loss mid-write: never acknowledged) is dropped; damage
-        // anywhere else fails the open. RocksDB's default, point-in-time recovery, would stop
-        // replay at the damage and silently lose every acknowledged write after it.
+        // anywhere else fails the open (in a reused file left by an earlier open, the WAL audit
+        // refuses it). Point-in-time recovery alone would stop replay at the damage and
+        // silently lose every acknowledged write after it.
         db_opts.set_wal_recovery_mode(DBRecoveryMode::TolerateCorruptedTailRecords);
         db_opts.set_enable_pipelined_write(true);
     }

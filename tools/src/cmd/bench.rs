@@ -275,14 +275,17 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
         json_line(
             &mut out,
             output::figures_over_rounds(workload, durability, &pool, model.as_ref(), &all)
-                .with("wal_recycling", store.wal_recycling)
+                .with("wal_recycling", store.recycles_wal())
                 .with("blob_files", store.blob_files),
         )?;
     } else {
         let table = output::table_over_rounds(workload, durability, &pool, model.as_ref(), &all);
         out.write_all(table.as_bytes())?;
-        if store.wal_recycling {
-            writeln!(out, "sessionlog reuses its WAL files (--wal-recycling)")?;
+        if !store.recycles_wal() {
+            writeln!(
+                out,
+                "sessionlog creates a new WAL file per memtable (--no-wal-recycling, or buffered)"
+            )?;
         }
         if store.blob_files {
             writeln!(

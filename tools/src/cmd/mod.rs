@@ -33,7 +33,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             V0ReadsArg::Native => V0Reads::Native,
             V0ReadsArg::Migrated => V0Reads::Migrated,
         },
-        wal_recycling: cli.wal_recycling,
+        wal_recycling: !cli.no_wal_recycling,
         blob_files: cli.blob_files,
         ..Options::default()
     };
@@ -140,7 +140,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     durability,
                     seed,
                     cycles_per_store,
-                    wal_recycling: cli.wal_recycling,
+                    wal_recycling: !cli.no_wal_recycling,
                     blob_files: cli.blob_files,
                     ..Default::default()
                 };
@@ -152,7 +152,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 events_per_session: events,
                 seed,
                 cycles_per_store,
-                wal_recycling: cli.wal_recycling,
+                wal_recycling: !cli.no_wal_recycling,
                 blob_files: cli.blob_files,
                 ..Default::default()
             };

@@ -58,8 +58,8 @@ pub fn run(
             .arg(opts.events_per_session.to_string())
             .arg("--seed")
             .arg(opts.seed.to_string());
-        if opts.wal_recycling {
-            c.arg("--wal-recycling");
+        if !opts.wal_recycling {
+            c.arg("--no-wal-recycling");
         }
         if opts.blob_files {
             c.arg("--blob-files");

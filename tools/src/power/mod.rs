@@ -27,7 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use sessionlog_engine::Durability;
+use sessionlog_engine::{Durability, Options};
 
 use crate::gen::{session_feed, GenOptions, LogFormat, SessionFeed};
 use crate::stress::Rng;
@@ -55,7 +55,8 @@ pub struct PowerOptions {
     /// A fresh store every this many cycles (bounds the cost of each check). Default: 10.
     pub cycles_per_store: u64,
     /// The child's store reuses its WAL files ([`crate::stress::child_store_options`]). Checks
-    /// open the store without the option, as a later process may. Default: false.
+    /// open the store without the option, as a later process may. Default: true (the store's
+    /// default).
     pub wal_recycling: bool,
     /// The child's store keeps the events' blocks in blob files
     /// ([`crate::stress::child_store_options`]); checks open it without. Default: false.
@@ -73,7 +74,7 @@ impl Default for PowerOptions {
             worker_limit: Duration::from_secs(120),
             cut_window_ms: (100, 1500),
             cycles_per_store: 10,
-            wal_recycling: false,
+            wal_recycling: Options::default().wal_recycling,
             blob_files: false,
         }
     }
@@ -449,7 +450,7 @@ mod tests {
             options: PowerOptions {
                 durability: Durability::Buffered,
                 threads: 2,
-                wal_recycling: true,
+                wal_recycling: false,
                 blob_files: true,
                 ..PowerOptions::default()
             },

@@ -180,8 +180,9 @@ impl Model {
         }
     }
 
-    /// Reopen the store at `db`, compare every session with its expectations, and make what
-    /// it shows the next cycle's baseline.
+    /// Reopen the store at `db` without WAL recycling (a later process may; the next cycle's
+    /// child reopens it with the run's options), compare every session with its expectations,
+    /// and make what it shows the next cycle's baseline.
     pub fn check(
         &mut self,
         db: &Path,
@@ -189,7 +190,11 @@ impl Model {
         opts: &PowerOptions,
         report: &mut CycleCheck,
     ) -> anyhow::Result<()> {
-        let store = Store::open(db, Options::default())?;
+        let plain = Options {
+            wal_recycling: false,
+            ..Options::default()
+        };
+        let store = Store::open(db, plain)?;
         let listed: BTreeMap<String, SessionSummary> = store
             .list()?
             .into_iter()
