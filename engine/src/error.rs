@@ -149,14 +149,14 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// The store is open elsewhere: another process, or another handle in this process. RocksDB
-    /// allows one writer per directory; nothing was opened.
-    #[error("the store at {} is in use by another process or handle; close it first ({source})", path.display())]
+    /// The store is open elsewhere: another process, or another handle in this process. One
+    /// handle at a time writes a store directory; nothing was opened.
+    #[error("the store at {} is in use by another process or handle; close it first ({reason})", path.display())]
     Locked {
         /// The store directory.
         path: PathBuf,
-        /// RocksDB's lock error.
-        source: rocksdb::Error,
+        /// Which lock is held: the store's own (`sessionlog.lock`) or RocksDB's (`LOCK`).
+        reason: String,
     },
     /// A WAL file holds a complete record after damage: replaying it would silently drop the
     /// acknowledged writes past the damage (RocksDB's reader stops there), so nothing was opened.

@@ -63,9 +63,10 @@ pub struct Options {
     /// recovery, which ends replay at the first damaged record; in a reused file it cannot tell
     /// damage from the end of the current records. So every open first audits the WAL files
     /// (`store/wal_audit.rs`) and refuses a store whose WAL holds a complete record after
-    /// damage, as the non-recycling mode does. Under `Sync` only the last commit's record is
-    /// ever unsynced, so a complete record after damage proves the damage is in acknowledged
-    /// data; with `Buffered`, unsynced pages may persist out of order in a power cut, and the
+    /// damage, as the non-recycling mode does. Under `Sync`, with reused files, every commit is
+    /// synced (also the intermediate batches of a large import and deferred creations, left
+    /// unsynced with new files), so only the last record is ever unsynced and a complete record
+    /// after damage proves the damage is in acknowledged data; with `Buffered`, unsynced pages may persist out of order in a power cut, and the
     /// audit could not tell that from damage. What the audit cannot see: damage inside the last
     /// record of a reused file reads exactly like a torn last write, and that one record is
     /// lost, as in SQLite's WAL. A store written this way opens normally without the option.

@@ -59,6 +59,9 @@ pub struct Store {
     pub(crate) projection_registry: Registry,
     /// Successors of sessions read through migration (`successor_cache.rs`).
     pub(crate) successors: SuccessorCache,
+    /// The store's own directory lock ([`lock_dir`]), released after `db` closes (fields drop
+    /// in order).
+    _dir_lock: std::fs::File,
 }
 
 /// One stretch of a session's log and the storage (session number) that holds it: a fork's
@@ -85,6 +88,39 @@ impl std::fmt::Debug for Store {
         f.debug_struct("Store")
             .field("path", &self.path)
             .finish_non_exhaustive()
+    }
+}
+
+/// The store's own lock file in its directory.
+const DIR_LOCK: &str = "sessionlog.lock";
+
+/// Hold the store directory against every other open (other processes, and other handles in
+/// this one: an `flock` conflicts between open files, not only between processes) from before
+/// the WAL audit until the handle drops. RocksDB's own lock (`LOCK`) is taken inside its open,
+/// too late: the audit must never read a WAL another handle is appending to, whose unfinished
+/// writes could look like damage.
+fn lock_dir(path: &Path) -> Result<std::fs::File> {
+    let lock_path = path.join(DIR_LOCK);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(|source| Error::Io {
+            path: lock_path.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
+            path: path.to_path_buf(),
+            reason: format!("{} is held", lock_path.display()),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(Error::Io {
+            path: lock_path,
+            source,
+        }),
     }
 }
 
@@ -124,6 +160,7 @@ impl Store {
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_wal_bytes_per_sync(1 << 20);
         set_wal_policy(&mut db_opts, &options);
+        let dir_lock = lock_dir(&path)?;
         wal_audit::audit(&path, options.recycles_wal())?;
         let cfs = ALL_CFS
             .into_iter()
@@ -141,7 +178,7 @@ impl Store {
             if text.contains("While lock file") || text.contains("lock hold by current process") {
                 Error::Locked {
                     path: path.clone(),
-                    source,
+                    reason: text,
                 }
             } else {
                 Error::storage(format!("opening the store at {}", path.display()))(source)
@@ -158,6 +195,7 @@ impl Store {
             claims: Mutex::new(HashSet::new()),
             projection_registry: Registry::default(),
             successors: SuccessorCache::default(),
+            _dir_lock: dir_lock,
         };
         store.recover_interrupted_imports()?;
         let next = store.first_free_number()?;
@@ -203,10 +241,15 @@ impl Store {
             .map_err(Error::storage("syncing the write-ahead log"))
     }
 
-    /// Commit a batch without fsync (for intermediate import batches that acknowledge nothing).
+    /// Commit a batch without fsync (intermediate import batches that acknowledge nothing,
+    /// creations made durable by their first append) — except when the store reuses its WAL
+    /// files: then every WAL record is synced before the next one is written, so a power cut
+    /// leaves at most the last record unsynced, and the WAL audit may take a complete record
+    /// after a lost one for damage in synced data (`wal_audit.rs`). Unsynced records in a row
+    /// could reach the disk out of order.
     pub(crate) fn commit_unsynced(&self, batch: WriteBatch, context: &str) -> Result<()> {
         let mut w = WriteOptions::default();
-        w.set_sync(false);
+        w.set_sync(self.options.recycles_wal());
         self.db
             .write_opt(batch, &w)
             .map_err(Error::storage(context))

@@ -12,8 +12,10 @@
 //! The rule (the invariant the open keeps): in every audited file, no complete, checksummed
 //! record of that file lies after the first point where its records stop reading cleanly. A torn
 //! last write is never acknowledged, and nothing complete follows it. Under `Durability::Sync`
-//! the only unsynced bytes at any moment are the last commit group's one record, so a complete
-//! record after the damage proves the damage is in synced, acknowledged data.
+//! with reused files every record is synced before the next is written (RocksDB's group commit
+//! without pipelining, and `Store::commit_unsynced` syncing too), so the only unsynced bytes at
+//! any moment are the last record's, and a complete record after the damage proves the damage is
+//! in synced, acknowledged data.
 //!
 //! What it cannot see: damage inside the last record of a reused file looks exactly like a torn
 //! last write (whose rest holds the older life's bytes), so that one record is lost, as in

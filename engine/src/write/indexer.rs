@@ -251,7 +251,7 @@ impl ProjectionCheckpoints {
 
 /// Whether every unit is checkpointed after event `seq` (the policy in the module docs).
 pub(crate) fn is_checkpoint_point(seq: u64, event: &Value) -> bool {
-    (seq + 1) % CHECKPOINT_EVERY == 0
+    (seq + 1).is_multiple_of(CHECKPOINT_EVERY)
         || event
             .as_object()
             .and_then(|o| o.get("type"))

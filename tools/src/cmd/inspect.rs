@@ -131,7 +131,7 @@ pub fn ls(
 }
 
 fn decode_hex(s: &str) -> anyhow::Result<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         anyhow::bail!("--after: a cursor is an even number of hex digits");
     }
     (0..s.len())

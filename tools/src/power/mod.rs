@@ -118,7 +118,7 @@ pub fn parse_durability(s: &str) -> anyhow::Result<Durability> {
 
 /// Live session `k`'s id: `v0-KKKKK` (DSH 0.1's format) for even `k`, `v4-KKKKK` for odd.
 fn live_id(k: u64) -> String {
-    format!("{}-{k:05}", if k % 2 == 0 { "v0" } else { "v4" })
+    format!("{}-{k:05}", if k.is_multiple_of(2) { "v0" } else { "v4" })
 }
 
 /// The inverse of [`live_id`].
@@ -136,7 +136,7 @@ fn feed_of(k: u64, opts: &PowerOptions) -> SessionFeed {
         seed: opts.seed,
         torn_fraction: 0.0,
     };
-    let format = if k % 2 == 0 {
+    let format = if k.is_multiple_of(2) {
         LogFormat::V0
     } else {
         LogFormat::V4

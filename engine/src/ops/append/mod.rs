@@ -63,9 +63,12 @@ impl Store {
     /// at the latest (one fsync covers every earlier WAL record), or [`Store::sync`]. DSH's own
     /// backends publish a created session only with its first batch (or `flush`), so a host
     /// behind DSH's seam acknowledges nothing durable at creation; a crash before that write
-    /// may leave the session absent, never half-created.
+    /// may leave the session absent, never half-created. When the store reuses its WAL files
+    /// ([`Options::recycles_wal`]) the creation is synced like any commit: no WAL record may
+    /// follow an unsynced one there (see `Store::commit_unsynced`).
     ///
     /// [`Durability::Sync`]: crate::Durability::Sync
+    /// [`Options::recycles_wal`]: crate::Options::recycles_wal
     pub fn create_session_deferred(
         &self,
         header_line: &str,
