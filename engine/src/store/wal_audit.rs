@@ -31,7 +31,8 @@
 //! | payload | length | a fragment of a logical record (types: full, first, middle, last) |
 //!
 //! The crc32c covers the type byte, the log number (recyclable types) and the payload. A
-//! logical record longer than a block's room is cut into a first, middles and a last fragment.
+//! logical record longer than a block's room is cut into a first, middles and a last fragment;
+//! every fragment but the last fills its block, so padding only ever follows a whole record.
 
 use std::path::{Path, PathBuf};
 
@@ -88,10 +89,9 @@ enum Header {
         recyclable: bool,
         size: usize,
     },
-    /// Too few bytes left in the block for a header.
-    Short,
-    /// A zero header: preallocated or padded space, the rest of the block is skipped.
-    Zero,
+    /// The rest of the block is padding: too few bytes for a header, or a zero header
+    /// (preallocated or padded space).
+    Padding,
     /// A checksummed record of an earlier file that reused this one: the end of this file's.
     Old,
     /// Anything else: a bad type, length or checksum.
@@ -101,16 +101,12 @@ enum Header {
 /// Read the header at `at` in `block` (a 32 KiB block, or the file's shorter last one) of the
 /// file whose log number is `log`.
 fn header_at(block: &[u8], at: usize, log: u32) -> Header {
+    if padding_at(block, at) {
+        return Header::Padding;
+    }
     let rest = &block[at..];
-    if rest.len() < HEADER {
-        return Header::Short;
-    }
-    let ty = rest[6];
     let len = usize::from(u16::from_le_bytes([rest[4], rest[5]]));
-    if ty == 0 && len == 0 {
-        return Header::Zero;
-    }
-    let Some((fragment, recyclable)) = record_type(ty) else {
+    let Some((fragment, recyclable)) = record_type(rest[6]) else {
         return Header::Bad;
     };
     let header = if recyclable {
@@ -118,9 +114,6 @@ fn header_at(block: &[u8], at: usize, log: u32) -> Header {
     } else {
         HEADER
     };
-    if rest.len() < header {
-        return Header::Short;
-    }
     if header + len > rest.len() {
         return Header::Bad;
     }
@@ -136,6 +129,19 @@ fn header_at(block: &[u8], at: usize, log: u32) -> Header {
         recyclable,
         size: header + len,
     }
+}
+
+/// Whether the rest of `block` from `at` is padding: too short for a header (a recyclable
+/// type needs 11 bytes), or a zero header. Checks no checksum.
+fn padding_at(block: &[u8], at: usize) -> bool {
+    let rest = &block[at..];
+    if rest.len() < HEADER {
+        return true;
+    }
+    let (ty, len) = (rest[6], u16::from_le_bytes([rest[4], rest[5]]));
+    (ty == 0 && len == 0)
+        || (rest.len() < RECYCLABLE_HEADER
+            && record_type(ty).is_some_and(|(_, recyclable)| recyclable))
 }
 
 /// A WAL file's bytes, read as blocks.
@@ -159,18 +165,6 @@ impl Wal<'_> {
         header_at(block, at, self.log)
     }
 
-    /// The position of the next physical record after one of `size` bytes at `pos`: the next
-    /// block's start when the rest of this full block is padding.
-    fn next(&self, pos: usize, size: usize) -> usize {
-        let next = pos + size;
-        match self.header(next) {
-            Header::Short | Header::Zero if self.block(next).0.len() == BLOCK => {
-                next + BLOCK - next % BLOCK
-            }
-            _ => next,
-        }
-    }
-
     /// The checksummed record of this file's format at `pos`, if one is there.
     fn record(&self, pos: usize) -> Option<(Fragment, usize)> {
         match self.header(pos) {
@@ -190,24 +184,25 @@ impl Wal<'_> {
         let mut in_record = false;
         while pos < self.bytes.len() {
             match self.header(pos) {
-                Header::Short | Header::Zero => {
+                Header::Padding => {
                     if self.block(pos).0.len() < BLOCK {
                         return None;
                     }
                     pos += BLOCK - pos % BLOCK;
                 }
                 Header::Old | Header::Bad => return Some(pos),
-                Header::Record { .. } => {
+                Header::Record {
+                    fragment,
+                    recyclable,
+                    size,
+                } => {
                     // A fragment must continue its logical record, in the file's one format.
-                    let Some((fragment, size)) = self.record(pos) else {
-                        return Some(pos);
-                    };
                     let continues = matches!(fragment, Fragment::Middle | Fragment::Last);
-                    if continues != in_record {
+                    if recyclable != self.recyclable || continues != in_record {
                         return Some(pos);
                     }
                     in_record = matches!(fragment, Fragment::First | Fragment::Middle);
-                    pos = self.next(pos, size);
+                    pos += size;
                 }
             }
         }
@@ -224,10 +219,10 @@ impl Wal<'_> {
             Fragment::Full => true,
             Fragment::Middle | Fragment::Last => false,
             Fragment::First => {
-                let mut pos = self.next(pos, size);
+                let mut pos = pos + size;
                 while let Some((fragment, size)) = self.record(pos) {
                     match fragment {
-                        Fragment::Middle => pos = self.next(pos, size),
+                        Fragment::Middle => pos += size,
                         Fragment::Last => return true,
                         Fragment::Full | Fragment::First => return false,
                     }
@@ -253,7 +248,7 @@ impl Wal<'_> {
                     return Some(pos);
                 }
                 match self.record(pos) {
-                    Some((_, size)) => pos = self.next(pos, size),
+                    Some((_, size)) => pos += size,
                     None => break,
                 }
             }
