@@ -30,12 +30,24 @@ proptest! {
         let feed = session_batches(index, &opts);
         let dir = tempfile::tempdir().expect("tmp");
         let options = Options { durability: Durability::Buffered, ..Options::default() };
-        for encoding in [SourceEncoding::Jsonl, SourceEncoding::JsonlZstd] {
-            let path = dir.path().join(format!("{encoding:?}"));
+        // Created alone, then appended to; or created by its first batch (`AppendItem::creating`).
+        let ways = [SourceEncoding::Jsonl, SourceEncoding::JsonlZstd].into_iter()
+            .flat_map(|e| [(e, false), (e, true)]);
+        for (encoding, with_first_batch) in ways {
+            let path = dir.path().join(format!("{encoding:?}-{with_first_batch}"));
             {
                 let store = Store::open(&path, options.clone()).expect("open");
-                store.create_session(&feed.header_line, encoding).expect("create");
-                for batch in &feed.batches {
+                let mut batches = feed.batches.iter();
+                if with_first_batch {
+                    let first = batches.next().expect("a first batch");
+                    let events = first.events.iter().map(new_event).collect();
+                    let item = AppendItem::new(&feed.id, Some(0), events).creating(&feed.header_line, encoding);
+                    let r = store.append_many(vec![item]).pop().expect("a result").expect("create with the first batch");
+                    prop_assert_eq!(r.count, first.events.len() as u64);
+                } else {
+                    store.create_session(&feed.header_line, encoding).expect("create");
+                }
+                for batch in batches {
                     let r = store.append(&feed.id, Some(batch.first_seq), batch.events.iter().map(new_event).collect()).expect("append");
                     prop_assert_eq!(r.first_seq, batch.first_seq);
                 }
@@ -123,6 +135,63 @@ fn a_deferred_creation_is_a_creation_whose_fsync_comes_with_the_first_append() {
             feed.id
         );
     }
+    let v = store.verify(&[]).expect("verify");
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+}
+
+/// A session created by its first batch exists only if that batch is admitted: a refused batch,
+/// a stored id, a header naming another session or a second item of the id create nothing, and
+/// the call's other items commit as if alone.
+#[test]
+fn a_creating_item_creates_its_session_only_with_an_admitted_batch() {
+    let (_dir, store) = seeded();
+    let header = |id: &str| HEADER.replace(r#""id":"a""#, &format!(r#""id":"{id}""#));
+    let (good, refused, other) = (header("good"), header("refused"), header("other"));
+    let prompt = || {
+        ev(
+            r#"{"type":"user/message","time":9,"data":{"content":[],"source":{"kind":"user"},"role":"user","id":"u9"},"surfaceOp":"append"}"#,
+        )
+    };
+    let bad = ev(r#"{"type":"hook/result","data":{"x":-0}}"#);
+    let jsonl = SourceEncoding::Jsonl;
+    let results = store.append_many(vec![
+        AppendItem::new("good", Some(0), vec![prompt()]).creating(&good, jsonl),
+        AppendItem::new("refused", Some(0), vec![prompt(), bad]).creating(&refused, jsonl),
+        AppendItem::new("a", Some(3), vec![prompt()]).creating(HEADER, jsonl),
+        AppendItem::new("mismatch", Some(0), vec![prompt()]).creating(&other, jsonl),
+        AppendItem::new("good", Some(0), vec![prompt()]).creating(&good, jsonl),
+    ]);
+    assert_eq!(results[0].as_ref().map(|r| r.count).ok(), Some(1));
+    let seq_and_rule = |r: &Result<_, Error>| match r {
+        Err(Error::Rejected { seq, rule, .. }) => Some((*seq, rule.clone())),
+        _ => None,
+    };
+    let (seq, rule) = seq_and_rule(&results[1]).expect("the bad batch is refused");
+    assert_eq!(seq, Some(1));
+    assert!(rule.contains("non-JSON-serializable"), "{rule}");
+    assert!(
+        matches!(&results[2], Err(Error::DuplicateSession { id, .. }) if id == "a"),
+        "{:?}",
+        results[2]
+    );
+    let (_, rule) = seq_and_rule(&results[3]).expect("a header naming another session");
+    assert!(rule.contains(r#"names session "other""#), "{rule}");
+    let (_, rule) = seq_and_rule(&results[4]).expect("the id's second item");
+    assert!(rule.contains("once per append_many call"), "{rule}");
+    assert_eq!(listed_ids(&store), ["a", "good"]);
+    let mut text = Vec::new();
+    store
+        .export("good", Some(ExportFormat::Jsonl), &mut text)
+        .expect("export");
+    let text = String::from_utf8(text).expect("utf-8");
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(text.starts_with(&format!("{good}\n")), "{text}");
+    // The refused session's id is free: created with an admitted batch, it exists.
+    let retry = AppendItem::new("refused", Some(0), vec![prompt()]).creating(&refused, jsonl);
+    let r = store.append_many(vec![retry]).pop().expect("a result");
+    assert_eq!(r.expect("created").first_seq, 0);
+    // A stored session's item that tries to create it again changes nothing.
+    assert_eq!(events_text(&store, "a").expect("events").lines().count(), 3);
     let v = store.verify(&[]).expect("verify");
     assert!(v.problems.is_empty(), "{:?}", v.problems);
 }
@@ -303,11 +372,7 @@ fn concurrent_appenders_never_leave_gaps_or_duplicates() {
                         r#"{{"type":"hook/result","data":{{"t":{t},"i":{i}}}}}"#
                     ))];
                     if i % 3 == 0 {
-                        let items = vec![AppendItem {
-                            id: &id,
-                            expected_next_seq: None,
-                            events: batch,
-                        }];
+                        let items = vec![AppendItem::new(&id, None, batch)];
                         ok += store
                             .append_many(items)
                             .into_iter()

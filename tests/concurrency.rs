@@ -105,16 +105,12 @@ fn readers_see_consistent_prefixes_while_many_threads_append() {
                         } else if let Some(batch) = own.next() {
                             // One group commit across the shared and the writer's own session.
                             let items = vec![
-                                AppendItem {
-                                    id: "shared",
-                                    expected_next_seq: None,
-                                    events: shared,
-                                },
-                                AppendItem {
+                                AppendItem::new("shared", None, shared),
+                                AppendItem::new(
                                     id,
-                                    expected_next_seq: Some(batch.first_seq),
-                                    events: batch.events.iter().map(new_event).collect(),
-                                },
+                                    Some(batch.first_seq),
+                                    batch.events.iter().map(new_event).collect(),
+                                ),
                             ];
                             for r in store.append_many(items) {
                                 r.expect("group append");

@@ -265,11 +265,7 @@ fn append(store: &Store, mut parsed: Vec<Batch>, stats: &CommitStats) -> Vec<Rep
     }
     let items = parsed
         .iter_mut()
-        .map(|b| AppendItem {
-            id: &b.id,
-            expected_next_seq: b.expected_next_seq,
-            events: std::mem::take(&mut b.events),
-        })
+        .map(|b| AppendItem::new(&b.id, b.expected_next_seq, std::mem::take(&mut b.events)))
         .collect();
     let results = store.append_many(items);
     stats.writes.fetch_add(1, Ordering::Relaxed);

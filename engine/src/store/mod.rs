@@ -23,6 +23,7 @@ use rocksdb::{
     DBRawIteratorWithThreadMode, DBRecoveryMode, SliceTransform, Snapshot, WriteBatch,
     WriteOptions, DB,
 };
+use sessionlog_codec::header::Header;
 
 pub(crate) use projection_registry::Registry;
 pub(crate) use session_cache::{
@@ -455,6 +456,21 @@ impl Store {
             store: self,
             id: id.to_vec(),
         })
+    }
+
+    /// Claim a new session's id (see [`Store::claim`]) for `source_name`: refused as a duplicate
+    /// while another import or creation holds it, or when a session of that id is stored.
+    pub(crate) fn claim_new(&self, source_name: &str, header: &Header) -> Result<Claim<'_>> {
+        let id = header.id.as_wtf8();
+        let duplicate = || Error::DuplicateSession {
+            source_name: source_name.into(),
+            id: header.id.to_string_lossy(),
+        };
+        let claim = self.claim(id).ok_or_else(duplicate)?;
+        match self.meta(id)? {
+            Some(_) => Err(duplicate()),
+            None => Ok(claim),
+        }
     }
 
     /// The claimed ids. The lock is held only for one insert or remove, which a panic elsewhere

@@ -33,6 +33,11 @@ impl<'s> SessionBatch<'s> {
         self.batch.is_empty()
     }
 
+    /// How many updates are staged.
+    pub(crate) fn len(&self) -> usize {
+        self.batch.len()
+    }
+
     /// Stage a record of a session-keyed CF (`events`, `surface`, `checkpoints`).
     pub(crate) fn put(&mut self, cf: &str, key: &[u8], value: &[u8]) -> Result<()> {
         self.batch.put_cf(self.store.cf(cf)?, key, value);

@@ -133,11 +133,7 @@ pub fn bench_listing(sessions: u64, limit: usize, as_json: bool) -> anyhow::Resu
             ))?;
             let event = sessionlog_codec::event::NewEvent::from_logged(&prompt)
                 .map_err(anyhow::Error::msg)?;
-            for r in store.append_many(vec![AppendItem {
-                id: &id,
-                expected_next_seq: Some(0),
-                events: vec![event],
-            }]) {
+            for r in store.append_many(vec![AppendItem::new(&id, Some(0), vec![event])]) {
                 r?;
             }
         }

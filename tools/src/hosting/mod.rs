@@ -24,6 +24,8 @@ pub mod sessionlog;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 pub use driver::{run, Report, Workload};
@@ -87,6 +89,45 @@ pub trait Host: Sync {
 /// builds its `NewEvent`s ([`sessionlog::append_item`]).
 pub fn host_built(batch: &Batch) -> Vec<sessionlog_codec::json::Value> {
     batch.events.clone()
+}
+
+/// Created sessions whose first batch has not been written, by id. DSH's backends publish a
+/// session with its first batch, so every system keeps what [`Host::create`] gave it here and
+/// writes it with that batch.
+#[derive(Debug)]
+pub struct PendingSessions<T>(Mutex<HashMap<String, T>>);
+
+impl<T> PendingSessions<T> {
+    /// No session pending.
+    pub fn new() -> Self {
+        PendingSessions(Mutex::new(HashMap::new()))
+    }
+
+    /// Keep `value` for session `id` until its first batch.
+    pub fn hold(&self, id: &str, value: T) -> anyhow::Result<()> {
+        self.table()?.insert(id.to_owned(), value);
+        Ok(())
+    }
+
+    /// What was kept for `item`'s session when `item` is its first batch, else `None`.
+    pub fn take_first(&self, item: &Item<'_>) -> anyhow::Result<Option<T>> {
+        if item.batch.first_seq != 0 {
+            return Ok(None);
+        }
+        Ok(self.table()?.remove(item.id))
+    }
+
+    fn table(&self) -> anyhow::Result<std::sync::MutexGuard<'_, HashMap<String, T>>> {
+        self.0
+            .lock()
+            .map_err(|_| anyhow::anyhow!("pending-session table poisoned"))
+    }
+}
+
+impl<T> Default for PendingSessions<T> {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// `d` in milliseconds, as a float.

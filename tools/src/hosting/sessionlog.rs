@@ -3,8 +3,9 @@
 //! WriteBatch, one fsync), and concurrent threads share fsyncs through RocksDB's group commit.
 //! The host hands sessionlog logical events, as DSH's `Session.append` receives them; sessionlog
 //! authors the lines itself (as the JSONL peer does, and DSH's backends). A session is created
-//! durable with its first batch, as DSH's backends publish it (the peers keep its header until
-//! then): its creation is not fsynced on its own, and the first append's fsync covers it.
+//! with its first batch, as DSH's backends publish it (the peers keep its header until then
+//! too): the host keeps the header and appends the first batch as an item that creates the
+//! session ([`AppendItem::creating`]), one commit for both.
 
 use std::path::Path;
 
@@ -13,19 +14,24 @@ use sessionlog_codec::event::NewEvent;
 use sessionlog_codec::json::Value;
 use sessionlog_engine::{AppendItem, Options, SourceEncoding, Store};
 
-use super::{Host, Item, SessionStart};
+use super::{Host, Item, PendingSessions, SessionStart};
 use crate::gen::Batch;
 
 /// The store under test.
 pub struct SessionlogHost {
     store: Store,
+    /// Header lines of created sessions, until their first batch.
+    pending: PendingSessions<String>,
 }
 
 impl SessionlogHost {
     /// Open a fresh store in `dir` with `options` (their durability is the run's).
     pub fn open(dir: &Path, options: Options) -> anyhow::Result<Self> {
         let store = Store::open(dir, options)?;
-        Ok(SessionlogHost { store })
+        Ok(SessionlogHost {
+            store,
+            pending: PendingSessions::new(),
+        })
     }
 }
 
@@ -36,15 +42,12 @@ fn new_event(event: &Value) -> anyhow::Result<NewEvent> {
 
 /// The engine's append of one generated batch to session `id`, expecting its first seq.
 pub(crate) fn append_item<'a>(id: &'a str, batch: &Batch) -> anyhow::Result<AppendItem<'a>> {
-    Ok(AppendItem {
-        id,
-        expected_next_seq: Some(batch.first_seq),
-        events: batch
-            .events
-            .iter()
-            .map(new_event)
-            .collect::<anyhow::Result<_>>()?,
-    })
+    let events = batch
+        .events
+        .iter()
+        .map(new_event)
+        .collect::<anyhow::Result<_>>()?;
+    Ok(AppendItem::new(id, Some(batch.first_seq), events))
 }
 
 impl Host for SessionlogHost {
@@ -53,15 +56,24 @@ impl Host for SessionlogHost {
     }
 
     fn create(&self, start: &SessionStart<'_>) -> anyhow::Result<()> {
-        self.store
-            .create_session_deferred(start.header_line, SourceEncoding::Jsonl)?;
-        Ok(())
+        self.pending.hold(start.id, start.header_line.to_owned())
     }
 
     fn append(&self, items: &[Item<'_>], _acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
+        let headers = items
+            .iter()
+            .map(|i| self.pending.take_first(i))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let batch: Vec<AppendItem<'_>> = items
             .iter()
-            .map(|i| append_item(i.id, i.batch))
+            .zip(&headers)
+            .map(|(i, header)| {
+                let item = append_item(i.id, i.batch)?;
+                Ok(match header {
+                    Some(line) => item.creating(line, SourceEncoding::Jsonl),
+                    None => item,
+                })
+            })
             .collect::<anyhow::Result<_>>()?;
         for (item, result) in items.iter().zip(self.store.append_many(batch)) {
             result.with_context(|| format!("appending to session {}", item.id))?;

@@ -30,6 +30,11 @@ pub(crate) struct Staged {
 }
 
 impl Staged {
+    /// The session's metadata once the batch commits (`None` for an empty batch).
+    pub(crate) fn meta(&self) -> Option<&SessionMeta> {
+        self.meta.as_ref()
+    }
+
     /// The commit succeeded: make the cached write state match the store.
     pub(crate) fn publish(self, state: &mut WriteState) -> AppendReceipt {
         if let Some(meta) = self.meta {

@@ -13,19 +13,19 @@
 
 mod admission;
 mod as_written;
+mod creation;
 
 use std::sync::atomic::Ordering;
 
 use admission::Staged;
+use creation::NewHeader;
 use sessionlog_codec::event::NewEvent;
-use sessionlog_codec::header::{parse_header, HeaderCheck};
-use sessionlog_codec::zstd::FrameCompressor;
+use sessionlog_codec::header::parse_header;
 
 use crate::error::{Error, Result};
 use crate::layout::meta::{SessionMeta, SourceEncoding, Verdict};
-use crate::ops::import::{ImportOptions, Landing};
 use crate::ops::migrate::opens_by_migrating;
-use crate::store::{lock_session, ProjectionCheckpoints, RelationRules, Store, WriteState};
+use crate::store::{lock_session, Claim, ProjectionCheckpoints, RelationRules, Store, WriteState};
 use crate::write::session_batch::SessionBatch;
 
 /// One session's batch in an [`Store::append_many`] call.
@@ -37,6 +37,41 @@ pub struct AppendItem<'a> {
     pub expected_next_seq: Option<u64>,
     /// The batch, in order.
     pub events: Vec<NewEvent>,
+    /// Create the session with this batch (see [`AppendItem::creating`]).
+    pub create: Option<NewSession<'a>>,
+}
+
+/// A session an [`AppendItem`] creates: its header line (without `\n`), as DSH's writer authors
+/// it, and how its bytes are kept.
+#[derive(Clone, Copy, Debug)]
+pub struct NewSession<'a> {
+    /// The header line; it must pass DSH's strict header check and name the item's id.
+    pub header_line: &'a str,
+    /// The session's encoding.
+    pub encoding: SourceEncoding,
+}
+
+impl<'a> AppendItem<'a> {
+    /// Append `events` to the stored session `id`.
+    pub fn new(id: &'a str, expected_next_seq: Option<u64>, events: Vec<NewEvent>) -> Self {
+        AppendItem {
+            id,
+            expected_next_seq,
+            events,
+            create: None,
+        }
+    }
+
+    /// Create the session with this batch as its first, in the same commit: as DSH's backends
+    /// publish a session with its first batch, and one synced write instead of two. The
+    /// session must not be stored; a batch refused by DSH's rules creates nothing.
+    pub fn creating(mut self, header_line: &'a str, encoding: SourceEncoding) -> Self {
+        self.create = Some(NewSession {
+            header_line,
+            encoding,
+        });
+        self
+    }
 }
 
 /// What an append stored.
@@ -83,52 +118,11 @@ impl Store {
         encoding: SourceEncoding,
         defer_sync: bool,
     ) -> Result<String> {
-        self.check_writable()?;
-        let header = header_of(header_line)?;
-        let id = header.id.to_string_lossy();
-        if !matches!(header.version, Some(0 | 4)) && header.check == HeaderCheck::Valid {
-            return Err(Error::Rejected {
-                id,
-                seq: None,
-                rule: "header: sessionlog authors format v0 and v4 sessions".into(),
-            });
-        }
-        if header.check != HeaderCheck::Valid {
-            let why = match &header.check {
-                HeaderCheck::Corrupt(m) => m.clone(),
-                HeaderCheck::Unsupported(m) => m.clone(),
-                HeaderCheck::Valid => String::new(),
-            };
-            return Err(Error::Rejected {
-                id,
-                seq: None,
-                rule: format!("header: {why}"),
-            });
-        }
-        let mut header_record = header_line.as_bytes().to_vec();
-        header_record.push(b'\n');
-        let options = ImportOptions::default();
-        let mut header_frame = Vec::new();
-        if encoding == SourceEncoding::JsonlZstd {
-            FrameCompressor::new()?.compress_into(&header_record, &mut header_frame)?;
-        }
-        self.import_session(
-            &format!("create {id}"),
-            &header,
-            &options,
-            Landing::default(),
-            |mut w| {
-                if encoding == SourceEncoding::JsonlZstd {
-                    w.put_frame(&header_frame)?;
-                }
-                let mut meta =
-                    SessionMeta::new(w.number(), &header, header_record.clone(), encoding);
-                if encoding == SourceEncoding::JsonlZstd {
-                    meta.total_bytes = header_frame.len() as u64;
-                }
-                w.finish(meta, defer_sync)
-            },
-        )?;
+        let id = header_of(header_line)?.id.to_string_lossy();
+        let item = AppendItem::new(&id, Some(0), Vec::new()).creating(header_line, encoding);
+        self.append_items(vec![item], !defer_sync)
+            .pop()
+            .unwrap_or_else(|| Err(Error::Internal("no creation result".into())))?;
         Ok(id)
     }
 
@@ -139,25 +133,42 @@ impl Store {
         expected_next_seq: Option<u64>,
         events: Vec<NewEvent>,
     ) -> Result<AppendReceipt> {
-        let item = AppendItem {
-            id,
-            expected_next_seq,
-            events,
-        };
-        self.append_many(vec![item])
+        self.append_many(vec![AppendItem::new(id, expected_next_seq, events)])
             .pop()
             .unwrap_or_else(|| Err(Error::Internal("no append result".into())))
     }
 
     /// Append one batch to each of several distinct sessions, committed together (one WriteBatch,
     /// one fsync). Each item succeeds or fails on its own rules; a storage failure fails them all.
-    pub fn append_many(&self, mut items: Vec<AppendItem<'_>>) -> Vec<Result<AppendReceipt>> {
+    pub fn append_many(&self, items: Vec<AppendItem<'_>>) -> Vec<Result<AppendReceipt>> {
+        self.append_items(items, true)
+    }
+
+    /// [`Store::append_many`], its commit synced or not (`sync`: a deferred creation).
+    fn append_items(
+        &self,
+        mut items: Vec<AppendItem<'_>>,
+        sync: bool,
+    ) -> Vec<Result<AppendReceipt>> {
         if let Err(e) = self.check_writable() {
             return items.iter().map(|_| Err(e.duplicate())).collect();
         }
-        // Lock sessions in id order so concurrent group appends cannot deadlock.
+        let mut results: Vec<Option<Result<AppendReceipt>>> = items.iter().map(|_| None).collect();
+        // Lock sessions in id order so concurrent group appends cannot deadlock, each once: a
+        // session's later items are refused (locking its lock twice would deadlock).
         let mut order: Vec<usize> = (0..items.len()).collect();
         order.sort_by(|&a, &b| items[a].id.cmp(items[b].id));
+        order.dedup_by(|later, first| {
+            let again = items[*later].id == items[*first].id;
+            if again {
+                results[*later] = Some(Err(Error::Rejected {
+                    id: items[*later].id.into(),
+                    seq: None,
+                    rule: "a session may appear once per append_many call".into(),
+                }));
+            }
+            again
+        });
         let handles: Vec<_> = order
             .iter()
             .map(|&i| self.write_states.handle(items[i].id.as_bytes()))
@@ -167,13 +178,15 @@ impl Store {
         // session whose write state is cached holds its committed metadata there (the cache's
         // invariant), so only the others read theirs; a migration takes the session's lock, so
         // the locks are released while they are opened and taken again, in the same order.
+        // Sessions being created are not stored, so not opened.
         let mut opened: Vec<Option<Error>> = items.iter().map(|_| None).collect();
         let unopened: Vec<usize> = order
             .iter()
             .zip(&guards)
-            .filter(|(_, g)| {
-                g.as_ref()
-                    .is_none_or(|s| opens_by_migrating(s.meta.version))
+            .filter(|(&i, g)| {
+                items[i].create.is_none()
+                    && g.as_ref()
+                        .is_none_or(|s| opens_by_migrating(s.meta.version))
             })
             .map(|(&i, _)| i)
             .collect();
@@ -184,45 +197,69 @@ impl Store {
             }
             guards = handles.iter().map(lock_session).collect();
         }
-        let mut results: Vec<Option<Result<AppendReceipt>>> = items.iter().map(|_| None).collect();
         let mut staged: Vec<(usize, Staged)> = Vec::new();
+        let mut claims = Vec::new();
         let mut batch = SessionBatch::new(self);
+        let mut broken = None;
         for (slot, &i) in order.iter().enumerate() {
             let id = items[i].id;
-            if order[..slot].iter().any(|&j| items[j].id == id) {
-                results[i] = Some(Err(Error::Rejected {
-                    id: id.into(),
-                    seq: None,
-                    rule: "a session may appear once per append_many call".into(),
-                }));
-                continue;
-            }
             if let Some(e) = opened[i].take() {
                 results[i] = Some(Err(e));
                 continue;
             }
-            let expected = items[i].expected_next_seq;
-            let events = std::mem::take(&mut items[i].events);
-            let outcome = self
-                .load_write_state(id, &mut guards[slot])
-                .map(|_| ())
-                .and_then(|()| {
-                    admission::stage(self, &mut guards[slot], id, expected, events, &mut batch)
-                });
+            let item = &mut items[i];
+            let keys_before = batch.len();
+            let outcome = match item.create {
+                Some(new) => self
+                    .stage_creation(&mut guards[slot], item, new, &mut batch)
+                    .map(|(staged, claim)| {
+                        claims.push(claim);
+                        staged
+                    }),
+                None => self
+                    .load_write_state(id, &mut guards[slot])
+                    .map(|_| ())
+                    .and_then(|()| {
+                        let events = std::mem::take(&mut item.events);
+                        let expected = item.expected_next_seq;
+                        admission::stage(self, &mut guards[slot], id, expected, events, &mut batch)
+                    }),
+            };
             match outcome {
                 Ok(s) => staged.push((slot, s)),
+                // Refusals come before anything is staged. A failure after part of an item was
+                // staged (a storage or encoding fault) leaves the batch unfit to commit.
+                Err(e) if batch.len() != keys_before => {
+                    broken = Some(e);
+                    break;
+                }
                 Err(e) => results[i] = Some(Err(e)),
             }
         }
-        if !staged.is_empty() {
-            if let Err(e) = batch.commit("committing appended batches") {
-                self.poisoned.store(true, Ordering::SeqCst);
-                // The staged sessions' cached states ran ahead of the store: dropped, they
-                // are reloaded from the store.
-                for (slot, _) in staged.drain(..) {
-                    *guards[slot] = None;
-                    results[order[slot]] = Some(Err(e.duplicate()));
+        let committed = match broken {
+            Some(e) => Err(e),
+            None if staged.is_empty() => Ok(()),
+            None => {
+                let committed = if sync {
+                    batch.commit("committing appended batches")
+                } else {
+                    batch.commit_unsynced("committing a created session")
+                };
+                if committed.is_err() {
+                    self.poisoned.store(true, Ordering::SeqCst);
                 }
+                committed
+            }
+        };
+        if let Err(e) = committed {
+            // Nothing was written, but the staged sessions' cached states ran ahead of the
+            // store: dropped, they are reloaded from the store.
+            for (slot, _) in staged.drain(..) {
+                *guards[slot] = None;
+                results[order[slot]] = Some(Err(e.duplicate()));
+            }
+            for result in results.iter_mut().filter(|r| r.is_none()) {
+                *result = Some(Err(e.duplicate()));
             }
         }
         for (slot, s) in staged {
@@ -230,10 +267,48 @@ impl Store {
                 results[order[slot]] = Some(Ok(s.publish(state)));
             }
         }
+        drop(claims);
         results
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(Error::Internal("append produced no result".into()))))
             .collect()
+    }
+
+    /// Stage `item`, which creates its session with its batch: the header checked, the id
+    /// claimed, the batch admitted against the empty session, then the session's keys (see
+    /// `creation.rs`). The claim is held until the commit.
+    fn stage_creation(
+        &self,
+        slot: &mut Option<WriteState>,
+        item: &mut AppendItem<'_>,
+        new: NewSession<'_>,
+        batch: &mut SessionBatch<'_>,
+    ) -> Result<(Staged, Claim<'_>)> {
+        let header = NewHeader::check(new.header_line, new.encoding)?;
+        if header.id() != item.id {
+            return Err(Error::Rejected {
+                id: item.id.into(),
+                seq: None,
+                rule: format!(
+                    "header: it names session \"{}\", not the appended one",
+                    header.id()
+                ),
+            });
+        }
+        // A stored session is refused here, so `slot` holds no state (the cache's invariant).
+        let claim = header.claim(self)?;
+        let empty = header.empty_meta(self);
+        *slot = Some(self.write_state_of(empty.clone())?);
+        let events = std::mem::take(&mut item.events);
+        let staged = admission::stage(self, slot, item.id, item.expected_next_seq, events, batch)
+            .and_then(|staged| {
+                header.stage(staged.meta().unwrap_or(&empty), batch)?;
+                Ok(staged)
+            });
+        if staged.is_err() {
+            *slot = None;
+        }
+        Ok((staged?, claim))
     }
 
     /// Fill an empty write-state slot from the store; refuse sessions DSH would not append to.
@@ -244,40 +319,45 @@ impl Store {
     ) -> Result<&'g mut WriteState> {
         if slot.is_none() {
             let meta = self.require_meta(id.as_bytes())?;
-            meta.require_undeleted()?;
-            meta.require_surface_model("appending")?;
-            match &meta.verdict {
-                Verdict::Clean => {}
-                Verdict::Torn => {
-                    return Err(Error::NotAppendable {
-                        id: id.into(),
-                        reason: "its log has a torn tail; repair it first (sessionlog repair)"
-                            .into(),
-                    })
-                }
-                v => {
-                    return Err(Error::NotAppendable {
-                        id: id.into(),
-                        reason: format!("DSH's reader refuses its log ({v})"),
-                    })
-                }
-            }
-            let surface = self.fold_surface(&meta)?;
-            let projections = ProjectionCheckpoints::resume(self.projection_set(&meta)?);
-            let relations = if self.options.strict_appends {
-                Some(self.relation_rules(&meta)?)
-            } else {
-                None
-            };
-            *slot = Some(WriteState {
-                meta,
-                surface,
-                projections,
-                relations,
-            });
+            *slot = Some(self.write_state_of(meta)?);
         }
         slot.as_mut()
             .ok_or_else(|| Error::Internal("a loaded write state vanished".into()))
+    }
+
+    /// The write state of the session `meta` describes (as committed, or empty and about to be
+    /// created); refuse sessions DSH would not append to.
+    fn write_state_of(&self, meta: SessionMeta) -> Result<WriteState> {
+        meta.require_undeleted()?;
+        meta.require_surface_model("appending")?;
+        match &meta.verdict {
+            Verdict::Clean => {}
+            Verdict::Torn => {
+                return Err(Error::NotAppendable {
+                    id: meta.id_lossy(),
+                    reason: "its log has a torn tail; repair it first (sessionlog repair)".into(),
+                })
+            }
+            v => {
+                return Err(Error::NotAppendable {
+                    id: meta.id_lossy(),
+                    reason: format!("DSH's reader refuses its log ({v})"),
+                })
+            }
+        }
+        let surface = self.fold_surface(&meta)?;
+        let projections = ProjectionCheckpoints::resume(self.projection_set(&meta)?);
+        let relations = if self.options.strict_appends {
+            Some(self.relation_rules(&meta)?)
+        } else {
+            None
+        };
+        Ok(WriteState {
+            meta,
+            surface,
+            projections,
+            relations,
+        })
     }
 
     /// The current surface from the index (nearest snapshot, then the ops after it).
@@ -299,6 +379,9 @@ impl Store {
     /// strict appends.
     fn relation_rules(&self, meta: &SessionMeta) -> Result<RelationRules> {
         let mut trace = RelationRules::for_version(meta.version);
+        if meta.events == 0 {
+            return Ok(trace);
+        }
         let mut failure = None;
         self.events(&meta.id_lossy(), 0, None, &mut |seq, e| {
             if failure.is_none() {

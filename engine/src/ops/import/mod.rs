@@ -125,19 +125,19 @@ impl Store {
         if let Some(dir) = &options.generations {
             check_served_version(&dir.served, header)?;
         }
-        let id = header.id.as_wtf8();
-        let duplicate = || Error::DuplicateSession {
-            source_name: source_name.into(),
-            id: header.id.to_string_lossy(),
+        let _claim = match &landing.replaces {
+            Some(replaced) => {
+                let stored = self.meta(header.id.as_wtf8())?.map(|m| m.number);
+                if stored != Some(replaced.number) {
+                    return Err(Error::DuplicateSession {
+                        source_name: source_name.into(),
+                        id: header.id.to_string_lossy(),
+                    });
+                }
+                None
+            }
+            None => Some(self.claim_new(source_name, header)?),
         };
-        let _claim = match landing.replaces {
-            Some(_) => None,
-            None => Some(self.claim(id).ok_or_else(duplicate)?),
-        };
-        let stored = self.meta(id)?.map(|m| m.number);
-        if stored != landing.replaces.as_ref().map(|m| m.number) {
-            return Err(duplicate());
-        }
         let number = self.allocate_number();
         let outcome = self
             .stage_lower_generations(number, header, options, landing)

@@ -18,17 +18,15 @@
 //! lines with (`sessionlog_codec::lines`), so both spend the same work turning events into text;
 //! and it serializes a fresh copy of the events, as every system gets them ([`host_built`]).
 
-use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use anyhow::{anyhow, Context};
 
 use sessionlog_codec::lines::author_lines;
 
-use super::super::{host_built, Durability, Host, Item, SessionStart};
+use super::super::{host_built, Durability, Host, Item, PendingSessions, SessionStart};
 use crate::gen::LogFormat;
 
 /// File name of a session log inside its directory.
@@ -44,7 +42,7 @@ pub struct JsonlPeer {
     /// The format version whose lines the sessions hold (0 or 4).
     version: u32,
     /// Header lines of created sessions not yet materialized, by id.
-    pending: Mutex<HashMap<String, String>>,
+    pending: PendingSessions<String>,
 }
 
 impl JsonlPeer {
@@ -55,7 +53,7 @@ impl JsonlPeer {
             root: root.to_owned(),
             durability,
             version: format.version(),
-            pending: Mutex::new(HashMap::new()),
+            pending: PendingSessions::new(),
         })
     }
 
@@ -126,24 +124,12 @@ impl Host for JsonlPeer {
     }
 
     fn create(&self, start: &SessionStart<'_>) -> anyhow::Result<()> {
-        let mut pending = self
-            .pending
-            .lock()
-            .map_err(|_| anyhow!("pending-session table poisoned"))?;
-        pending.insert(start.id.to_owned(), start.header_line.to_owned());
-        Ok(())
+        self.pending.hold(start.id, start.header_line.to_owned())
     }
 
     fn append(&self, items: &[Item<'_>], acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
         for (i, item) in items.iter().enumerate() {
-            let header = if item.batch.first_seq == 0 {
-                self.pending
-                    .lock()
-                    .map_err(|_| anyhow!("pending-session table poisoned"))?
-                    .remove(item.id)
-            } else {
-                None
-            };
+            let header = self.pending.take_first(item)?;
             let events = host_built(item.batch);
             let mut text = String::with_capacity(item.batch.text.len());
             author_lines(self.version, &events, &mut text, &mut Vec::new());

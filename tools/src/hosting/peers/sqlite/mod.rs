@@ -21,7 +21,6 @@ mod schema;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -32,7 +31,7 @@ use sessionlog_codec::json::{Object, Value};
 
 use self::rows::{decode_row, encode_batch, Row};
 use self::schema::{random_uuid, reference_schema, validate, SchemaObject};
-use super::super::{host_built, Durability, Host, Item, SessionStart};
+use super::super::{host_built, Durability, Host, Item, PendingSessions, SessionStart};
 
 /// DSH `MAX_PACKED_ROW_MEMBERS`: how far back a packed row may start and still cover a seq.
 const MAX_PACKED_MEMBERS: i64 = 1_024;
@@ -79,7 +78,7 @@ pub struct SqlitePeer {
     conn: Mutex<Connection>,
     reference: Vec<SchemaObject>,
     /// Headers of created sessions whose first batch has not been written, by id.
-    pending: Mutex<HashMap<String, SessionRow>>,
+    pending: PendingSessions<SessionRow>,
 }
 
 impl SqlitePeer {
@@ -93,7 +92,7 @@ impl SqlitePeer {
         Ok(SqlitePeer {
             conn: Mutex::new(conn),
             reference: reference_schema()?,
-            pending: Mutex::new(HashMap::new()),
+            pending: PendingSessions::new(),
         })
     }
 
@@ -114,9 +113,7 @@ impl SqlitePeer {
         if first == 0 {
             let row = self
                 .pending
-                .lock()
-                .map_err(|_| anyhow!("pending-session table poisoned"))?
-                .remove(item.id)
+                .take_first(item)?
                 .ok_or_else(|| anyhow!("first batch of a session never created"))?;
             tx.prepare(UPSERT_SESSION)?.execute(params![
                 item.id,
@@ -156,12 +153,7 @@ impl Host for SqlitePeer {
     }
 
     fn create(&self, start: &SessionStart<'_>) -> anyhow::Result<()> {
-        let row = session_row(start.header_line)?;
-        self.pending
-            .lock()
-            .map_err(|_| anyhow!("pending-session table poisoned"))?
-            .insert(start.id.to_owned(), row);
-        Ok(())
+        self.pending.hold(start.id, session_row(start.header_line)?)
     }
 
     fn append(&self, items: &[Item<'_>], acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
