@@ -154,6 +154,9 @@ struct Live {
     feed: SessionFeed,
     /// Index of the next batch.
     next: usize,
+    /// The header line of a session to be created with its first batch
+    /// (`AppendItem::creating`), until that batch is acknowledged.
+    header: Option<String>,
 }
 
 fn append_thread(
@@ -188,7 +191,11 @@ fn append_thread(
                 first_seq: batch.first_seq,
                 count: batch.events.len() as u64,
             });
-            items.push(append_item(&a.id, batch)?);
+            let item = append_item(&a.id, batch)?;
+            items.push(match &a.header {
+                Some(line) => item.creating(line, SourceEncoding::Jsonl),
+                None => item,
+            });
         }
         let op = ctx.journal.intend(&Intent::Append(specs))?;
         for (item, result) in picks.iter().zip(ctx.store.append_many(items)) {
@@ -198,6 +205,7 @@ fn append_thread(
         ctx.journal.ack(op, true, &[])?;
         for &i in &picks {
             active[i].next += 1;
+            active[i].header = None;
         }
         active.retain(|a| a.next < a.feed.batches.len());
     }
@@ -208,30 +216,44 @@ fn append_thread(
 fn open_live(ctx: &Ctx<'_>, stored: &HashMap<String, u64>, k: u64) -> anyhow::Result<Option<Live>> {
     let id = live_id(k);
     let (feed, header) = feed_for(k, &ctx.spec.options);
+    let mut with_first_batch = None;
     let next_seq = match stored.get(&id) {
         Some(&n) => n,
         None => {
-            // Every other session of each format (the format follows `k`'s parity) is created
-            // as a host behind DSH's seam would: durable only with its first acknowledged append.
-            let deferred = (k / 2) % 2 == 1;
-            let op = ctx.journal.intend(&Intent::Create {
-                id: id.clone(),
-                deferred,
-            })?;
-            if deferred {
-                ctx.store
-                    .create_session_deferred(&header, SourceEncoding::Jsonl)?;
+            // Of each format's sessions (the format follows `k`'s parity), a third are created
+            // synced; the others as a host behind DSH's seam would, durable only with their
+            // first acknowledged append: created deferred, or created by that append
+            // (`AppendItem::creating`). The last are journaled only as that append, which
+            // takes them from absent to their first batch.
+            let way = (k / 2) % 3;
+            if way == 2 {
+                with_first_batch = Some(header);
             } else {
-                ctx.store.create_session(&header, SourceEncoding::Jsonl)?;
+                let deferred = way == 1;
+                let op = ctx.journal.intend(&Intent::Create {
+                    id: id.clone(),
+                    deferred,
+                })?;
+                if deferred {
+                    ctx.store
+                        .create_session_deferred(&header, SourceEncoding::Jsonl)?;
+                } else {
+                    ctx.store.create_session(&header, SourceEncoding::Jsonl)?;
+                }
+                ctx.journal.ack(op, true, &[])?;
             }
-            ctx.journal.ack(op, true, &[])?;
             0
         }
     };
     let Some(next) = crate::stress::boundary(&feed, next_seq) else {
         bail!("{id}: stored next seq {next_seq} is not a batch boundary of its feed");
     };
-    Ok((next < feed.batches.len()).then_some(Live { id, feed, next }))
+    Ok((next < feed.batches.len()).then_some(Live {
+        id,
+        feed,
+        next,
+        header: with_first_batch,
+    }))
 }
 
 /// The admin writers, in proportion.
