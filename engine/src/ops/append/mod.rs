@@ -285,14 +285,12 @@ impl Store {
         batch: &mut SessionBatch<'_>,
     ) -> Result<(Staged, Claim<'_>)> {
         let header = NewHeader::check(new.header_line, new.encoding)?;
-        if header.id() != item.id {
+        let named = header.id();
+        if named != item.id {
             return Err(Error::Rejected {
                 id: item.id.into(),
                 seq: None,
-                rule: format!(
-                    "header: it names session \"{}\", not the appended one",
-                    header.id()
-                ),
+                rule: format!("header: it names session \"{named}\", not the appended one"),
             });
         }
         // A stored session is refused here, so `slot` holds no state (the cache's invariant).
