@@ -5,6 +5,7 @@ mod concurrency;
 mod corpus;
 mod corruption;
 mod crash;
+mod direct_io;
 mod faults;
 mod fixtures;
 mod fork;

@@ -39,5 +39,5 @@ pub use ops::root::{is_session_root, scan_root, RootScan};
 pub use ops::verify::{VerifyProblem, VerifyReport};
 pub use options::{Durability, Options, V0Reads};
 pub use read::surface::SurfaceView;
-pub use store::Store;
+pub use store::{direct_io_supported, Store};
 pub use write::indexer::CHECKPOINT_EVERY;

@@ -34,6 +34,10 @@ pub struct Cli {
     /// round).
     #[arg(long, global = true)]
     pub blob_files: bool,
+    /// Flush and compact through the page cache even where the filesystem takes direct I/O
+    /// (the default uses it there: less CPU per batch; docs/PERFORMANCE.md, twelfth round).
+    #[arg(long, global = true)]
+    pub no_direct_io: bool,
     #[command(subcommand)]
     pub command: Command,
 }

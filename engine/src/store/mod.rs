@@ -8,10 +8,13 @@
 //! while an import of that number is in progress in this process. Interrupted imports are found
 //! through their `P ‖ number` markers and their partial ranges deleted before the store serves.
 
+mod direct_io;
 mod projection_registry;
 mod session_cache;
 mod successor_cache;
 mod wal_audit;
+
+pub use direct_io::supported as direct_io_supported;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -60,6 +63,9 @@ pub struct Store {
     pub(crate) projection_registry: Registry,
     /// Successors of sessions read through migration (`successor_cache.rs`).
     pub(crate) successors: SuccessorCache,
+    /// Whether flush and compaction run with direct I/O (`Options::direct_io` where the
+    /// filesystem takes it).
+    direct_io: bool,
     /// The store's own directory lock ([`lock_dir`]), released after `db` closes (fields drop
     /// in order).
     _dir_lock: std::fs::File,
@@ -162,6 +168,8 @@ impl Store {
         db_opts.set_wal_bytes_per_sync(1 << 20);
         set_wal_policy(&mut db_opts, &options);
         let dir_lock = lock_dir(&path)?;
+        let direct_io = options.direct_io && direct_io::supported(&path);
+        db_opts.set_use_direct_io_for_flush_and_compaction(direct_io);
         wal_audit::audit(&path, options.recycles_wal())?;
         let cfs = ALL_CFS
             .into_iter()
@@ -196,6 +204,7 @@ impl Store {
             claims: Mutex::new(HashSet::new()),
             projection_registry: Registry::default(),
             successors: SuccessorCache::default(),
+            direct_io,
             _dir_lock: dir_lock,
         };
         store.recover_interrupted_imports()?;
@@ -207,6 +216,12 @@ impl Store {
     /// The store's directory.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether this open flushes and compacts with direct I/O: [`Options::direct_io`] was set
+    /// and the directory's filesystem takes `O_DIRECT`.
+    pub fn direct_io(&self) -> bool {
+        self.direct_io
     }
 
     pub(crate) fn cf(&self, name: &str) -> Result<&ColumnFamily> {

@@ -243,6 +243,7 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
         );
     }
     let mut all = Vec::with_capacity(rounds);
+    let mut direct_io = false;
     for round in 0..rounds {
         let dir = |name: &str| match rounds {
             1 => fresh_dir(&work, name),
@@ -250,6 +251,7 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
         };
         let mut reports = Vec::with_capacity(peers.len() + 1);
         let host = SessionlogHost::open(&dir("sessionlog")?, store.clone())?;
+        direct_io = host.direct_io();
         reports.push(run_host(&host, &pool, workload, &work, disk.as_ref())?);
         drop(host);
         for peer in peers {
@@ -276,7 +278,8 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
             &mut out,
             output::figures_over_rounds(workload, durability, &pool, model.as_ref(), &all)
                 .with("wal_recycling", store.recycles_wal())
-                .with("blob_files", store.blob_files),
+                .with("blob_files", store.blob_files)
+                .with("direct_io", direct_io),
         )?;
     } else {
         let table = output::table_over_rounds(workload, durability, &pool, model.as_ref(), &all);
@@ -291,6 +294,13 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
             writeln!(
                 out,
                 "sessionlog keeps the events' blocks in blob files (--blob-files)"
+            )?;
+        }
+        if !direct_io {
+            writeln!(
+                out,
+                "sessionlog flushes and compacts through the page cache (--no-direct-io, or a \
+                 filesystem without O_DIRECT)"
             )?;
         }
     }

@@ -35,6 +35,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         },
         wal_recycling: !cli.no_wal_recycling,
         blob_files: cli.blob_files,
+        direct_io: !cli.no_direct_io,
         ..Options::default()
     };
     let open_with = |strict_appends: bool| -> anyhow::Result<Store> {

@@ -181,11 +181,12 @@ pub fn run(
         .with("session_checks", report.session_checks as i64)
         .with("stores", report.stores as i64)
         .with("lazyfs_restarts", report.lazyfs_restarts as i64)
+        .with("direct_io", report.direct_io)
         .with("seconds", secs);
     let text = format!(
         "{} power cuts ({}) in {secs:.1} s: {} acknowledged session writes, {} lost \
          (in {} cycles), {} half-applied, {} problems; {} session checks, {} stores, {} \
-         admin ops refused, {} LazyFS restarts",
+         admin ops refused, {} LazyFS restarts; flushes and compactions {}",
         report.cycles,
         durability_name(opts.durability),
         report.acknowledged,
@@ -196,7 +197,12 @@ pub fn run(
         report.session_checks,
         report.stores,
         report.rejected,
-        report.lazyfs_restarts
+        report.lazyfs_restarts,
+        if report.direct_io {
+            "with direct I/O"
+        } else {
+            "buffered (the mount refuses O_DIRECT)"
+        }
     );
     let failed = report.half_applied > 0
         || !report.problems.is_empty()

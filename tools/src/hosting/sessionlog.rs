@@ -33,6 +33,11 @@ impl SessionlogHost {
             pending: PendingSessions::new(),
         })
     }
+
+    /// Whether the store flushes and compacts with direct I/O ([`Store::direct_io`]).
+    pub fn direct_io(&self) -> bool {
+        self.store.direct_io()
+    }
 }
 
 /// A logged event as the host's `append(type, data, opts)` call would pass it.

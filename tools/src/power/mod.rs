@@ -175,6 +175,9 @@ pub struct PowerReport {
     /// Times LazyFS itself died or stopped answering (a fault of the test tool, not of the
     /// store): that cycle is void and the next starts a fresh store on a new mount.
     pub lazyfs_restarts: u64,
+    /// Whether the mount takes `O_DIRECT`, so the children's stores (`Options::direct_io`, the
+    /// default) flushed and compacted with direct I/O under the cuts.
+    pub direct_io: bool,
 }
 
 /// LazyFS crashes and hangs a run survives before it gives up.
@@ -236,7 +239,10 @@ pub fn power_loop(
     let mut rng = Rng::new(opts.seed ^ 0x0070_6f77_6572);
     let mut feeds = FeedCache::new();
     let mut model = Model::default();
-    let mut report = PowerReport::default();
+    let mut report = PowerReport {
+        direct_io: sessionlog_engine::direct_io_supported(mount.path()),
+        ..PowerReport::default()
+    };
     let mut fresh = true;
     // `attempt` numbers every cycle started, `report.cycles` those checked; they differ only
     // when LazyFS itself dies (a void cycle, on a store then started afresh).
