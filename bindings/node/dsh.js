@@ -53,12 +53,12 @@ async function release(path) {
  * @template T
  * @param {string} path store directory
  * @param {(store: Store) => Promise<T>} use
- * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean}} [options]
+ * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean}} [options]
  * @returns {Promise<T>}
  */
-export async function withStore(path, use, { durability = 'sync', walRecycling = true, blobFiles = false } = {}) {
+export async function withStore(path, use, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true } = {}) {
   const absolute = resolve(path)
-  const store = await acquire(absolute, { durability, walRecycling, blobFiles })
+  const store = await acquire(absolute, { durability, walRecycling, blobFiles, directIo })
   try {
     return await use(store)
   } finally {
@@ -90,7 +90,7 @@ export class SessionlogPersistence extends SessionPersistence {
 
   /**
    * @param {import('@deepseek-ai/cordis').Context} ctx
-   * @param {{path: string, durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean,
+   * @param {{path: string, durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean,
    *   encoding?: 'jsonl' | 'jsonl.zstd', preparedSessionCacheSize?: number,
    *   writeBatchMaxDelayMs?: number}} config
    */
@@ -106,6 +106,7 @@ export class SessionlogPersistence extends SessionPersistence {
       durability: config.durability ?? 'sync',
       walRecycling: config.walRecycling ?? true,
       blobFiles: config.blobFiles ?? false,
+      directIo: config.directIo ?? true,
     })
     // Open failures surface on first use; don't let them go unobserved meanwhile.
     this.store.catch(() => {})

@@ -57,7 +57,9 @@ export declare function headerLine(header: SessionHeaderFields): string
 export declare function headerFields(line: string): SessionHeaderFields
 
 export declare class Store {
-  static open(dir: string, options?: { durability?: 'sync' | 'buffered'; walRecycling?: boolean; blobFiles?: boolean }): Promise<Store>
+  static open(dir: string, options?: { durability?: 'sync' | 'buffered'; walRecycling?: boolean; blobFiles?: boolean; directIo?: boolean }): Promise<Store>
+  /** Whether this open flushes and compacts with direct I/O (asked, and the filesystem takes it). */
+  readonly directIo: boolean
   close(): Promise<void>
   createSession(header: SessionHeaderFields | string, options?: { encoding?: 'jsonl' | 'jsonl.zstd' }): Promise<string>
   /** Create a session with its first batch in one commit, kept as DSH's writer writes it. */

@@ -53,16 +53,19 @@ export class Store {
   /**
    * Open (creating if needed) the store in `dir`.
    * @param {string} dir store directory
-   * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean}} [options]
+   * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean}} [options]
    *   `walRecycling` (default true, under 'sync'): reuse WAL files in place (one device write
    *   fewer per synced commit; the WAL is audited before every open, docs/RELIABILITY.md);
    *   false is the CLI's --no-wal-recycling
    *   `blobFiles`: keep the events' blocks in blob files (less compaction CPU for write-heavy
    *   hosts, for more disk and slower reads; the CLI's --blob-files, docs/PERFORMANCE.md)
+   *   `directIo` (default true): flush and compact with direct I/O where the filesystem takes
+   *   O_DIRECT (less CPU per batch; reads of just-written data start cold); false is the CLI's
+   *   --no-direct-io
    */
-  static async open(dir, { durability = 'sync', walRecycling = true, blobFiles = false } = {}) {
+  static async open(dir, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true } = {}) {
     const native = new NativeStore()
-    settled(await native.open(dir, durability, walRecycling, blobFiles))
+    settled(await native.open(dir, durability, walRecycling, blobFiles, directIo))
     return new Store(native)
   }
 
@@ -185,6 +188,11 @@ export class Store {
   /** Check stored bytes and indexes (all sessions when `ids` is empty). */
   async verify(ids = []) {
     return parsed(await this.#native.verify(ids))
+  }
+
+  /** Whether this open flushes and compacts with direct I/O (asked, and the filesystem takes it). */
+  get directIo() {
+    return this.#native.directIo()
   }
 
   /** How appends were grouped: `writes` (one fsync each under sync) and `appends`. */

@@ -129,7 +129,8 @@ impl NativeStore {
 
     /// Open (creating if needed) the store at `dir`; `durability` is `sync` or `buffered`;
     /// `wal_recycling` reuses WAL files in place (`Options::wal_recycling`, default true); `blob_files` keeps
-    /// the events' blocks in blob files (`Options::blob_files`).
+    /// the events' blocks in blob files (`Options::blob_files`); `direct_io` flushes and compacts
+    /// with direct I/O where the filesystem takes it (`Options::direct_io`, default true).
     #[napi]
     pub fn open(
         &self,
@@ -138,6 +139,7 @@ impl NativeStore {
         durability: String,
         wal_recycling: Option<bool>,
         blob_files: Option<bool>,
+        direct_io: Option<bool>,
     ) -> napi::Result<JsObject> {
         let durability = match durability.as_str() {
             "sync" => Durability::Sync,
@@ -160,6 +162,7 @@ impl NativeStore {
                     durability,
                     wal_recycling: wal_recycling.unwrap_or(true),
                     blob_files: blob_files.unwrap_or(false),
+                    direct_io: direct_io.unwrap_or(true),
                     ..Options::default()
                 };
                 let reply = match (Store::open(&dir, options), shared.write()) {
@@ -384,6 +387,15 @@ impl NativeStore {
     #[napi]
     pub fn verify(&self, env: Env, ids: Vec<String>) -> napi::Result<JsObject> {
         self.run(&env, move |s| ops::verify(s, &ids))
+    }
+
+    /// Whether the open store flushes and compacts with direct I/O (`Store::direct_io`); false
+    /// when no store is open.
+    #[napi]
+    pub fn direct_io(&self) -> bool {
+        self.shared
+            .read()
+            .is_ok_and(|slot| slot.as_ref().is_some_and(Store::direct_io))
     }
 
     /// How appends were grouped into writes so far.
