@@ -89,8 +89,8 @@ pub struct Options {
     /// flushed or compacted file is written once and read back only by a later compaction, so
     /// copying it into the page cache buys nothing; on a VM whose balloon hands free pages back
     /// to the host, the flush's copy into fresh page-cache pages was the largest single cost of a
-    /// hosting run. Measured at 1,000 sessions and 32 threads: CPU per durable batch -15 to
-    /// -20% (docs/PERFORMANCE.md, twelfth round). Durability is unchanged: RocksDB syncs every
+    /// hosting run. Measured at 1,000 sessions and 32 threads: CPU per durable batch -12% (V0)
+    /// and -24% (V4) (docs/PERFORMANCE.md, twelfth round). Durability is unchanged: RocksDB syncs every
     /// flushed and compacted file as before; the WAL and reads stay buffered. Default: true.
     pub direct_io: bool,
 }

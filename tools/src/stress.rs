@@ -222,7 +222,7 @@ fn worker_thread(
             .iter()
             .map(|&i| {
                 let a = &active[i];
-                append_item(&a.id, &a.feed.batches[a.next])
+                append_item(&a.id, &a.feed.batches[a.next], None)
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
         let results = store.append_many(items);

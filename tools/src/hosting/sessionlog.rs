@@ -45,14 +45,24 @@ fn new_event(event: &Value) -> anyhow::Result<NewEvent> {
     NewEvent::from_logged(event).map_err(anyhow::Error::msg)
 }
 
-/// The engine's append of one generated batch to session `id`, expecting its first seq.
-pub(crate) fn append_item<'a>(id: &'a str, batch: &Batch) -> anyhow::Result<AppendItem<'a>> {
+/// The engine's append of one generated batch to session `id`, expecting its first seq; with
+/// `header`, the batch creates the `.jsonl` session that header line describes
+/// ([`AppendItem::creating`]).
+pub(crate) fn append_item<'a>(
+    id: &'a str,
+    batch: &Batch,
+    header: Option<&'a str>,
+) -> anyhow::Result<AppendItem<'a>> {
     let events = batch
         .events
         .iter()
         .map(new_event)
         .collect::<anyhow::Result<_>>()?;
-    Ok(AppendItem::new(id, Some(batch.first_seq), events))
+    let item = AppendItem::new(id, Some(batch.first_seq), events);
+    Ok(match header {
+        Some(line) => item.creating(line, SourceEncoding::Jsonl),
+        None => item,
+    })
 }
 
 impl Host for SessionlogHost {
@@ -72,13 +82,7 @@ impl Host for SessionlogHost {
         let batch: Vec<AppendItem<'_>> = items
             .iter()
             .zip(&headers)
-            .map(|(i, header)| {
-                let item = append_item(i.id, i.batch)?;
-                Ok(match header {
-                    Some(line) => item.creating(line, SourceEncoding::Jsonl),
-                    None => item,
-                })
-            })
+            .map(|(i, header)| append_item(i.id, i.batch, header.as_deref()))
             .collect::<anyhow::Result<_>>()?;
         for (item, result) in items.iter().zip(self.store.append_many(batch)) {
             result.with_context(|| format!("appending to session {}", item.id))?;

@@ -191,11 +191,7 @@ fn append_thread(
                 first_seq: batch.first_seq,
                 count: batch.events.len() as u64,
             });
-            let item = append_item(&a.id, batch)?;
-            items.push(match &a.header {
-                Some(line) => item.creating(line, SourceEncoding::Jsonl),
-                None => item,
-            });
+            items.push(append_item(&a.id, batch, a.header.as_deref())?);
         }
         let op = ctx.journal.intend(&Intent::Append(specs))?;
         for (item, result) in picks.iter().zip(ctx.store.append_many(items)) {
