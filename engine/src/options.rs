@@ -34,7 +34,7 @@ pub struct Options {
     /// Against 64 MiB it cut compaction's CPU by 12–40% and, with 10,000 sessions appending,
     /// most of RocksDB's write slowdowns (docs/PERFORMANCE.md, thirteenth round), for up to
     /// twice the memory while a full memtable flushes, twice the WAL to replay after a crash,
-    /// and twice the appends before the first reused WAL file.
+    /// and twice the appends after each open before the first reused WAL file.
     pub write_buffer_bytes: usize,
     /// Import commits its WriteBatch whenever it holds this many bytes, bounding memory.
     /// Default: 8 MiB.
