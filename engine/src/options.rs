@@ -31,7 +31,7 @@ pub struct Options {
     /// Memtable size per column family in bytes. Default: 128 MiB. Every flushed file holds
     /// keys of every active session, so every compaction of the newest level rewrites the active
     /// sessions' blocks below it: a larger memtable brings more new bytes to each such rewrite.
-    /// Against 64 MiB it cut compaction's CPU by 12–40% and, with 10,000 sessions appending,
+    /// Against 64 MiB it cut compaction's CPU by 12–42% and, with 10,000 sessions appending,
     /// most of RocksDB's write slowdowns (docs/PERFORMANCE.md, thirteenth round), for up to
     /// twice the memory while a full memtable flushes, twice the WAL to replay after a crash,
     /// and twice the appends after each open before the first reused WAL file.
