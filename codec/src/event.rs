@@ -84,19 +84,27 @@ impl NewEvent {
     /// The event a logged event was appended as: its type, time, data, surface metadata and
     /// `ignorable` marker, without its seq (replaying a log into another session or store).
     pub fn from_logged(event: &Value) -> Result<NewEvent, String> {
-        let o = event
-            .as_object()
-            .ok_or("a logged event must be a JSON object")?;
+        Self::from_logged_owned(event.clone())
+    }
+
+    /// [`NewEvent::from_logged`] of an event the caller gives up: its data and surface metadata
+    /// move in uncopied (a host handing over events it built, a batch just parsed).
+    pub fn from_logged_owned(event: Value) -> Result<NewEvent, String> {
+        let Value::Object(mut o) = event else {
+            return Err("a logged event must be a JSON object".into());
+        };
+        let ty = o
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or("a logged event needs a string type")?
+            .to_owned();
+        let data = o.remove("data").ok_or("a logged event needs data")?;
         Ok(NewEvent {
-            ty: o
-                .get("type")
-                .and_then(Value::as_str)
-                .ok_or("a logged event needs a string type")?
-                .to_owned(),
+            ty,
             time: o.get("time").and_then(Value::as_safe_integer),
-            data: o.get("data").cloned().ok_or("a logged event needs data")?,
-            surface_op: o.get("surfaceOp").cloned(),
-            source_event_seqs: o.get("sourceEventSeqs").cloned(),
+            data,
+            surface_op: o.remove("surfaceOp"),
+            source_event_seqs: o.remove("sourceEventSeqs"),
             ignorable: matches!(o.get("ignorable"), Some(Value::Bool(true))),
         })
     }
@@ -226,6 +234,22 @@ mod tests {
             .author(0, 0)
             .expect_err("meta")
             .contains("non-JSON-serializable surface metadata"));
+    }
+
+    /// A logged event re-authored at its own seq is the event again, whether it is lent or
+    /// given up; a logged event without an object shape, a string type or data is refused.
+    #[test]
+    fn a_logged_event_re_authors_to_itself() {
+        let text = r#"{"type":"a/b","seq":4,"time":9,"data":{"k":[1,"x"]},"sourceEventSeqs":[0],"surfaceOp":"append","ignorable":true}"#;
+        let logged = parse(text).expect("json");
+        let lent = NewEvent::from_logged(&logged).expect("lent");
+        let given = NewEvent::from_logged_owned(logged).expect("given");
+        assert_eq!(lent, given);
+        assert_eq!(stringify(&given.author(4, 0).expect("authored")), text);
+        let bad = |t: &str| NewEvent::from_logged_owned(parse(t).expect("json")).expect_err("bad");
+        assert!(bad("[]").contains("object"));
+        assert!(bad(r#"{"type":1,"data":{}}"#).contains("string type"));
+        assert!(bad(r#"{"type":"a/b"}"#).contains("data"));
     }
 
     #[test]

@@ -313,8 +313,8 @@ pub fn parse_batch(id: &str, text: &str) -> Result<Vec<NewEvent>, Reply> {
         return Err(bad("the batch must be an array of events".into()));
     };
     items
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, v)| NewEvent::from_logged(v).map_err(|e| bad(format!("event {i}: {e}"))))
+        .map(|(i, v)| NewEvent::from_logged_owned(v).map_err(|e| bad(format!("event {i}: {e}"))))
         .collect()
 }

@@ -1,7 +1,9 @@
-//! Process CPU time (user + system, all threads) from `/proc/self/stat`, without unsafe code.
+//! CPU time: the process's (user + system, all threads) from `/proc/self/stat`, and the calling
+//! thread's from its CPU clock, without unsafe code.
 //!
-//! Linux reports it in clock ticks of `USER_HZ`, which the kernel ABI fixes at 100 per second
-//! for `/proc`, so the resolution is 10 ms: enough for runs of a second or more.
+//! Linux reports process time in clock ticks of `USER_HZ`, which the kernel ABI fixes at 100 per
+//! second for `/proc`, so the resolution is 10 ms: enough for runs of a second or more. A
+//! thread's clock counts nanoseconds, for spans as short as one round's feed.
 
 use std::time::Duration;
 
@@ -12,6 +14,15 @@ const TICKS_PER_SECOND: u64 = 100;
 pub fn process_cpu_time() -> Option<Duration> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     parse_stat(&stat)
+}
+
+/// CPU time the calling thread has used so far.
+pub fn thread_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// `utime + stime` of a `/proc/<pid>/stat` line. The command name (field 2) is parenthesized and
@@ -36,5 +47,19 @@ mod tests {
         assert_eq!(parse_stat(line), Some(Duration::from_millis(2810)));
         assert_eq!(parse_stat("garbage"), None);
         assert!(process_cpu_time().is_some());
+    }
+
+    #[test]
+    fn a_thread_clock_counts_the_threads_work_only() {
+        let before = thread_cpu_time();
+        let spin = std::time::Instant::now();
+        while spin.elapsed() < Duration::from_millis(30) {
+            std::hint::black_box(0u64);
+        }
+        let worked = thread_cpu_time() - before;
+        assert!(worked >= Duration::from_millis(20), "{worked:?}");
+        let before = thread_cpu_time();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(thread_cpu_time() - before < Duration::from_millis(20));
     }
 }

@@ -10,15 +10,17 @@
 //! way and counts nothing.
 //!
 //! Counted: batches and events acknowledged, their JSONL bytes, sessions started during the
-//! run, wall time (first submission to last acknowledgement), process CPU time, and, when the
-//! run is inside a [`DiskCgroup`], the device write requests the process issued meanwhile.
+//! run, wall time (first submission to last acknowledgement), process CPU time and the part of
+//! it the host threads spent building the events they submitted (the feed: the host's work, the
+//! same for every system), and, when the run is inside a [`DiskCgroup`], the device write
+//! requests the process issued meanwhile.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
 
-use super::cpu::process_cpu_time;
+use super::cpu::{process_cpu_time, thread_cpu_time};
 use super::feeds::{session_id, FeedPool, MAX_SLOTS};
 use super::histogram::Histogram;
 use super::{Host, Item, SessionStart};
@@ -88,6 +90,9 @@ pub struct Report {
     pub wall: Duration,
     /// Process CPU time used meanwhile (user + system), if known.
     pub cpu: Option<Duration>,
+    /// The host threads' CPU time building the submitted events ([`Item::built`]), part of
+    /// `cpu`.
+    pub feed_cpu: Duration,
     /// Per-batch latency, submission to durable acknowledgement.
     pub latency: Histogram,
     /// Device write requests issued meanwhile (the disk cgroup's count), if measured.
@@ -109,6 +114,18 @@ impl Report {
     pub fn cpu_us_per_batch(&self) -> Option<f64> {
         self.cpu
             .map(|c| c.as_secs_f64() * 1e6 / self.batches.max(1) as f64)
+    }
+
+    /// Microseconds of the host's feed per durable batch (part of [`Report::cpu_us_per_batch`]).
+    pub fn feed_cpu_us_per_batch(&self) -> f64 {
+        self.feed_cpu.as_secs_f64() * 1e6 / self.batches.max(1) as f64
+    }
+
+    /// Process CPU microseconds per durable batch beyond the host's feed: what the system under
+    /// test spent, if CPU time is known.
+    pub fn store_cpu_us_per_batch(&self) -> Option<f64> {
+        self.cpu_us_per_batch()
+            .map(|all| (all - self.feed_cpu_us_per_batch()).max(0.0))
     }
 
     /// Process CPU microseconds per durable event, if CPU time is known.
@@ -137,6 +154,7 @@ struct Tally {
     events: u64,
     bytes: u64,
     sessions_started: u64,
+    feed_cpu: Duration,
     latency: Histogram,
 }
 
@@ -230,6 +248,7 @@ pub fn run(
         total.events += t.events;
         total.bytes += t.bytes;
         total.sessions_started += t.sessions_started;
+        total.feed_cpu += t.feed_cpu;
         total.latency.merge(&t.latency);
     }
     Ok(Report {
@@ -240,6 +259,7 @@ pub fn run(
         sessions_started: total.sessions_started,
         wall,
         cpu,
+        feed_cpu: total.feed_cpu,
         latency: total.latency,
         device_writes,
     })
@@ -288,31 +308,31 @@ fn drive(
         for slot in slots.iter_mut() {
             tally.sessions_started += u64::from(slot.roll_over(host)?);
         }
+        let building = thread_cpu_time();
         let items: Vec<Item<'_>> = slots
             .iter()
-            .map(|s| Item {
-                slot: s.slot,
-                id: &s.id,
-                batch: &s.feed.batches[s.next],
-            })
+            .map(|s| Item::built(s.slot, &s.id, &s.feed.batches[s.next]))
             .collect();
+        tally.feed_cpu += thread_cpu_time().saturating_sub(building);
+        let count = items.len();
         acked_at.clear();
-        acked_at.resize(items.len(), None);
+        acked_at.resize(count, None);
         let submitted = Instant::now();
-        host.append(&items, &mut |i| {
+        host.append(items, &mut |i| {
             if let Some(slot @ None) = acked_at.get_mut(i) {
                 *slot = Some(Instant::now());
             }
         })
-        .with_context(|| format!("{}: appending {} batches", host.name(), items.len()))?;
+        .with_context(|| format!("{}: appending {count} batches", host.name()))?;
         let returned = Instant::now();
-        for (item, at) in items.iter().zip(&acked_at) {
+        for (slot, at) in slots.iter().zip(&acked_at) {
+            let batch = &slot.feed.batches[slot.next];
             tally
                 .latency
                 .record(at.unwrap_or(returned).saturating_duration_since(submitted));
             tally.batches += 1;
-            tally.events += item.batch.events.len() as u64;
-            tally.bytes += item.batch.text.len() as u64;
+            tally.events += batch.events.len() as u64;
+            tally.bytes += batch.text.len() as u64;
         }
         for slot in slots.iter_mut() {
             slot.next += 1;

@@ -32,6 +32,8 @@ pub use driver::{run, Report, Workload};
 pub use feeds::FeedPool;
 pub use histogram::Histogram;
 
+use sessionlog_codec::json::Value;
+
 use crate::gen::Batch;
 
 /// How durable an acknowledged batch must be.
@@ -55,7 +57,7 @@ pub struct SessionStart<'a> {
 }
 
 /// One batch submitted for durable append.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Item<'a> {
     /// The slot it belongs to.
     pub slot: usize,
@@ -63,6 +65,23 @@ pub struct Item<'a> {
     pub id: &'a str,
     /// The batch; `batch.first_seq` is the session's next seq (0 for its first batch).
     pub batch: &'a Batch,
+    /// The batch's events as the host built them for this append, the system's to keep.
+    pub events: Vec<Value>,
+}
+
+impl<'a> Item<'a> {
+    /// `batch` of session `id` in `slot`, with its events built as a host builds them. DSH's
+    /// `Session` builds each event object once and hands it to its backend, so every system
+    /// under test receives a fresh copy of the generated events per batch; the driver builds
+    /// them (and counts their CPU apart: [`Report::feed_cpu`]) before it submits the round.
+    pub fn built(slot: usize, id: &'a str, batch: &'a Batch) -> Self {
+        Item {
+            slot,
+            id,
+            batch,
+            events: batch.events.clone(),
+        }
+    }
 }
 
 /// A storage system under test, shared by all host threads.
@@ -80,15 +99,7 @@ pub trait Host: Sync {
     /// belong to distinct sessions of one thread; each is that session's only batch in flight.
     /// A system that learns of an item's durability before returning may call `acked(i)` for
     /// `items[i]` (at most once); items not reported are acknowledged when this returns.
-    fn append(&self, items: &[Item<'_>], acked: &mut dyn FnMut(usize)) -> anyhow::Result<()>;
-}
-
-/// The events a host hands its store for `batch`. DSH's `Session` builds each event object once
-/// and passes it to its backend, so every system under test receives a fresh copy of the
-/// generated events per batch and pays for building it, as sessionlog's host does when it
-/// builds its `NewEvent`s ([`sessionlog::append_item`]).
-pub fn host_built(batch: &Batch) -> Vec<sessionlog_codec::json::Value> {
-    batch.events.clone()
+    fn append(&self, items: Vec<Item<'_>>, acked: &mut dyn FnMut(usize)) -> anyhow::Result<()>;
 }
 
 /// Created sessions whose first batch has not been written, by id. DSH's backends publish a

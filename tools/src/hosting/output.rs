@@ -3,9 +3,11 @@
 //!
 //! Ratios are taken in the same run, higher is better: `vs_<peer>` is sessionlog's durable
 //! batches/s over the peer's, `cpu_vs_<peer>` the peer's process CPU per durable batch over
-//! sessionlog's. They need a report named `"sessionlog"`, and are `null`, with a `note`, without
-//! one. Per system the CPU per batch and per event are printed, and, when the run was inside a
-//! disk cgroup ([`DiskModel`]), the device write requests per batch.
+//! sessionlog's, `store_cpu_vs_<peer>` the same without the host's feed (the CPU the host threads
+//! spent building the events, the same work for every system). They need a report named
+//! `"sessionlog"`, and are `null`, with a `note`, without one. Per system the CPU per batch (all
+//! of it, the feed's, the rest) and per event are printed, and, when the run was inside a disk
+//! cgroup ([`DiskModel`]), the device write requests per batch.
 
 use std::fmt::Write as _;
 
@@ -175,22 +177,32 @@ fn median_of(values: &[Value]) -> Value {
     }
 }
 
+/// A per-batch figure of a report, if known.
+type PerBatch = fn(&Report) -> Option<f64>;
+
 /// `{"vs_<peer>": sessionlog batches/s ÷ peer batches/s, "cpu_vs_<peer>": peer CPU per batch ÷
-/// sessionlog CPU per batch}` (the latter where both CPU times are known), if sessionlog was
-/// measured.
+/// sessionlog CPU per batch, "store_cpu_vs_<peer>": the same beyond the host's feed}` (the CPU
+/// ratios where both CPU times are known), if sessionlog was measured.
 pub fn ratios(reports: &[Report]) -> Option<Object> {
     let ours = reports.iter().find(|r| r.system == SESSIONLOG)?;
+    let peers = || reports.iter().filter(|r| r.system != SESSIONLOG);
     let mut o = Object::new();
-    for peer in reports.iter().filter(|r| r.system != SESSIONLOG) {
+    for peer in peers() {
         let ratio = ours.batches_per_s() / peer.batches_per_s().max(1e-9);
         o.insert(JsString::from(format!("vs_{}", peer.system)), ratio.into());
     }
-    for peer in reports.iter().filter(|r| r.system != SESSIONLOG) {
-        if let Some((theirs, ours)) = peer.cpu_us_per_batch().zip(ours.cpu_us_per_batch()) {
-            o.insert(
-                JsString::from(format!("cpu_vs_{}", peer.system)),
-                (theirs / ours.max(1e-9)).into(),
-            );
+    let cpu_ratios: [(&str, PerBatch); 2] = [
+        ("cpu_vs_", Report::cpu_us_per_batch),
+        ("store_cpu_vs_", Report::store_cpu_us_per_batch),
+    ];
+    for (prefix, per_batch) in cpu_ratios {
+        for peer in peers() {
+            if let Some((theirs, ours)) = per_batch(peer).zip(per_batch(ours)) {
+                o.insert(
+                    JsString::from(format!("{prefix}{}", peer.system)),
+                    (theirs / ours.max(1e-9)).into(),
+                );
+            }
         }
     }
     Some(o)
@@ -214,6 +226,11 @@ fn system(r: &Report) -> Object {
             r.cpu.map_or(Value::Null, |c| Value::from(c.as_secs_f64())),
         )
         .with("cpu_us_per_batch", optional(r.cpu_us_per_batch()))
+        .with("feed_cpu_us_per_batch", r.feed_cpu_us_per_batch())
+        .with(
+            "store_cpu_us_per_batch",
+            optional(r.store_cpu_us_per_batch()),
+        )
         .with("cpu_us_per_event", optional(r.cpu_us_per_event()))
         .with(
             "device_writes",
@@ -273,7 +290,7 @@ pub fn table(
     };
     let _ = writeln!(
         s,
-        "{:<10} {:>10} {:>11} {:>7} {:>8} {:>8} {:>7} {:>9} {:>8} {:>8} {:>9}",
+        "{:<10} {:>10} {:>11} {:>7} {:>8} {:>8} {:>7} {:>9} {:>8} {:>9} {:>8} {:>9}",
         "system",
         "batches/s",
         "events/s",
@@ -283,6 +300,7 @@ pub fn table(
         "cpu s",
         "batches",
         "cpu µs/b",
+        "feed µs/b",
         "cpu µs/e",
         "dev w/b"
     );
@@ -292,7 +310,7 @@ pub fn table(
     for r in reports {
         let _ = writeln!(
             s,
-            "{:<10} {:>10.1} {:>11.1} {:>7.2} {:>8.2} {:>8.2} {:>7} {:>9} {:>8} {:>8} {:>9}",
+            "{:<10} {:>10.1} {:>11.1} {:>7.2} {:>8.2} {:>8.2} {:>7} {:>9} {:>8} {:>9.1} {:>8} {:>9}",
             r.system,
             r.batches_per_s(),
             r.events_per_s(),
@@ -302,6 +320,7 @@ pub fn table(
             dash(r.cpu.map(|c| c.as_secs_f64()), 2),
             r.batches,
             dash(r.cpu_us_per_batch(), 1),
+            r.feed_cpu_us_per_batch(),
             dash(r.cpu_us_per_event(), 2),
             dash(r.device_writes_per_batch(), 2),
         );
@@ -319,12 +338,19 @@ pub fn table(
 fn ratio_lines(s: &mut String, ratios: &Object, suffix: &str) {
     for (name, ratio) in ratios.iter() {
         let Some(x) = ratio.as_f64() else { continue };
-        let _ = match name.as_str().and_then(|n| n.strip_prefix("cpu_vs_")) {
-            Some(peer) => writeln!(
+        let name = name.to_string_lossy();
+        let _ = if let Some(peer) = name.strip_prefix("cpu_vs_") {
+            writeln!(
                 s,
                 "sessionlog vs_{peer}: {x:.2}x less CPU per batch{suffix}"
-            ),
-            None => writeln!(s, "sessionlog {name}: {x:.2}x batches/s{suffix}"),
+            )
+        } else if let Some(peer) = name.strip_prefix("store_cpu_vs_") {
+            writeln!(
+                s,
+                "sessionlog vs_{peer}: {x:.2}x less CPU per batch beyond the host's feed{suffix}"
+            )
+        } else {
+            writeln!(s, "sessionlog {name}: {x:.2}x batches/s{suffix}")
         };
     }
 }

@@ -40,9 +40,10 @@ impl SessionlogHost {
     }
 }
 
-/// A logged event as the host's `append(type, data, opts)` call would pass it.
-fn new_event(event: &Value) -> anyhow::Result<NewEvent> {
-    NewEvent::from_logged(event).map_err(anyhow::Error::msg)
+/// A logged event as the host's `append(type, data, opts)` call would pass it, taking over the
+/// event the host built.
+fn new_event(event: Value) -> anyhow::Result<NewEvent> {
+    NewEvent::from_logged_owned(event).map_err(anyhow::Error::msg)
 }
 
 /// The engine's append of one generated batch to session `id`, expecting its first seq; with
@@ -53,12 +54,21 @@ pub(crate) fn append_item<'a>(
     batch: &Batch,
     header: Option<&'a str>,
 ) -> anyhow::Result<AppendItem<'a>> {
-    let events = batch
-        .events
-        .iter()
+    append_built(id, batch.first_seq, batch.events.clone(), header)
+}
+
+/// [`append_item`] of the batch's `events` as the host built them, expecting `first_seq`.
+fn append_built<'a>(
+    id: &'a str,
+    first_seq: u64,
+    events: Vec<Value>,
+    header: Option<&'a str>,
+) -> anyhow::Result<AppendItem<'a>> {
+    let events = events
+        .into_iter()
         .map(new_event)
         .collect::<anyhow::Result<_>>()?;
-    let item = AppendItem::new(id, Some(batch.first_seq), events);
+    let item = AppendItem::new(id, Some(first_seq), events);
     Ok(match header {
         Some(line) => item.creating(line, SourceEncoding::Jsonl),
         None => item,
@@ -74,18 +84,19 @@ impl Host for SessionlogHost {
         self.pending.hold(start.id, start.header_line.to_owned())
     }
 
-    fn append(&self, items: &[Item<'_>], _acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
+    fn append(&self, items: Vec<Item<'_>>, _acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
         let headers = items
             .iter()
             .map(|i| self.pending.take_first(i))
             .collect::<anyhow::Result<Vec<_>>>()?;
+        let ids: Vec<&str> = items.iter().map(|i| i.id).collect();
         let batch: Vec<AppendItem<'_>> = items
-            .iter()
+            .into_iter()
             .zip(&headers)
-            .map(|(i, header)| append_item(i.id, i.batch, header.as_deref()))
+            .map(|(i, header)| append_built(i.id, i.batch.first_seq, i.events, header.as_deref()))
             .collect::<anyhow::Result<_>>()?;
-        for (item, result) in items.iter().zip(self.store.append_many(batch)) {
-            result.with_context(|| format!("appending to session {}", item.id))?;
+        for (id, result) in ids.into_iter().zip(self.store.append_many(batch)) {
+            result.with_context(|| format!("appending to session {id}"))?;
         }
         Ok(())
     }

@@ -42,9 +42,13 @@ impl Host for Recorder {
         Ok(())
     }
 
-    fn append(&self, items: &[Item<'_>], acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
+    fn append(&self, items: Vec<Item<'_>>, acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
         let mut appended = self.appended.lock().expect("lock");
         for (i, item) in items.iter().enumerate() {
+            assert_eq!(
+                item.events, item.batch.events,
+                "the host built the batch's events"
+            );
             appended
                 .entry(item.id.to_owned())
                 .or_default()
@@ -78,6 +82,10 @@ fn tiny_run_counts_what_was_written() {
         "batches acked = batches written"
     );
     assert_eq!(report.latency.count(), report.batches);
+    assert!(
+        report.feed_cpu > Duration::ZERO,
+        "building the events is counted"
+    );
     assert!(report.wall >= workload.duration);
     assert_eq!(created.len() as u64, 4 + report.sessions_started);
     // Every session got its feed's batches in order, from the first; ids end in
@@ -229,6 +237,7 @@ fn report(system: &'static str, batches: u64) -> Report {
         sessions_started: 0,
         wall: Duration::from_secs(2),
         cpu: None,
+        feed_cpu: Duration::ZERO,
         latency,
         device_writes: None,
     }
@@ -277,16 +286,19 @@ fn ratios_need_sessionlog_and_divide_batch_rates() {
 fn cpu_and_device_writes_are_per_durable_batch() {
     let pool = small_pool(1);
     let workload = Workload::default();
-    let measured = |system, batches, cpu_ms, writes| Report {
+    let measured = |system, batches, cpu_ms, feed_ms, writes| Report {
         cpu: Some(Duration::from_millis(cpu_ms)),
+        feed_cpu: Duration::from_millis(feed_ms),
         device_writes: Some(writes),
         ..report(system, batches)
     };
     let all = [
-        measured("sessionlog", 400, 40, 100),
-        measured("jsonl", 100, 30, 300),
+        measured("sessionlog", 400, 40, 20, 100),
+        measured("jsonl", 100, 30, 5, 300),
     ];
     assert_eq!(all[0].cpu_us_per_batch(), Some(100.0));
+    assert_eq!(all[0].feed_cpu_us_per_batch(), 50.0);
+    assert_eq!(all[0].store_cpu_us_per_batch(), Some(50.0));
     assert_eq!(all[0].cpu_us_per_event(), Some(10.0));
     assert_eq!(all[1].device_writes_per_batch(), Some(3.0));
     assert_eq!(all[1].device_writes_per_s(), Some(150.0));
@@ -294,6 +306,10 @@ fn cpu_and_device_writes_are_per_durable_batch() {
     assert_eq!(
         ratios.get("cpu_vs_jsonl").and_then(|v| v.as_f64()),
         Some(3.0)
+    );
+    assert_eq!(
+        ratios.get("store_cpu_vs_jsonl").and_then(|v| v.as_f64()),
+        Some(5.0)
     );
     let disk = output::DiskModel {
         device: "254:0".into(),
@@ -310,6 +326,10 @@ fn cpu_and_device_writes_are_per_durable_batch() {
     let table = output::table(&workload, Durability::Sync, &pool, Some(&disk), &all);
     assert!(table.contains("limited to 3000 write IOPS"), "{table}");
     assert!(table.contains("3.00"), "{table}");
+    assert!(
+        table.contains("vs_jsonl: 5.00x less CPU per batch beyond the host's feed"),
+        "{table}"
+    );
 }
 
 /// Over several rounds each ratio is taken within its round and the median of those is

@@ -16,7 +16,7 @@
 //! serializes the events its coordinator hands it (V0: `packChunkRuns`, then `JSON.stringify`
 //! per record; V4: one row per event), through the same JS-exact writer the store authors its
 //! lines with (`sessionlog_codec::lines`), so both spend the same work turning events into text;
-//! and it serializes a fresh copy of the events, as every system gets them ([`host_built`]).
+//! and it serializes the fresh copy of the events every system gets ([`Item::built`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -26,7 +26,7 @@ use anyhow::{anyhow, Context};
 
 use sessionlog_codec::lines::author_lines;
 
-use super::super::{host_built, Durability, Host, Item, PendingSessions, SessionStart};
+use super::super::{Durability, Host, Item, PendingSessions, SessionStart};
 use crate::gen::LogFormat;
 
 /// File name of a session log inside its directory.
@@ -127,12 +127,11 @@ impl Host for JsonlPeer {
         self.pending.hold(start.id, start.header_line.to_owned())
     }
 
-    fn append(&self, items: &[Item<'_>], acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
+    fn append(&self, items: Vec<Item<'_>>, acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
         for (i, item) in items.iter().enumerate() {
             let header = self.pending.take_first(item)?;
-            let events = host_built(item.batch);
             let mut text = String::with_capacity(item.batch.text.len());
-            author_lines(self.version, &events, &mut text, &mut Vec::new());
+            author_lines(self.version, &item.events, &mut text, &mut Vec::new());
             match header {
                 Some(header) => self.materialize(item.id, &header, &text),
                 None => self.append_one(item.id, &text),

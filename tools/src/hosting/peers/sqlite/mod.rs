@@ -31,7 +31,7 @@ use sessionlog_codec::json::{Object, Value};
 
 use self::rows::{decode_row, encode_batch, Row};
 use self::schema::{random_uuid, reference_schema, validate, SchemaObject};
-use super::super::{host_built, Durability, Host, Item, PendingSessions, SessionStart};
+use super::super::{Durability, Host, Item, PendingSessions, SessionStart};
 
 /// DSH `MAX_PACKED_ROW_MEMBERS`: how far back a packed row may start and still cover a seq.
 const MAX_PACKED_MEMBERS: i64 = 1_024;
@@ -156,9 +156,9 @@ impl Host for SqlitePeer {
         self.pending.hold(start.id, session_row(start.header_line)?)
     }
 
-    fn append(&self, items: &[Item<'_>], acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
+    fn append(&self, items: Vec<Item<'_>>, acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
         for (i, item) in items.iter().enumerate() {
-            let rows = encode_batch(&host_built(item.batch))?;
+            let rows = encode_batch(&item.events)?;
             let mut conn = self
                 .conn
                 .lock()

@@ -40,14 +40,12 @@ fn schema_matches_spec_and_rows_reconstruct_events() {
             .iter()
             .enumerate()
             .filter_map(|(slot, f)| {
-                f.batches.get(round).map(|batch| Item {
-                    slot,
-                    id: &f.id,
-                    batch,
-                })
+                f.batches
+                    .get(round)
+                    .map(|batch| Item::built(slot, &f.id, batch))
             })
             .collect();
-        peer.append(&items, &mut |_| acks += 1).expect("appends");
+        peer.append(items, &mut |_| acks += 1).expect("appends");
     }
     assert_eq!(acks, feeds.iter().map(|f| f.batches.len()).sum::<usize>());
     drop(peer);
@@ -119,17 +117,13 @@ fn refuses_a_batch_out_of_order() {
         header_line: &feed.header_line,
     };
     peer.create(&start).expect("creates");
-    let item = |batch| Item {
-        slot: 0,
-        id: &feed.id,
-        batch,
-    };
-    peer.append(&[item(&feed.batches[0])], &mut |_| {})
+    let item = |batch| Item::built(0, &feed.id, batch);
+    peer.append(vec![item(&feed.batches[0])], &mut |_| {})
         .expect("first batch");
     let err = peer
-        .append(&[item(&feed.batches[2])], &mut |_| {})
+        .append(vec![item(&feed.batches[2])], &mut |_| {})
         .expect_err("skipping a batch fails");
     assert!(format!("{err:#}").contains("stored next seq is"), "{err:#}");
-    peer.append(&[item(&feed.batches[1])], &mut |_| {})
+    peer.append(vec![item(&feed.batches[1])], &mut |_| {})
         .expect("the right batch still goes in");
 }
