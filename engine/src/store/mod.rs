@@ -689,8 +689,9 @@ const INSERT_HINT_OPTIONS: &str =
 /// The memtable prefix bloom's size. RocksDB sizes it as a fraction of the memtable, but it holds
 /// one entry per session written since the last flush (a few thousand), not one per byte: 2 Mbit
 /// keep its false positives under 1e-3 up to 100,000 sessions per memtable. The 10% of a 128 MiB
-/// memtable it was before was zeroed at every memtable switch, in every column family but one,
-/// and each insert's probe missed the cache: ~3% of the append path's CPU.
+/// memtable it was before (12.8 MiB in each column family keyed by session) was allocated and
+/// zeroed at every memtable switch: 3% of the append path's CPU samples in the bloom's
+/// constructor, and most of its page faults (5.7% of the samples before, 0.8% after).
 const MEMTABLE_BLOOM_BYTES: usize = 256 << 10;
 /// The largest memtable bloom ratio RocksDB takes.
 const MAX_MEMTABLE_BLOOM_RATIO: f64 = 0.25;
