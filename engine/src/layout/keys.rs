@@ -36,6 +36,10 @@ pub(crate) const ALL_CFS: [&str; 4] = [CF_SESSIONS, CF_EVENTS, CF_SURFACE, CF_CH
 /// The column families keyed by session number: a session's range in each is all it stores.
 pub(crate) const SESSION_RANGE_CFS: [&str; 3] = [CF_EVENTS, CF_SURFACE, CF_CHECKPOINTS];
 
+/// Length of the prefix every key of the [`SESSION_RANGE_CFS`] starts with: its session number,
+/// big-endian ([`session_start`]).
+pub(crate) const SESSION_PREFIX_LEN: usize = 8;
+
 /// Section byte of blocks of committed lines (`codec::stored`).
 pub const BLOCK: u8 = 0;
 /// Section byte of verbatim zstd frames.

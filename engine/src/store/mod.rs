@@ -36,7 +36,9 @@ pub(crate) use successor_cache::SuccessorCache;
 
 use crate::error::{Error, Result};
 use crate::layout::counter;
-use crate::layout::keys::{self, ALL_CFS, CF_EVENTS, CF_SESSIONS, SESSION_RANGE_CFS};
+use crate::layout::keys::{
+    self, ALL_CFS, CF_EVENTS, CF_SESSIONS, SESSION_PREFIX_LEN, SESSION_RANGE_CFS,
+};
 use crate::layout::meta::SessionMeta;
 use crate::options::{Durability, Options};
 
@@ -631,7 +633,7 @@ fn set_wal_policy(db_opts: &mut rocksdb::Options, options: &Options) {
         // Without pipelined writes, the write group's leader inserts every member's keys into the
         // memtables: members do not insert in parallel, so they are woken once (when their group
         // is durable) rather than again to insert, and inserts use the per-session hints
-        // ([`INSERT_HINT_OPTIONS`]), which RocksDB ignores under concurrent inserts. Measured at
+        // ([`insert_hint_options`]), which RocksDB ignores under concurrent inserts. Measured at
         // (1000,32): RocksDB's write path fell from 15% to 12% of the process's CPU samples.
         // Pipelined writes (below) keep concurrent inserts: there the leader's inserts were
         // measured no cheaper (buffered, 1000 sessions: 49.9 -> 51.0 us per batch at the median).
@@ -678,15 +680,13 @@ const BOTTOMMOST_ZSTD_LEVEL: i32 = 1;
 /// RocksDB's default Zstd window (`CompressionOptions::window_bits`), kept when the level is set.
 const ZSTD_DEFAULT_WINDOW_BITS: i32 = -14;
 
-/// Bytes of the session-number prefix of every key in the column families keyed by session.
-const SESSION_PREFIX_BYTES: usize = 8;
-
-/// Per-session memtable insert hints: a memtable remembers where each session's last key went,
-/// so the next one (a session's keys only grow) is placed from there instead of searched for
-/// from the skiplist's head; that halved the skiplist search's CPU. Costs ~250 bytes per session
-/// in each memtable. Set through RocksDB's options string: it has no setter.
-const INSERT_HINT_OPTIONS: &str =
-    "memtable_insert_with_hint_prefix_extractor=rocksdb.FixedPrefix.8";
+/// Per-session memtable insert hints, as an options string (RocksDB has no setter for them): a
+/// memtable remembers where each session's last key went, so the next one (a session's keys only
+/// grow) is placed from there instead of searched for from the skiplist's head; that halved the
+/// skiplist search's CPU. Costs ~250 bytes per session in each memtable.
+fn insert_hint_options() -> String {
+    format!("memtable_insert_with_hint_prefix_extractor=rocksdb.FixedPrefix.{SESSION_PREFIX_LEN}")
+}
 
 /// The memtable prefix bloom's size. RocksDB sizes it as a fraction of the memtable, but it holds
 /// one entry per session written since the last flush (a few thousand), not one per byte: 2 Mbit
@@ -706,14 +706,14 @@ fn cf_options(
     options: &Options,
     cache: &Cache,
 ) -> std::result::Result<rocksdb::Options, rocksdb::Error> {
-    let keyed_by_session = name != CF_SESSIONS;
-    let from_string: Vec<&str> = [
-        (name == CF_EVENTS && options.blob_files).then_some(EVENTS_BLOB_OPTIONS),
-        keyed_by_session.then_some(INSERT_HINT_OPTIONS),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let keyed_by_session = SESSION_RANGE_CFS.contains(&name);
+    let mut from_string = Vec::new();
+    if name == CF_EVENTS && options.blob_files {
+        from_string.push(EVENTS_BLOB_OPTIONS.to_owned());
+    }
+    if keyed_by_session {
+        from_string.push(insert_hint_options());
+    }
     let mut o = if from_string.is_empty() {
         rocksdb::Options::default()
     } else {
@@ -754,7 +754,7 @@ fn cf_options(
     );
     o.set_target_file_size_base(64 << 20);
     if keyed_by_session {
-        o.set_prefix_extractor(SliceTransform::create_fixed_prefix(SESSION_PREFIX_BYTES));
+        o.set_prefix_extractor(SliceTransform::create_fixed_prefix(SESSION_PREFIX_LEN));
         let ratio = MEMTABLE_BLOOM_BYTES as f64 / options.write_buffer_bytes.max(1) as f64;
         o.set_memtable_prefix_bloom_ratio(ratio.min(MAX_MEMTABLE_BLOOM_RATIO));
     } else {
@@ -767,11 +767,8 @@ fn cf_options(
 
 #[cfg(test)]
 mod tests {
-    use super::{
-        create_dir_durably, Store, BOTTOMMOST_ZSTD_LEVEL, MEMTABLE_BLOOM_BYTES,
-        SESSION_PREFIX_BYTES,
-    };
-    use crate::layout::keys::{ALL_CFS, CF_SESSIONS};
+    use super::{create_dir_durably, Store, BOTTOMMOST_ZSTD_LEVEL, MEMTABLE_BLOOM_BYTES};
+    use crate::layout::keys::{ALL_CFS, CF_SESSIONS, SESSION_PREFIX_LEN};
     use crate::options::{Durability, Options};
 
     /// The section of the newest OPTIONS file RocksDB wrote in `dir` whose header is
@@ -833,7 +830,7 @@ mod tests {
                 let bloom = ratio * memtable as f64;
                 let want = MEMTABLE_BLOOM_BYTES as f64;
                 assert!((bloom - want).abs() < want * 0.01, "{name}: {bloom} bytes");
-                let prefix = format!("rocksdb.FixedPrefix.{SESSION_PREFIX_BYTES}");
+                let prefix = format!("rocksdb.FixedPrefix.{SESSION_PREFIX_LEN}");
                 assert_eq!(setting(&section, "prefix_extractor"), prefix, "{name}");
                 assert_eq!(hints, prefix, "{name}");
             }

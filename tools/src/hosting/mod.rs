@@ -57,7 +57,7 @@ pub struct SessionStart<'a> {
 }
 
 /// One batch submitted for durable append.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Item<'a> {
     /// The slot it belongs to.
     pub slot: usize,
