@@ -180,6 +180,17 @@ fn median_of(values: &[Value]) -> Value {
 /// A per-batch figure of a report, if known.
 type PerBatch = fn(&Report) -> Option<f64>;
 
+/// The CPU ratios: each name's prefix (the peer's name follows), the per-batch figure it divides
+/// (the peer's over sessionlog's), and how the table words it.
+const CPU_RATIOS: [(&str, PerBatch, &str); 2] = [
+    ("cpu_vs_", Report::cpu_us_per_batch, "less CPU per batch"),
+    (
+        "store_cpu_vs_",
+        Report::store_cpu_us_per_batch,
+        "less CPU per batch beyond the host's feed",
+    ),
+];
+
 /// `{"vs_<peer>": sessionlog batches/s ÷ peer batches/s, "cpu_vs_<peer>": peer CPU per batch ÷
 /// sessionlog CPU per batch, "store_cpu_vs_<peer>": the same beyond the host's feed}` (the CPU
 /// ratios where both CPU times are known), if sessionlog was measured.
@@ -191,11 +202,7 @@ pub fn ratios(reports: &[Report]) -> Option<Object> {
         let ratio = ours.batches_per_s() / peer.batches_per_s().max(1e-9);
         o.insert(JsString::from(format!("vs_{}", peer.system)), ratio.into());
     }
-    let cpu_ratios: [(&str, PerBatch); 2] = [
-        ("cpu_vs_", Report::cpu_us_per_batch),
-        ("store_cpu_vs_", Report::store_cpu_us_per_batch),
-    ];
-    for (prefix, per_batch) in cpu_ratios {
+    for (prefix, per_batch, _) in CPU_RATIOS {
         for peer in peers() {
             if let Some((theirs, ours)) = per_batch(peer).zip(per_batch(ours)) {
                 o.insert(
@@ -339,18 +346,12 @@ fn ratio_lines(s: &mut String, ratios: &Object, suffix: &str) {
     for (name, ratio) in ratios.iter() {
         let Some(x) = ratio.as_f64() else { continue };
         let name = name.to_string_lossy();
-        let _ = if let Some(peer) = name.strip_prefix("cpu_vs_") {
-            writeln!(
-                s,
-                "sessionlog vs_{peer}: {x:.2}x less CPU per batch{suffix}"
-            )
-        } else if let Some(peer) = name.strip_prefix("store_cpu_vs_") {
-            writeln!(
-                s,
-                "sessionlog vs_{peer}: {x:.2}x less CPU per batch beyond the host's feed{suffix}"
-            )
-        } else {
-            writeln!(s, "sessionlog {name}: {x:.2}x batches/s{suffix}")
+        let cpu = CPU_RATIOS
+            .iter()
+            .find_map(|&(prefix, _, what)| Some((name.strip_prefix(prefix)?, what)));
+        let _ = match cpu {
+            Some((peer, what)) => writeln!(s, "sessionlog vs_{peer}: {x:.2}x {what}{suffix}"),
+            None => writeln!(s, "sessionlog {name}: {x:.2}x batches/s{suffix}"),
         };
     }
 }
