@@ -19,23 +19,64 @@ pub fn event_type(event: &Value) -> &str {
 }
 
 /// One event a host asks to append; the store assigns its seq.
+///
+/// Held as the envelope it will be authored as, so that authoring fills in its seq (and time)
+/// in place: an event a host built in DSH's logged shape is taken over whole, with no entry or
+/// string copied (the append path's cost per event is mostly such copies and their frees).
+///
+/// Invariant: `envelope` is `type` (a string), `seq` (a placeholder until authored), `time`
+/// (a safe integer, or a placeholder when `timed` is false), `data`, then those of
+/// `sourceEventSeqs`, `surfaceOp` and `ignorable` (`true`) it has, in that order: DSH's key
+/// order, distinct names, none an array index.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewEvent {
-    /// Event type, e.g. `user/message`.
-    pub ty: String,
-    /// Epoch ms; `None` means now.
-    pub time: Option<i64>,
-    /// The payload.
-    pub data: Value,
-    /// `"append"` or `{"op":"replace","start":S,"end":E}` (surface types only).
-    pub surface_op: Option<Value>,
-    /// Provenance seqs (surface types only).
-    pub source_event_seqs: Option<Value>,
-    /// `"ignorable": true` marks a type readers may skip when they do not know it.
-    pub ignorable: bool,
+    envelope: Vec<(JsString, Value)>,
+    /// Whether the host gave the time; otherwise authoring stamps its `now`.
+    timed: bool,
 }
 
+/// Envelope positions fixed by [`NewEvent`]'s invariant.
+const TYPE: usize = 0;
+const SEQ: usize = 1;
+const TIME: usize = 2;
+const DATA: usize = 3;
+/// Optional envelope members after `data`, in DSH's order.
+const OPTIONAL: [&str; 3] = ["sourceEventSeqs", "surfaceOp", "ignorable"];
+
 impl NewEvent {
+    /// An event of type `ty` (epoch-ms `time`, `None` for the append's time) with `data`, its
+    /// surface metadata (surface types only) and DSH's `"ignorable": true` marker.
+    pub fn new(
+        ty: &str,
+        time: Option<i64>,
+        data: Value,
+        surface_op: Option<Value>,
+        source_event_seqs: Option<Value>,
+        ignorable: bool,
+    ) -> NewEvent {
+        let mut envelope: Vec<(JsString, Value)> = Vec::with_capacity(7);
+        envelope.push((JsString::from_static("type"), Value::from(ty)));
+        envelope.push((JsString::from_static("seq"), Value::Null));
+        envelope.push((
+            JsString::from_static("time"),
+            time.map_or(Value::Null, Value::from),
+        ));
+        envelope.push((JsString::from_static("data"), data));
+        if let Some(s) = source_event_seqs {
+            envelope.push((JsString::from_static(OPTIONAL[0]), s));
+        }
+        if let Some(op) = surface_op {
+            envelope.push((JsString::from_static(OPTIONAL[1]), op));
+        }
+        if ignorable {
+            envelope.push((JsString::from_static(OPTIONAL[2]), Value::Bool(true)));
+        }
+        NewEvent {
+            envelope,
+            timed: time.is_some(),
+        }
+    }
+
     /// Read the CLI/API batch shape `{"type","time"?,"data","surfaceOp"?,"sourceEventSeqs"?,
     /// "ignorable"?}`. `Err` says which rule the object breaks.
     pub fn from_value(v: &Value) -> Result<NewEvent, String> {
@@ -71,14 +112,14 @@ impl NewEvent {
             Some(Value::Bool(true)) => true,
             Some(_) => return Err("\"ignorable\" may only be true".into()),
         };
-        Ok(NewEvent {
-            ty: ty.to_owned(),
+        Ok(NewEvent::new(
+            ty,
             time,
             data,
-            surface_op: o.get("surfaceOp").cloned(),
-            source_event_seqs: o.get("sourceEventSeqs").cloned(),
+            o.get("surfaceOp").cloned(),
+            o.get("sourceEventSeqs").cloned(),
             ignorable,
-        })
+        ))
     }
 
     /// The event a logged event was appended as: its type, time, data, surface metadata and
@@ -88,32 +129,72 @@ impl NewEvent {
     }
 
     /// [`NewEvent::from_logged`] of an event the caller gives up: its data and surface metadata
-    /// move in uncopied (a host handing over events it built, a batch just parsed).
+    /// move in uncopied (a host handing over events it built, a batch just parsed). An event
+    /// already in the envelope's shape (what DSH logs) becomes the envelope itself.
     pub fn from_logged_owned(event: Value) -> Result<NewEvent, String> {
-        let Value::Object(mut o) = event else {
+        let Value::Object(o) = event else {
             return Err("a logged event must be a JSON object".into());
         };
-        let ty = o
-            .get("type")
-            .and_then(Value::as_str)
-            .ok_or("a logged event needs a string type")?
-            .to_owned();
-        let data = o.remove("data").ok_or("a logged event needs data")?;
-        Ok(NewEvent {
-            ty,
-            time: o.get("time").and_then(Value::as_safe_integer),
+        if o.get("type").and_then(Value::as_str).is_none() {
+            return Err("a logged event needs a string type".into());
+        }
+        if o.get("data").is_none() {
+            return Err("a logged event needs data".into());
+        }
+        if is_envelope(o.entries()) {
+            let mut envelope = o.into_entries();
+            // The logged seq is not the event's: the placeholder keeps equal events equal.
+            envelope[SEQ].1 = Value::Null;
+            return Ok(NewEvent {
+                envelope,
+                timed: true,
+            });
+        }
+        let mut o = o;
+        let time = o.get("time").and_then(Value::as_safe_integer);
+        let ignorable = matches!(o.get("ignorable"), Some(Value::Bool(true)));
+        let data = o.remove("data").unwrap_or(Value::Null);
+        let surface_op = o.remove("surfaceOp");
+        let source_event_seqs = o.remove("sourceEventSeqs");
+        Ok(NewEvent::new(
+            o.get("type").and_then(Value::as_str).unwrap_or_default(),
+            time,
             data,
-            surface_op: o.remove("surfaceOp"),
-            source_event_seqs: o.remove("sourceEventSeqs"),
-            ignorable: matches!(o.get("ignorable"), Some(Value::Bool(true))),
-        })
+            surface_op,
+            source_event_seqs,
+            ignorable,
+        ))
+    }
+
+    /// The event's type, e.g. `user/message`.
+    pub fn ty(&self) -> &str {
+        self.envelope[TYPE].1.as_str().unwrap_or_default()
+    }
+
+    /// The payload.
+    pub fn data(&self) -> &Value {
+        &self.envelope[DATA].1
+    }
+
+    /// Whether it carries DSH's `"ignorable": true` marker (readers may skip a type they do not
+    /// know).
+    pub fn ignorable(&self) -> bool {
+        self.member(OPTIONAL[2]).is_some()
+    }
+
+    /// An optional member after `data`.
+    fn member(&self, name: &str) -> Option<&Value> {
+        self.envelope[DATA + 1..]
+            .iter()
+            .find(|(k, _)| k.eq_str(name))
+            .map(|(_, v)| v)
     }
 
     /// Run DSH's context-free append checks and build the envelope at `seq`, with `now` used
     /// when the event has no time. `Err` is DSH's message.
     pub fn author(self, seq: u64, now: i64) -> Result<Value, String> {
-        let ty = self.ty.as_str();
-        if admit(&self.data).is_err() {
+        let ty = self.ty();
+        if admit(self.data()).is_err() {
             return Err(format!(
                 "session event \"{ty}\" carries non-JSON-serializable data"
             ));
@@ -122,7 +203,7 @@ impl NewEvent {
             return Err("session event \"request/header-delta\" uses unsupported legacy request/header-delta format".into());
         }
         let fallback = self
-            .data
+            .data()
             .as_object()
             .and_then(|d| d.get("reason"))
             .and_then(Value::as_str)
@@ -130,7 +211,7 @@ impl NewEvent {
         if ty == "request/header" && fallback {
             return Err("session event \"request/header\" uses unsupported legacy request/header reason \"fallback\"".into());
         }
-        let meta_ok = [&self.surface_op, &self.source_event_seqs]
+        let meta_ok = [self.member(OPTIONAL[1]), self.member(OPTIONAL[0])]
             .into_iter()
             .flatten()
             .all(|v| admit(v).is_ok());
@@ -140,44 +221,45 @@ impl NewEvent {
             ));
         }
         let seq = i64::try_from(seq).map_err(|_| format!("seq {seq} is not a safe integer"))?;
-        // The envelope's keys are distinct and none is an array index, so its entries are built
-        // in their final order in one allocation; the type string moves in uncopied.
         let NewEvent {
-            ty,
-            time,
-            data,
-            surface_op,
-            source_event_seqs,
-            ignorable,
+            mut envelope,
+            timed,
         } = self;
-        let mut entries: Vec<(JsString, Value)> = Vec::with_capacity(7);
-        entries.push((
-            JsString::from_static("type"),
-            Value::String(JsString::from(ty)),
-        ));
-        entries.push((JsString::from_static("seq"), Value::from(seq)));
-        entries.push((
-            JsString::from_static("time"),
-            Value::from(time.unwrap_or(now)),
-        ));
-        entries.push((JsString::from_static("data"), data));
-        if let Some(s) = source_event_seqs {
-            entries.push((JsString::from_static("sourceEventSeqs"), s));
+        envelope[SEQ].1 = Value::from(seq);
+        if !timed {
+            envelope[TIME].1 = Value::from(now);
         }
-        if let Some(op) = surface_op {
-            entries.push((JsString::from_static("surfaceOp"), op));
-        }
-        if ignorable {
-            entries.push((JsString::from_static("ignorable"), Value::Bool(true)));
-        }
-        Ok(Value::Object(Object::from_distinct_names(entries)))
+        Ok(Value::Object(Object::from_distinct_names(envelope)))
     }
+}
+
+/// Whether a logged event's entries already are an envelope as [`NewEvent`] holds it (DSH's
+/// own logged events are): `type`, `seq`, `time` (a safe integer), `data`, then optional
+/// members in order, `ignorable` only as `true`, nothing else. (The type and data were
+/// checked.)
+fn is_envelope(entries: &[(JsString, Value)]) -> bool {
+    let [(t, _), (s, _), (tm, time), (d, _), rest @ ..] = entries else {
+        return false;
+    };
+    if !(t.eq_str("type") && s.eq_str("seq") && tm.eq_str("time") && d.eq_str("data")) {
+        return false;
+    }
+    if time.as_safe_integer().is_none() {
+        return false;
+    }
+    let mut allowed = OPTIONAL.iter();
+    rest.iter().all(|(k, v)| {
+        allowed.any(|name| k.eq_str(name))
+            && (!k.eq_str(OPTIONAL[2]) || matches!(v, Value::Bool(true)))
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::roundtrip_tests::value;
     use crate::json::{parse, stringify};
+    use proptest::prelude::*;
 
     fn event(text: &str) -> NewEvent {
         NewEvent::from_value(&parse(text).expect("json")).expect("event")
@@ -261,5 +343,82 @@ mod tests {
         assert!(bad(r#"{"type":"a","data":1,"seq":3}"#).contains("unknown key \"seq\""));
         assert!(bad(r#"{"type":"a","data":1,"time":1.5}"#).contains("time"));
         assert!(bad(r#"{"type":"a","data":1,"ignorable":false}"#).contains("ignorable"));
+    }
+
+    /// A logged event's members: each present or not, with any value or the shape DSH logs
+    /// (mostly: so that most events are envelopes already).
+    fn logged_members() -> impl Strategy<Value = Vec<(&'static str, Value)>> {
+        use proptest::option::weighted;
+        let safe = (-(1i64 << 53) + 1..1i64 << 53).prop_map(Value::from);
+        (
+            prop_oneof![Just("a/b"), Just("user/message"), Just("assistant/chunk")],
+            weighted(0.9, value()),
+            weighted(0.9, prop_oneof![safe, value()]),
+            weighted(0.9, value()),
+            proptest::option::of(value()),
+            proptest::option::of(value()),
+            proptest::option::of(prop_oneof![Just(Value::Bool(true)), value()]),
+            weighted(0.1, value()),
+        )
+            .prop_map(|(ty, seq, time, data, seqs, op, ignorable, extra)| {
+                let named = [
+                    ("seq", seq),
+                    ("time", time),
+                    ("data", data),
+                    ("sourceEventSeqs", seqs),
+                    ("surfaceOp", op),
+                    ("ignorable", ignorable),
+                    ("extra", extra),
+                ];
+                std::iter::once(("type", Value::from(ty)))
+                    .chain(named.into_iter().filter_map(|(k, v)| Some((k, v?))))
+                    .collect()
+            })
+    }
+
+    /// The event's members in DSH's order half the time (the envelope taken over whole), in
+    /// any order otherwise.
+    fn logged_event() -> impl Strategy<Value = Object> {
+        (logged_members(), any::<bool>())
+            .prop_flat_map(|(members, ordered)| {
+                let shuffled = Just(members.clone()).prop_shuffle();
+                (Just(members), shuffled, Just(ordered))
+            })
+            .prop_map(|(members, shuffled, ordered)| {
+                let mut o = Object::new();
+                for (k, v) in if ordered { members } else { shuffled } {
+                    o.insert(JsString::from_static(k), v);
+                }
+                o
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// A logged event taken over whole (already an envelope) is the event its members
+        /// make, and authors to the same line; so is one rebuilt from its members.
+        #[test]
+        fn a_logged_event_is_the_event_its_members_make(o in logged_event(), seq in 0u64..1 << 60) {
+            let member = |k: &str| o.get(k).cloned();
+            let expected = member("data").map(|data| {
+                NewEvent::new(
+                    o.get("type").and_then(Value::as_str).unwrap_or_default(),
+                    o.get("time").and_then(Value::as_safe_integer),
+                    data,
+                    member("surfaceOp"),
+                    member("sourceEventSeqs"),
+                    matches!(o.get("ignorable"), Some(Value::Bool(true))),
+                )
+            });
+            let given = NewEvent::from_logged_owned(Value::Object(o.clone()));
+            // Compared by their debug form: a NaN in the data is unequal to itself.
+            let shape = |e: Option<&NewEvent>| format!("{e:?}");
+            prop_assert_eq!(shape(given.as_ref().ok()), shape(expected.as_ref()));
+            if let (Ok(given), Some(expected)) = (given, expected) {
+                let text = |r: Result<Value, String>| r.map(|v| stringify(&v));
+                prop_assert_eq!(text(given.author(seq, 7)), text(expected.author(seq, 7)));
+            }
+        }
     }
 }

@@ -10,7 +10,7 @@ mod stringify;
 mod value;
 
 #[cfg(test)]
-mod roundtrip_tests;
+pub(crate) mod roundtrip_tests;
 
 pub use gate::admit;
 pub use number::number_to_string;

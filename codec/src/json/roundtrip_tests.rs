@@ -72,7 +72,8 @@ fn number() -> impl Strategy<Value = f64> {
     ]
 }
 
-fn value() -> impl Strategy<Value = Value> {
+/// Any value `Value` can hold, refused numbers and lone surrogates included.
+pub(crate) fn value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),

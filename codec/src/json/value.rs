@@ -380,6 +380,11 @@ impl Object {
         &self.entries
     }
 
+    /// The entries, given up (an object rebuilt in place keeps their allocation).
+    pub(crate) fn into_entries(self) -> Vec<(JsString, Value)> {
+        self.entries
+    }
+
     /// Builder form of [`Object::insert`] for authoring code.
     pub fn with(mut self, key: &'static str, value: impl Into<Value>) -> Self {
         self.insert(JsString::from_static(key), value.into());

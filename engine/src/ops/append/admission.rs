@@ -97,11 +97,11 @@ pub(crate) fn stage(
     for (k, event) in events.into_iter().enumerate() {
         let seq = next + k as u64;
         let known = v4
-            || (previous_known && authored.last().map(event_type) == Some(event.ty.as_str()))
-            || is_known(&event.ty);
+            || (previous_known && authored.last().map(event_type) == Some(event.ty()))
+            || is_known(event.ty());
         previous_known = known;
         // The type is copied only for the refusal of an unknown one (rare).
-        let unknown = (!known && !event.ignorable).then(|| event.ty.clone());
+        let unknown = (!known && !event.ignorable()).then(|| event.ty().to_owned());
         let authored_event = event.author(seq, now).map_err(|rule| reject(seq, rule))?;
         if let Some(ty) = unknown {
             return Err(reject(seq, format!("event type \"{ty}\" is unknown to DSH 0.1.0, whose reader refuses a log holding it; mark it \"ignorable\": true")));
