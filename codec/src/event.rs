@@ -141,10 +141,12 @@ impl NewEvent {
         if o.get("data").is_none() {
             return Err("a logged event needs data".into());
         }
-        if is_envelope(o.entries()) {
+        if let Some(time) = envelope_time(o.entries()) {
             let mut envelope = o.into_entries();
-            // The logged seq is not the event's: the placeholder keeps equal events equal.
+            // The logged seq is not the event's: the placeholder keeps equal events equal. The
+            // time is the integer it stands for (a logged `-0` is the time 0, as when rebuilt).
             envelope[SEQ].1 = Value::Null;
+            envelope[TIME].1 = Value::from(time);
             return Ok(NewEvent {
                 envelope,
                 timed: true,
@@ -233,25 +235,23 @@ impl NewEvent {
     }
 }
 
-/// Whether a logged event's entries already are an envelope as [`NewEvent`] holds it (DSH's
-/// own logged events are): `type`, `seq`, `time` (a safe integer), `data`, then optional
-/// members in order, `ignorable` only as `true`, nothing else. (The type and data were
-/// checked.)
-fn is_envelope(entries: &[(JsString, Value)]) -> bool {
+/// The time of a logged event whose entries already are an envelope as [`NewEvent`] holds it
+/// (DSH's own logged events are): `type`, `seq`, `time` (a safe integer), `data`, then optional
+/// members in order, `ignorable` only as `true`, nothing else; `None` for any other shape. (The
+/// type and data were checked.)
+fn envelope_time(entries: &[(JsString, Value)]) -> Option<i64> {
     let [(t, _), (s, _), (tm, time), (d, _), rest @ ..] = entries else {
-        return false;
+        return None;
     };
     if !(t.eq_str("type") && s.eq_str("seq") && tm.eq_str("time") && d.eq_str("data")) {
-        return false;
-    }
-    if time.as_safe_integer().is_none() {
-        return false;
+        return None;
     }
     let mut allowed = OPTIONAL.iter();
-    rest.iter().all(|(k, v)| {
+    let in_order = rest.iter().all(|(k, v)| {
         allowed.any(|name| k.eq_str(name))
             && (!k.eq_str(OPTIONAL[2]) || matches!(v, Value::Bool(true)))
-    })
+    });
+    time.as_safe_integer().filter(|_| in_order)
 }
 
 #[cfg(test)]

@@ -56,8 +56,10 @@ pub struct SessionMeta {
     /// Compact session number used in `events` keys.
     pub number: u64,
     /// Session id (WTF-8 bytes of the header's `id`).
+    #[serde(with = "crate::layout::byte_fields")]
     pub id: Vec<u8>,
     /// The exact header record, including its `\n`.
+    #[serde(with = "crate::layout::byte_fields")]
     pub header: Vec<u8>,
     /// Header `createdAt`, when it is a safe integer.
     pub created_at: Option<i64>,
@@ -130,9 +132,12 @@ pub(crate) fn seed_length(header: &sessionlog_codec::header::Header) -> u64 {
 pub(crate) fn human_prompt_time(event: &sessionlog_codec::json::Value) -> Option<i64> {
     use sessionlog_codec::json::Value;
     let o = event.as_object()?;
+    // The type first: most events are not prompts, and it is the envelope's first member.
+    if o.get("type")?.as_str()? != "user/message" {
+        return None;
+    }
     let d = o.get("data")?.as_object()?;
-    let human = o.get("type")?.as_str()? == "user/message"
-        && d.get("source")?.as_object()?.get("kind")?.as_str()? == "user";
+    let human = d.get("source")?.as_object()?.get("kind")?.as_str()? == "user";
     if human {
         o.get("time").and_then(Value::as_safe_integer)
     } else {
@@ -174,6 +179,7 @@ pub struct ForkBase {
     /// The parent's session number.
     pub number: u64,
     /// The parent's id.
+    #[serde(with = "crate::layout::byte_fields")]
     pub id: Vec<u8>,
     /// Events inherited (the header's `seedLength`): seqs `0..seed`.
     pub seed: u64,
