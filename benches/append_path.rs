@@ -5,8 +5,8 @@
 //! its threads, fsyncs and compactions, where a change of a few percent hides in the machine's
 //! noise; these single-threaded figures show it.
 //!
-//! Run: `CARGO_TARGET_DIR=... cargo bench --profile release --bench append_path` (the release
-//! profile, so that nothing is compiled twice; see docs/PERFORMANCE.md).
+//! Run: `./x bench [FILTER]` (`cargo bench --profile release --bench append_path`: the release
+//! profile the tests use, so that nothing is compiled twice; see docs/PERFORMANCE.md).
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use sessionlog::codec::event::NewEvent;
@@ -15,8 +15,8 @@ use sessionlog::codec::lines::author_lines;
 use sessionlog::engine::{AppendItem, Durability, Options, SourceEncoding, Store};
 use sessionlog_tools::gen::{session_feed, GenOptions, LogFormat, SessionFeed};
 
-/// Sessions appended together per round, as one host thread of `bench hosting --threads 32`
-/// with 1000 sessions submits them.
+/// Sessions appended together per round: about what one host thread of `bench hosting
+/// --sessions 1000 --threads 32` submits (31 or 32).
 const ROUND: usize = 32;
 
 fn formats() -> [(LogFormat, &'static str, u32); 2] {

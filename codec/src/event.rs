@@ -22,7 +22,8 @@ pub fn event_type(event: &Value) -> &str {
 ///
 /// Held as the envelope it will be authored as, so that authoring fills in its seq (and time)
 /// in place: an event a host built in DSH's logged shape is taken over whole, with no entry or
-/// string copied (the append path's cost per event is mostly such copies and their frees).
+/// string copied (rebuilding it took three quarters of authoring's time: docs/PERFORMANCE.md,
+/// sixteenth round).
 ///
 /// Invariant: `envelope` is `type` (a string), `seq` (a placeholder until authored), `time`
 /// (a safe integer, or a placeholder when `timed` is false), `data`, then those of
