@@ -14,6 +14,7 @@ use sessionlog::codec::json::Value;
 use sessionlog::codec::lines::author_lines;
 use sessionlog::engine::{AppendItem, Durability, Options, SourceEncoding, Store};
 use sessionlog_tools::gen::{session_feed, GenOptions, LogFormat, SessionFeed};
+use sessionlog_tools::hosting::session_id;
 
 /// Sessions appended together per round: about what one host thread of `bench hosting
 /// --sessions 1000 --threads 32` submits (31 or 32).
@@ -44,6 +45,15 @@ fn new_events(events: Vec<Value>) -> Vec<NewEvent> {
         .collect()
 }
 
+/// A batch's events as the store authors them (seqs from 0; the time each event has).
+fn authored(events: Vec<Value>) -> Vec<Value> {
+    new_events(events)
+        .into_iter()
+        .enumerate()
+        .map(|(seq, e)| e.author(seq as u64, 0).expect("admitted"))
+        .collect()
+}
+
 fn event_stages(c: &mut Criterion) {
     for (format, name, version) in formats() {
         let feeds = feeds(format);
@@ -62,36 +72,16 @@ fn event_stages(c: &mut Criterion) {
         group.bench_function("author", |b| {
             b.iter_batched(
                 || batches.iter().map(|e| e.to_vec()).collect::<Vec<_>>(),
-                |copies| {
-                    copies
-                        .into_iter()
-                        .map(|events| {
-                            new_events(events)
-                                .into_iter()
-                                .enumerate()
-                                .map(|(seq, e)| e.author(seq as u64, 0).expect("admitted"))
-                                .collect::<Vec<_>>()
-                        })
-                        .collect::<Vec<_>>()
-                },
+                |copies| copies.into_iter().map(authored).collect::<Vec<_>>(),
                 BatchSize::LargeInput,
             )
         });
-        let authored: Vec<Vec<Value>> = batches
-            .iter()
-            .map(|events| {
-                new_events(events.to_vec())
-                    .into_iter()
-                    .enumerate()
-                    .map(|(seq, e)| e.author(seq as u64, 0).expect("admitted"))
-                    .collect()
-            })
-            .collect();
+        let written: Vec<Vec<Value>> = batches.iter().map(|e| authored(e.to_vec())).collect();
         group.bench_function("lines", |b| {
             b.iter(|| {
                 let mut text = String::new();
                 let mut members = Vec::new();
-                for batch in &authored {
+                for batch in &written {
                     text.clear();
                     members.clear();
                     author_lines(version, batch, &mut text, &mut members);
@@ -127,9 +117,7 @@ impl Cursors {
                 }
                 let at = self.next_batch[k];
                 self.next_batch[k] += 1;
-                // Feed ids are UUIDs; the last six digits become the cycle.
-                let prefix = feed.id.get(..30).unwrap_or(&feed.id);
-                let id = format!("{prefix}{:06x}", self.cycle[k]);
+                let id = session_id(feed, k, self.cycle[k]);
                 let header = (at == 0).then(|| feed.header_line_for(&id));
                 let batch = &feed.batches[at];
                 (id, header, batch.first_seq, batch.events.clone())

@@ -26,14 +26,12 @@ pub fn event_type(event: &Value) -> &str {
 /// sixteenth round).
 ///
 /// Invariant: `envelope` is `type` (a string), `seq` (a placeholder until authored), `time`
-/// (a safe integer, or a placeholder when `timed` is false), `data`, then those of
+/// (a safe integer, or `null` until authored when the host gave none), `data`, then those of
 /// `sourceEventSeqs`, `surfaceOp` and `ignorable` (`true`) it has, in that order: DSH's key
 /// order, distinct names, none an array index.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewEvent {
     envelope: Vec<(JsString, Value)>,
-    /// Whether the host gave the time; otherwise authoring stamps its `now`.
-    timed: bool,
 }
 
 /// Envelope positions fixed by [`NewEvent`]'s invariant.
@@ -41,8 +39,12 @@ const TYPE: usize = 0;
 const SEQ: usize = 1;
 const TIME: usize = 2;
 const DATA: usize = 3;
-/// Optional envelope members after `data`, in DSH's order.
-const OPTIONAL: [&str; 3] = ["sourceEventSeqs", "surfaceOp", "ignorable"];
+/// The optional envelope members.
+const SOURCE_EVENT_SEQS: &str = "sourceEventSeqs";
+const SURFACE_OP: &str = "surfaceOp";
+const IGNORABLE: &str = "ignorable";
+/// The optional envelope members after `data`, in DSH's order.
+const OPTIONAL: [&str; 3] = [SOURCE_EVENT_SEQS, SURFACE_OP, IGNORABLE];
 
 impl NewEvent {
     /// An event of type `ty` (epoch-ms `time`, `None` for the append's time) with `data`, its
@@ -64,18 +66,15 @@ impl NewEvent {
         ));
         envelope.push((JsString::from_static("data"), data));
         if let Some(s) = source_event_seqs {
-            envelope.push((JsString::from_static(OPTIONAL[0]), s));
+            envelope.push((JsString::from_static(SOURCE_EVENT_SEQS), s));
         }
         if let Some(op) = surface_op {
-            envelope.push((JsString::from_static(OPTIONAL[1]), op));
+            envelope.push((JsString::from_static(SURFACE_OP), op));
         }
         if ignorable {
-            envelope.push((JsString::from_static(OPTIONAL[2]), Value::Bool(true)));
+            envelope.push((JsString::from_static(IGNORABLE), Value::Bool(true)));
         }
-        NewEvent {
-            envelope,
-            timed: time.is_some(),
-        }
+        NewEvent { envelope }
     }
 
     /// Read the CLI/API batch shape `{"type","time"?,"data","surfaceOp"?,"sourceEventSeqs"?,
@@ -133,7 +132,7 @@ impl NewEvent {
     /// move in uncopied (a host handing over events it built, a batch just parsed). An event
     /// already in the envelope's shape (what DSH logs) becomes the envelope itself.
     pub fn from_logged_owned(event: Value) -> Result<NewEvent, String> {
-        let Value::Object(o) = event else {
+        let Value::Object(mut o) = event else {
             return Err("a logged event must be a JSON object".into());
         };
         if o.get("type").and_then(Value::as_str).is_none() {
@@ -148,12 +147,8 @@ impl NewEvent {
             // time is the integer it stands for (a logged `-0` is the time 0, as when rebuilt).
             envelope[SEQ].1 = Value::Null;
             envelope[TIME].1 = Value::from(time);
-            return Ok(NewEvent {
-                envelope,
-                timed: true,
-            });
+            return Ok(NewEvent { envelope });
         }
-        let mut o = o;
         let time = o.get("time").and_then(Value::as_safe_integer);
         let ignorable = matches!(o.get("ignorable"), Some(Value::Bool(true)));
         let data = o.remove("data").unwrap_or(Value::Null);
@@ -182,7 +177,7 @@ impl NewEvent {
     /// Whether it carries DSH's `"ignorable": true` marker (readers may skip a type they do not
     /// know).
     pub fn ignorable(&self) -> bool {
-        self.member(OPTIONAL[2]).is_some()
+        self.member(IGNORABLE).is_some()
     }
 
     /// An optional member after `data`.
@@ -214,7 +209,7 @@ impl NewEvent {
         if ty == "request/header" && fallback {
             return Err("session event \"request/header\" uses unsupported legacy request/header reason \"fallback\"".into());
         }
-        let meta_ok = [self.member(OPTIONAL[1]), self.member(OPTIONAL[0])]
+        let meta_ok = [self.member(SURFACE_OP), self.member(SOURCE_EVENT_SEQS)]
             .into_iter()
             .flatten()
             .all(|v| admit(v).is_ok());
@@ -224,12 +219,9 @@ impl NewEvent {
             ));
         }
         let seq = i64::try_from(seq).map_err(|_| format!("seq {seq} is not a safe integer"))?;
-        let NewEvent {
-            mut envelope,
-            timed,
-        } = self;
+        let mut envelope = self.envelope;
         envelope[SEQ].1 = Value::from(seq);
-        if !timed {
+        if matches!(envelope[TIME].1, Value::Null) {
             envelope[TIME].1 = Value::from(now);
         }
         Ok(Value::Object(Object::from_distinct_names(envelope)))
@@ -250,7 +242,7 @@ fn envelope_time(entries: &[(JsString, Value)]) -> Option<i64> {
     let mut allowed = OPTIONAL.iter();
     let in_order = rest.iter().all(|(k, v)| {
         allowed.any(|name| k.eq_str(name))
-            && (!k.eq_str(OPTIONAL[2]) || matches!(v, Value::Bool(true)))
+            && (!k.eq_str(IGNORABLE) || matches!(v, Value::Bool(true)))
     });
     time.as_safe_integer().filter(|_| in_order)
 }

@@ -6,7 +6,7 @@
 //! Invariant: the encoding is bincode's for a byte sequence either way (a varint length, then
 //! the bytes), so records written before this module read back unchanged (pinned below).
 
-use serde::de::{Error, SeqAccess, Visitor};
+use serde::de::{Error, Visitor};
 use serde::{Deserializer, Serializer};
 
 /// Serialize `bytes` as serde bytes.
@@ -14,7 +14,7 @@ pub(crate) fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::E
     s.serialize_bytes(bytes)
 }
 
-/// Deserialize serde bytes (or, for formats that give one, a sequence of bytes).
+/// Deserialize serde bytes.
 pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
     d.deserialize_byte_buf(ByteBuf)
 }
@@ -34,14 +34,6 @@ impl<'de> Visitor<'de> for ByteBuf {
 
     fn visit_byte_buf<E: Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
         Ok(v)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
-        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
-        while let Some(b) = seq.next_element::<u8>()? {
-            out.push(b);
-        }
-        Ok(out)
     }
 }
 

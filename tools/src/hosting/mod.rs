@@ -29,7 +29,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 pub use driver::{run, Report, Workload};
-pub use feeds::FeedPool;
+pub use feeds::{session_id, FeedPool};
 pub use histogram::Histogram;
 
 use sessionlog_codec::json::Value;
