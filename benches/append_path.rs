@@ -12,9 +12,10 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use sessionlog::codec::event::NewEvent;
 use sessionlog::codec::json::Value;
 use sessionlog::codec::lines::author_lines;
-use sessionlog::engine::{AppendItem, Durability, Options, SourceEncoding, Store};
+use sessionlog::engine::{AppendItem, Durability, Options, Store};
 use sessionlog_tools::gen::{session_feed, GenOptions, LogFormat, SessionFeed};
 use sessionlog_tools::hosting::session_id;
+use sessionlog_tools::hosting::sessionlog::append_built;
 
 /// Sessions appended together per round: about what one host thread of `bench hosting
 /// --sessions 1000 --threads 32` submits (31 or 32).
@@ -148,12 +149,9 @@ fn append_round(c: &mut Criterion) {
                     let items: Vec<AppendItem<'_>> = round
                         .iter_mut()
                         .map(|(id, header, first_seq, events)| {
-                            let events = new_events(std::mem::take(events));
-                            let item = AppendItem::new(id, Some(*first_seq), events);
-                            match header {
-                                Some(line) => item.creating(line, SourceEncoding::Jsonl),
-                                None => item,
-                            }
+                            let events = std::mem::take(events);
+                            append_built(id, *first_seq, events, header.as_deref())
+                                .expect("a generated batch")
                         })
                         .collect();
                     for result in store.append_many(items) {

@@ -55,11 +55,14 @@ pub enum SourceEncoding {
 pub struct SessionMeta {
     /// Compact session number used in `events` keys.
     pub number: u64,
-    /// Session id (WTF-8 bytes of the header's `id`).
-    #[serde(with = "crate::layout::byte_fields")]
+    /// Session id (WTF-8 bytes of the header's `id`). This and the other byte fields are
+    /// encoded as serde bytes (one length, one copy; serde's default writes a byte at a time, in
+    /// a record rewritten with every appended batch): bincode's bytes are the same either way,
+    /// so records written before read back unchanged (pinned by the test below).
+    #[serde(with = "serde_bytes")]
     pub id: Vec<u8>,
     /// The exact header record, including its `\n`.
-    #[serde(with = "crate::layout::byte_fields")]
+    #[serde(with = "serde_bytes")]
     pub header: Vec<u8>,
     /// Header `createdAt`, when it is a safe integer.
     pub created_at: Option<i64>,
@@ -179,7 +182,7 @@ pub struct ForkBase {
     /// The parent's session number.
     pub number: u64,
     /// The parent's id.
-    #[serde(with = "crate::layout::byte_fields")]
+    #[serde(with = "serde_bytes")]
     pub id: Vec<u8>,
     /// Events inherited (the header's `seedLength`): seqs `0..seed`.
     pub seed: u64,
@@ -346,5 +349,55 @@ impl SessionMeta {
             bincode::serde::decode_from_slice(&bytes[5..], bincode::config::standard())
                 .map_err(|e| corrupt(format!("session metadata does not decode: {e}")))?;
         Ok(meta)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Elementwise {
+        before: u64,
+        bytes: Vec<u8>,
+        after: Option<String>,
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct AsBytes {
+        before: u64,
+        #[serde(with = "serde_bytes")]
+        bytes: Vec<u8>,
+        after: Option<String>,
+    }
+
+    fn encoded<T: Serialize>(v: &T) -> Vec<u8> {
+        bincode::serde::encode_to_vec(v, bincode::config::standard()).expect("encodes")
+    }
+
+    fn decoded<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> T {
+        let (v, read) =
+            bincode::serde::decode_from_slice(bytes, bincode::config::standard()).expect("decodes");
+        assert_eq!(read, bytes.len());
+        v
+    }
+
+    proptest! {
+        /// A byte field encodes as serde bytes to what serde's default wrote element by
+        /// element, so each reads the other's records.
+        #[test]
+        fn bytes_encode_as_serde_s_default_does(
+            before in any::<u64>(),
+            bytes in proptest::collection::vec(any::<u8>(), 0..600),
+            after in proptest::option::of(".{0,8}"),
+        ) {
+            let old = Elementwise { before, bytes: bytes.clone(), after: after.clone() };
+            let new = AsBytes { before, bytes, after };
+            let text = encoded(&old);
+            prop_assert_eq!(&text, &encoded(&new));
+            prop_assert_eq!(decoded::<AsBytes>(&text), new);
+            prop_assert_eq!(decoded::<Elementwise>(&encoded(&old)), old);
+        }
     }
 }

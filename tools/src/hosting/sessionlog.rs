@@ -58,7 +58,7 @@ pub(crate) fn append_item<'a>(
 }
 
 /// [`append_item`] of the batch's `events` as the host built them, expecting `first_seq`.
-fn append_built<'a>(
+pub fn append_built<'a>(
     id: &'a str,
     first_seq: u64,
     events: Vec<Value>,
