@@ -37,7 +37,8 @@ pub(crate) use successor_cache::SuccessorCache;
 use crate::error::{Error, Result};
 use crate::layout::counter;
 use crate::layout::keys::{
-    self, ALL_CFS, CF_EVENTS, CF_SESSIONS, SESSION_PREFIX_LEN, SESSION_RANGE_CFS,
+    self, ALL_CFS, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE, SESSION_PREFIX_LEN,
+    SESSION_RANGE_CFS,
 };
 use crate::layout::meta::SessionMeta;
 use crate::options::{Durability, Options};
@@ -698,6 +699,25 @@ const MEMTABLE_BLOOM_BYTES: usize = 256 << 10;
 /// The largest memtable bloom ratio RocksDB takes.
 const MAX_MEMTABLE_BLOOM_RATIO: f64 = 0.25;
 
+/// The SST size of `events` and `sessions`.
+const FILE_BYTES: u64 = 64 << 20;
+/// The SST size of `surface` and `checkpoints`, small beside `events` and keyed by session
+/// number. Sessions are numbered as they are created, so the ones being appended to hold the
+/// newest numbers, and a compaction into a level rewrites only that level's files overlapping
+/// them. In [`FILE_BYTES`] files the last level of these column families stayed one file for a
+/// long time (1 to 3 after 45 s of V4 hosting), which every L0 compaction rewrote whole: a cost
+/// that grew with the store. Smaller files leave the finished sessions' keys alone.
+const SMALL_CF_FILE_BYTES: u64 = 4 << 20;
+
+/// The SST size of column family `name` ([`FILE_BYTES`], [`SMALL_CF_FILE_BYTES`]).
+fn target_file_bytes(name: &str) -> u64 {
+    if name == CF_SURFACE || name == CF_CHECKPOINTS {
+        SMALL_CF_FILE_BYTES
+    } else {
+        FILE_BYTES
+    }
+}
+
 /// Per-CF options: bloom filters and a shared cache everywhere (blobs too); the session-number
 /// prefix extractor (with a [`MEMTABLE_BLOOM_BYTES`] memtable bloom and insert hints) on the CFs
 /// keyed by session number; blob files for `events` when asked.
@@ -752,7 +772,7 @@ fn cf_options(
         max_dict_bytes,
         true,
     );
-    o.set_target_file_size_base(64 << 20);
+    o.set_target_file_size_base(target_file_bytes(name));
     if keyed_by_session {
         o.set_prefix_extractor(SliceTransform::create_fixed_prefix(SESSION_PREFIX_LEN));
         let ratio = MEMTABLE_BLOOM_BYTES as f64 / options.write_buffer_bytes.max(1) as f64;
@@ -767,8 +787,13 @@ fn cf_options(
 
 #[cfg(test)]
 mod tests {
-    use super::{create_dir_durably, Store, BOTTOMMOST_ZSTD_LEVEL, MEMTABLE_BLOOM_BYTES};
-    use crate::layout::keys::{ALL_CFS, CF_SESSIONS, SESSION_PREFIX_LEN};
+    use super::{
+        create_dir_durably, Store, BOTTOMMOST_ZSTD_LEVEL, FILE_BYTES, MEMTABLE_BLOOM_BYTES,
+        SMALL_CF_FILE_BYTES,
+    };
+    use crate::layout::keys::{
+        ALL_CFS, CF_CHECKPOINTS, CF_SESSIONS, CF_SURFACE, SESSION_PREFIX_LEN,
+    };
     use crate::options::{Durability, Options};
 
     /// The section of the newest OPTIONS file RocksDB wrote in `dir` whose header is
@@ -797,7 +822,7 @@ mod tests {
     }
 
     #[test]
-    fn every_column_family_gets_its_memtable_bloom_hints_and_last_levels_zstd_level() {
+    fn every_column_family_gets_its_memtable_bloom_hints_file_size_and_last_levels_zstd_level() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let options = Options::default();
         let memtable = options.write_buffer_bytes;
@@ -811,6 +836,16 @@ mod tests {
             assert_eq!(
                 setting(&section, "write_buffer_size"),
                 memtable_size,
+                "{name}"
+            );
+            let file_bytes = if [CF_SURFACE, CF_CHECKPOINTS].contains(&name) {
+                SMALL_CF_FILE_BYTES
+            } else {
+                FILE_BYTES
+            };
+            assert_eq!(
+                setting(&section, "target_file_size_base"),
+                file_bytes.to_string(),
                 "{name}"
             );
             let bottommost = setting(&section, "bottommost_compression_opts");
