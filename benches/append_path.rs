@@ -39,17 +39,11 @@ fn all_batches(feeds: &[SessionFeed]) -> Vec<&[Value]> {
         .collect()
 }
 
-fn new_events(events: Vec<Value>) -> Vec<NewEvent> {
+/// A batch's events as the store authors them (seqs from 0; the time each event has).
+fn authored(events: Vec<Value>) -> Vec<Value> {
     events
         .into_iter()
         .map(|e| NewEvent::from_logged_owned(e).expect("a generated event"))
-        .collect()
-}
-
-/// A batch's events as the store authors them (seqs from 0; the time each event has).
-fn authored(events: Vec<Value>) -> Vec<Value> {
-    new_events(events)
-        .into_iter()
         .enumerate()
         .map(|(seq, e)| e.author(seq as u64, 0).expect("admitted"))
         .collect()
