@@ -4,10 +4,11 @@
 use sessionlog_codec::event::NewEvent;
 
 use crate::layout::keys;
-use crate::layout::keys::{CF_EVENTS, CF_SESSIONS};
+use crate::layout::keys::CF_EVENTS;
 use crate::layout::meta::{SessionMeta, SourceEncoding};
 use crate::options::{Durability, Options};
 use crate::store::Store;
+use crate::write::session_batch::SessionBatch;
 
 /// A V0 session header with id `a`.
 const HEADER: &str =
@@ -65,13 +66,12 @@ pub(crate) fn damage_first_block(store: &Store) {
         .expect("put");
 }
 
-/// Store `edit` applied to session `a`'s metadata.
+/// Store `edit` applied to session `a`'s metadata (its `S` and counters records, as every
+/// write of the metadata does).
 pub(crate) fn edit_meta(store: &Store, edit: impl FnOnce(&mut SessionMeta)) {
     let mut meta = store.require_meta(b"a").expect("meta");
     edit(&mut meta);
-    let cf = store.cf(CF_SESSIONS).expect("cf");
-    store
-        .db
-        .put_cf(cf, keys::meta_key(b"a"), meta.encode().expect("encode"))
-        .expect("put");
+    let mut batch = SessionBatch::new(store);
+    batch.put_meta(&meta).expect("stage");
+    batch.commit("editing metadata").expect("commit");
 }

@@ -51,6 +51,10 @@ pub const TAIL: u8 = 2;
 /// served generation's scans stop before them.
 pub const GENERATION: u8 = 3;
 
+/// Section byte of the session's counters record (one key, `n` = 0: `layout::meta`'s
+/// `SessionCounters`); last, so every other section's scan stops before it.
+pub const COUNTERS: u8 = 4;
+
 /// The `n` of a GENERATION key: chunk `chunk` of generation `version`.
 pub fn generation_n(version: u32, chunk: u32) -> u64 {
     (u64::from(version) << 32) | u64::from(chunk)

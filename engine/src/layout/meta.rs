@@ -1,14 +1,32 @@
-//! Per-session metadata (`sessions` CF, `S ‖ id`), bincode-encoded behind a crc32.
+//! Per-session metadata (`sessions` CF, `S ‖ id`), bincode-encoded behind a crc32, and the
+//! counters every appended batch moves (`events` CF, `keys::COUNTERS`), kept apart from it.
 //!
 //! Invariant: a session is visible iff its metadata exists; the metadata is written in the same
 //! WriteBatch as the session's last lines, so a reader never sees a partial session.
+//!
+//! Invariant: where a session's counters record exists, it holds the counters of the session's
+//! last commit, and they override its `S` record's. Every write of an `S` record writes the
+//! counters record too (`SessionBatch::put_meta`), so it can never hold older counters than
+//! the record; an append that moves nothing else writes the counters record alone. An append
+//! thus rewrites a few dozen bytes under the session's own key range (whose memtable insert
+//! starts from the session's previous key) instead of the whole record under a key of the
+//! `sessions` column family, where a memtable insert searches from the top (PERFORMANCE.md,
+//! nineteenth round).
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
 /// The format version of [`SessionMeta`] records; a reader refuses versions it does not know.
-const META_VERSION: u8 = 5;
+/// Version 6 records may be overridden by a counters record; version 5 ones predate those
+/// records (no store holding them has one) and read the same.
+const META_VERSION: u8 = 6;
+
+/// Versions of [`SessionMeta`] records a reader accepts.
+const META_VERSIONS_READ: [u8; 2] = [5, META_VERSION];
+
+/// The format version of [`SessionCounters`] records.
+const COUNTERS_VERSION: u8 = 1;
 
 /// DSH's strict-reader verdict on a stored log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -306,56 +324,196 @@ impl SessionMeta {
 
     /// Encode: `[version][crc32 BE of the bincode][bincode]`.
     pub(crate) fn encode(&self) -> Result<Vec<u8>> {
-        let body =
-            bincode::serde::encode_to_vec(self, bincode::config::standard()).map_err(|e| {
-                Error::Corrupt {
-                    id: self.id_lossy(),
-                    detail: format!("session metadata does not encode: {e}"),
-                }
-            })?;
-        let mut out = Vec::with_capacity(5 + body.len());
-        out.push(META_VERSION);
-        out.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
-        out.extend_from_slice(&body);
-        Ok(out)
+        encode_record(META_VERSION, self).map_err(|e| self.corrupt(format!("session metadata {e}")))
     }
 
     /// Decode and verify a record stored under `S ‖ id`.
     pub(crate) fn decode(id: &[u8], bytes: &[u8]) -> Result<Self> {
-        let corrupt = |detail: String| Error::Corrupt {
+        decode_record(&META_VERSIONS_READ, bytes).map_err(|e| Error::Corrupt {
             id: String::from_utf8_lossy(id).into_owned(),
-            detail,
-        };
-        if bytes.len() < 5 {
-            return Err(corrupt(format!(
-                "session metadata is {} bytes, too short",
-                bytes.len()
-            )));
-        }
-        if bytes[0] != META_VERSION {
-            return Err(corrupt(format!(
-                "session metadata version {} is not {META_VERSION}",
-                bytes[0]
-            )));
-        }
-        let stored = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
-        let actual = crc32fast::hash(&bytes[5..]);
-        if stored != actual {
-            return Err(corrupt(format!(
-                "session metadata crc32 mismatch (stored {stored:08x}, computed {actual:08x})"
-            )));
-        }
-        let (meta, _): (SessionMeta, usize) =
-            bincode::serde::decode_from_slice(&bytes[5..], bincode::config::standard())
-                .map_err(|e| corrupt(format!("session metadata does not decode: {e}")))?;
-        Ok(meta)
+            detail: format!("session metadata {e}"),
+        })
     }
+
+    /// The counters an appended batch moves.
+    pub(crate) fn counters(&self) -> SessionCounters {
+        SessionCounters {
+            events: self.events,
+            committed_lines: self.committed_lines,
+            body_lines: self.body_lines,
+            committed_bytes: self.committed_bytes,
+            total_bytes: self.total_bytes,
+            plaintext_bytes: self.plaintext_bytes,
+            frames: self.frames,
+            next_batch: self.next_batch,
+            surface_since_snapshot: self.surface_since_snapshot,
+        }
+    }
+
+    /// Take `counters` over (a counters record newer than the `S` record this was read from).
+    pub(crate) fn apply_counters(&mut self, counters: SessionCounters) {
+        let SessionCounters {
+            events,
+            committed_lines,
+            body_lines,
+            committed_bytes,
+            total_bytes,
+            plaintext_bytes,
+            frames,
+            next_batch,
+            surface_since_snapshot,
+        } = counters;
+        self.events = events;
+        self.committed_lines = committed_lines;
+        self.body_lines = body_lines;
+        self.committed_bytes = committed_bytes;
+        self.total_bytes = total_bytes;
+        self.plaintext_bytes = plaintext_bytes;
+        self.frames = frames;
+        self.next_batch = next_batch;
+        self.surface_since_snapshot = surface_since_snapshot;
+    }
+}
+
+/// The fields of [`SessionMeta`] every appended batch moves, stored under the session's
+/// `keys::COUNTERS` key (see the module's invariant).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SessionCounters {
+    events: u64,
+    committed_lines: u64,
+    body_lines: u64,
+    committed_bytes: u64,
+    total_bytes: u64,
+    plaintext_bytes: u64,
+    frames: u64,
+    next_batch: u64,
+    surface_since_snapshot: u64,
+}
+
+impl SessionCounters {
+    /// Encode as [`SessionMeta::encode`] does, under its own version.
+    pub(crate) fn encode(&self) -> std::result::Result<Vec<u8>, String> {
+        encode_record(COUNTERS_VERSION, self)
+    }
+
+    /// Decode and verify a counters record; the error names what is wrong.
+    pub(crate) fn decode(bytes: &[u8]) -> std::result::Result<Self, String> {
+        decode_record(&[COUNTERS_VERSION], bytes)
+    }
+}
+
+/// `[version][crc32 BE of the bincode][bincode]` of `value`.
+fn encode_record<T: Serialize>(version: u8, value: &T) -> std::result::Result<Vec<u8>, String> {
+    let body = bincode::serde::encode_to_vec(value, bincode::config::standard())
+        .map_err(|e| format!("does not encode: {e}"))?;
+    let mut out = Vec::with_capacity(5 + body.len());
+    out.push(version);
+    out.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// The value [`encode_record`] wrote in `bytes`, if its version is one of `versions`, its crc32
+/// matches and it decodes whole; else what is wrong.
+fn decode_record<T: serde::de::DeserializeOwned>(
+    versions: &[u8],
+    bytes: &[u8],
+) -> std::result::Result<T, String> {
+    let Some((&version, rest)) = bytes.split_first().filter(|_| bytes.len() >= 5) else {
+        return Err(format!("is {} bytes, too short", bytes.len()));
+    };
+    if !versions.contains(&version) {
+        return Err(format!("version {version} is not one of {versions:?}"));
+    }
+    let (crc, body) = rest.split_at(4);
+    let stored = u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]]);
+    let actual = crc32fast::hash(body);
+    if stored != actual {
+        return Err(format!(
+            "crc32 mismatch (stored {stored:08x}, computed {actual:08x})"
+        ));
+    }
+    let (value, read) = bincode::serde::decode_from_slice(body, bincode::config::standard())
+        .map_err(|e| format!("does not decode: {e}"))?;
+    if read != body.len() {
+        return Err(format!("has {} bytes past its end", body.len() - read));
+    }
+    Ok(value)
 }
 
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
     use serde::{Deserialize, Serialize};
+
+    use super::{decode_record, SessionCounters, SessionMeta, COUNTERS_VERSION};
+
+    fn meta() -> SessionMeta {
+        let line = r#"{"type":"session","version":0,"id":"a","createdAt":1}"#;
+        let header = sessionlog_codec::header::parse_header(line.as_bytes()).expect("header");
+        let mut meta = SessionMeta::new(
+            7,
+            &header,
+            format!("{line}\n").into_bytes(),
+            super::SourceEncoding::Jsonl,
+        );
+        meta.events = 41;
+        meta.next_batch = 9;
+        meta.surface_since_snapshot = 3;
+        meta
+    }
+
+    /// Records written at version 5, before counters records, read as they were.
+    #[test]
+    fn version_5_records_still_read() {
+        let meta = meta();
+        let mut bytes = meta.encode().expect("encode");
+        assert_eq!(bytes[0], 6);
+        bytes[0] = 5;
+        assert_eq!(SessionMeta::decode(b"a", &bytes).expect("decode"), meta);
+        bytes[0] = 4;
+        let err = SessionMeta::decode(b"a", &bytes).expect_err("version 4");
+        assert!(
+            err.to_string().contains("version 4 is not one of [5, 6]"),
+            "{err}"
+        );
+    }
+
+    /// A counters record reads back as written, and every damage is named, never read.
+    #[test]
+    fn counters_round_trip_and_damage_is_named() {
+        let mut meta = meta();
+        let counters = meta.counters();
+        let bytes = counters.encode().expect("encode");
+        assert_eq!(SessionCounters::decode(&bytes), Ok(counters));
+        let mut moved = meta.clone();
+        moved.events = 0;
+        moved.next_batch = 1;
+        moved.apply_counters(counters);
+        assert_eq!(moved, meta);
+        meta.events += 1;
+        assert_ne!(meta.counters(), counters);
+
+        let mut flipped = bytes.clone();
+        *flipped.last_mut().expect("bytes") ^= 0x40;
+        let short = &bytes[..4];
+        let mut versioned = bytes.clone();
+        versioned[0] = COUNTERS_VERSION + 1;
+        let mut longer = bytes.clone();
+        longer.push(0);
+        let crc = crc32fast::hash(&longer[5..]).to_be_bytes();
+        longer[1..5].copy_from_slice(&crc);
+        for (damaged, named) in [
+            (&flipped[..], "crc32 mismatch"),
+            (short, "4 bytes, too short"),
+            (&versioned[..], "version 2 is not one of [1]"),
+            (&longer[..], "1 bytes past its end"),
+        ] {
+            let err = SessionCounters::decode(damaged).expect_err(named);
+            assert!(err.contains(named), "{err}");
+        }
+        assert!(decode_record::<SessionCounters>(&[COUNTERS_VERSION], &[]).is_err());
+    }
 
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
     struct Elementwise {

@@ -18,7 +18,7 @@ use crate::layout::keys::{self, CF_EVENTS};
 use crate::layout::meta::{now_ms, SessionMeta, Verdict};
 use crate::read::events::stored_block;
 use crate::store::{visit, Store};
-use crate::write::appended_batch::write_records;
+use crate::write::appended_batch::{write_records, MetaBase};
 use crate::write::indexer::{fold_batch, Folded};
 use crate::write::session_batch::SessionBatch;
 
@@ -144,14 +144,14 @@ impl Store {
         if !repaired.is_empty() {
             last = repaired.last().cloned();
             let folded = self.fold_for_repair(&meta, &mut fold, &repaired)?;
-            meta = write_records(&meta, &repaired, &folded, batch)?;
+            meta = write_records(&meta, MetaBase::Changed, &repaired, &folded, batch)?;
         } else if report.cut_bytes > 0 {
             batch.put_meta(&meta)?;
         }
         if reach == Reach::Resume && needs_end_seed(last.as_ref()) {
             let seed = [end_seed(meta.events, now_ms())];
             let folded = self.fold_for_repair(&meta, &mut fold, &seed)?;
-            write_records(&meta, &seed, &folded, batch)?;
+            write_records(&meta, MetaBase::Changed, &seed, &folded, batch)?;
             report.end_seed = true;
         }
         Ok(report)

@@ -40,7 +40,7 @@ use crate::layout::keys::{
     self, ALL_CFS, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE, SESSION_PREFIX_LEN,
     SESSION_RANGE_CFS,
 };
-use crate::layout::meta::SessionMeta;
+use crate::layout::meta::{SessionCounters, SessionMeta};
 use crate::options::{Durability, Options};
 
 /// A raw RocksDB iterator over the store.
@@ -298,7 +298,38 @@ impl Store {
             "reading session \"{}\"",
             String::from_utf8_lossy(id)
         )))?;
-        got.map(|bytes| SessionMeta::decode(id, &bytes)).transpose()
+        match got {
+            Some(bytes) => {
+                let meta = SessionMeta::decode(id, &bytes)?;
+                self.with_counters(meta, snap).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// `meta`, read from its `S` record, with its counters record's counters where one is
+    /// stored (as of `snap`, when given): see `layout::meta` for why they are apart.
+    fn with_counters(
+        &self,
+        mut meta: SessionMeta,
+        snap: Option<&Snapshot<'_>>,
+    ) -> Result<SessionMeta> {
+        let cf = self.cf(CF_EVENTS)?;
+        let key = keys::event_key(meta.number, keys::COUNTERS, 0);
+        let got = match snap {
+            Some(snap) => snap.get_pinned_cf(cf, key),
+            None => self.db.get_pinned_cf(cf, key),
+        }
+        .map_err(Error::storage(format!(
+            "reading the counters of session \"{}\"",
+            meta.id_lossy()
+        )))?;
+        if let Some(bytes) = got {
+            let counters = SessionCounters::decode(&bytes)
+                .map_err(|e| meta.corrupt(format!("session counters {e}")))?;
+            meta.apply_counters(counters);
+        }
+        Ok(meta)
     }
 
     /// Metadata of `id`, if stored.
@@ -316,18 +347,44 @@ impl Store {
         self.read_meta(id, Some(snap))?.ok_or_else(|| unknown(id))
     }
 
-    /// Visit every session's metadata in id order.
+    /// Visit every session's metadata in id order, as of one snapshot.
     pub(crate) fn for_each_meta(
         &self,
         each: &mut dyn FnMut(&SessionMeta) -> Result<()>,
     ) -> Result<()> {
-        let mut it = self.db.raw_iterator_cf(self.cf(CF_SESSIONS)?);
+        let snap = self.db.snapshot();
+        self.for_each_meta_record(&snap, &mut |id, v| {
+            each(&self.with_counters(SessionMeta::decode(id, v)?, Some(&snap))?)
+        })
+    }
+
+    /// Every stored session's id, in id order, its metadata unread (`verify` reads each one
+    /// itself, so that unreadable metadata is that session's problem).
+    pub(crate) fn session_ids(&self) -> Result<Vec<Vec<u8>>> {
+        let snap = self.db.snapshot();
+        let mut ids = Vec::new();
+        self.for_each_meta_record(&snap, &mut |id, _| {
+            ids.push(id.to_vec());
+            Ok(())
+        })?;
+        Ok(ids)
+    }
+
+    /// Visit every `S` record (id, stored value) in id order, as of `snap`.
+    fn for_each_meta_record(
+        &self,
+        snap: &Snapshot<'_>,
+        each: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let mut ro = rocksdb::ReadOptions::default();
+        ro.set_snapshot(snap);
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_SESSIONS)?, ro);
         it.seek([keys::META_TAG]);
         visit(&mut it, "listing sessions".into(), &mut |k, v| {
             let Some((&keys::META_TAG, id)) = k.split_first() else {
                 return Ok(false);
             };
-            each(&SessionMeta::decode(id, v)?)?;
+            each(id, v)?;
             Ok(true)
         })
     }

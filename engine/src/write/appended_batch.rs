@@ -20,10 +20,21 @@ use sessionlog_codec::lines::author_lines;
 /// The most a batch's text buffer is sized ahead (a huge first guess is not worth reserving).
 const MAX_PRESIZE: u64 = 1 << 20;
 
+/// How the metadata a batch is written against stands to the store's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MetaBase {
+    /// It is the session's metadata as stored (or as this WriteBatch stores it): the batch moves
+    /// its counters only, and its activity.
+    Stored,
+    /// The caller changed it beyond the store's (a repair's verdict and tail): written whole.
+    Changed,
+}
+
 /// Author and stage `authored` (seqs from `meta.events` on, folded into `surface`) as the
 /// session's next batch, and return the session metadata as it will be once `batch` commits.
 pub(crate) fn write_records(
     meta: &SessionMeta,
+    base: MetaBase,
     authored: &[Value],
     surface: &Folded,
     batch: &mut SessionBatch<'_>,
@@ -66,6 +77,10 @@ pub(crate) fn write_records(
             next.total_bytes += frame.len() as u64;
         }
     }
-    batch.update_meta(meta, &next)?;
+    if base == MetaBase::Stored && next.activity_ms == meta.activity_ms {
+        batch.put_counters(&next)?;
+    } else {
+        batch.update_meta(meta, &next)?;
+    }
     Ok(next)
 }

@@ -9,7 +9,7 @@
 use rocksdb::WriteBatch;
 
 use crate::error::Result;
-use crate::layout::keys::{self, CF_SESSIONS};
+use crate::layout::keys::{self, CF_EVENTS, CF_SESSIONS};
 use crate::layout::meta::SessionMeta;
 use crate::store::Store;
 
@@ -61,8 +61,7 @@ impl<'s> SessionBatch<'s> {
     pub(crate) fn insert_session(&mut self, meta: &SessionMeta) -> Result<()> {
         let sessions = self.store.cf(CF_SESSIONS)?;
         let number = meta.number;
-        self.batch
-            .put_cf(sessions, keys::meta_key(&meta.id), meta.encode()?);
+        self.put_meta(meta)?;
         self.batch
             .put_cf(sessions, keys::number_key(number), &meta.id);
         self.batch.put_cf(
@@ -88,14 +87,28 @@ impl<'s> SessionBatch<'s> {
         Ok(())
     }
 
-    /// A stored session's metadata changing in what no index holds (its activity unchanged).
+    /// A stored session's metadata changing in what no index holds (its activity unchanged):
+    /// its `S` record and its counters record, which must never be older (`layout::meta`).
     pub(crate) fn put_meta(&mut self, meta: &SessionMeta) -> Result<()> {
         self.batch.put_cf(
             self.store.cf(CF_SESSIONS)?,
             keys::meta_key(&meta.id),
             meta.encode()?,
         );
-        Ok(())
+        self.put_counters(meta)
+    }
+
+    /// A stored session's metadata moving only in its counters: its counters record alone.
+    pub(crate) fn put_counters(&mut self, meta: &SessionMeta) -> Result<()> {
+        let record = meta
+            .counters()
+            .encode()
+            .map_err(|e| meta.corrupt(format!("session counters {e}")))?;
+        self.put(
+            CF_EVENTS,
+            &keys::event_key(meta.number, keys::COUNTERS, 0),
+            &record,
+        )
     }
 
     /// A stored session's metadata changing from `before` to `after` (same id and number): its
@@ -181,10 +194,10 @@ mod tests {
     use sessionlog_codec::header::parse_header;
 
     use super::SessionBatch;
-    use crate::layout::keys::{self, CF_SESSIONS};
-    use crate::layout::meta::{SessionMeta, SourceEncoding};
+    use crate::layout::keys::{self, CF_EVENTS, CF_SESSIONS};
+    use crate::layout::meta::{SessionCounters, SessionMeta, SourceEncoding};
     use crate::store::Store;
-    use crate::test_support::empty;
+    use crate::test_support::{empty, ev, seeded};
 
     fn header_line(id: &str) -> String {
         format!(
@@ -275,5 +288,119 @@ mod tests {
         assert!(c > b, "number {c} is already session b's");
         let report = store.verify(&[]).expect("verify");
         assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+
+    /// Session `a`'s raw `S` record and counters record (`None` where none is stored).
+    fn raw_records(store: &Store) -> (Vec<u8>, Option<SessionCounters>) {
+        let meta = store.require_meta(b"a").expect("meta");
+        let s = store
+            .db
+            .get_cf(store.cf(CF_SESSIONS).expect("cf"), keys::meta_key(b"a"))
+            .expect("get")
+            .expect("S record");
+        let counters = store
+            .db
+            .get_cf(
+                store.cf(CF_EVENTS).expect("cf"),
+                keys::event_key(meta.number, keys::COUNTERS, 0),
+            )
+            .expect("get")
+            .map(|v| SessionCounters::decode(&v).expect("counters decode"));
+        (s, counters)
+    }
+
+    /// An append writes the counters record alone: the `S` record stays as the last write of
+    /// the whole record left it, and every reader (after a reopen too) sees the counters record's counters.
+    #[test]
+    fn an_append_moves_only_the_counters_record() {
+        let (_dir, store) = seeded();
+        let (s_before, _) = raw_records(&store);
+        store
+            .append(
+                "a",
+                Some(3),
+                vec![ev(r#"{"type":"user/message","time":5,"data":{"content":[],"source":{"kind":"tool"},"role":"user","id":"u2"},"surfaceOp":"append"}"#)],
+            )
+            .expect("append");
+        let (s_after, counters) = raw_records(&store);
+        assert_eq!(s_after, s_before, "an append rewrote the S record");
+        let stale = SessionMeta::decode(b"a", &s_after).expect("decode");
+        let meta = store.require_meta(b"a").expect("meta");
+        // The seed batch's human prompt moved the activity, so its commit wrote the S record.
+        assert_eq!((stale.events, meta.events), (3, 4));
+        assert_eq!(counters, Some(meta.counters()));
+        let listed = {
+            let mut all = Vec::new();
+            store
+                .for_each_meta(&mut |m| {
+                    all.push(m.clone());
+                    Ok(())
+                })
+                .expect("list");
+            all
+        };
+        assert_eq!(listed, vec![meta.clone()]);
+
+        let store = reopen(store);
+        assert_eq!(store.require_meta(b"a").expect("meta"), meta);
+        let report = store.verify(&[]).expect("verify");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+
+    /// An append whose human prompt moves the session's activity rewrites the `S` record (and
+    /// its `A` key), with the same counters as the counters record.
+    #[test]
+    fn an_append_moving_the_activity_writes_both_records() {
+        let (_dir, store) = seeded();
+        let (s_before, _) = raw_records(&store);
+        store
+            .append(
+                "a",
+                Some(3),
+                vec![ev(r#"{"type":"user/message","time":9,"data":{"content":[],"source":{"kind":"user"},"role":"user","id":"u2"},"surfaceOp":"append"}"#)],
+            )
+            .expect("append");
+        let (s_after, counters) = raw_records(&store);
+        assert_ne!(s_after, s_before);
+        let stored = SessionMeta::decode(b"a", &s_after).expect("decode");
+        assert_eq!(stored.activity_ms, Some(9));
+        assert_eq!(Some(stored.counters()), counters);
+        assert_eq!(store.require_meta(b"a").expect("meta"), stored);
+    }
+
+    /// A store written before counters records (no such key) reads each `S` record's own.
+    #[test]
+    fn an_s_record_without_a_counters_record_reads_its_own_counters() {
+        let (_dir, store) = seeded();
+        let meta = store.require_meta(b"a").expect("meta");
+        let mut batch = SessionBatch::new(&store);
+        batch.put_meta(&meta).expect("stage");
+        batch
+            .delete(CF_EVENTS, &keys::event_key(meta.number, keys::COUNTERS, 0))
+            .expect("stage delete");
+        batch.commit("a store of before").expect("commit");
+        assert_eq!(raw_records(&store).1, None);
+        assert_eq!(store.require_meta(b"a").expect("meta"), meta);
+        let report = store.verify(&[]).expect("verify");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+
+    /// A damaged counters record is corrupt metadata, named with its session.
+    #[test]
+    fn a_damaged_counters_record_is_refused_naming_its_session() {
+        let (_dir, store) = seeded();
+        let number = store.require_meta(b"a").expect("meta").number;
+        let key = keys::event_key(number, keys::COUNTERS, 0);
+        let cf = store.cf(CF_EVENTS).expect("cf");
+        let mut bytes = store.db.get_cf(cf, key).expect("get").expect("record");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        store.db.put_cf(cf, key, bytes).expect("damage");
+        let err = store.require_meta(b"a").expect_err("damaged counters read");
+        let text = err.to_string();
+        assert!(
+            text.contains("\"a\"") && text.contains("session counters crc32 mismatch"),
+            "{text}"
+        );
     }
 }
