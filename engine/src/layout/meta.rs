@@ -1,8 +1,9 @@
 //! Per-session metadata (`sessions` CF, `S ‖ id`), bincode-encoded behind a crc32, and the
 //! counters every appended batch moves (`events` CF, `keys::COUNTERS`), kept apart from it.
 //!
-//! Invariant: a session is visible iff its metadata exists; the metadata is written in the same
-//! WriteBatch as the session's last lines, so a reader never sees a partial session.
+//! Invariant: a session is visible iff its metadata exists; the metadata (its `S` record, or
+//! its counters record) is written in the same WriteBatch as the lines it counts, so a reader
+//! never sees a partial session.
 //!
 //! Invariant: where a session's counters record exists, it holds the counters of the session's
 //! last commit, and they override its `S` record's. Every write of an `S` record writes the
