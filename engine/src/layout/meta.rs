@@ -8,8 +8,8 @@
 //! Invariant: where a session's counters record exists, it holds the counters of the session's
 //! last commit, and they override its `S` record's. Every write of an `S` record writes the
 //! counters record too (`SessionBatch::put_meta`), so it can never hold older counters than
-//! the record; an append that moves nothing else writes the counters record alone. An append
-//! thus rewrites a few dozen bytes under the session's own key range (whose memtable insert
+//! the record; an append writes the counters record alone (and, when it moves the activity,
+//! the session's `A` key). An append thus rewrites a few dozen bytes under the session's own key range (whose memtable insert
 //! starts from the session's previous key) instead of the whole record under a key of the
 //! `sessions` column family, where a memtable insert searches from the top (PERFORMANCE.md,
 //! nineteenth round).
@@ -27,7 +27,7 @@ const META_VERSION: u8 = 6;
 const META_VERSIONS_READ: [u8; 2] = [5, META_VERSION];
 
 /// The format version of [`SessionCounters`] records.
-const COUNTERS_VERSION: u8 = 1;
+const COUNTERS_VERSION: u8 = 2;
 
 /// DSH's strict-reader verdict on a stored log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -348,6 +348,7 @@ impl SessionMeta {
             frames: self.frames,
             next_batch: self.next_batch,
             surface_since_snapshot: self.surface_since_snapshot,
+            activity_ms: self.activity_ms,
         }
     }
 
@@ -363,6 +364,7 @@ impl SessionMeta {
             frames,
             next_batch,
             surface_since_snapshot,
+            activity_ms,
         } = counters;
         self.events = events;
         self.committed_lines = committed_lines;
@@ -373,10 +375,12 @@ impl SessionMeta {
         self.frames = frames;
         self.next_batch = next_batch;
         self.surface_since_snapshot = surface_since_snapshot;
+        self.activity_ms = activity_ms;
     }
 }
 
-/// The fields of [`SessionMeta`] every appended batch moves, stored under the session's
+/// The fields of [`SessionMeta`] appended batches move (the counts, and the activity a human
+/// prompt moves), stored under the session's
 /// `keys::COUNTERS` key (see the module's invariant).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct SessionCounters {
@@ -389,6 +393,7 @@ pub(crate) struct SessionCounters {
     frames: u64,
     next_batch: u64,
     surface_since_snapshot: u64,
+    activity_ms: Option<i64>,
 }
 
 impl SessionCounters {
@@ -507,7 +512,7 @@ mod tests {
         for (damaged, named) in [
             (&flipped[..], "crc32 mismatch"),
             (short, "4 bytes, too short"),
-            (&versioned[..], "version 2 is not one of [1]"),
+            (&versioned[..], "version 3 is not one of [2]"),
             (&longer[..], "1 bytes past its end"),
         ] {
             let err = SessionCounters::decode(damaged).expect_err(named);

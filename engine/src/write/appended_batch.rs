@@ -24,7 +24,7 @@ const MAX_PRESIZE: u64 = 1 << 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MetaBase {
     /// It is the session's metadata as stored (or as this WriteBatch stores it): the batch moves
-    /// its counters only, and its activity.
+    /// its counters only (its activity among them).
     Stored,
     /// The caller changed it beyond the store's (a repair's verdict and tail): written whole.
     Changed,
@@ -77,10 +77,9 @@ pub(crate) fn write_records(
             next.total_bytes += frame.len() as u64;
         }
     }
-    if base == MetaBase::Stored && next.activity_ms == meta.activity_ms {
-        batch.put_counters(&next)?;
-    } else {
-        batch.update_meta(meta, &next)?;
+    match base {
+        MetaBase::Stored => batch.advance(meta, &next)?,
+        MetaBase::Changed => batch.update_meta(meta, &next)?,
     }
     Ok(next)
 }

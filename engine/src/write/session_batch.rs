@@ -95,27 +95,35 @@ impl<'s> SessionBatch<'s> {
             keys::meta_key(&meta.id),
             meta.encode()?,
         );
-        self.put_counters(meta)
+        self.advance(meta, meta)
     }
 
-    /// A stored session's metadata moving only in its counters: its counters record alone.
-    pub(crate) fn put_counters(&mut self, meta: &SessionMeta) -> Result<()> {
-        let record = meta
+    /// A stored session's metadata moving from `before` to `after` in its counters alone
+    /// (activity included): its counters record, and its `A` key when the activity moved.
+    pub(crate) fn advance(&mut self, before: &SessionMeta, after: &SessionMeta) -> Result<()> {
+        self.move_activity(before, after)?;
+        let record = after
             .counters()
             .encode()
-            .map_err(|e| meta.corrupt(format!("session counters {e}")))?;
+            .map_err(|e| after.corrupt(format!("session counters {e}")))?;
         self.put(
             CF_EVENTS,
-            &keys::event_key(meta.number, keys::COUNTERS, 0),
+            &keys::event_key(after.number, keys::COUNTERS, 0),
             &record,
         )
     }
 
     /// A stored session's metadata changing from `before` to `after` (same id and number): its
-    /// `S` record, and its `A` key when the activity moved.
+    /// `S` and counters records, and its `A` key when the activity moved.
     pub(crate) fn update_meta(&mut self, before: &SessionMeta, after: &SessionMeta) -> Result<()> {
-        let sessions = self.store.cf(CF_SESSIONS)?;
+        self.move_activity(before, after)?;
+        self.put_meta(after)
+    }
+
+    /// The `A` key of a session whose activity moves from `before`'s to `after`'s.
+    fn move_activity(&mut self, before: &SessionMeta, after: &SessionMeta) -> Result<()> {
         if before.activity_ms != after.activity_ms {
+            let sessions = self.store.cf(CF_SESSIONS)?;
             self.batch.delete_cf(
                 sessions,
                 keys::activity_key(before.activity_ms, before.number),
@@ -126,7 +134,7 @@ impl<'s> SessionBatch<'s> {
                 &after.id,
             );
         }
-        self.put_meta(after)
+        Ok(())
     }
 
     /// Everything stored for `meta`'s number: its ranges and its `N`, `A`, `R`, `F` keys. Its
@@ -309,8 +317,8 @@ mod tests {
         (s, counters)
     }
 
-    /// An append writes the counters record alone: the `S` record stays as the last write of
-    /// the whole record left it, and every reader (after a reopen too) sees the counters record's counters.
+    /// An append writes the counters record alone: the `S` record stays as the creation wrote
+    /// it, and every reader (after a reopen too) sees the counters record's counters.
     #[test]
     fn an_append_moves_only_the_counters_record() {
         let (_dir, store) = seeded();
@@ -326,8 +334,8 @@ mod tests {
         assert_eq!(s_after, s_before, "an append rewrote the S record");
         let stale = SessionMeta::decode(b"a", &s_after).expect("decode");
         let meta = store.require_meta(b"a").expect("meta");
-        // The seed batch's human prompt moved the activity, so its commit wrote the S record.
-        assert_eq!((stale.events, meta.events), (3, 4));
+        assert_eq!((stale.events, meta.events), (0, 4));
+        assert_eq!((stale.activity_ms, meta.activity_ms), (None, Some(2)));
         assert_eq!(counters, Some(meta.counters()));
         let listed = {
             let mut all = Vec::new();
@@ -347,12 +355,13 @@ mod tests {
         assert!(report.problems.is_empty(), "{:?}", report.problems);
     }
 
-    /// An append whose human prompt moves the session's activity rewrites the `S` record (and
-    /// its `A` key), with the same counters as the counters record.
+    /// An append whose human prompt moves the session's activity moves its `A` key (the
+    /// listing by activity) and its counters record, not its `S` record.
     #[test]
-    fn an_append_moving_the_activity_writes_both_records() {
+    fn an_append_moving_the_activity_moves_its_listing_key_not_its_s_record() {
         let (_dir, store) = seeded();
         let (s_before, _) = raw_records(&store);
+        let number = store.require_meta(b"a").expect("meta").number;
         store
             .append(
                 "a",
@@ -361,11 +370,21 @@ mod tests {
             )
             .expect("append");
         let (s_after, counters) = raw_records(&store);
-        assert_ne!(s_after, s_before);
-        let stored = SessionMeta::decode(b"a", &s_after).expect("decode");
-        assert_eq!(stored.activity_ms, Some(9));
-        assert_eq!(Some(stored.counters()), counters);
-        assert_eq!(store.require_meta(b"a").expect("meta"), stored);
+        assert_eq!(s_after, s_before);
+        let meta = store.require_meta(b"a").expect("meta");
+        assert_eq!(meta.activity_ms, Some(9));
+        assert_eq!(counters, Some(meta.counters()));
+        let sessions = store.cf(CF_SESSIONS).expect("cf");
+        let listed = |activity| {
+            store
+                .db
+                .get_cf(sessions, keys::activity_key(activity, number))
+                .expect("get")
+        };
+        assert_eq!(listed(Some(9)), Some(b"a".to_vec()));
+        assert_eq!(listed(Some(2)), None);
+        let report = store.verify(&[]).expect("verify");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
     }
 
     /// A store written before counters records (no such key) reads each `S` record's own.
