@@ -49,6 +49,9 @@ pub(crate) type RawIter<'a> = DBRawIteratorWithThreadMode<'a, DB>;
 /// What [`visit`] calls with each entry (key, value); `false` stops the scan.
 pub(crate) type VisitEntry<'f> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'f;
 
+/// A visitor of every record of a kind: (id, stored value).
+type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
+
 /// An open sessionlog store.
 pub struct Store {
     pub(crate) db: DB,
@@ -371,11 +374,7 @@ impl Store {
     }
 
     /// Visit every `S` record (id, stored value) in id order, as of `snap`.
-    fn for_each_meta_record(
-        &self,
-        snap: &Snapshot<'_>,
-        each: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>,
-    ) -> Result<()> {
+    fn for_each_meta_record(&self, snap: &Snapshot<'_>, each: &mut VisitRecord<'_>) -> Result<()> {
         let mut ro = rocksdb::ReadOptions::default();
         ro.set_snapshot(snap);
         let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_SESSIONS)?, ro);
