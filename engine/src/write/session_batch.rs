@@ -259,8 +259,7 @@ mod tests {
             store.require_meta(b"newer").expect("newer").number,
             newer.number
         );
-        let report = store.verify(&[]).expect("verify");
-        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_verifies(&store);
     }
 
     /// A counter left below a stored session's number (as builds before the merged counter could
@@ -294,8 +293,24 @@ mod tests {
             .expect("create c");
         let c = store.require_meta(b"c").expect("c").number;
         assert!(c > b, "number {c} is already session b's");
+        assert_verifies(&store);
+    }
+
+    /// `verify` finds nothing wrong in `store`.
+    fn assert_verifies(store: &Store) {
         let report = store.verify(&[]).expect("verify");
         assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+
+    /// Append to session `a` (after its seed batch) a user message from `kind` at `time`: a
+    /// human prompt when `kind` is `user`.
+    fn append_message(store: &Store, kind: &str, time: u64) {
+        let event = format!(
+            r#"{{"type":"user/message","time":{time},"data":{{"content":[],"source":{{"kind":"{kind}"}},"role":"user","id":"u2"}},"surfaceOp":"append"}}"#
+        );
+        store
+            .append("a", Some(3), vec![ev(&event)])
+            .expect("append");
     }
 
     /// Session `a`'s raw `S` record and counters record (`None` where none is stored).
@@ -323,13 +338,7 @@ mod tests {
     fn an_append_moves_only_the_counters_record() {
         let (_dir, store) = seeded();
         let (s_before, _) = raw_records(&store);
-        store
-            .append(
-                "a",
-                Some(3),
-                vec![ev(r#"{"type":"user/message","time":5,"data":{"content":[],"source":{"kind":"tool"},"role":"user","id":"u2"},"surfaceOp":"append"}"#)],
-            )
-            .expect("append");
+        append_message(&store, "tool", 5);
         let (s_after, counters) = raw_records(&store);
         assert_eq!(s_after, s_before, "an append rewrote the S record");
         let stale = SessionMeta::decode(b"a", &s_after).expect("decode");
@@ -351,8 +360,7 @@ mod tests {
 
         let store = reopen(store);
         assert_eq!(store.require_meta(b"a").expect("meta"), meta);
-        let report = store.verify(&[]).expect("verify");
-        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_verifies(&store);
     }
 
     /// An append whose human prompt moves the session's activity moves its `A` key (the
@@ -362,13 +370,7 @@ mod tests {
         let (_dir, store) = seeded();
         let (s_before, _) = raw_records(&store);
         let number = store.require_meta(b"a").expect("meta").number;
-        store
-            .append(
-                "a",
-                Some(3),
-                vec![ev(r#"{"type":"user/message","time":9,"data":{"content":[],"source":{"kind":"user"},"role":"user","id":"u2"},"surfaceOp":"append"}"#)],
-            )
-            .expect("append");
+        append_message(&store, "user", 9);
         let (s_after, counters) = raw_records(&store);
         assert_eq!(s_after, s_before);
         let meta = store.require_meta(b"a").expect("meta");
@@ -383,8 +385,7 @@ mod tests {
         };
         assert_eq!(listed(Some(9)), Some(b"a".to_vec()));
         assert_eq!(listed(Some(2)), None);
-        let report = store.verify(&[]).expect("verify");
-        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_verifies(&store);
     }
 
     /// A store written before counters records (no such key) reads each `S` record's own.
@@ -400,8 +401,7 @@ mod tests {
         batch.commit("a store of before").expect("commit");
         assert_eq!(raw_records(&store).1, None);
         assert_eq!(store.require_meta(b"a").expect("meta"), meta);
-        let report = store.verify(&[]).expect("verify");
-        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_verifies(&store);
     }
 
     /// A damaged counters record is corrupt metadata, named with its session.
