@@ -136,6 +136,11 @@ pub struct SessionMeta {
     pub inherited_cut: Option<u64>,
     /// Lower generations of the session, frozen: byte logs kept exactly and never changed.
     pub frozen: Vec<FrozenGeneration>,
+    /// Read from a version 5 `S` record, which a binary from before counters records reads
+    /// without them: the session's next append rewrites it as version 6, so that such a binary
+    /// refuses the session rather than read its stale counters. Not stored.
+    #[serde(skip)]
+    pub(crate) legacy_record: bool,
 }
 
 /// A header's `seedLength`: the events a fork inherited, from which its inbox reads splices
@@ -247,6 +252,7 @@ impl SessionMeta {
             version: header.version.unwrap_or(0),
             inherited_cut: None,
             frozen: Vec::new(),
+            legacy_record: false,
         }
     }
 
@@ -330,10 +336,13 @@ impl SessionMeta {
 
     /// Decode and verify a record stored under `S ‖ id`.
     pub(crate) fn decode(id: &[u8], bytes: &[u8]) -> Result<Self> {
-        decode_record(&META_VERSIONS_READ, bytes).map_err(|e| Error::Corrupt {
-            id: String::from_utf8_lossy(id).into_owned(),
-            detail: format!("session metadata {e}"),
-        })
+        let mut meta: Self =
+            decode_record(&META_VERSIONS_READ, bytes).map_err(|e| Error::Corrupt {
+                id: String::from_utf8_lossy(id).into_owned(),
+                detail: format!("session metadata {e}"),
+            })?;
+        meta.legacy_record = bytes.first() != Some(&META_VERSION);
+        Ok(meta)
     }
 
     /// The counters an appended batch moves.
@@ -475,8 +484,21 @@ mod tests {
         let meta = meta();
         let mut bytes = meta.encode().expect("encode");
         assert_eq!(bytes[0], 6);
+        assert!(
+            !SessionMeta::decode(b"a", &bytes)
+                .expect("decode")
+                .legacy_record
+        );
         bytes[0] = 5;
-        assert_eq!(SessionMeta::decode(b"a", &bytes).expect("decode"), meta);
+        let old = SessionMeta::decode(b"a", &bytes).expect("decode");
+        assert!(old.legacy_record);
+        assert_eq!(
+            SessionMeta {
+                legacy_record: false,
+                ..old
+            },
+            meta
+        );
         bytes[0] = 4;
         let err = SessionMeta::decode(b"a", &bytes).expect_err("version 4");
         assert!(

@@ -24,7 +24,8 @@ const MAX_PRESIZE: u64 = 1 << 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MetaBase {
     /// It is the session's metadata as stored (or as this WriteBatch stores it): the batch moves
-    /// its counters only (its activity among them).
+    /// its counters only (its activity among them), and writes its `S` record only to rewrite a
+    /// version 5 one.
     Stored,
     /// The caller changed it beyond the store's (a repair's verdict and tail): written whole.
     Changed,
@@ -77,9 +78,10 @@ pub(crate) fn write_records(
             next.total_bytes += frame.len() as u64;
         }
     }
+    next.legacy_record = false;
     match base {
-        MetaBase::Stored => batch.advance(meta, &next)?,
-        MetaBase::Changed => batch.update_meta(meta, &next)?,
+        MetaBase::Stored if !meta.legacy_record => batch.advance(meta, &next)?,
+        MetaBase::Stored | MetaBase::Changed => batch.update_meta(meta, &next)?,
     }
     Ok(next)
 }

@@ -388,19 +388,50 @@ mod tests {
         assert_verifies(&store);
     }
 
-    /// A store written before counters records (no such key) reads each `S` record's own.
+    /// A store written before counters records (version 5 `S` records, no counters record)
+    /// reads each `S` record's own counters; the session's first append rewrites its `S` record
+    /// as version 6, which a binary from before counters records refuses rather than read it
+    /// without them, and later appends leave it alone.
     #[test]
-    fn an_s_record_without_a_counters_record_reads_its_own_counters() {
+    fn a_version_5_session_reads_its_own_counters_and_its_first_append_rewrites_it() {
         let (_dir, store) = seeded();
         let meta = store.require_meta(b"a").expect("meta");
+        let mut old = meta.encode().expect("encode");
+        old[0] = 5;
         let mut batch = SessionBatch::new(&store);
-        batch.put_meta(&meta).expect("stage");
+        batch.batch.put_cf(
+            store.cf(CF_SESSIONS).expect("cf"),
+            keys::meta_key(b"a"),
+            &old,
+        );
         batch
             .delete(CF_EVENTS, &keys::event_key(meta.number, keys::COUNTERS, 0))
             .expect("stage delete");
         batch.commit("a store of before").expect("commit");
-        assert_eq!(raw_records(&store).1, None);
-        assert_eq!(store.require_meta(b"a").expect("meta"), meta);
+        // Opened anew, as by the binary after the one that wrote it: no write state cached.
+        let store = reopen(store);
+        assert_eq!(raw_records(&store), (old, None));
+        let read = store.require_meta(b"a").expect("meta");
+        assert!(read.legacy_record);
+        assert_eq!(
+            SessionMeta {
+                legacy_record: false,
+                ..read
+            },
+            meta
+        );
+        assert_verifies(&store);
+
+        append_message(&store, "tool", 5);
+        let (rewritten, counters) = raw_records(&store);
+        assert_eq!(rewritten[0], 6);
+        let meta = store.require_meta(b"a").expect("meta");
+        assert_eq!((meta.events, meta.legacy_record), (4, false));
+        assert_eq!(counters, Some(meta.counters()));
+        let event = r#"{"type":"user/message","time":6,"data":{"content":[],"source":{"kind":"tool"},"role":"user","id":"u3"},"surfaceOp":"append"}"#;
+        store.append("a", Some(4), vec![ev(event)]).expect("append");
+        assert_eq!(raw_records(&store).0, rewritten);
+        assert_eq!(store.require_meta(b"a").expect("meta").events, 5);
         assert_verifies(&store);
     }
 
