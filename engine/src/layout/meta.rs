@@ -9,10 +9,10 @@
 //! last commit, and they override its `S` record's. Every write of an `S` record writes the
 //! counters record too (`SessionBatch::put_meta`), so it can never hold older counters than
 //! the record; an append writes the counters record alone (and, when it moves the activity,
-//! the session's `A` key). An append thus rewrites a few dozen bytes under the session's own key range (whose memtable insert
-//! starts from the session's previous key) instead of the whole record under a key of the
-//! `sessions` column family, where a memtable insert searches from the top (PERFORMANCE.md,
-//! nineteenth round).
+//! the session's `A` key). An append thus rewrites a few dozen bytes under the session's own
+//! key range (whose memtable insert starts from the session's previous key) instead of the
+//! whole record under a key of the `sessions` column family, where a memtable insert searches
+//! from the top (PERFORMANCE.md, nineteenth round).
 
 use serde::{Deserialize, Serialize};
 
@@ -20,7 +20,8 @@ use crate::error::{Error, Result};
 
 /// The format version of [`SessionMeta`] records; a reader refuses versions it does not know.
 /// Version 6 records may be overridden by a counters record; version 5 ones predate those
-/// records (no store holding them has one) and read the same.
+/// records (no store holding them has one), read the same, and are rewritten as version 6 by
+/// their session's next append ([`SessionMeta::legacy_record`]).
 const META_VERSION: u8 = 6;
 
 /// Versions of [`SessionMeta`] records a reader accepts.
