@@ -390,8 +390,7 @@ impl SessionMeta {
 }
 
 /// The fields of [`SessionMeta`] appended batches move (the counts, and the activity a human
-/// prompt moves), stored under the session's
-/// `keys::COUNTERS` key (see the module's invariant).
+/// prompt moves), stored under the session's `keys::COUNTERS` key (see the module's invariant).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct SessionCounters {
     events: u64,
@@ -418,14 +417,14 @@ impl SessionCounters {
     }
 }
 
-/// `[version][crc32 BE of the bincode][bincode]` of `value`.
+/// `[version][crc32 BE of the bincode][bincode]` of `value`, encoded in place (a counters
+/// record is encoded with every appended batch).
 fn encode_record<T: Serialize>(version: u8, value: &T) -> std::result::Result<Vec<u8>, String> {
-    let body = bincode::serde::encode_to_vec(value, bincode::config::standard())
+    let mut out = vec![version, 0, 0, 0, 0];
+    bincode::serde::encode_into_std_write(value, &mut out, bincode::config::standard())
         .map_err(|e| format!("does not encode: {e}"))?;
-    let mut out = Vec::with_capacity(5 + body.len());
-    out.push(version);
-    out.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
-    out.extend_from_slice(&body);
+    let crc = crc32fast::hash(&out[5..]);
+    out[1..5].copy_from_slice(&crc.to_be_bytes());
     Ok(out)
 }
 
@@ -435,14 +434,13 @@ fn decode_record<T: serde::de::DeserializeOwned>(
     versions: &[u8],
     bytes: &[u8],
 ) -> std::result::Result<T, String> {
-    let Some((&version, rest)) = bytes.split_first().filter(|_| bytes.len() >= 5) else {
+    let Some(([version, crc @ ..], body)) = bytes.split_first_chunk::<5>() else {
         return Err(format!("is {} bytes, too short", bytes.len()));
     };
-    if !versions.contains(&version) {
+    if !versions.contains(version) {
         return Err(format!("version {version} is not one of {versions:?}"));
     }
-    let (crc, body) = rest.split_at(4);
-    let stored = u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]]);
+    let stored = u32::from_be_bytes(*crc);
     let actual = crc32fast::hash(body);
     if stored != actual {
         return Err(format!(

@@ -18,7 +18,7 @@ use crate::layout::keys::{self, CF_EVENTS};
 use crate::layout::meta::{now_ms, SessionMeta, Verdict};
 use crate::read::events::stored_block;
 use crate::store::{visit, Store};
-use crate::write::appended_batch::{write_records, MetaBase};
+use crate::write::appended_batch::write_records;
 use crate::write::indexer::{fold_batch, Folded};
 use crate::write::session_batch::SessionBatch;
 
@@ -136,22 +136,25 @@ impl Store {
         report.closers = closers.len() as u64;
         let mut repaired: Vec<Value> = recovered;
         repaired.extend(closers);
-        let mut last = events.last().cloned();
+        let last = repaired.last().or(events.last());
+        let seeds = reach == Reach::Resume && needs_end_seed(last);
+        // The repair's own changes (verdict, tail) go to the `S` record; the batches written
+        // below move only the counters.
+        if !repaired.is_empty() || report.cut_bytes > 0 || seeds {
+            batch.put_meta(&meta)?;
+        }
         let mut fold = match meta.events {
             0 => sessionlog_codec::surface::SurfaceFold::new().with_model(model),
             n => self.surface_fold_at(&meta, n - 1)?,
         };
         if !repaired.is_empty() {
-            last = repaired.last().cloned();
             let folded = self.fold_for_repair(&meta, &mut fold, &repaired)?;
-            meta = write_records(&meta, MetaBase::Changed, &repaired, &folded, batch)?;
-        } else if report.cut_bytes > 0 {
-            batch.put_meta(&meta)?;
+            meta = write_records(&meta, &repaired, &folded, batch)?;
         }
-        if reach == Reach::Resume && needs_end_seed(last.as_ref()) {
+        if seeds {
             let seed = [end_seed(meta.events, now_ms())];
             let folded = self.fold_for_repair(&meta, &mut fold, &seed)?;
-            write_records(&meta, MetaBase::Changed, &seed, &folded, batch)?;
+            write_records(&meta, &seed, &folded, batch)?;
             report.end_seed = true;
         }
         Ok(report)

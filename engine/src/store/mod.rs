@@ -291,16 +291,9 @@ impl Store {
         id: &[u8],
         snap: Option<&Snapshot<'_>>,
     ) -> Result<Option<SessionMeta>> {
-        let cf = self.cf(CF_SESSIONS)?;
-        let key = keys::meta_key(id);
-        let got = match snap {
-            Some(snap) => snap.get_pinned_cf(cf, key),
-            None => self.db.get_pinned_cf(cf, key),
-        }
-        .map_err(Error::storage(format!(
-            "reading session \"{}\"",
-            String::from_utf8_lossy(id)
-        )))?;
+        let got = self.get_at(CF_SESSIONS, &keys::meta_key(id), snap, || {
+            format!("reading session \"{}\"", String::from_utf8_lossy(id))
+        })?;
         match got {
             Some(bytes) => {
                 let meta = SessionMeta::decode(id, &bytes)?;
@@ -317,22 +310,34 @@ impl Store {
         mut meta: SessionMeta,
         snap: Option<&Snapshot<'_>>,
     ) -> Result<SessionMeta> {
-        let cf = self.cf(CF_EVENTS)?;
         let key = keys::event_key(meta.number, keys::COUNTERS, 0);
-        let got = match snap {
-            Some(snap) => snap.get_pinned_cf(cf, key),
-            None => self.db.get_pinned_cf(cf, key),
-        }
-        .map_err(Error::storage(format!(
-            "reading the counters of session \"{}\"",
-            meta.id_lossy()
-        )))?;
+        let got = self.get_at(CF_EVENTS, &key, snap, || {
+            format!("reading the counters of session \"{}\"", meta.id_lossy())
+        })?;
         if let Some(bytes) = got {
             let counters = SessionCounters::decode(&bytes)
                 .map_err(|e| meta.corrupt(format!("session counters {e}")))?;
             meta.apply_counters(counters);
         }
         Ok(meta)
+    }
+
+    /// The value of `key` in column family `cf` as of `snap` (the latest without one); `what`
+    /// names the read in an error, and is formatted only then.
+    fn get_at(
+        &self,
+        cf: &str,
+        key: &[u8],
+        snap: Option<&Snapshot<'_>>,
+        what: impl FnOnce() -> String,
+    ) -> Result<Option<rocksdb::DBPinnableSlice<'_>>> {
+        let mut ro = rocksdb::ReadOptions::default();
+        if let Some(snap) = snap {
+            ro.set_snapshot(snap);
+        }
+        self.db
+            .get_pinned_cf_opt(self.cf(cf)?, key, &ro)
+            .map_err(|source| Error::storage(what())(source))
     }
 
     /// Metadata of `id`, if stored.

@@ -20,22 +20,12 @@ use sessionlog_codec::lines::author_lines;
 /// The most a batch's text buffer is sized ahead (a huge first guess is not worth reserving).
 const MAX_PRESIZE: u64 = 1 << 20;
 
-/// How the metadata a batch is written against stands to the store's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum MetaBase {
-    /// It is the session's metadata as stored (or as this WriteBatch stores it): the batch moves
-    /// its counters only (its activity among them), and writes its `S` record only to rewrite a
-    /// version 5 one.
-    Stored,
-    /// The caller changed it beyond the store's (a repair's verdict and tail): written whole.
-    Changed,
-}
-
 /// Author and stage `authored` (seqs from `meta.events` on, folded into `surface`) as the
 /// session's next batch, and return the session metadata as it will be once `batch` commits.
+/// `meta` is the session's metadata as stored, or as `batch` already stores it: the batch moves
+/// only its counters ([`SessionBatch::advance`]).
 pub(crate) fn write_records(
     meta: &SessionMeta,
-    base: MetaBase,
     authored: &[Value],
     surface: &Folded,
     batch: &mut SessionBatch<'_>,
@@ -78,10 +68,8 @@ pub(crate) fn write_records(
             next.total_bytes += frame.len() as u64;
         }
     }
+    // Whatever `advance` writes of the `S` record is version 6.
     next.legacy_record = false;
-    match base {
-        MetaBase::Stored if !meta.legacy_record => batch.advance(meta, &next)?,
-        MetaBase::Stored | MetaBase::Changed => batch.update_meta(meta, &next)?,
-    }
+    batch.advance(meta, &next)?;
     Ok(next)
 }

@@ -95,20 +95,30 @@ impl<'s> SessionBatch<'s> {
             keys::meta_key(&meta.id),
             meta.encode()?,
         );
-        self.advance(meta, meta)
+        self.put_counters(meta)
     }
 
     /// A stored session's metadata moving from `before` to `after` in its counters alone
-    /// (activity included): its counters record, and its `A` key when the activity moved.
+    /// (activity included): its counters record, and its `A` key when the activity moved. A
+    /// session read from a version 5 `S` record has that record rewritten too
+    /// (`SessionMeta::legacy_record`).
     pub(crate) fn advance(&mut self, before: &SessionMeta, after: &SessionMeta) -> Result<()> {
+        if before.legacy_record {
+            return self.update_meta(before, after);
+        }
         self.move_activity(before, after)?;
-        let record = after
+        self.put_counters(after)
+    }
+
+    /// `meta`'s counters record.
+    fn put_counters(&mut self, meta: &SessionMeta) -> Result<()> {
+        let record = meta
             .counters()
             .encode()
-            .map_err(|e| after.corrupt(format!("session counters {e}")))?;
+            .map_err(|e| meta.corrupt(format!("session counters {e}")))?;
         self.put(
             CF_EVENTS,
-            &keys::event_key(after.number, keys::COUNTERS, 0),
+            &keys::event_key(meta.number, keys::COUNTERS, 0),
             &record,
         )
     }

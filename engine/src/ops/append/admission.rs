@@ -16,7 +16,7 @@ use crate::error::{Error, FirstError, Result};
 use crate::layout::keys::CF_CHECKPOINTS;
 use crate::layout::meta::{now_ms, SessionMeta};
 use crate::store::{RelationRules, Store, WriteState};
-use crate::write::appended_batch::{write_records, MetaBase};
+use crate::write::appended_batch::write_records;
 use crate::write::indexer::{fold_batch, is_checkpoint_point};
 use crate::write::session_batch::SessionBatch;
 
@@ -138,7 +138,7 @@ pub(crate) fn stage(
     };
     let folded = fold_batch(store, &state.meta, &mut state.surface, &authored)?
         .map_err(|(seq, rule)| reject(seq, rule))?;
-    let meta = match write_records(&state.meta, MetaBase::Stored, &authored, &folded, batch) {
+    let meta = match write_records(&state.meta, &authored, &folded, batch) {
         Ok(meta) => meta,
         Err(e) => {
             for change in folded.changes.iter().rev() {
