@@ -84,9 +84,10 @@ pub struct Options {
     /// Measured on 30-second hosting runs (1,000 sessions, 32 threads): compaction CPU 12 -> 4
     /// s, CPU per durable batch -7%, batches/s +9%, imports faster. The price, and why it is off
     /// by default: the store took ~1.35x the disk at rest (a block is compressed alone, not in
-    /// 16 KiB SST blocks; the SST blocks are 64 KiB since), point-in-time queries read 5-35% slower and plain exports ~7% slower
-    /// (a blob lookup per block), and the space of purged sessions' blocks returns only with
-    /// [`crate::Store::compact`]. A store written with it opens and reads the same without it.
+    /// 16 KiB SST blocks; they are 64 KiB since), point-in-time queries read 5-35% slower and
+    /// plain exports ~7% slower (a blob lookup per block), and the space of purged sessions'
+    /// blocks returns only with [`crate::Store::compact`]. A store written with it opens and
+    /// reads the same without it.
     /// Default: false.
     pub blob_files: bool,
     /// Flush and compact with direct I/O (RocksDB's `use_direct_io_for_flush_and_compaction`)

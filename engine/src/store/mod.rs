@@ -718,11 +718,12 @@ fn set_wal_policy(db_opts: &mut rocksdb::Options, options: &Options) {
 /// compressing small values one at a time at flush cost more CPU than their compaction saved
 /// (measured with 256 bytes: compaction CPU fell further, the total did not). Zstd level 1 per
 /// value kept a store of appended blocks at ~1.35x the size of Zstd over 16 KiB SST blocks
-/// (LZ4: ~1.8x) at the same CPU (ninth round; the blocks are 64 KiB since the twentieth). Blob garbage collection stays off while the store runs: appends
-/// make no garbage, and with it on every compaction of the active sessions' keys relocated their
-/// blobs held in older files, which gave back most of the saving. The blocks of purged or
-/// replaced sessions are collected by [`Store::compact`] ([`BLOB_GC_FOR_COMPACT`]). Set through
-/// RocksDB's options string: the per-blob compression level has no setter.
+/// (LZ4: ~1.8x) at the same CPU (ninth round; the blocks are 64 KiB since the twentieth). Blob
+/// garbage collection stays off while the store runs: appends make no garbage, and with it on
+/// every compaction of the active sessions' keys relocated their blobs held in older files,
+/// which gave back most of the saving. The blocks of purged or replaced sessions are collected
+/// by [`Store::compact`] ([`BLOB_GC_FOR_COMPACT`]). Set through RocksDB's options string: the
+/// per-blob compression level has no setter.
 const EVENTS_BLOB_OPTIONS: &str = "enable_blob_files=true;min_blob_size=512;\
     blob_compression_type=kZSTD;blob_compression_opts={level=1}";
 
@@ -775,7 +776,7 @@ const SMALL_CF_FILE_BYTES: u64 = 4 << 20;
 /// records from a seq on) and an appended batch is one value of a few KB, so a block holds
 /// many values of few sessions: Zstd level 1 over 64 KiB blocks of V0 lines compresses 4.06x at
 /// 454 MB/s and decompresses at 1,874 MB/s, over 16 KiB blocks 3.42x, 407 and 1,235 MB/s. A
-/// compacted hosting store took 16% less disk, and cold point-in-time reads (fewer, larger
+/// compacted hosting store took 15-21% less disk, and cold point-in-time reads (fewer, larger
 /// reads) got faster; warm reads and the append path's CPU did not move (docs/PERFORMANCE.md,
 /// twentieth round). Imported blocks are single values of ~64 KiB, so this changes little for
 /// them. SSTs keep the block size they were written with.
@@ -901,8 +902,7 @@ mod tests {
     }
 
     #[test]
-    fn every_column_family_gets_its_memtable_bloom_hints_file_and_block_sizes_and_last_levels_zstd_level(
-    ) {
+    fn every_column_family_gets_its_bloom_hints_sizes_and_last_levels_zstd_level() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let options = Options::default();
         let memtable = options.write_buffer_bytes;
