@@ -149,12 +149,15 @@ impl Store {
         };
         if !repaired.is_empty() {
             let folded = self.fold_for_repair(&meta, &mut fold, &repaired)?;
-            meta = write_records(&meta, &repaired, &folded, batch)?;
+            let next = write_records(&meta, &repaired, &folded, batch)?;
+            batch.advance(&meta, &next)?;
+            meta = next;
         }
         if seeds {
             let seed = [end_seed(meta.events, now_ms())];
             let folded = self.fold_for_repair(&meta, &mut fold, &seed)?;
-            write_records(&meta, &seed, &folded, batch)?;
+            let next = write_records(&meta, &seed, &folded, batch)?;
+            batch.advance(&meta, &next)?;
             report.end_seed = true;
         }
         Ok(report)

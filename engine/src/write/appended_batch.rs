@@ -22,8 +22,9 @@ const MAX_PRESIZE: u64 = 1 << 20;
 
 /// Author and stage `authored` (seqs from `meta.events` on, folded into `surface`) as the
 /// session's next batch, and return the session metadata as it will be once `batch` commits.
-/// `meta` is the session's metadata as stored, or as `batch` already stores it: the batch moves
-/// only its counters ([`SessionBatch::advance`]).
+/// The caller stages that metadata: [`SessionBatch::advance`] from `meta` for a stored session
+/// (the batch moves only its counters), [`SessionBatch::insert_session`] for a session the batch
+/// creates, which has no stored keys to move.
 pub(crate) fn write_records(
     meta: &SessionMeta,
     authored: &[Value],
@@ -68,8 +69,7 @@ pub(crate) fn write_records(
             next.total_bytes += frame.len() as u64;
         }
     }
-    // Whatever `advance` writes of the `S` record is version 6.
+    // Whatever the caller writes of the `S` record is version 6.
     next.legacy_record = false;
-    batch.advance(meta, &next)?;
     Ok(next)
 }

@@ -35,6 +35,26 @@ impl Staged {
         self.meta.as_ref()
     }
 
+    /// Stage the change of the stored session's metadata this batch makes, from the cached
+    /// state's (its counters, and its activity key when that moved). Not for a session the
+    /// call creates: its keys are written whole (`SessionBatch::insert_session`), and moving
+    /// keys it never had would leave deletions behind. A failure empties the slot: the
+    /// cached state already holds the batch.
+    pub(crate) fn advance(
+        &self,
+        slot: &mut Option<WriteState>,
+        batch: &mut SessionBatch<'_>,
+    ) -> Result<()> {
+        let (Some(state), Some(next)) = (slot.as_ref(), self.meta.as_ref()) else {
+            return Ok(());
+        };
+        let advanced = batch.advance(&state.meta, next);
+        if advanced.is_err() {
+            *slot = None;
+        }
+        advanced
+    }
+
     /// The commit succeeded: make the cached write state match the store.
     pub(crate) fn publish(self, state: &mut WriteState) -> AppendReceipt {
         if let Some(meta) = self.meta {
@@ -213,7 +233,41 @@ fn check_v4_event(event: &Value) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use crate::error::Error;
-    use crate::test_support::{damage_first_block, ev, seeded};
+    use crate::layout::keys::CF_SESSIONS;
+    use crate::layout::meta::SourceEncoding;
+    use crate::ops::append::AppendItem;
+    use crate::test_support::{damage_first_block, empty, ev, seeded};
+
+    /// A session created with its first batch has its keys written whole: moving the activity
+    /// key of metadata it never stored would leave a deletion behind. A stored session's next
+    /// prompt does move it, one deletion, which shows the count sees them.
+    #[test]
+    fn a_creating_append_leaves_no_deletion_behind() {
+        let (_t, store) = empty();
+        let header = r#"{"type":"session","version":0,"id":"c","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
+        let prompt = |time: u64| {
+            ev(&format!(
+                r#"{{"type":"user/message","time":{time},"data":{{"content":[],"source":{{"kind":"user"}},"role":"user","id":"u{time}"}},"surfaceOp":"append"}}"#
+            ))
+        };
+        let deletions = || {
+            let cf = store.cf(CF_SESSIONS).expect("cf");
+            store
+                .db
+                .property_int_value_cf(cf, "rocksdb.num-deletes-active-mem-table")
+                .expect("property")
+                .expect("a count")
+        };
+        let created = store
+            .append_many(vec![AppendItem::new("c", Some(0), vec![prompt(2)])
+                .creating(header, SourceEncoding::Jsonl)]);
+        assert!(created.iter().all(Result::is_ok), "{created:?}");
+        assert_eq!(store.require_meta(b"c").expect("meta").activity_ms, Some(2));
+        assert_eq!(deletions(), 0);
+        store.append("c", Some(1), vec![prompt(3)]).expect("append");
+        assert_eq!(store.require_meta(b"c").expect("meta").activity_ms, Some(3));
+        assert_eq!(deletions(), 1);
+    }
 
     /// A failure reading an earlier event (here a block failing its checksum) is reported as
     /// the storage fault it is, never as the caller's broken rule.

@@ -226,6 +226,10 @@ impl Store {
                         let events = std::mem::take(&mut item.events);
                         let expected = item.expected_next_seq;
                         admission::stage(self, &mut guards[slot], id, expected, events, &mut batch)
+                    })
+                    .and_then(|staged| {
+                        staged.advance(&mut guards[slot], &mut batch)?;
+                        Ok(staged)
                     }),
             };
             match outcome {
