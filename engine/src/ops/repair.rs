@@ -138,27 +138,26 @@ impl Store {
         repaired.extend(closers);
         let last = repaired.last().or(events.last());
         let seeds = reach == Reach::Resume && needs_end_seed(last);
-        // The repair's own changes (verdict, tail) go to the `S` record; the batches written
-        // below move only the counters.
-        if !repaired.is_empty() || report.cut_bytes > 0 || seeds {
-            batch.put_meta(&meta)?;
-        }
+        // The metadata before the repair's batches (its activity as stored, from which the `A`
+        // key moves), for the one write of the metadata below, when the repair writes anything.
+        let stored = (!repaired.is_empty() || report.cut_bytes > 0 || seeds).then(|| meta.clone());
         let mut fold = match meta.events {
             0 => sessionlog_codec::surface::SurfaceFold::new().with_model(model),
             n => self.surface_fold_at(&meta, n - 1)?,
         };
         if !repaired.is_empty() {
             let folded = self.fold_for_repair(&meta, &mut fold, &repaired)?;
-            let next = write_records(&meta, &repaired, &folded, batch)?;
-            batch.advance(&meta, &next)?;
-            meta = next;
+            meta = write_records(&meta, &repaired, &folded, batch)?;
         }
         if seeds {
             let seed = [end_seed(meta.events, now_ms())];
             let folded = self.fold_for_repair(&meta, &mut fold, &seed)?;
-            let next = write_records(&meta, &seed, &folded, batch)?;
-            batch.advance(&meta, &next)?;
+            meta = write_records(&meta, &seed, &folded, batch)?;
             report.end_seed = true;
+        }
+        // The repair's own changes (verdict, tail) and its batches' counters, written once.
+        if let Some(stored) = stored {
+            batch.update_meta(&stored, &meta)?;
         }
         Ok(report)
     }

@@ -22,9 +22,10 @@ const MAX_PRESIZE: u64 = 1 << 20;
 
 /// Author and stage `authored` (seqs from `meta.events` on, folded into `surface`) as the
 /// session's next batch, and return the session metadata as it will be once `batch` commits.
-/// The caller stages that metadata: [`SessionBatch::advance`] from `meta` for a stored session
-/// (the batch moves only its counters), [`SessionBatch::insert_session`] for a session the batch
-/// creates, which has no stored keys to move.
+/// The caller stages that metadata once: [`SessionBatch::advance`] from `meta` for a stored
+/// session's append (the batch moves only its counters), [`SessionBatch::insert_session`] for a
+/// session the batch creates, which has no stored keys to move, [`SessionBatch::update_meta`]
+/// after a repair's batches, which changes more than the counters.
 pub(crate) fn write_records(
     meta: &SessionMeta,
     authored: &[Value],
