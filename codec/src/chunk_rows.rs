@@ -14,8 +14,11 @@ const MAX_SAFE: i64 = 9_007_199_254_740_991;
 /// Minimum run length that packs (a format constant).
 pub const MIN_RUN: usize = 3;
 
+/// The chunk kinds whose runs pack into rows.
+pub(crate) const DELTA_KINDS: [&str; 3] = ["text-delta", "reasoning-delta", "tool-call-delta"];
+
 /// The three row tags.
-const ROW_TAGS: [&str; 3] = ["text-chunks", "reasoning-chunks", "tool-call-chunks"];
+pub(crate) const ROW_TAGS: [&str; 3] = ["text-chunks", "reasoning-chunks", "tool-call-chunks"];
 
 /// Whether a record type is a storage-row tag.
 pub fn is_row_tag(tag: &str) -> bool {

@@ -128,6 +128,15 @@ pub(crate) const RELEASED_V3_EVENT_TYPES: [&str; 58] = [
 /// union of the two lists.
 const ADDED_IN_V4: [&str; 2] = ["developer/message", "working-directory/change"];
 
+/// Every event type DSH 0.1.0 or 0.2 knows.
+pub(crate) fn event_types() -> impl Iterator<Item = &'static str> {
+    KNOWN
+        .into_iter()
+        .chain(RELEASED_V3_EVENT_TYPES)
+        .chain(ADDED_IN_V4)
+        .chain(NORMALIZED_LEGACY)
+}
+
 /// Whether DSH 0.2 knows `ty`.
 pub fn is_known_v4(ty: &str) -> bool {
     RELEASED_V3_EVENT_TYPES.binary_search(&ty).is_ok() || ADDED_IN_V4.contains(&ty)

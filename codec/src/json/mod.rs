@@ -4,6 +4,7 @@
 //! decoding lines into logical events and for authoring lines exactly as DSH would.
 
 mod gate;
+mod interned;
 mod number;
 mod parse;
 mod stringify;

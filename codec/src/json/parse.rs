@@ -16,6 +16,7 @@
 //! Speed: strings without escapes are copied in one slice; escaped strings copy the unescaped runs
 //! in bulk; short integers skip the float parser.
 
+use super::interned::interned;
 use super::value::{JsString, Object, Value};
 use crate::{Error, Result};
 
@@ -199,9 +200,11 @@ impl Parser<'_> {
         let run_end = self.run_end(start);
         if self.src.get(run_end) == Some(&b'"') {
             self.pos = run_end + 1;
-            return Ok(JsString::from_wtf8_unchecked(
-                self.src[start..run_end].to_vec(),
-            ));
+            let text = &self.src[start..run_end];
+            return Ok(match interned(text) {
+                Some(word) => JsString::from_static(word),
+                None => JsString::from_wtf8_unchecked(text.to_vec()),
+            });
         }
         // Slow path: escapes (or an error). Copy unescaped runs in bulk.
         let mut buf = Vec::with_capacity(run_end - start + 16);

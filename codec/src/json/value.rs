@@ -12,6 +12,8 @@
 
 use std::fmt;
 
+use super::interned::interned;
+
 /// A JavaScript value restricted to what JSON can express.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
@@ -255,7 +257,10 @@ impl Ord for JsString {
 
 impl From<&str> for JsString {
     fn from(s: &str) -> Self {
-        JsString(Repr::Utf8(s.to_owned()))
+        match interned(s.as_bytes()) {
+            Some(word) => JsString(Repr::Static(word)),
+            None => JsString(Repr::Utf8(s.to_owned())),
+        }
     }
 }
 
