@@ -74,6 +74,7 @@ mod tests {
     fn every_word_of_the_vocabulary_and_nothing_else_is_interned() {
         for word in known_types::event_types()
             .chain(DELTA_KINDS)
+            .chain(ROW_TAGS)
             .chain(ROLES)
             .chain(KEYS)
         {

@@ -151,9 +151,9 @@ impl From<Object> for Value {
 
 /// A JS string stored as WTF-8 bytes (see the module invariants). A string without lone
 /// surrogates is kept as UTF-8 (a Rust `String`, or a `&'static str` for the fixed keys the
-/// writers author and for DSH's common strings, `interned.rs`, which then cost no allocation per
-/// object), so [`JsString::as_str`] costs nothing; lone surrogates ⇔ `Wtf8`, and equality, order and hashing are the bytes', whichever
-/// variant holds them.
+/// writers author and for DSH's common strings, `interned.rs`, which then cost no allocation
+/// per object), so [`JsString::as_str`] costs nothing; lone surrogates ⇔ `Wtf8`, and equality,
+/// order and hashing are the bytes', whichever variant holds them.
 #[derive(Clone)]
 pub struct JsString(Repr);
 
