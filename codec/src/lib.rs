@@ -13,6 +13,7 @@
 //! - [`message_shape`]: the message a DSH 0.2 `Session` requires of a message event.
 #![forbid(unsafe_code)]
 
+mod by_length;
 pub mod chunk_rows;
 pub mod dsh_path;
 mod error;

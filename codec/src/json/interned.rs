@@ -9,6 +9,7 @@
 
 use std::sync::OnceLock;
 
+use crate::by_length::ByLength;
 use crate::chunk_rows::{DELTA_KINDS, ROW_TAGS};
 use crate::known_types;
 
@@ -34,24 +35,18 @@ const KEYS: [&str; 15] = [
     "argumentsDelta",
 ];
 
-/// The vocabulary, by length; within a length, candidates are told apart by their first and
-/// last bytes before a whole comparison.
-fn by_length() -> &'static [Vec<&'static str>] {
-    static TABLE: OnceLock<Vec<Vec<&'static str>>> = OnceLock::new();
+/// The vocabulary.
+fn vocabulary() -> &'static ByLength<()> {
+    static TABLE: OnceLock<ByLength<()>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let words = known_types::event_types()
+        let mut table = ByLength::new();
+        for word in known_types::event_types()
             .chain(DELTA_KINDS)
             .chain(ROW_TAGS)
             .chain(ROLES)
-            .chain(KEYS);
-        let mut table: Vec<Vec<&'static str>> = Vec::new();
-        for word in words {
-            if table.len() <= word.len() {
-                table.resize(word.len() + 1, Vec::new());
-            }
-            if !table[word.len()].contains(&word) {
-                table[word.len()].push(word);
-            }
+            .chain(KEYS)
+        {
+            table.entry(word);
         }
         table
     })
@@ -59,11 +54,7 @@ fn by_length() -> &'static [Vec<&'static str>] {
 
 /// The vocabulary's copy of `bytes`, if it holds them.
 pub(crate) fn interned(bytes: &[u8]) -> Option<&'static str> {
-    let (&first, &last) = (bytes.first()?, bytes.last()?);
-    by_length().get(bytes.len())?.iter().copied().find(|w| {
-        let b = w.as_bytes();
-        b[0] == first && b[b.len() - 1] == last && b == bytes
-    })
+    vocabulary().get(bytes).map(|(word, ())| word)
 }
 
 #[cfg(test)]

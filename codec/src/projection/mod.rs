@@ -14,6 +14,7 @@ pub use units::{Unit, UNITS, V4_OVERRIDES};
 
 use std::sync::OnceLock;
 
+use crate::by_length::ByLength;
 use crate::event::event_type;
 use crate::json::Value;
 use crate::surface::SurfaceModel;
@@ -36,20 +37,13 @@ pub fn unit_at(model: SurfaceModel, index: usize) -> &'static Unit {
 /// of each unit's list. The table is bucketed by type length, so a lookup compares `ty` with
 /// the few types of its length only.
 fn units_touched_by(model: SurfaceModel, ty: &str) -> &'static [(usize, &'static Unit)] {
-    type Table = Vec<Vec<(&'static str, Vec<(usize, &'static Unit)>)>>;
+    type Table = ByLength<Vec<(usize, &'static Unit)>>;
     fn table(model: SurfaceModel) -> Table {
         let mut table = Table::new();
         for i in 0..UNITS.len() {
             let unit = unit_at(model, i);
             for &ty in unit.touches {
-                if table.len() <= ty.len() {
-                    table.resize_with(ty.len() + 1, Vec::new);
-                }
-                let bucket = &mut table[ty.len()];
-                match bucket.iter_mut().find(|(t, _)| *t == ty) {
-                    Some((_, units)) => units.push((i, unit)),
-                    None => bucket.push((ty, vec![(i, unit)])),
-                }
+                table.entry(ty).push((i, unit));
             }
         }
         table
@@ -61,8 +55,7 @@ fn units_touched_by(model: SurfaceModel, ty: &str) -> &'static [(usize, &'static
         SurfaceModel::V4 => v4,
     };
     table
-        .get(ty.len())
-        .and_then(|bucket| bucket.iter().find(|(t, _)| *t == ty))
+        .get(ty.as_bytes())
         .map_or(&[], |(_, units)| units.as_slice())
 }
 
