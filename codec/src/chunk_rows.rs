@@ -14,8 +14,15 @@ const MAX_SAFE: i64 = 9_007_199_254_740_991;
 /// Minimum run length that packs (a format constant).
 pub const MIN_RUN: usize = 3;
 
+/// A text chunk's kind.
+const TEXT_DELTA: &str = "text-delta";
+/// A reasoning chunk's kind.
+const REASONING_DELTA: &str = "reasoning-delta";
+/// A tool-call chunk's kind.
+const TOOL_CALL_DELTA: &str = "tool-call-delta";
+
 /// The chunk kinds whose runs pack into rows.
-pub(crate) const DELTA_KINDS: [&str; 3] = ["text-delta", "reasoning-delta", "tool-call-delta"];
+pub(crate) const DELTA_KINDS: [&str; 3] = [TEXT_DELTA, REASONING_DELTA, TOOL_CALL_DELTA];
 
 /// The three row tags.
 pub(crate) const ROW_TAGS: [&str; 3] = ["text-chunks", "reasoning-chunks", "tool-call-chunks"];
@@ -122,9 +129,9 @@ fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
         times.push(time);
     }
     let kind = match tag {
-        "text-chunks" => "text-delta",
-        "reasoning-chunks" => "reasoning-delta",
-        _ => "tool-call-delta",
+        "text-chunks" => TEXT_DELTA,
+        "reasoning-chunks" => REASONING_DELTA,
+        _ => TOOL_CALL_DELTA,
     };
     let mut events = Vec::with_capacity(payload.len());
     for (k, (member, time)) in payload.iter().zip(times).enumerate() {
@@ -194,19 +201,19 @@ fn classify(event: &Value) -> Option<Delta<'_>> {
     }
     let chunk = chunk.as_object()?;
     let (kind, index, id, name, payload) = match chunk.get("type")?.as_str()? {
-        k @ ("text-delta" | "reasoning-delta") => {
+        k @ (TEXT_DELTA | REASONING_DELTA) => {
             let [_, index, text] = chunk.exact_values(["type", "index", "text"])?;
             if !matches!(text, Value::String(_)) {
                 return None;
             }
-            let kind = if k == "text-delta" {
+            let kind = if k == TEXT_DELTA {
                 DeltaKind::Text
             } else {
                 DeltaKind::Reasoning
             };
             (kind, index, None, None, text)
         }
-        "tool-call-delta" => {
+        TOOL_CALL_DELTA => {
             let (index, id, name, args) =
                 match chunk.exact_values(["type", "index", "id", "argumentsDelta"]) {
                     Some([_, index, id, args]) => (index, id, None, args),

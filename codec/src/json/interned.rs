@@ -35,17 +35,21 @@ const KEYS: [&str; 15] = [
     "argumentsDelta",
 ];
 
-/// The vocabulary.
+/// The words interned.
+fn words() -> impl Iterator<Item = &'static str> {
+    known_types::event_types()
+        .chain(DELTA_KINDS)
+        .chain(ROW_TAGS)
+        .chain(ROLES)
+        .chain(KEYS)
+}
+
+/// The vocabulary's table.
 fn vocabulary() -> &'static ByLength<()> {
     static TABLE: OnceLock<ByLength<()>> = OnceLock::new();
     TABLE.get_or_init(|| {
         let mut table = ByLength::new();
-        for word in known_types::event_types()
-            .chain(DELTA_KINDS)
-            .chain(ROW_TAGS)
-            .chain(ROLES)
-            .chain(KEYS)
-        {
+        for word in words() {
             table.entry(word);
         }
         table
@@ -63,12 +67,7 @@ mod tests {
 
     #[test]
     fn every_word_of_the_vocabulary_and_nothing_else_is_interned() {
-        for word in known_types::event_types()
-            .chain(DELTA_KINDS)
-            .chain(ROW_TAGS)
-            .chain(ROLES)
-            .chain(KEYS)
-        {
+        for word in words() {
             assert_eq!(interned(word.as_bytes()), Some(word), "{word}");
         }
         for other in [

@@ -34,8 +34,7 @@ pub fn unit_at(model: SurfaceModel, index: usize) -> &'static Unit {
 
 /// The units (with their indexes, ascending) whose folds `model` runs on an event of type `ty`:
 /// one lookup per event in a table built from every unit's [`Unit::touches`], instead of a test
-/// of each unit's list. The table is bucketed by type length, so a lookup compares `ty` with
-/// the few types of its length only.
+/// of each unit's list (a [`ByLength`] table: `ty` is compared with the types of its length only).
 fn units_touched_by(model: SurfaceModel, ty: &str) -> &'static [(usize, &'static Unit)] {
     type Table = ByLength<Vec<(usize, &'static Unit)>>;
     fn table(model: SurfaceModel) -> Table {
