@@ -122,6 +122,19 @@ pub fn export_bytes(store: &Store, id: &str) -> Vec<u8> {
     out
 }
 
+/// Export to memory as `format` (`None`: the bytes as kept).
+pub fn export_as(
+    store: &Store,
+    id: &str,
+    format: Option<sessionlog::engine::ExportFormat>,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    store
+        .export(id, format, &mut out)
+        .unwrap_or_else(|e| panic!("export {id}: {e}"));
+    out
+}
+
 /// `sessionlog events` output, in memory.
 pub fn events_text(store: &Store, id: &str) -> sessionlog::engine::Result<String> {
     let mut out = String::new();

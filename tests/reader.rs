@@ -15,7 +15,8 @@ use sessionlog::codec::zstd::compress_frame;
 use sessionlog::engine::{Error, ExportFormat, ImportOptions, Store, Verdict};
 
 use crate::fixtures::{
-    assert_empty, events_text, export_bytes, fixtures, import_bytes, names_ending, temp_store,
+    assert_empty, events_text, export_as, export_bytes, fixtures, import_bytes, names_ending,
+    temp_store,
 };
 
 const H: &str =
@@ -70,14 +71,6 @@ fn batch(lines: &[String]) -> String {
     lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
-fn export(store: &Store, id: &str, format: Option<ExportFormat>) -> Vec<u8> {
-    let mut out = Vec::new();
-    store
-        .export(id, format, &mut out)
-        .unwrap_or_else(|e| panic!("export {id}: {e}"));
-    out
-}
-
 /// Import `bytes` (text or zstd) in preserve mode and check the verdict, the logical events,
 /// byte-identical export, verify, and that strict import agrees. Returns the store.
 fn check(
@@ -126,12 +119,12 @@ fn check(
 /// The committed prefix of a stored `.jsonl` session (what DSH truncates to): its cross-encoding
 /// export frames only the committed region; decoded back, it is that prefix of the file.
 fn committed_prefix(store: &Store) -> Vec<u8> {
-    let framed = export(store, "r", Some(ExportFormat::JsonlZstd));
+    let framed = export_as(store, "r", Some(ExportFormat::JsonlZstd));
     let (_tmp, other) = temp_store();
     other
         .import_zstd("framed", &framed, &ImportOptions::default())
         .unwrap_or_else(|e| panic!("re-import of the framed export: {e}"));
-    export(&other, "r", Some(ExportFormat::Jsonl))
+    export_as(&other, "r", Some(ExportFormat::Jsonl))
 }
 
 fn closers_for(store: &Store) -> Vec<Value> {
@@ -335,7 +328,7 @@ fn zstd_torn_vectors_recover_the_decodable_prefix() {
         let report = store
             .import_zstd(name, &bytes, &ImportOptions::default())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(export(&store, &report.id, None), bytes, "{name}");
+        assert_eq!(export_as(&store, &report.id, None), bytes, "{name}");
         let (_t2, plain_store) = temp_store();
         let plain_report = import_bytes(&plain_store, stem, &plain, false).expect("plain");
         if !matches!(plain_report.verdict, Verdict::Clean) {
@@ -344,7 +337,7 @@ fn zstd_torn_vectors_recover_the_decodable_prefix() {
         assert_eq!(report.verdict, Verdict::Torn, "{name}");
         // Complete frames' plaintext (readRaw) holds fewer events than the recovered view, which
         // is a prefix of the whole log.
-        let raw = export(&store, &report.id, Some(ExportFormat::Jsonl));
+        let raw = export_as(&store, &report.id, Some(ExportFormat::Jsonl));
         assert!(plain.starts_with(&raw), "{name}: readRaw is not a prefix");
         let (_t3, raw_store) = temp_store();
         let raw_report = import_bytes(&raw_store, "raw", &raw, false).expect("raw");
@@ -365,7 +358,7 @@ fn zstd_two_bytes_of_magic_are_a_torn_tail() {
     let mut bytes = zstd_log(&[batch(&lines)]);
     bytes.extend_from_slice(&[0x28, 0xB5]);
     let (_tmp, store) = check(&bytes, true, &Verdict::Torn, &lines);
-    assert_eq!(export(&store, "r", Some(ExportFormat::JsonlZstd)), bytes);
+    assert_eq!(export_as(&store, "r", Some(ExportFormat::JsonlZstd)), bytes);
     assert!(
         closers_for(&store).is_empty(),
         "a balanced log needs no closers"
@@ -442,7 +435,7 @@ fn zstd_record_split_across_two_frames_is_accepted_and_preserved() {
     let bytes = zstd_log(&[whole[..cut].to_owned(), whole[cut..].to_owned()]);
     let (_tmp, store) = check(&bytes, true, &Verdict::Clean, &[start(0), hook(1), end(2)]);
     assert_eq!(
-        export(&store, "r", Some(ExportFormat::Jsonl)),
+        export_as(&store, "r", Some(ExportFormat::Jsonl)),
         jsonl(&[start(0), hook(1), end(2)], "")
     );
 }

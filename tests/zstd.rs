@@ -4,15 +4,7 @@
 
 use sessionlog::engine::{ExportFormat, ImportReport, Store, Verdict};
 
-use crate::fixtures::{events_text, fixtures, import_bytes, names_ending, temp_store};
-
-fn export(store: &Store, id: &str, format: Option<ExportFormat>) -> Vec<u8> {
-    let mut out = Vec::new();
-    store
-        .export(id, format, &mut out)
-        .unwrap_or_else(|e| panic!("export {id}: {e}"));
-    out
-}
+use crate::fixtures::{events_text, export_as, fixtures, import_bytes, names_ending, temp_store};
 
 #[test]
 fn node_vectors_round_trip_and_decode_to_the_dsh_files() {
@@ -37,12 +29,12 @@ fn node_vectors_round_trip_and_decode_to_the_dsh_files() {
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let plain_report = import_bytes(&plain_store, stem, &plain, false).expect("plain import");
         assert_eq!(
-            export(&store, &report.id, None),
+            export_as(&store, &report.id, None),
             bytes,
             "{name}: zstd export is not byte-identical"
         );
         assert_eq!(
-            export(&store, &report.id, Some(ExportFormat::JsonlZstd)),
+            export_as(&store, &report.id, Some(ExportFormat::JsonlZstd)),
             bytes,
             "{name}"
         );
@@ -57,7 +49,7 @@ fn node_vectors_round_trip_and_decode_to_the_dsh_files() {
             );
         }
         // `zstd -dc`: every decompressed byte, whatever the verdict.
-        let as_jsonl = export(&store, &report.id, Some(ExportFormat::Jsonl));
+        let as_jsonl = export_as(&store, &report.id, Some(ExportFormat::Jsonl));
         assert_eq!(as_jsonl, plain, "{name}: plaintext export");
         let (_t3, again) = temp_store();
         let reimported = import_bytes(&again, stem, &as_jsonl, false).expect("re-import");
@@ -114,12 +106,13 @@ fn plain_imports_export_frames_identical_to_node() {
         let (_t, store) = temp_store();
         let r = import_bytes(&store, stem, &plain, false).expect("import");
         let meta_has_tail = r.verdict == Verdict::Torn
-            || plain.len() as u64 != export(&store, &r.id, Some(ExportFormat::Jsonl)).len() as u64;
+            || plain.len() as u64
+                != export_as(&store, &r.id, Some(ExportFormat::Jsonl)).len() as u64;
         if meta_has_tail || r.lines == 0 {
             continue;
         }
         let node = std::fs::read(dir.join("dsh-zstd").join(&name)).expect("vector");
-        let ours = export(&store, &r.id, Some(ExportFormat::JsonlZstd));
+        let ours = export_as(&store, &r.id, Some(ExportFormat::JsonlZstd));
         if ours == node {
             compared += 1;
             continue;
@@ -157,7 +150,7 @@ fn torn_vectors_are_torn_and_keep_the_complete_frames() {
             assert_eq!(r.verdict, Verdict::Torn, "{name}");
         }
         assert_eq!(
-            export(&store, &r.id, None),
+            export_as(&store, &r.id, None),
             bytes,
             "{name}: export is not byte-identical"
         );
@@ -173,7 +166,7 @@ fn torn_vectors_are_torn_and_keep_the_complete_frames() {
         );
         // `zstd -dc` of a torn file: the complete frames, then what the torn frame's complete
         // blocks hold (decoded here frame by frame, apart from the export's stream decoder).
-        let as_jsonl = export(&store, &r.id, Some(ExportFormat::Jsonl));
+        let as_jsonl = export_as(&store, &r.id, Some(ExportFormat::Jsonl));
         assert_eq!(as_jsonl, zstd_dc(&bytes), "{name}: plaintext export");
         assert!(
             plain.starts_with(&as_jsonl),
