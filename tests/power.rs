@@ -12,7 +12,7 @@
 //! ../shared/tools/lazyfs/build.sh); elsewhere it prints why and skips.
 //! `SESSIONLOG_NIGHTLY=1`: 200 sync cuts.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -162,6 +162,31 @@ fn signal(pid: u32, sig: &str) {
 /// then be neither stopped nor killed (CI once hung on it for an hour). A stopped LazyFS stands
 /// in for the deadlock: nothing sent into the mount is answered. Freezing a child blocked there
 /// for a cut, and file-system work under a watchdog, must both kill LazyFS and fail, never wait.
+#[test]
+fn a_mount_under_a_relative_directory_is_seen_mounted() {
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(binary) = lazyfs_binary() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let cwd = std::env::current_dir().expect("working directory");
+    let up = "../".repeat(cwd.components().count().saturating_sub(1));
+    let absolute = tmp.path().join("rel");
+    let relative = Path::new(&up).join(absolute.strip_prefix("/").expect("an absolute temp dir"));
+    assert!(relative.is_relative());
+    let mount = lazyfs::Mount::start(&binary, &relative).expect("mount under a relative dir");
+    assert!(mount
+        .path()
+        .starts_with(std::fs::canonicalize(&absolute).expect("resolved")));
+    std::fs::write(mount.path().join("f"), b"through the mount\n").expect("a write");
+    assert_eq!(
+        std::fs::read(mount.path().join("f")).expect("a read"),
+        b"through the mount\n"
+    );
+}
+
 #[test]
 fn a_lazyfs_that_stops_answering_is_killed_not_waited_on() {
     let _one = ONE_AT_A_TIME

@@ -124,7 +124,12 @@ pub struct Mount {
 
 impl Mount {
     /// Mount `binary` on `<dir>/mnt` over `<dir>/root`, with its config, fifos and log in `dir`.
+    /// `dir` may be relative: it is resolved first, as the mount table names mount points by
+    /// their canonical paths (a relative `--dir` never showed as mounted).
     pub fn start(binary: &Path, dir: &Path) -> anyhow::Result<Mount> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let dir =
+            &std::fs::canonicalize(dir).with_context(|| format!("resolving {}", dir.display()))?;
         let (root, mountpoint) = (dir.join("root"), dir.join("mnt"));
         for d in [&root, &mountpoint] {
             std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
