@@ -63,16 +63,21 @@ fn lazyfs_binary() -> Option<PathBuf> {
 /// One run at a time: each mounts its own LazyFS and keeps two cores busy.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The LazyFS binary, with the one-run-at-a-time lock held; `None` where LazyFS cannot run.
+fn lazyfs_alone() -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf)> {
+    let one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Some((one, lazyfs_binary()?))
+}
+
 /// `cycles` cuts of a child whose store runs with `durability` and the knobs `with` sets.
 fn run(
     durability: Durability,
     cycles: u64,
     with: impl FnOnce(&mut PowerOptions),
 ) -> Option<PowerReport> {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let binary = lazyfs_binary()?;
+    let (_one, binary) = lazyfs_alone()?;
     let tmp = tempfile::tempdir().expect("temp dir");
     // Shorter cycles and stores than the CLI's: CI time stays small.
     let mut opts = PowerOptions {
@@ -158,16 +163,11 @@ fn signal(pid: u32, sig: &str) {
     assert!(status.success(), "kill {sig} {pid}");
 }
 
-/// LazyFS now and then deadlocks on its own locks, and a thread in a request it has taken can
-/// then be neither stopped nor killed (CI once hung on it for an hour). A stopped LazyFS stands
-/// in for the deadlock: nothing sent into the mount is answered. Freezing a child blocked there
-/// for a cut, and file-system work under a watchdog, must both kill LazyFS and fail, never wait.
+/// The mount table names mount points by their canonical paths: a mount under a relative
+/// directory (`stress --power-loss --dir D`) must be found there too.
 #[test]
 fn a_mount_under_a_relative_directory_is_seen_mounted() {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(binary) = lazyfs_binary() else {
+    let Some((_one, binary)) = lazyfs_alone() else {
         return;
     };
     let tmp = tempfile::tempdir().expect("temp dir");
@@ -187,12 +187,13 @@ fn a_mount_under_a_relative_directory_is_seen_mounted() {
     );
 }
 
+/// LazyFS now and then deadlocks on its own locks, and a thread in a request it has taken can
+/// then be neither stopped nor killed (CI once hung on it for an hour). A stopped LazyFS stands
+/// in for the deadlock: nothing sent into the mount is answered. Freezing a child blocked there
+/// for a cut, and file-system work under a watchdog, must both kill LazyFS and fail, never wait.
 #[test]
 fn a_lazyfs_that_stops_answering_is_killed_not_waited_on() {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(binary) = lazyfs_binary() else {
+    let Some((_one, binary)) = lazyfs_alone() else {
         return;
     };
     let tmp = tempfile::tempdir().expect("temp dir");
