@@ -113,13 +113,9 @@ pub fn listed_ids(store: &Store) -> Vec<String> {
         .collect()
 }
 
-/// Export to memory.
+/// Export to memory, the bytes as kept.
 pub fn export_bytes(store: &Store, id: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    store
-        .export_jsonl(id, &mut out)
-        .unwrap_or_else(|e| panic!("export of {id}: {e}"));
-    out
+    export_as(store, id, None)
 }
 
 /// Export to memory as `format` (`None`: the bytes as kept).
