@@ -24,6 +24,8 @@ use crate::{Error, Result};
 const CRC_AT: usize = 0;
 const META_LEN_AT: usize = 4;
 const META_AT: usize = 8;
+/// The longest bincode varint (standard config) of a `u64`.
+const MAX_VARINT_BYTES: usize = 9;
 
 /// Per-block metadata stored before the text.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,15 +37,18 @@ pub struct BlockMeta {
 }
 
 /// Encode a block from its metadata and text (`\n`-terminated lines).
+///
+/// One allocation: the metadata is encoded in place, into room sized for it (a varint per
+/// member is at most [`MAX_VARINT_BYTES`]).
 pub fn encode_block(meta: &BlockMeta, text: &[u8]) -> Result<Vec<u8>> {
-    let meta_bytes = bincode::serde::encode_to_vec(meta, bincode::config::standard())
+    let meta_room = MAX_VARINT_BYTES * (2 + meta.members.len());
+    let mut out = Vec::with_capacity(META_AT + meta_room + text.len());
+    out.extend_from_slice(&[0; META_AT]);
+    bincode::serde::encode_into_std_write(meta, &mut out, bincode::config::standard())
         .map_err(|e| Error::StoredRecord(format!("block metadata does not encode: {e}")))?;
-    let meta_len = u32::try_from(meta_bytes.len())
+    let meta_len = u32::try_from(out.len() - META_AT)
         .map_err(|_| Error::StoredRecord("block metadata exceeds 4 GiB".into()))?;
-    let mut out = Vec::with_capacity(META_AT + meta_bytes.len() + text.len());
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&meta_len.to_be_bytes());
-    out.extend_from_slice(&meta_bytes);
+    out[META_LEN_AT..META_AT].copy_from_slice(&meta_len.to_be_bytes());
     out.extend_from_slice(text);
     let crc = crc32fast::hash(&out[META_LEN_AT..]);
     out[CRC_AT..META_LEN_AT].copy_from_slice(&crc.to_be_bytes());

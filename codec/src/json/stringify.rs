@@ -9,6 +9,8 @@
 //!   does (the admission gate refuses them before authoring);
 //! - walking is iterative: any nesting depth a [`Value`] can hold is written without recursion.
 
+use smallvec::SmallVec;
+
 use super::number::number_to_string;
 use super::value::{JsString, Object, Value};
 
@@ -19,6 +21,10 @@ pub fn stringify(v: &Value) -> String {
     s
 }
 
+/// Open containers [`write_value`] keeps without allocating: an event nests about five deep, and
+/// an allocation per written value costs the hosting path more than its bytes (a cold block).
+const INLINE_FRAMES: usize = 16;
+
 /// One open container while writing.
 enum Frame<'a> {
     Array(std::slice::Iter<'a, Value>),
@@ -27,7 +33,7 @@ enum Frame<'a> {
 
 /// Append `JSON.stringify(v)` to `out`.
 pub fn write_value(out: &mut String, v: &Value) {
-    let mut stack: Vec<Frame<'_>> = Vec::new();
+    let mut stack: SmallVec<[Frame<'_>; INLINE_FRAMES]> = SmallVec::new();
     let mut next = v;
     loop {
         match next {

@@ -417,10 +417,15 @@ impl SessionCounters {
     }
 }
 
+/// Bytes an encoded record is first given: a counters record (encoded with every appended
+/// batch) fits, so it is encoded without regrowing; a metadata record grows once at most.
+const RECORD_CAPACITY: usize = 96;
+
 /// `[version][crc32 BE of the bincode][bincode]` of `value`, encoded in place (a counters
 /// record is encoded with every appended batch).
 fn encode_record<T: Serialize>(version: u8, value: &T) -> std::result::Result<Vec<u8>, String> {
-    let mut out = vec![version, 0, 0, 0, 0];
+    let mut out = Vec::with_capacity(RECORD_CAPACITY);
+    out.extend_from_slice(&[version, 0, 0, 0, 0]);
     bincode::serde::encode_into_std_write(value, &mut out, bincode::config::standard())
         .map_err(|e| format!("does not encode: {e}"))?;
     let crc = crc32fast::hash(&out[5..]);
