@@ -167,6 +167,30 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// The layout is the one stores were written with (the metadata's bincode, then the
+        /// text, under one crc), and the room sized for the metadata always holds it: the
+        /// block is encoded without regrowing.
+        #[test]
+        fn blocks_keep_their_layout_in_one_allocation(
+            batch in proptest::prelude::any::<u64>(),
+            members in proptest::collection::vec(proptest::prelude::any::<u32>(), 0..300),
+            text in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+        ) {
+            let meta = BlockMeta { batch, members };
+            let enc = encode_block(&meta, &text).expect("encodes");
+            let meta_bytes = bincode::serde::encode_to_vec(&meta, bincode::config::standard())
+                .expect("encodes");
+            let mut body = (meta_bytes.len() as u32).to_be_bytes().to_vec();
+            body.extend_from_slice(&meta_bytes);
+            body.extend_from_slice(&text);
+            proptest::prop_assert_eq!(&enc[..4], &crc32fast::hash(&body).to_be_bytes()[..]);
+            proptest::prop_assert_eq!(&enc[4..], &body[..]);
+            let room = META_AT + MAX_VARINT_BYTES * (2 + meta.members.len()) + text.len();
+            proptest::prop_assert!(enc.capacity() <= room, "regrown: {} > {room}", enc.capacity());
+        }
+    }
+
     #[test]
     fn line_count_must_match_the_metadata() {
         let enc = encode_block(

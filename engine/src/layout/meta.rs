@@ -417,8 +417,8 @@ impl SessionCounters {
     }
 }
 
-/// Bytes an encoded record is first given: a counters record (encoded with every appended
-/// batch) fits, so it is encoded without regrowing; a metadata record grows once at most.
+/// Bytes an encoded record is first given: the largest counters record (encoded with every
+/// appended batch) fits, so it is encoded without regrowing; a metadata record grows as needed.
 const RECORD_CAPACITY: usize = 96;
 
 /// `[version][crc32 BE of the bincode][bincode]` of `value`, encoded in place (a counters
@@ -465,7 +465,7 @@ mod tests {
     use proptest::prelude::*;
     use serde::{Deserialize, Serialize};
 
-    use super::{decode_record, SessionCounters, SessionMeta, COUNTERS_VERSION};
+    use super::{decode_record, SessionCounters, SessionMeta, COUNTERS_VERSION, RECORD_CAPACITY};
 
     fn meta() -> SessionMeta {
         let line = r#"{"type":"session","version":0,"id":"a","createdAt":1}"#;
@@ -508,6 +508,31 @@ mod tests {
         assert!(
             err.to_string().contains("version 4 is not one of [5, 6]"),
             "{err}"
+        );
+    }
+
+    /// A counters record is encoded without regrowing whatever its values: the largest fits
+    /// the room [`encode_record`] starts with.
+    #[test]
+    fn the_largest_counters_record_fits_its_first_allocation() {
+        let largest = SessionCounters {
+            events: u64::MAX,
+            committed_lines: u64::MAX,
+            body_lines: u64::MAX,
+            committed_bytes: u64::MAX,
+            total_bytes: u64::MAX,
+            plaintext_bytes: u64::MAX,
+            frames: u64::MAX,
+            next_batch: u64::MAX,
+            surface_since_snapshot: u64::MAX,
+            activity_ms: Some(i64::MIN),
+        };
+        let bytes = largest.encode().expect("encode");
+        assert_eq!(SessionCounters::decode(&bytes), Ok(largest));
+        assert!(
+            bytes.capacity() <= RECORD_CAPACITY,
+            "{} bytes regrew past {RECORD_CAPACITY}",
+            bytes.len()
         );
     }
 
