@@ -28,6 +28,15 @@ impl<'s> SessionBatch<'s> {
         }
     }
 
+    /// An empty batch for `store` with room for `bytes` of records, so that staging them does
+    /// not regrow it (each regrowth copies the whole batch).
+    pub(crate) fn with_capacity(store: &'s Store, bytes: usize) -> Self {
+        SessionBatch {
+            store,
+            batch: WriteBatch::with_capacity_bytes(bytes),
+        }
+    }
+
     /// Whether nothing was staged.
     pub(crate) fn is_empty(&self) -> bool {
         self.batch.is_empty()
