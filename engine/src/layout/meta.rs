@@ -346,6 +346,12 @@ impl SessionMeta {
         Ok(meta)
     }
 
+    /// The session's plaintext bytes per event so far (its header's, before any event): what
+    /// an append sizes its buffers by.
+    pub(crate) fn bytes_per_event(&self) -> u64 {
+        self.plaintext_bytes / self.events.max(1)
+    }
+
     /// The counters an appended batch moves.
     pub(crate) fn counters(&self) -> SessionCounters {
         SessionCounters {

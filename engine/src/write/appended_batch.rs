@@ -36,8 +36,9 @@ pub(crate) fn write_records(
         batch.put(CF_SURFACE, key, value)?;
     }
     // Sized from the session's bytes per event so far: one allocation, no regrowth copies.
-    let per_event = meta.plaintext_bytes / meta.events.max(1);
-    let estimate = per_event.saturating_mul(authored.len() as u64 + 1);
+    let estimate = meta
+        .bytes_per_event()
+        .saturating_mul(authored.len() as u64 + 1);
     let mut text = String::with_capacity(usize::try_from(estimate.min(MAX_PRESIZE)).unwrap_or(0));
     let mut block = BlockMeta {
         batch: meta.next_batch,

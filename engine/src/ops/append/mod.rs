@@ -430,7 +430,7 @@ fn expected_batch_bytes(
     let bytes = order.iter().zip(guards).fold(0u64, |total, (&i, state)| {
         let per_event = state
             .as_ref()
-            .map(|s| s.meta.plaintext_bytes / s.meta.events.max(1))
+            .map(|s| s.meta.bytes_per_event())
             .unwrap_or(NEW_SESSION_EVENT_BYTES);
         let events = items[i].events.len() as u64;
         total.saturating_add(
