@@ -30,12 +30,12 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub no_wal_recycling: bool,
     /// Keep the events' blocks in RocksDB's blob files: less compaction CPU for write-heavy
-    /// hosts, for ~1.35x the disk and slower point-in-time reads (docs/PERFORMANCE.md, ninth
+    /// hosts, for ~1.35x the disk and slower point-in-time reads (docs/performance-rounds.md, ninth
     /// round).
     #[arg(long, global = true)]
     pub blob_files: bool,
     /// Flush and compact through the page cache even where the filesystem takes direct I/O
-    /// (the default uses it there: less CPU per batch; docs/PERFORMANCE.md, twelfth round).
+    /// (the default uses it there: less CPU per batch; docs/performance-rounds.md, twelfth round).
     #[arg(long, global = true)]
     pub no_direct_io: bool,
     #[command(subcommand)]

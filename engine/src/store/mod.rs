@@ -767,10 +767,10 @@ const MAX_MEMTABLE_BLOOM_RATIO: f64 = 0.25;
 /// The level below is sized to match ([`events_level_base_bytes`]), as RocksDB's tuning guide
 /// has it (L0 about the size of the base level). With 8 files and a 1 GiB base instead of 4 and
 /// 256 MiB, V0 hosting at (1000,32) spent 30-32% less compaction CPU in 45- and 90-second runs
-/// and 7-11% less CPU per durable batch (docs/PERFORMANCE.md, twenty-third round). The price: a
-/// read of a session appended to lately may merge up to twice the L0 files (`bench pit`, whose
-/// stores are imported, measured no slower; reads beside a full L0 were not measured apart), and
-/// L0 holds up to twice the bytes before they are compacted.
+/// and 7-11% less CPU per durable batch (docs/performance-rounds.md, twenty-third round). The
+/// price: a read of a session appended to lately may merge up to twice the L0 files (`bench
+/// pit`, whose stores are imported, measured no slower; reads beside a full L0 were not
+/// measured apart), and L0 holds up to twice the bytes before they are compacted.
 const EVENTS_L0_COMPACTION_TRIGGER: i32 = 8;
 
 /// The base level's size for `events`: the L0 files that start a compaction, memtables of
@@ -796,9 +796,9 @@ const SMALL_CF_FILE_BYTES: u64 = 4 << 20;
 /// many values of few sessions: Zstd level 1 over 64 KiB blocks of V0 lines compresses 4.06x at
 /// 454 MB/s and decompresses at 1,874 MB/s, over 16 KiB blocks 3.42x, 407 and 1,235 MB/s. A
 /// compacted hosting store took 15-21% less disk, and cold point-in-time reads (fewer, larger
-/// reads) got faster; warm reads and the append path's CPU did not move (docs/PERFORMANCE.md,
-/// twentieth round). Imported blocks are single values of ~64 KiB, so this changes little for
-/// them. SSTs keep the block size they were written with.
+/// reads) got faster; warm reads and the append path's CPU did not move
+/// (docs/performance-rounds.md, twentieth round). Imported blocks are single values of ~64 KiB,
+/// so this changes little for them. SSTs keep the block size they were written with.
 const SESSION_RANGE_BLOCK_BYTES: usize = 64 << 10;
 /// The SST block size of `sessions`, read by point lookups of one small record.
 const SESSIONS_BLOCK_BYTES: usize = 16 << 10;

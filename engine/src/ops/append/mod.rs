@@ -143,7 +143,7 @@ impl Store {
     /// one fsync). Each item succeeds or fails on its own rules; a storage failure fails them all.
     /// A call costs the least CPU per batch when it carries a few dozen sessions' batches built
     /// just before it: a thousand built long before are read from memory rather than cache
-    /// (docs/PERFORMANCE.md, twentieth round).
+    /// (docs/performance-rounds.md, twentieth round).
     pub fn append_many(&self, items: Vec<AppendItem<'_>>) -> Vec<Result<AppendReceipt>> {
         self.append_items(items, true)
     }
