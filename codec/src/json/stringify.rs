@@ -136,8 +136,8 @@ fn write_string(out: &mut String, s: &JsString) {
 }
 
 /// Escape valid UTF-8 text (no lone surrogates), copying unescaped runs in one piece. Eight
-/// bytes are tested at a time (most text has nothing to escape); a word that holds an escaped
-/// byte is walked byte by byte.
+/// bytes are tested at a time (most text has nothing to escape); in a word that holds an escaped
+/// byte the scan moves straight to the first one.
 fn write_escaped(out: &mut String, text: &str) {
     let bytes = text.as_bytes();
     let mut run = 0;
@@ -147,10 +147,14 @@ fn write_escaped(out: &mut String, text: &str) {
             .get(i..i + 8)
             .and_then(|w| <[u8; 8]>::try_from(w).ok())
         {
-            if !word_needs_escape(u64::from_le_bytes(word)) {
+            let bits = escape_bits(u64::from_le_bytes(word));
+            if bits == 0 {
                 i += 8;
                 continue;
             }
+            // The word's first marked byte needs escaping: a word test marks wrongly only bytes
+            // after one it marks rightly. Bytes before it are copied with the run.
+            i += (bits.trailing_zeros() / 8) as usize;
         }
         let b = bytes[i];
         let esc = ESCAPE[usize::from(b)];
@@ -171,17 +175,18 @@ fn write_escaped(out: &mut String, text: &str) {
     out.push_str(&text[run..]);
 }
 
-/// Whether any byte of `word` is one [`ESCAPE`] marks: below 0x20, `"` or `\\`. Exact (the
-/// classic has-zero and has-less word tests are exact about whether some byte matches; only
-/// which byte is left to the caller).
-fn word_needs_escape(word: u64) -> bool {
+/// The high bit of each byte of `word` that is one [`ESCAPE`] marks (below 0x20, `"` or `\\`),
+/// and of none if there is none: the classic has-zero and has-less word tests, whose borrow can
+/// mark a byte after a marked one wrongly, but never one before it (so the lowest mark is right).
+fn escape_bits(word: u64) -> u64 {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
-    let below_space = word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0;
-    below_space
-        || has_zero(word ^ (ONES * u64::from(b'"')))
-        || has_zero(word ^ (ONES * u64::from(b'\\')))
+    let zero_bits = |v: u64| v.wrapping_sub(ONES) & !v;
+    let below_space = word.wrapping_sub(ONES * 0x20) & !word;
+    (below_space
+        | zero_bits(word ^ (ONES * u64::from(b'"')))
+        | zero_bits(word ^ (ONES * u64::from(b'\\'))))
+        & HIGH
 }
 
 /// Escape WTF-8 holding lone surrogates: the runs between them are valid UTF-8.
@@ -284,25 +289,27 @@ mod tests {
         assert_eq!(stringify(&wtf8(b"\xED\x9F\xBF")), "\"\u{d7ff}\"");
     }
 
-    #[test]
-    fn word_scan_finds_every_escaped_byte_at_every_offset() {
-        let naive = |text: &str| {
-            let mut out = String::new();
-            for c in text.chars() {
-                let esc = if c.is_ascii() { ESCAPE[c as usize] } else { 0 };
-                match esc {
-                    0 => out.push(c),
-                    b'u' => out.push_str(&format!("\\u{:04x}", c as u32)),
-                    e => {
-                        out.push('\\');
-                        out.push(char::from(e));
-                    }
+    /// What `write_escaped` must write, one char at a time.
+    fn escaped_char_by_char(text: &str) -> String {
+        let mut out = String::new();
+        for c in text.chars() {
+            let esc = if c.is_ascii() { ESCAPE[c as usize] } else { 0 };
+            match esc {
+                0 => out.push(c),
+                b'u' => out.push_str(&format!("\\u{:04x}", c as u32)),
+                e => {
+                    out.push('\\');
+                    out.push(char::from(e));
                 }
             }
-            out
-        };
+        }
+        out
+    }
+
+    #[test]
+    fn word_scan_finds_every_escaped_byte_at_every_offset() {
         for b in (0u8..0x80).chain([0xC3]) {
-            for len in 1..20 {
+            for len in 1..40 {
                 for at in 0..len {
                     let mut text: Vec<u8> = (0..len).map(|k| b'a' + (k % 26) as u8).collect();
                     text[at] = b;
@@ -312,9 +319,32 @@ mod tests {
                     let text = String::from_utf8(text).expect("utf-8");
                     let mut out = String::new();
                     write_escaped(&mut out, &text);
-                    assert_eq!(out, naive(&text), "byte {b:#x} at {at} of {len}");
+                    assert_eq!(
+                        out,
+                        escaped_char_by_char(&text),
+                        "byte {b:#x} at {at} of {len}"
+                    );
                 }
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// Long texts with escaped bytes anywhere, several in one word, and multi-byte chars
+        /// across word boundaries: the word scan writes what a char-by-char walk writes.
+        #[test]
+        fn word_scan_matches_a_char_walk(pieces in proptest::collection::vec(
+            proptest::prop_oneof![
+                3 => "[a-z ]{1,30}",
+                1 => "[é→😀\u{7f}]{1,3}",
+                1 => "[\\x00-\\x1f\"\\\\]{1,3}",
+            ],
+            0..24,
+        )) {
+            let text = pieces.concat();
+            let mut out = String::new();
+            write_escaped(&mut out, &text);
+            proptest::prop_assert_eq!(out, escaped_char_by_char(&text));
         }
     }
 
