@@ -1,6 +1,6 @@
 //! The append path, stage by stage, on generated sessions (`sessionlog gen`'s generator), V0 and
 //! V4: the host's copy of a batch, turning it into `NewEvent`s and authoring their envelopes,
-//! writing their lines, and a whole round (32 sessions' next batches) through
+//! writing their lines (and parsing them back, an import's first step), and a whole round (32 sessions' next batches) through
 //! `Store::append_many` without fsync. `sessionlog bench hosting` measures the same path with
 //! its threads, fsyncs and compactions, where a change of a few percent hides in the machine's
 //! noise; these single-threaded figures show it.
@@ -10,7 +10,7 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use sessionlog::codec::event::NewEvent;
-use sessionlog::codec::json::Value;
+use sessionlog::codec::json::{parse, Value};
 use sessionlog::codec::lines::author_lines;
 use sessionlog::engine::{AppendItem, Durability, Options, Store};
 use sessionlog_tools::gen::{session_feed, GenOptions, LogFormat, SessionFeed};
@@ -82,6 +82,18 @@ fn event_stages(c: &mut Criterion) {
                     author_lines(version, batch, &mut text, &mut members);
                 }
                 text.len()
+            })
+        });
+        let mut lines = String::new();
+        for batch in &written {
+            author_lines(version, batch, &mut lines, &mut Vec::new());
+        }
+        group.bench_function("parse", |b| {
+            b.iter(|| {
+                lines
+                    .lines()
+                    .map(|line| parse(line).map_or(0, |_| 1))
+                    .sum::<usize>()
             })
         });
         group.finish();

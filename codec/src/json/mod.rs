@@ -7,6 +7,7 @@ mod gate;
 mod interned;
 mod number;
 mod parse;
+mod plain_run;
 mod stringify;
 mod value;
 

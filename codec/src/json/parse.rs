@@ -18,6 +18,7 @@
 //! integers skip the float parser.
 
 use super::interned::interned;
+use super::plain_run::plain_run_len;
 use super::value::{JsString, Object, Value};
 use crate::{Error, Result};
 
@@ -35,19 +36,6 @@ pub fn parse(text: &str) -> Result<Value> {
     }
     .run()
 }
-
-/// `true` for bytes that end a plain string run: `"`, `\` and raw control characters.
-const STRING_STOP: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0;
-    while b < 0x20 {
-        t[b] = true;
-        b += 1;
-    }
-    t[b'"' as usize] = true;
-    t[b'\\' as usize] = true;
-    t
-};
 
 /// A container still being filled; its finished children sit on the parser's scratch stacks
 /// from `start` on.
@@ -235,10 +223,7 @@ impl Parser<'_> {
 
     /// The end of the plain run starting at `from`: the first `"`, `\`, control byte, or the end.
     fn run_end(&self, from: usize) -> usize {
-        self.src[from..]
-            .iter()
-            .position(|&b| STRING_STOP[usize::from(b)])
-            .map_or(self.src.len(), |i| from + i)
+        from + plain_run_len(&self.src[from..])
     }
 
     /// Decode the escape at `at` (a backslash) into `buf`; returns the position after it.

@@ -12,6 +12,7 @@
 use smallvec::SmallVec;
 
 use super::number::number_to_string;
+use super::plain_run::plain_run_len;
 use super::value::{JsString, Object, Value};
 
 /// `JSON.stringify(v)`.
@@ -105,7 +106,8 @@ pub fn write_object_replacing(out: &mut String, object: &Object, key: &str, with
 }
 
 /// How each byte is written inside a string: 0 raw, else the escape's second byte
-/// (`u` for `\u00xx`).
+/// (`u` for `\u00xx`). Invariant: it marks exactly the bytes that end a plain run
+/// (`plain_run::is_stop`; tested), so [`write_escaped`] has an escape for each one it stops at.
 const ESCAPE: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut b = 0;
@@ -135,58 +137,26 @@ fn write_string(out: &mut String, s: &JsString) {
     out.push('"');
 }
 
-/// Escape valid UTF-8 text (no lone surrogates), copying unescaped runs in one piece. Eight
-/// bytes are tested at a time (most text has nothing to escape); in a word that holds an escaped
-/// byte the scan moves straight to the first one.
+/// Escape valid UTF-8 text (no lone surrogates), copying plain runs in one piece.
 fn write_escaped(out: &mut String, text: &str) {
-    let bytes = text.as_bytes();
-    let mut run = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        if let Some(word) = bytes
-            .get(i..i + 8)
-            .and_then(|w| <[u8; 8]>::try_from(w).ok())
-        {
-            let bits = escape_bits(u64::from_le_bytes(word));
-            if bits == 0 {
-                i += 8;
-                continue;
-            }
-            // The word's first marked byte needs escaping: a word test marks wrongly only bytes
-            // after one it marks rightly. Bytes before it are copied with the run.
-            i += (bits.trailing_zeros() / 8) as usize;
-        }
-        let b = bytes[i];
+    let mut rest = text;
+    loop {
+        // A run ends before an ASCII byte or at the end, so it ends on a char boundary.
+        let (run, tail) = rest.split_at(plain_run_len(rest.as_bytes()));
+        out.push_str(run);
+        let Some(&b) = tail.as_bytes().first() else {
+            return;
+        };
         let esc = ESCAPE[usize::from(b)];
-        if esc != 0 {
-            // Escaped bytes are ASCII, so `i` is a char boundary.
-            out.push_str(&text[run..i]);
-            out.push('\\');
-            out.push(char::from(esc));
-            if esc == b'u' {
-                out.push_str("00");
-                out.push(char::from(HEX[usize::from(b >> 4)]));
-                out.push(char::from(HEX[usize::from(b & 0xF)]));
-            }
-            run = i + 1;
+        out.push('\\');
+        out.push(char::from(esc));
+        if esc == b'u' {
+            out.push_str("00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xF)]));
         }
-        i += 1;
+        rest = &tail[1..];
     }
-    out.push_str(&text[run..]);
-}
-
-/// The high bit of each byte of `word` that is one [`ESCAPE`] marks (below 0x20, `"` or `\\`),
-/// and of none if there is none: the classic has-zero and has-less word tests, whose borrow can
-/// mark a byte after a marked one wrongly, but never one before it (so the lowest mark is right).
-fn escape_bits(word: u64) -> u64 {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
-    let zero_bits = |v: u64| v.wrapping_sub(ONES) & !v;
-    let below_space = word.wrapping_sub(ONES * 0x20) & !word;
-    (below_space
-        | zero_bits(word ^ (ONES * u64::from(b'"')))
-        | zero_bits(word ^ (ONES * u64::from(b'\\'))))
-        & HIGH
 }
 
 /// Escape WTF-8 holding lone surrogates: the runs between them are valid UTF-8.
@@ -307,7 +277,18 @@ mod tests {
     }
 
     #[test]
-    fn word_scan_finds_every_escaped_byte_at_every_offset() {
+    fn escapes_exactly_the_bytes_that_end_a_plain_run() {
+        for b in 0..=u8::MAX {
+            assert_eq!(
+                ESCAPE[usize::from(b)] != 0,
+                crate::json::plain_run::is_stop(b),
+                "{b:#x}"
+            );
+        }
+    }
+
+    #[test]
+    fn escapes_every_byte_at_every_offset() {
         for b in (0u8..0x80).chain([0xC3]) {
             for len in 1..40 {
                 for at in 0..len {
@@ -331,9 +312,9 @@ mod tests {
 
     proptest::proptest! {
         /// Long texts with escaped bytes anywhere, several in one word, and multi-byte chars
-        /// across word boundaries: the word scan writes what a char-by-char walk writes.
+        /// across word boundaries: the escaper writes what a char-by-char walk writes.
         #[test]
-        fn word_scan_matches_a_char_walk(pieces in proptest::collection::vec(
+        fn escaping_matches_a_char_walk(pieces in proptest::collection::vec(
             proptest::prop_oneof![
                 3 => "[a-z ]{1,30}",
                 1 => "[é→😀\u{7f}]{1,3}",
