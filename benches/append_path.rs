@@ -17,6 +17,11 @@ use sessionlog_tools::gen::{session_feed, GenOptions, LogFormat, SessionFeed};
 use sessionlog_tools::hosting::session_id;
 use sessionlog_tools::hosting::sessionlog::append_built;
 
+/// The CLI's allocator (`tools/src/main.rs`), so that the stages cost here what they cost in
+/// `sessionlog bench hosting`.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Sessions appended together per round: about what one host thread of `bench hosting
 /// --sessions 1000 --threads 32` submits (31 or 32).
 const ROUND: usize = 32;
