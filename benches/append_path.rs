@@ -1,9 +1,9 @@
 //! The append path, stage by stage, on generated sessions (`sessionlog gen`'s generator), V0 and
 //! V4: the host's copy of a batch, turning it into `NewEvent`s and authoring their envelopes,
-//! writing their lines (and parsing them back, an import's first step), and a whole round (32 sessions' next batches) through
-//! `Store::append_many` without fsync. `sessionlog bench hosting` measures the same path with
-//! its threads, fsyncs and compactions, where a change of a few percent hides in the machine's
-//! noise; these single-threaded figures show it.
+//! writing their lines (and parsing them back, an import's first step), and a whole round (32
+//! sessions' next batches) through `Store::append_many` without fsync. `sessionlog bench
+//! hosting` measures the same path with its threads, fsyncs and compactions, where a change of
+//! a few percent hides in the machine's noise; these single-threaded figures show it.
 //!
 //! Run: `./x bench [FILTER]` (`cargo bench --profile release --bench append_path`: the release
 //! profile the tests use, so that nothing is compiled twice; see docs/PERFORMANCE.md).
