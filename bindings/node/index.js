@@ -57,8 +57,9 @@ export class Store {
    *   `walRecycling` (default true, under 'sync'): reuse WAL files in place (one device write
    *   fewer per synced commit; the WAL is audited before every open, docs/RELIABILITY.md);
    *   false is the CLI's --no-wal-recycling
-   *   `blobFiles`: keep the events' blocks in blob files (less compaction CPU for write-heavy
-   *   hosts, for more disk and slower reads; the CLI's --blob-files, docs/PERFORMANCE.md)
+   *   `blobFiles`: keep the events' blocks in blob files (compaction no longer rewrites them,
+   *   for hosts whose compaction falls behind; more disk, slower reads, no CPU saved per batch;
+   *   the CLI's --blob-files, docs/PERFORMANCE.md)
    *   `directIo` (default true): flush and compact with direct I/O where the filesystem takes
    *   O_DIRECT (less CPU per batch; reads of just-written data start cold); false is the CLI's
    *   --no-direct-io

@@ -79,15 +79,17 @@ pub struct Options {
     /// Default: true.
     pub wal_recycling: bool,
     /// Keep the `events` column family's blocks in RocksDB's blob files (Zstd level 1 per
-    /// block), its SSTs holding only keys and references, for write-heavy hosts: compaction then
-    /// moves references instead of rewriting and re-compressing the active sessions' blocks.
-    /// Measured on 30-second hosting runs (1,000 sessions, 32 threads): compaction CPU 12 -> 4
-    /// s, CPU per durable batch -7%, batches/s +9%, imports faster. The price, and why it is off
-    /// by default: the store took ~1.35x the disk at rest (a block is compressed alone, not in
-    /// 16 KiB SST blocks; they are 64 KiB since), point-in-time queries read 5-35% slower and
-    /// plain exports ~7% slower (a blob lookup per block), and the space of purged sessions'
-    /// blocks returns only with [`crate::Store::compact`]. A store written with it opens and
-    /// reads the same without it.
+    /// block), its SSTs holding only keys and references, for hosts whose compaction falls
+    /// behind: compaction then moves references instead of rewriting and re-compressing the
+    /// active sessions' blocks (`events` compaction CPU -80 to -85% in 60-second hosting runs of
+    /// 1,000 sessions on 32 threads). Why it is off by default: the flush compresses each block
+    /// alone, which over today's defaults costs as much CPU per durable batch as compaction saves
+    /// or more (+1.5 to +12%; it was -7% before the 64 KiB blocks and the 8-file L0
+    /// compactions); the store takes 1.4-1.5x the disk at rest; point-in-time queries read 5-35%
+    /// slower and plain exports ~7% slower (a blob lookup per block); and the space of purged
+    /// sessions' blocks returns only with [`crate::Store::compact`]
+    /// (docs/performance-rounds.md, ninth and twenty-sixth rounds). A store written with it
+    /// opens and reads the same without it.
     /// Default: false.
     pub blob_files: bool,
     /// Flush and compact with direct I/O (RocksDB's `use_direct_io_for_flush_and_compaction`)

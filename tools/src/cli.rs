@@ -29,9 +29,9 @@ pub struct Cli {
     /// audits the WAL before every open: docs/RELIABILITY.md).
     #[arg(long, global = true)]
     pub no_wal_recycling: bool,
-    /// Keep the events' blocks in RocksDB's blob files: less compaction CPU for write-heavy
-    /// hosts, for ~1.35x the disk and slower point-in-time reads (docs/performance-rounds.md, ninth
-    /// round).
+    /// Keep the events' blocks in RocksDB's blob files: compaction no longer rewrites them (for
+    /// hosts whose compaction falls behind), for ~1.5x the disk, slower point-in-time reads and
+    /// no CPU saved per batch (docs/performance-rounds.md, ninth and twenty-sixth rounds).
     #[arg(long, global = true)]
     pub blob_files: bool,
     /// Flush and compact through the page cache even where the filesystem takes direct I/O

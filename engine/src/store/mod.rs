@@ -717,13 +717,13 @@ fn set_wal_policy(db_opts: &mut rocksdb::Options, options: &Options) {
 /// once, at flush, and compaction moves only references. Values under 512 bytes stay inline:
 /// compressing small values one at a time at flush cost more CPU than their compaction saved
 /// (measured with 256 bytes: compaction CPU fell further, the total did not). Zstd level 1 per
-/// value kept a store of appended blocks at ~1.35x the size of Zstd over 16 KiB SST blocks
-/// (LZ4: ~1.8x) at the same CPU (ninth round; the blocks are 64 KiB since the twentieth). Blob
-/// garbage collection stays off while the store runs: appends make no garbage, and with it on
-/// every compaction of the active sessions' keys relocated their blobs held in older files,
-/// which gave back most of the saving. The blocks of purged or replaced sessions are collected
-/// by [`Store::compact`] ([`BLOB_GC_FOR_COMPACT`]). Set through RocksDB's options string: the
-/// per-blob compression level has no setter.
+/// value keeps a store of appended blocks at 1.4-1.5x the size of Zstd over 64 KiB SST blocks; LZ4
+/// per value, 1.8-2.0x, was cheaper in some runs and dearer in others (ninth and twenty-sixth
+/// rounds). Blob garbage collection stays off while the store runs: appends make no garbage, and
+/// with it on every compaction of the active sessions' keys relocated their blobs held in older
+/// files, which gave back most of the saving. The blocks of purged or replaced sessions are
+/// collected by [`Store::compact`] ([`BLOB_GC_FOR_COMPACT`]). Set through RocksDB's options string:
+/// the per-blob compression level has no setter.
 const EVENTS_BLOB_OPTIONS: &str = "enable_blob_files=true;min_blob_size=512;\
     blob_compression_type=kZSTD;blob_compression_opts={level=1}";
 
