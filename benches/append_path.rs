@@ -157,7 +157,7 @@ fn append_round(c: &mut Criterion) {
             b.iter_batched(
                 || cursors.round(&feeds),
                 |mut round| {
-                    let items: Vec<AppendItem<'_>> = round
+                    let items: Vec<AppendItem> = round
                         .iter_mut()
                         .map(|(id, header, first_seq, events)| {
                             let events = std::mem::take(events);

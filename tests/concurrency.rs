@@ -1,9 +1,11 @@
 //! Concurrency: threads appending to one shared session and to their own sessions while readers
 //! export and query them. Every export taken mid-run succeeds and is a line-aligned prefix of the
 //! final export; every `events` scan has contiguous seqs from 0 and agrees with the final log;
-//! the shared session ends with every batch exactly once; `verify` is clean.
+//! the shared session ends with every batch exactly once; `verify` is clean. Writers wait for the
+//! readers' first pass before they start and for a second at their midpoint, so reads always
+//! overlap appends however the threads are scheduled.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use sessionlog::codec::event::NewEvent;
@@ -86,16 +88,26 @@ fn readers_see_consistent_prefixes_while_many_threads_append() {
     let mut ids: Vec<String> = feeds.iter().map(|(id, _)| id.clone()).collect();
     ids.push("shared".into());
     let done = AtomicBool::new(false);
+    let passes = AtomicUsize::new(0);
     let seen = Mutex::new(Vec::new());
+    // Wait until the readers have made `n` passes over the sessions.
+    let after_passes = |n: usize| {
+        while passes.load(Ordering::SeqCst) < n {
+            std::thread::yield_now();
+        }
+    };
     std::thread::scope(|s| {
         let writers: Vec<_> = feeds
             .iter()
             .enumerate()
             .map(|(t, (id, feed))| {
-                let store = &store;
+                let (store, after_passes) = (&store, &after_passes);
                 s.spawn(move || {
                     let mut own = feed.batches.iter();
                     for b in 0..BATCHES {
+                        if b == 0 || b == BATCHES / 2 {
+                            after_passes(1 + usize::from(b > 0));
+                        }
                         let shared: Vec<NewEvent> =
                             (0..1 + b % 3).map(|k| marker(t, b, k)).collect();
                         if b % 2 == 0 {
@@ -125,10 +137,11 @@ fn readers_see_consistent_prefixes_while_many_threads_append() {
             })
             .collect();
         for _ in 0..2 {
-            let (store, ids, seen, done) = (&store, &ids, &seen, &done);
+            let (store, ids, seen, done, passes) = (&store, &ids, &seen, &done, &passes);
             s.spawn(move || {
                 while !done.load(Ordering::SeqCst) {
                     read_all(store, ids, seen);
+                    passes.fetch_add(1, Ordering::SeqCst);
                 }
             });
         }

@@ -63,7 +63,7 @@ export declare class Store {
   close(): Promise<void>
   createSession(header: SessionHeaderFields | string, options?: { encoding?: 'jsonl' | 'jsonl.zstd' }): Promise<string>
   /** Create a session with its first batch in one commit, kept as DSH's writer writes it. */
-  createAsWritten(header: SessionHeaderFields | string, events: readonly EventInput[], options?: { encoding?: 'jsonl' | 'jsonl.zstd' }): Promise<{ id: string; verdict: string }>
+  createAsWritten(header: SessionHeaderFields | string, events: readonly EventInput[], options?: { encoding?: 'jsonl' | 'jsonl.zstd' }): Promise<{ firstSeq: number; count: number }>
   /** `asWritten`: a batch DSH's rules refuse is kept anyway (DSH's seam), for DSH's reader to judge at load. */
   append(id: string, expectedNextSeq: number | undefined, events: readonly EventInput[], options?: { asWritten?: boolean }): Promise<{ firstSeq: number; count: number }>
   load(id: string): Promise<StoredSession | undefined>

@@ -92,7 +92,7 @@ export class Store {
    * @param {object | string} header DSH session header fields, or the header line itself
    * @param {readonly object[]} events the first batch (seqs from 0)
    * @param {{encoding?: 'jsonl' | 'jsonl.zstd'}} [options] how its bytes are kept
-   * @returns {Promise<{id: string, verdict: string}>}
+   * @returns {Promise<{firstSeq: number, count: number}>}
    */
   async createAsWritten(header, events, { encoding = 'jsonl' } = {}) {
     const line = typeof header === 'string' ? header : headerLine(header)

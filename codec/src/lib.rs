@@ -4,6 +4,7 @@
 //! - [`header`]: the session header line (DSH's `isHeaderLine` and writer key order);
 //! - [`chunk_rows`]: packing `assistant/chunk` runs into storage rows and expanding them;
 //! - [`scanner`]: the JSONL reader with DSH's strict-reader semantics and verdicts;
+//! - [`log_reader`]: DSH's reader over a whole log (scanner, vocabulary, migration, restore);
 //! - [`stored`]: the bincode + crc32 encoding of what the engine keeps per line;
 //! - [`zstd`]: the `.jsonl.zstd` frame scanner, decoder and Node-identical frame writer;
 //! - [`dsh_path`]: DSH's session-root path encoding;
@@ -24,6 +25,7 @@ pub mod invariant;
 pub mod json;
 pub mod known_types;
 pub mod lines;
+pub mod log_reader;
 pub mod message_shape;
 pub mod migrate;
 pub mod open_turn;

@@ -106,6 +106,14 @@ impl BodyScanner {
         }
     }
 
+    /// Continue a clean V0 body as a scan of its first `lines` lines left it: `events` events
+    /// committed, the last ending at byte `committed_bytes`, no issue recorded.
+    pub fn resume_clean(&mut self, lines: u64, events: u64, committed_bytes: u64) {
+        self.line = lines;
+        self.next_seq = events;
+        self.committed_bytes = committed_bytes;
+    }
+
     /// The V2+ inherited cut so far: the seq of the last committed `{inherited:true}` end-seed.
     pub fn cut(&self) -> Option<u64> {
         self.cut

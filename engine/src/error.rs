@@ -172,6 +172,10 @@ pub enum Error {
     /// A durable write failed earlier; the store refuses writes until it is reopened.
     #[error("the store refuses writes after a failed durable write; reopen it (acknowledged data is intact)")]
     Poisoned,
+
+    /// The store (or the queue the operation went through) was closed.
+    #[error("the store is closed")]
+    Closed,
     /// One failure reported to every append that shared its group commit.
     #[error(transparent)]
     Shared(std::sync::Arc<Error>),
@@ -244,6 +248,7 @@ impl Error {
     pub fn duplicate(&self) -> Error {
         match self {
             Error::Poisoned => Error::Poisoned,
+            Error::Closed => Error::Closed,
             Error::Shared(e) => Error::Shared(std::sync::Arc::clone(e)),
             Error::Storage { context, source } => Error::Storage {
                 context: context.clone(),

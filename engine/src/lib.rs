@@ -26,7 +26,7 @@ mod test_support;
 
 pub use error::{Error, Result};
 pub use layout::meta::{FrozenGeneration, SourceEncoding, Verdict};
-pub use ops::append::{AppendItem, AppendReceipt};
+pub use ops::append::{AppendItem, AppendQueue, AppendReceipt, NewSession, StoreAccess};
 pub use ops::export::ExportFormat;
 pub use ops::fork::{ForkReport, LineageEntry};
 pub use ops::generations::{scan_session_dir, GenerationFile, SessionDir};
@@ -39,5 +39,5 @@ pub use ops::root::{is_session_root, scan_root, RootScan};
 pub use ops::verify::{VerifyProblem, VerifyReport};
 pub use options::{Durability, Options, V0Reads};
 pub use read::surface::SurfaceView;
-pub use store::{direct_io_supported, Store};
+pub use store::{direct_io_supported, CommitStats, Store};
 pub use write::indexer::CHECKPOINT_EVERY;

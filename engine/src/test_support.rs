@@ -55,15 +55,11 @@ pub(crate) fn seeded() -> (tempfile::TempDir, Store) {
 /// Overwrite session `a`'s first block with bytes that fail its checksum.
 pub(crate) fn damage_first_block(store: &Store) {
     let number = store.require_meta(b"a").expect("meta").number;
-    let cf = store.cf(CF_EVENTS).expect("cf");
-    store
-        .db
-        .put_cf(
-            cf,
-            keys::event_key(number, keys::BLOCK, 0),
-            b"damaged block",
-        )
-        .expect("put");
+    store.raw_put(
+        CF_EVENTS,
+        &keys::event_key(number, keys::BLOCK, 0),
+        b"damaged block",
+    );
 }
 
 /// Store `edit` applied to session `a`'s metadata (its `S` and counters records, as every

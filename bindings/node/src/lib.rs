@@ -1,8 +1,8 @@
 //! Node binding of the sessionlog store: the `NativeStore` class behind the `sessionlog` npm
 //! package (`index.js` wraps it).
 //!
-//! Every method returns a promise and runs off the JS thread: appends go to the group-commit
-//! thread (`commit.rs`), everything else to worker threads (`workers.rs`). Arguments and results
+//! Every method returns a promise and runs off the JS thread: appends go to the engine's append
+//! queue (`commit.rs`), everything else to worker threads (`workers.rs`). Arguments and results
 //! cross as JSON text, parsed on the far side by one `JSON.parse`/`JSON.stringify` call each,
 //! which is much cheaper than building values property by property through N-API.
 
@@ -11,15 +11,14 @@ mod ops;
 mod reply;
 mod workers;
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 
 use napi::bindgen_prelude::Buffer;
 use napi::{Env, JsObject};
 use napi_derive::napi;
-use sessionlog_engine::{Durability, ExportFormat, Options, Store};
+use sessionlog_engine::{AppendQueue, Durability, ExportFormat, Options, Store};
 
-use commit::{AppendRequest, Committer, Creation};
+use commit::{AppendRequest, Creation};
 use reply::{Pending, Reply};
 use workers::{Shared, Workers};
 
@@ -31,15 +30,15 @@ const WORKER_THREADS: usize = 4;
 pub struct NativeStore {
     shared: Shared,
     workers: Workers,
-    committer: Option<Committer>,
+    appends: Option<AppendQueue>,
 }
 
 /// Group-commit counters.
 #[napi(object)]
 pub struct CommitStats {
-    /// Writes (`append_many` calls, one fsync each under `sync`).
+    /// Writes to the store (one WAL write each, and one fsync under `sync`).
     pub writes: f64,
-    /// Appends those writes carried.
+    /// Session batches appended (appends and creations) that those writes carried.
     pub appends: f64,
 }
 
@@ -83,11 +82,14 @@ impl NativeStore {
         Ok(promise)
     }
 
-    /// Queue `request` for the commit thread (refused once the store is closing).
+    /// Hand `request` to the append queue (refused once the store is closing).
     fn submit(&self, request: AppendRequest) {
-        match &self.committer {
-            Some(c) => c.submit(request),
-            None => request.pending.settle(workers::closed()),
+        match &self.appends {
+            Some(queue) => commit::submit(queue, request),
+            None => request.pending.settle(Reply::failed(
+                "SESSIONLOG_THREADS",
+                "the store's append queue could not be started, or the store is closing",
+            )),
         }
     }
 
@@ -122,7 +124,7 @@ impl NativeStore {
         let shared: Shared = Arc::new(RwLock::new(None));
         NativeStore {
             workers: Workers::start(&shared, WORKER_THREADS),
-            committer: Some(Committer::start(&shared)),
+            appends: commit::start(&shared),
             shared,
         }
     }
@@ -193,12 +195,12 @@ impl NativeStore {
     #[napi]
     pub fn close(&mut self, env: Env) -> napi::Result<JsObject> {
         let (pending, promise) = Pending::new(&env)?;
-        let committer = self.committer.take();
+        let appends = self.appends.take();
         let shared = Arc::clone(&self.shared);
         let spawned = std::thread::Builder::new()
             .name("sessionlog-close".into())
             .spawn(move || {
-                drop(committer);
+                drop(appends);
                 let taken = shared.write().map(|mut slot| slot.take());
                 drop(taken);
                 pending.settle(Reply::Done);
@@ -236,15 +238,14 @@ impl NativeStore {
         let id = sessionlog_codec::header::parse_header(header_line.as_bytes())
             .map(|h| h.id.to_string_lossy())
             .unwrap_or_default();
-        let request = AppendRequest {
+        self.submit(AppendRequest {
             id,
             expected_next_seq: Some(0),
             events_json,
             as_written: true,
             create: Some(Creation { header_line, zstd }),
             pending,
-        };
-        self.submit(request);
+        });
         Ok(promise)
     }
 
@@ -398,18 +399,18 @@ impl NativeStore {
             .is_ok_and(|slot| slot.as_ref().is_some_and(Store::direct_io))
     }
 
-    /// How appends were grouped into writes so far.
+    /// How appends were grouped into writes so far (zeros when no store is open).
     #[napi]
     pub fn commit_stats(&self) -> CommitStats {
-        let (writes, appends) = self.committer.as_ref().map_or((0, 0), |c| {
-            (
-                c.stats.writes.load(Ordering::Relaxed),
-                c.stats.appends.load(Ordering::Relaxed),
-            )
-        });
+        let stats = self
+            .shared
+            .read()
+            .ok()
+            .and_then(|slot| slot.as_ref().map(Store::commit_stats))
+            .unwrap_or_default();
         CommitStats {
-            writes: writes as f64,
-            appends: appends as f64,
+            writes: stats.writes as f64,
+            appends: stats.appends as f64,
         }
     }
 }

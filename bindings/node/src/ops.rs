@@ -7,8 +7,7 @@
 
 use sessionlog_codec::json::{stringify, Value};
 use sessionlog_engine::{
-    Error, ExportFormat, ForkReport, ImportReport, RepairReport, SessionSummary, SourceEncoding,
-    Store, Verdict,
+    Error, ExportFormat, ForkReport, RepairReport, SessionSummary, SourceEncoding, Store, Verdict,
 };
 
 use crate::reply::{reply, Reply};
@@ -141,15 +140,6 @@ pub fn create_session(store: &Store, header_line: &str, zstd: bool) -> Reply {
     reply(store.create_session(header_line, encoding), |id| {
         Reply::Json(quoted(&id))
     })
-}
-
-/// What a creation through DSH's seam stored: `{id, verdict}`.
-pub fn created_json(r: &ImportReport) -> Reply {
-    Reply::Json(format!(
-        "{{\"id\":{},\"verdict\":{}}}",
-        quoted(&r.id),
-        quoted(&r.verdict.to_string())
-    ))
 }
 
 /// The session's bytes in `format` (default: its own encoding), or one generation's.

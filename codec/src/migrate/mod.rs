@@ -117,7 +117,7 @@ impl std::fmt::Display for Refusal {
 impl std::error::Error for Refusal {}
 
 /// One adjacent edge of the chain.
-pub trait Stage {
+pub trait Stage: Send {
     /// The edge's source version.
     fn source_version(&self) -> u32;
     /// Rewrite the header in place (the stage's own state, such as the inherited cut, is taken

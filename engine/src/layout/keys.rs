@@ -134,6 +134,14 @@ pub fn pending_key(session: u64) -> Vec<u8> {
     k
 }
 
+/// The number of a `P ‖ number` key; `None` for any other key.
+pub fn parse_pending_key(k: &[u8]) -> Option<u64> {
+    let (&PENDING_TAG, number) = k.split_first()? else {
+        return None;
+    };
+    <[u8; 8]>::try_from(number).ok().map(u64::from_be_bytes)
+}
+
 /// `A ‖ !activity ‖ number`: the activity index, most recent first (no activity sorts last).
 pub fn activity_key(activity_ms: Option<i64>, number: u64) -> Vec<u8> {
     order_key(ACTIVITY_TAG, activity_ms, number)

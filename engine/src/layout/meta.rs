@@ -15,6 +15,7 @@
 //! from the top (performance-rounds.md, nineteenth round).
 
 use serde::{Deserialize, Serialize};
+use sessionlog_codec::scanner::BodyVerdict;
 
 use crate::error::{Error, Result};
 
@@ -47,6 +48,17 @@ impl Verdict {
     /// Whether logical queries may serve this session (DSH would load its committed prefix).
     pub fn is_loadable(&self) -> bool {
         matches!(self, Verdict::Clean | Verdict::Torn)
+    }
+}
+
+impl From<BodyVerdict> for Verdict {
+    fn from(v: BodyVerdict) -> Self {
+        match v {
+            BodyVerdict::Clean => Verdict::Clean,
+            BodyVerdict::Torn => Verdict::Torn,
+            BodyVerdict::Corrupt(m) => Verdict::Corrupt(m),
+            BodyVerdict::Unsupported(m) => Verdict::Unsupported(m),
+        }
     }
 }
 

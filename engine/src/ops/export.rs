@@ -13,7 +13,6 @@
 
 use std::io::Write;
 
-use rocksdb::Snapshot;
 use sessionlog_codec::stored::block_text;
 use sessionlog_codec::zstd::{Decompressor, FrameCompressor};
 
@@ -22,7 +21,7 @@ use crate::layout::keys;
 use crate::layout::meta::{SessionMeta, SourceEncoding};
 use crate::layout::values::checked_bytes;
 use crate::read::events::stored_block;
-use crate::store::{visit, Store};
+use crate::store::{visit, Snapshot, Store};
 
 /// The two DSH artifact encodings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +43,7 @@ impl Store {
     ) -> Result<u64> {
         // One snapshot for the metadata and every block read: a batch appended meanwhile is
         // neither half-seen nor counted against the size the metadata promises.
-        let snap = self.db.snapshot();
+        let snap = self.snapshot();
         let meta = self.meta_at(id.as_bytes(), &snap)?;
         let snap = Some(&snap);
         let mut w = Counting {
@@ -59,6 +58,7 @@ impl Store {
                 w.put(&meta.header)?;
                 self.seed_text(&meta, &mut |text| w.put(text))?;
                 self.copy_section(&meta, snap, keys::BLOCK, &mut |b| w.put(b))?;
+                self.copy_section(&meta, snap, keys::TAIL, &mut |b| w.put(b))?;
             }
             (SourceEncoding::Jsonl, None | Some(ExportFormat::Jsonl)) => {
                 w.put(&meta.header)?;
@@ -100,7 +100,7 @@ impl Store {
         format: Option<ExportFormat>,
         out: &mut dyn Write,
     ) -> Result<u64> {
-        let snap = self.db.snapshot();
+        let snap = self.snapshot();
         let meta = self.meta_at(id.as_bytes(), &snap)?;
         if version == meta.version {
             drop(snap);
@@ -157,6 +157,15 @@ impl Store {
     /// The stored bytes in the source encoding (`export(id, None, out)`).
     pub fn export_jsonl(&self, id: &str, out: &mut dyn Write) -> Result<u64> {
         self.export(id, None, out)
+    }
+
+    /// Hand each stored zstd frame of `meta`'s log to `each`, in order, its crc32 checked.
+    pub(crate) fn for_each_frame(
+        &self,
+        meta: &SessionMeta,
+        each: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        self.copy_section(meta, None, keys::FRAME, each)
     }
 
     /// Hand the stored bytes of one section of a session's range to `put`, in order (BLOCK

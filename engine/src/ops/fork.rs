@@ -242,9 +242,10 @@ impl Store {
                     let snap = encode(&Snapshot::of(&fold))?;
                     w.put_surface(&keys::event_key(meta.number, SNAP, at), snap)?;
                 }
-                let folded = fold_batch(self, &meta, &mut fold, own)?.map_err(|(seq, rule)| {
+                let folded = fold_batch(self, &meta, &mut fold, own)?.map_err(|r| {
                     meta.corrupt(format!(
-                        "fork event at seq {seq} breaks the surface: {rule}"
+                        "fork event at seq {} breaks the surface: {}",
+                        r.seq, r.message
                     ))
                 })?;
                 for (key, value) in folded.puts {

@@ -98,10 +98,7 @@ impl Store {
             ListOrder::Activity => ACTIVITY_TAG,
             ListOrder::Created => CREATED_TAG,
         };
-        let cf = self.cf(CF_SESSIONS)?;
-        let mut ro = rocksdb::ReadOptions::default();
-        ro.set_iterate_upper_bound(vec![tag + 1]);
-        let mut it = self.db.raw_iterator_cf_opt(cf, ro);
+        let mut it = self.iter_below(CF_SESSIONS, vec![tag + 1])?;
         match after {
             Some(cursor) => {
                 it.seek(cursor);

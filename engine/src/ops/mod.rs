@@ -11,6 +11,7 @@ pub(crate) mod generations;
 pub(crate) mod import;
 pub(crate) mod list;
 pub(crate) mod migrate;
+pub(crate) mod open;
 pub(crate) mod repair;
 pub(crate) mod request;
 pub(crate) mod retention;

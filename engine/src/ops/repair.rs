@@ -14,7 +14,7 @@ use sessionlog_codec::json::Value;
 use sessionlog_codec::repair::{end_seed, needs_end_seed, OpenTurn};
 
 use crate::error::{Error, Result};
-use crate::layout::keys::{self, CF_EVENTS};
+use crate::layout::keys;
 use crate::layout::meta::{now_ms, SessionMeta, Verdict};
 use crate::read::events::stored_block;
 use crate::store::{visit, Store};
@@ -101,13 +101,12 @@ impl Store {
         let (events, torn) = self.events_for_repair(&meta)?;
         let recovered: Vec<Value> = events[events.len().saturating_sub(torn.events)..].to_vec();
         if meta.tail_bytes > 0 || !torn.keys.is_empty() {
-            batch.delete_range(
-                CF_EVENTS,
+            batch.delete_event_records(
                 &keys::event_key(meta.number, keys::TAIL, 0),
                 &keys::event_key(meta.number, keys::TAIL, u64::MAX),
             )?;
             for key in &torn.keys {
-                batch.delete(CF_EVENTS, key)?;
+                batch.delete_event_record(key)?;
             }
             report.cut_bytes = meta.tail_bytes;
             report.recovered = recovered.len() as u64;
@@ -170,9 +169,10 @@ impl Store {
         fold: &mut sessionlog_codec::surface::SurfaceFold,
         events: &[Value],
     ) -> Result<Folded> {
-        fold_batch(self, meta, fold, events)?.map_err(|(seq, rule)| {
+        fold_batch(self, meta, fold, events)?.map_err(|r| {
             meta.corrupt(format!(
-                "repair event at seq {seq} breaks the surface: {rule}"
+                "repair event at seq {} breaks the surface: {}",
+                r.seq, r.message
             ))
         })
     }

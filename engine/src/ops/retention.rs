@@ -2,12 +2,9 @@
 //! space with range deletes and a compaction of the freed ranges; the purged blocks held in blob
 //! files, beside other sessions' blocks, come back with the next [`Store::compact`]).
 
-use rocksdb::{BottommostLevelCompaction, ColumnFamily, CompactOptions};
-
-use crate::error::{Error, Result};
-use crate::layout::keys::{self, ALL_CFS, CF_EVENTS, CF_SESSIONS, SESSION_RANGE_CFS};
+use crate::error::Result;
 use crate::layout::meta::{now_ms, SessionMeta};
-use crate::store::{lock_session, Store, BLOB_GC_FOR_COMPACT, BLOB_GC_OFF};
+use crate::store::{lock_session, BlobGc, Store};
 use crate::write::session_batch::SessionBatch;
 
 /// What a purge removed.
@@ -116,22 +113,8 @@ impl Store {
             **state = None;
         }
         drop(locked);
-        self.db
-            .flush_cf(self.cf(CF_SESSIONS)?)
-            .map_err(Error::storage("flushing after a purge"))?;
-        for name in SESSION_RANGE_CFS {
-            let cf = self.cf(name)?;
-            self.db
-                .flush_cf(cf)
-                .map_err(Error::storage("flushing after a purge"))?;
-            for m in &victims {
-                self.db.compact_range_cf(
-                    cf,
-                    Some(keys::session_start(m.number)),
-                    Some(keys::session_end(m.number)),
-                );
-            }
-        }
+        let numbers: Vec<u64> = victims.iter().map(|m| m.number).collect();
+        self.compact_numbers(&numbers)?;
         report.stored_bytes_after = self.file_bytes()?;
         Ok(report)
     }
@@ -140,52 +123,6 @@ impl Store {
     /// pending, and deleted data is gone from disk, blob files included: this compaction
     /// relocates the live blobs of every blob file, so the files holding garbage are dropped).
     pub fn compact(&self) -> Result<()> {
-        self.flush_all()?;
-        let mut every_level = CompactOptions::default();
-        every_level.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
-        let events = self.cf(CF_EVENTS)?;
-        self.set_blob_gc(events, &BLOB_GC_FOR_COMPACT)?;
-        for name in ALL_CFS {
-            self.db.compact_range_cf_opt(
-                self.cf(name)?,
-                None::<&[u8]>,
-                None::<&[u8]>,
-                &every_level,
-            );
-        }
-        self.set_blob_gc(events, &BLOB_GC_OFF)
-    }
-
-    /// Set the `events` column family's blob garbage-collection options.
-    fn set_blob_gc(&self, events: &ColumnFamily, options: &[(&str, &str)]) -> Result<()> {
-        self.db
-            .set_options_cf(events, options)
-            .map_err(Error::storage("setting blob garbage collection"))
-    }
-
-    /// Flush every memtable, so SST sizes describe all the data.
-    fn flush_all(&self) -> Result<()> {
-        for name in ALL_CFS {
-            self.db
-                .flush_cf(self.cf(name)?)
-                .map_err(Error::storage("flushing memtables"))?;
-        }
-        Ok(())
-    }
-
-    /// The store's live SST and blob file bytes, over all column families (memtables and the
-    /// WAL not counted).
-    pub fn file_bytes(&self) -> Result<u64> {
-        let mut total = 0;
-        for name in ALL_CFS {
-            for property in ["rocksdb.live-sst-files-size", "rocksdb.live-blob-file-size"] {
-                total += self
-                    .db
-                    .property_int_value_cf(self.cf(name)?, property)
-                    .map_err(Error::storage("reading SST and blob file sizes"))?
-                    .unwrap_or(0);
-            }
-        }
-        Ok(total)
+        self.compact_all(BlobGc::Full)
     }
 }

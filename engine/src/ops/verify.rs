@@ -9,7 +9,6 @@
 //! every checkpoint reference names a whole checkpoint of its unit and version before it.
 //! Store-wide: no `events` key belongs to a session number without metadata.
 
-use rocksdb::{ReadOptions, Snapshot};
 use sessionlog_codec::header::parse_header;
 use sessionlog_codec::json;
 use sessionlog_codec::projection::UNITS;
@@ -23,7 +22,7 @@ use crate::layout::meta::{SessionMeta, SourceEncoding};
 use crate::layout::values::{
     checked_bytes, decode_checkpoint, truncated_point, CheckpointLayout, StoredCheckpoint,
 };
-use crate::store::{visit, Store};
+use crate::store::{visit, Snapshot, Store};
 
 /// One failed check.
 #[derive(Clone, Debug)]
@@ -87,7 +86,7 @@ impl Store {
         let id = String::from_utf8_lossy(id_bytes).into_owned();
         // One snapshot for the metadata and every read, so appends running meanwhile are not
         // mistaken for disagreements between the metadata and the blocks.
-        let snap = self.db.snapshot();
+        let snap = self.snapshot();
         // Metadata that cannot be read (a damaged record, or a checksum failure in the block
         // holding it) is this session's problem too.
         let meta = &match self.meta_at(id_bytes, &snap) {
@@ -109,11 +108,10 @@ impl Store {
         };
         // Unreadable data (a RocksDB checksum failure) is this session's problem: report it
         // under its name and go on with the other sessions.
-        let mapped = match self
-            .db
-            .get_cf(self.cf(CF_SESSIONS)?, keys::number_key(meta.number))
-        {
-            Ok(m) => m,
+        let mapped = match self.get_at(CF_SESSIONS, &keys::number_key(meta.number), None, || {
+            "reading the number map".into()
+        }) {
+            Ok(m) => m.map(|v| v.to_vec()),
             Err(e) => {
                 w.problems
                     .push(format!("its number map cannot be read: {e}"));
@@ -328,7 +326,6 @@ impl Store {
     /// in use must be below the stored session counter (`layout::counter`), or a later open could
     /// hand it out again.
     fn verify_no_orphans(&self, report: &mut VerifyReport) -> Result<()> {
-        let sessions = self.cf(CF_SESSIONS)?;
         let counter = self.read_counter()?;
         // The highest `N` key bounds every session's number; lines under a number without one
         // are orphans, reported below.
@@ -337,9 +334,7 @@ impl Store {
                 .problems
                 .extend(beyond_counter(highest, counter, "a session holds"));
         }
-        let mut ro = ReadOptions::default();
-        ro.set_total_order_seek(true);
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_EVENTS)?, ro);
+        let mut it = self.iter_all(CF_EVENTS)?;
         it.seek_to_first();
         while it.valid() {
             let Some(k) = it.key() else { break };
@@ -351,10 +346,9 @@ impl Store {
                 it.next();
                 continue;
             };
-            let known = self
-                .db
-                .get_pinned_cf(sessions, keys::number_key(number))
-                .map_err(Error::storage("verifying session numbers"))?;
+            let known = self.get_at(CF_SESSIONS, &keys::number_key(number), None, || {
+                "verifying session numbers".into()
+            })?;
             if known.is_none() {
                 report.problems.push(VerifyProblem {
                     session: format!("#{number}"),

@@ -224,12 +224,9 @@ impl Store {
         }
         let key = event_key(meta.number, layout.section(index), whole);
         let value = self
-            .db
-            .get_pinned_cf(self.cf(CF_CHECKPOINTS)?, key)
-            .map_err(Error::storage(format!(
-                "reading checkpoints of \"{}\"",
-                meta.id_lossy()
-            )))?
+            .get_at(CF_CHECKPOINTS, &key, None, || {
+                format!("reading checkpoints of \"{}\"", meta.id_lossy())
+            })?
             .ok_or_else(|| damaged("is missing"))?;
         match layout.entry(&value, index) {
             Ok(Some(StoredCheckpoint::Whole { version, text })) if version == unit.version => {
@@ -300,9 +297,8 @@ mod tests {
     #[test]
     fn an_untouched_unit_is_checkpointed_as_a_reference() {
         let (_t, store, number, title) = two_turns_after_a_title();
-        let cf = store.cf(CF_CHECKPOINTS).expect("cf");
         let key = |seq| event_key(number, CHECKPOINT_POINTS, seq);
-        let record = |seq| store.db.get_cf(cf, key(seq)).expect("get").expect("record");
+        let record = |seq| store.raw_get(CF_CHECKPOINTS, &key(seq)).expect("record");
         let referred = |seq| {
             let record = record(seq);
             let entry = point_entry(&record, title)
@@ -317,9 +313,7 @@ mod tests {
         assert_eq!(referred(7), Some(5));
         assert!(
             store
-                .db
-                .get_cf(cf, event_key(number, unit_section(title), 5))
-                .expect("get")
+                .raw_get(CF_CHECKPOINTS, &event_key(number, unit_section(title), 5))
                 .is_none(),
             "no per-unit keys are written"
         );
@@ -334,7 +328,7 @@ mod tests {
                 )
             })
             .count();
-        store.db.delete_cf(cf, key(5)).expect("delete");
+        store.raw_delete(CF_CHECKPOINTS, &key(5));
         let e = title_at(7).expect_err("dangling reference");
         assert!(matches!(e, Error::Corrupt { .. }), "{e}");
         assert!(e.to_string().contains("seq 5"), "{e}");
@@ -355,27 +349,23 @@ mod tests {
     #[test]
     fn per_unit_checkpoints_of_older_stores_are_read() {
         let (_t, store, number, title) = two_turns_after_a_title();
-        let cf = store.cf(CF_CHECKPOINTS).expect("cf");
         for seq in [5, 7] {
-            store
-                .db
-                .delete_cf(cf, event_key(number, CHECKPOINT_POINTS, seq))
-                .expect("delete");
+            store.raw_delete(CF_CHECKPOINTS, &event_key(number, CHECKPOINT_POINTS, seq));
         }
         let (_, unit) = ProjectionSet::unit("title").expect("unit");
         let legacy = |seq| event_key(number, unit_section(title), seq);
         // A state no fold gives ("L"), so reading it proves the per-unit key was used.
         let mut whole = Vec::new();
         write_whole_checkpoint(&mut whole, unit, &Value::String("L".into()));
-        store.db.put_cf(cf, legacy(5), whole).expect("put");
+        store.raw_put(CF_CHECKPOINTS, &legacy(5), &whole);
         let mut reference = Vec::new();
         write_checkpoint_reference(&mut reference, unit, 5);
-        store.db.put_cf(cf, legacy(7), reference).expect("put");
+        store.raw_put(CF_CHECKPOINTS, &legacy(7), &reference);
         let title_at = |seq| store.state_at("a", "title", Some(seq));
         assert_eq!(title_at(6).expect("state").as_str(), Some("L"));
         assert_eq!(title_at(7).expect("state").as_str(), Some("L"));
         assert!(problems(&store).is_empty());
-        store.db.delete_cf(cf, legacy(5)).expect("delete");
+        store.raw_delete(CF_CHECKPOINTS, &legacy(5));
         let found = problems(&store);
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(

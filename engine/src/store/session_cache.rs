@@ -11,6 +11,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use sessionlog_codec::header::Header;
+use sessionlog_codec::log_reader::LogReader;
 use sessionlog_codec::projection::ProjectionSet;
 use sessionlog_codec::surface::{SurfaceFold, SurfaceModel};
 
@@ -21,12 +23,29 @@ use crate::layout::meta::SessionMeta;
 pub(crate) struct WriteState {
     /// The session's metadata, as committed.
     pub(crate) meta: SessionMeta,
-    /// The current surface, for validating surface ops.
-    pub(crate) surface: SurfaceFold,
-    /// Every projection unit's state, for writing checkpoints with the events.
-    pub(crate) projections: ProjectionCheckpoints,
+    /// The current surface, for validating surface ops; `None` where the log has no surface
+    /// index (a format without a surface model, or a log whose surface DSH's fold refused).
+    pub(crate) surface: Option<SurfaceFold>,
+    /// Every projection unit's state, for writing checkpoints with the events; `None` for a
+    /// format without a surface model.
+    pub(crate) projections: Option<ProjectionCheckpoints>,
     /// DSH's relationship rules over the whole log, kept only in strict mode.
     pub(crate) relations: Option<RelationRules>,
+    /// DSH's reader over the log, for batches appended as DSH's writer wrote them; loaded on
+    /// the first such batch.
+    pub(crate) reader: Option<SeamReader>,
+}
+
+/// DSH's reader as a stored log left it, to read on over the lines appended to it.
+#[derive(Debug)]
+pub(crate) struct SeamReader {
+    /// The log's header.
+    pub(crate) header: Header,
+    /// The reader after the log's last byte.
+    pub(crate) reader: LogReader,
+    /// The log's last bytes when they end without a newline: the next line appended completes
+    /// that line, as it does in the file.
+    pub(crate) fragment: Vec<u8>,
 }
 
 /// Every projection unit's state after a log's last event, and per unit whether the next

@@ -10,10 +10,11 @@ use sessionlog_codec::stored::{encode_block, BlockMeta};
 use sessionlog_codec::zstd::FrameCompressor;
 
 use crate::error::Result;
-use crate::layout::keys::{self, CF_EVENTS, CF_SURFACE};
+use crate::layout::keys;
 use crate::layout::meta::{human_prompt_time, SessionMeta, SourceEncoding};
 use crate::layout::values::checked_value;
-use crate::write::indexer::Folded;
+use crate::store::ProjectionCheckpoints;
+use crate::write::indexer::{is_checkpoint_point, Folded};
 use crate::write::session_batch::SessionBatch;
 use sessionlog_codec::lines::author_lines;
 
@@ -33,7 +34,7 @@ pub(crate) fn write_records(
     batch: &mut SessionBatch<'_>,
 ) -> Result<SessionMeta> {
     for (key, value) in &surface.puts {
-        batch.put(CF_SURFACE, key, value)?;
+        batch.put_surface(key, value)?;
     }
     // Sized from the session's bytes per event so far: one allocation, no regrowth copies.
     let estimate = meta
@@ -48,7 +49,7 @@ pub(crate) fn write_records(
     let lines = block.members.len() as u64;
     let text = text.into_bytes();
     let key = keys::event_key(meta.number, keys::BLOCK, meta.events);
-    batch.put(CF_EVENTS, &key, &encode_block(&block, &text)?)?;
+    batch.put_event_record(&key, &encode_block(&block, &text)?)?;
     let mut next = meta.clone();
     next.events = meta.events + block.members.iter().map(|&m| u64::from(m)).sum::<u64>();
     if let Some(t) = authored.iter().rev().find_map(human_prompt_time) {
@@ -66,7 +67,7 @@ pub(crate) fn write_records(
             let mut frame = Vec::new();
             FrameCompressor::new()?.compress_into(&text, &mut frame)?;
             let key = keys::event_key(meta.number, keys::FRAME, meta.frames);
-            batch.put(CF_EVENTS, &key, &checked_value(&frame))?;
+            batch.put_event_record(&key, &checked_value(&frame))?;
             next.frames += 1;
             next.total_bytes += frame.len() as u64;
         }
@@ -74,4 +75,32 @@ pub(crate) fn write_records(
     // Whatever the caller writes of the `S` record is version 6.
     next.legacy_record = false;
     Ok(next)
+}
+
+/// Fold `events` (seqs from `first` on) into the session's projection state, staging the
+/// checkpoints of any checkpoint point among them (`indexer.rs`). Checkpoints are written only at
+/// checkpoint points (rare): only a batch holding one goes through the writer's `apply`, which
+/// also moves closed turns into records; the others are folded without a record.
+pub(crate) fn stage_checkpoints(
+    writer: &mut ProjectionCheckpoints,
+    number: u64,
+    first: u64,
+    events: &[Value],
+    batch: &mut SessionBatch<'_>,
+) -> Result<()> {
+    let checkpoint = events
+        .iter()
+        .enumerate()
+        .any(|(k, e)| is_checkpoint_point(first + k as u64, e));
+    for (k, event) in events.iter().enumerate() {
+        let seq = first + k as u64;
+        if checkpoint {
+            writer.apply(number, seq, event, &mut |key, value| {
+                batch.put_checkpoint(&key, &value)
+            })?;
+        } else {
+            writer.fold(seq, event);
+        }
+    }
+    Ok(())
 }

@@ -259,6 +259,41 @@ pub(crate) fn is_checkpoint_point(seq: u64, event: &Value) -> bool {
             == Some("turn/end")
 }
 
+/// DSH's refusal of an event by its surface fold or a message projection.
+#[derive(Clone, Debug)]
+pub(crate) struct Refusal {
+    /// The refused event's seq.
+    pub(crate) seq: u64,
+    /// DSH's message, as its reader reports it.
+    pub(crate) message: String,
+    /// The rule as DSH's own code words it (no location prefix).
+    pub(crate) rule: String,
+}
+
+impl Refusal {
+    /// The refusal of event `seq` by the surface fold's error `e`.
+    fn of_fold(seq: u64, e: &sessionlog_codec::Error) -> Self {
+        let rule = match e {
+            sessionlog_codec::Error::Surface { rule, .. } => rule.clone(),
+            other => other.to_string(),
+        };
+        Refusal {
+            seq,
+            message: e.to_string(),
+            rule,
+        }
+    }
+
+    /// A refusal whose message is its rule (a message projection's, an index record's).
+    fn plain(seq: u64, rule: String) -> Self {
+        Refusal {
+            seq,
+            message: rule.clone(),
+            rule,
+        }
+    }
+}
+
 /// A batch folded into the surface: the changes (for rollback) and the surface-index records.
 pub(crate) struct Folded {
     pub(crate) changes: Vec<SurfaceChange>,
@@ -267,15 +302,15 @@ pub(crate) struct Folded {
 }
 
 /// Fold `authored` (seqs from `meta.events` on) into `fold` by DSH's surface rules, collecting
-/// the surface-index records. On a refusal the fold is rolled back and the offending seq and
-/// DSH's message are returned (`Ok(Err(..))`); a failure reading the stored log (an earlier
-/// event, a projection record) rolls the fold back too and is returned as the error it is.
+/// the surface-index records. On a refusal the fold is rolled back and DSH's refusal returned
+/// (`Ok(Err(..))`); a failure reading the stored log (an earlier event, a projection record)
+/// rolls the fold back too and is returned as the error it is.
 pub(crate) fn fold_batch(
     store: &Store,
     meta: &SessionMeta,
     fold: &mut SurfaceFold,
     authored: &[Value],
-) -> Result<std::result::Result<Folded, (u64, String)>> {
+) -> Result<std::result::Result<Folded, Refusal>> {
     let next = meta.events;
     let mut indexer = SurfaceIndexer {
         since_snapshot: meta.surface_since_snapshot,
@@ -301,7 +336,7 @@ pub(crate) fn fold_batch(
         };
         let outcome = fold
             .apply(event, lookup)
-            .map_err(|e| e.to_string())
+            .map_err(|e| Refusal::of_fold(seq, &e))
             .and_then(|change| {
                 let mut put = |key: [u8; EVENT_KEY_LEN], value| {
                     folded.puts.push((key.to_vec(), value));
@@ -309,7 +344,7 @@ pub(crate) fn fold_batch(
                 };
                 let recorded = indexer
                     .record(meta.number, seq, &change, fold, &mut put)
-                    .map_err(|e| e.to_string());
+                    .map_err(|e| Refusal::plain(seq, e.to_string()));
                 folded.changes.push(change);
                 recorded
             })
@@ -325,6 +360,7 @@ pub(crate) fn fold_batch(
                     (&mut projections, &mut projected),
                     &mut folded.puts,
                 )
+                .map_err(|rule| Refusal::plain(seq, rule))
             });
         let stored = failure.check();
         if outcome.is_err() || stored.is_err() {
@@ -333,8 +369,8 @@ pub(crate) fn fold_batch(
             }
             stored?;
         }
-        if let Err(rule) = outcome {
-            return Ok(Err((seq, rule)));
+        if let Err(refusal) = outcome {
+            return Ok(Err(refusal));
         }
     }
     folded.since_snapshot = indexer.since_snapshot;

@@ -6,6 +6,7 @@
 
 pub(crate) mod appended_batch;
 pub(crate) mod indexer;
+pub(crate) mod recovery;
 pub(crate) mod rewrite;
 pub(crate) mod session_batch;
 pub(crate) mod session_writer;

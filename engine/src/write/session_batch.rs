@@ -1,31 +1,30 @@
 //! The one session-batch builder every writer goes through (import, create, append, repair,
-//! fork, migrate, delete, purge): a WriteBatch plus the session-level changes, which are the only
-//! code that writes the `sessions` CF's `S`, `N`, `A`, `R`, `F`, `P` and `C` keys.
+//! fork, migrate, delete, purge, the recovery of interrupted imports): a [`Batch`] plus the
+//! session-level changes. Its typed methods are the only code that writes the `sessions` CF's
+//! `S`, `N`, `A`, `R`, `F`, `P` and `C` keys, and every record of the other column families is
+//! staged through them.
 //!
 //! Invariants kept here: a session's `N`, `A`, `R` (and, for a fork, `F`) keys are written and
 //! removed together with its `S` record; the `A` key always names the activity the `S` record
 //! holds; a removed session's ranges in every session-keyed CF go in the same batch.
 
-use rocksdb::WriteBatch;
-
 use crate::error::Result;
-use crate::layout::keys::{self, CF_EVENTS, CF_SESSIONS};
+use crate::layout::keys::{
+    self, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE, EVENT_KEY_LEN,
+};
 use crate::layout::meta::SessionMeta;
-use crate::store::Store;
+use crate::store::{Batch, Store, Sync};
 
-/// A WriteBatch of one or more sessions' changes, committed at once.
+/// One or more sessions' changes, committed at once.
 pub(crate) struct SessionBatch<'s> {
     store: &'s Store,
-    batch: WriteBatch,
+    batch: Batch<'s>,
 }
 
 impl<'s> SessionBatch<'s> {
     /// An empty batch for `store`.
     pub(crate) fn new(store: &'s Store) -> Self {
-        SessionBatch {
-            store,
-            batch: WriteBatch::default(),
-        }
+        Self::with_capacity(store, 0)
     }
 
     /// An empty batch for `store` with room for `bytes` of records, so that staging them does
@@ -33,7 +32,7 @@ impl<'s> SessionBatch<'s> {
     pub(crate) fn with_capacity(store: &'s Store, bytes: usize) -> Self {
         SessionBatch {
             store,
-            batch: WriteBatch::with_capacity_bytes(bytes),
+            batch: Batch::with_capacity(store, bytes),
         }
     }
 
@@ -47,63 +46,63 @@ impl<'s> SessionBatch<'s> {
         self.batch.len()
     }
 
-    /// Stage a record of a session-keyed CF (`events`, `surface`, `checkpoints`).
-    pub(crate) fn put(&mut self, cf: &str, key: &[u8], value: &[u8]) -> Result<()> {
-        self.batch.put_cf(self.store.cf(cf)?, key, value);
-        Ok(())
+    /// Stage a record of the `events` CF: a block of lines, a zstd frame, a tail chunk, a chunk
+    /// of a frozen generation, or another per-session record keyed by `layout::keys`.
+    pub(crate) fn put_event_record(
+        &mut self,
+        key: &[u8; EVENT_KEY_LEN],
+        value: &[u8],
+    ) -> Result<()> {
+        self.batch.put(CF_EVENTS, key, value)
     }
 
-    /// Delete a record of a session-keyed CF.
-    pub(crate) fn delete(&mut self, cf: &str, key: &[u8]) -> Result<()> {
-        self.batch.delete_cf(self.store.cf(cf)?, key);
-        Ok(())
+    /// Stage a surface-index record (ops, snapshots, replacements, message projections).
+    pub(crate) fn put_surface(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.batch.put(CF_SURFACE, key, value)
     }
 
-    /// Delete the records of a session-keyed CF in `from..to`.
-    pub(crate) fn delete_range(&mut self, cf: &str, from: &[u8], to: &[u8]) -> Result<()> {
-        self.batch.delete_range_cf(self.store.cf(cf)?, from, to);
-        Ok(())
+    /// Stage a projection checkpoint record.
+    pub(crate) fn put_checkpoint(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.batch.put(CF_CHECKPOINTS, key, value)
+    }
+
+    /// Delete one record of the `events` CF.
+    pub(crate) fn delete_event_record(&mut self, key: &[u8; EVENT_KEY_LEN]) -> Result<()> {
+        self.batch.delete(CF_EVENTS, key)
+    }
+
+    /// Delete the records of the `events` CF in `from..to` (one section of one session).
+    pub(crate) fn delete_event_records(
+        &mut self,
+        from: &[u8; EVENT_KEY_LEN],
+        to: &[u8; EVENT_KEY_LEN],
+    ) -> Result<()> {
+        self.batch.delete_range(CF_EVENTS, from, to)
     }
 
     /// A new session's metadata and index keys (`S`, `N`, `A`, `R`, and `F` for a fork), and
     /// the session counter past its number.
     pub(crate) fn insert_session(&mut self, meta: &SessionMeta) -> Result<()> {
-        let sessions = self.store.cf(CF_SESSIONS)?;
         let number = meta.number;
         self.put_meta(meta)?;
-        self.batch
-            .put_cf(sessions, keys::number_key(number), &meta.id);
-        self.batch.put_cf(
-            sessions,
-            keys::activity_key(meta.activity_ms, number),
-            &meta.id,
-        );
-        self.batch.put_cf(
-            sessions,
-            keys::created_key(meta.created_at, number),
-            &meta.id,
-        );
+        self.put_session_key(&keys::number_key(number), &meta.id)?;
+        self.put_session_key(&keys::activity_key(meta.activity_ms, number), &meta.id)?;
+        self.put_session_key(&keys::created_key(meta.created_at, number), &meta.id)?;
         if let Some(base) = &meta.fork_of {
-            self.batch
-                .put_cf(sessions, keys::fork_key(base.number, number), &meta.id);
+            self.put_session_key(&keys::fork_key(base.number, number), &meta.id)?;
         }
         // Merged, not put: creations commit in any order (see `layout::counter`).
-        self.batch.merge_cf(
-            sessions,
+        self.batch.merge(
+            CF_SESSIONS,
             keys::COUNTER_KEY,
-            self.store.counter_after(number),
-        );
-        Ok(())
+            &self.store.counter_after(number),
+        )
     }
 
     /// A stored session's metadata changing in what no index holds (its activity unchanged):
     /// its `S` record and its counters record, which must never be older (`layout::meta`).
     pub(crate) fn put_meta(&mut self, meta: &SessionMeta) -> Result<()> {
-        self.batch.put_cf(
-            self.store.cf(CF_SESSIONS)?,
-            keys::meta_key(&meta.id),
-            meta.encode()?,
-        );
+        self.put_session_key(&keys::meta_key(&meta.id), &meta.encode()?)?;
         self.put_counters(meta)
     }
 
@@ -125,11 +124,7 @@ impl<'s> SessionBatch<'s> {
             .counters()
             .encode()
             .map_err(|e| meta.corrupt(format!("session counters {e}")))?;
-        self.put(
-            CF_EVENTS,
-            &keys::event_key(meta.number, keys::COUNTERS, 0),
-            &record,
-        )
+        self.put_event_record(&keys::event_key(meta.number, keys::COUNTERS, 0), &record)
     }
 
     /// A stored session's metadata changing from `before` to `after` (same id and number): its
@@ -142,16 +137,14 @@ impl<'s> SessionBatch<'s> {
     /// The `A` key of a session whose activity moves from `before`'s to `after`'s.
     fn move_activity(&mut self, before: &SessionMeta, after: &SessionMeta) -> Result<()> {
         if before.activity_ms != after.activity_ms {
-            let sessions = self.store.cf(CF_SESSIONS)?;
-            self.batch.delete_cf(
-                sessions,
-                keys::activity_key(before.activity_ms, before.number),
-            );
-            self.batch.put_cf(
-                sessions,
-                keys::activity_key(after.activity_ms, after.number),
+            self.batch.delete(
+                CF_SESSIONS,
+                &keys::activity_key(before.activity_ms, before.number),
+            )?;
+            self.put_session_key(
+                &keys::activity_key(after.activity_ms, after.number),
                 &after.id,
-            );
+            )?;
         }
         Ok(())
     }
@@ -159,59 +152,60 @@ impl<'s> SessionBatch<'s> {
     /// Everything stored for `meta`'s number: its ranges and its `N`, `A`, `R`, `F` keys. Its
     /// `S` record stays unless `with_meta` (a successor of the same id overwrites it).
     pub(crate) fn remove_session(&mut self, meta: &SessionMeta, with_meta: bool) -> Result<()> {
-        let sessions = self.store.cf(CF_SESSIONS)?;
         let number = meta.number;
-        self.store.delete_number_range(&mut self.batch, number)?;
+        self.batch.delete_number_range(number)?;
         if let Some(base) = &meta.fork_of {
             self.batch
-                .delete_cf(sessions, keys::fork_key(base.number, number));
+                .delete(CF_SESSIONS, &keys::fork_key(base.number, number))?;
         }
         if with_meta {
-            self.batch.delete_cf(sessions, keys::meta_key(&meta.id));
+            self.batch.delete(CF_SESSIONS, &keys::meta_key(&meta.id))?;
         }
-        self.batch.delete_cf(sessions, keys::number_key(number));
+        self.batch.delete(CF_SESSIONS, &keys::number_key(number))?;
         self.batch
-            .delete_cf(sessions, keys::activity_key(meta.activity_ms, number));
+            .delete(CF_SESSIONS, &keys::activity_key(meta.activity_ms, number))?;
         self.batch
-            .delete_cf(sessions, keys::created_key(meta.created_at, number));
-        Ok(())
+            .delete(CF_SESSIONS, &keys::created_key(meta.created_at, number))
     }
 
     /// Mark an import of `number` in progress (its partial writes are removed at open).
     pub(crate) fn mark_pending(&mut self, number: u64) -> Result<()> {
-        self.batch
-            .put_cf(self.store.cf(CF_SESSIONS)?, keys::pending_key(number), []);
-        Ok(())
+        self.put_session_key(&keys::pending_key(number), &[])
     }
 
     /// Remove whatever an import of `number` wrote, and its marker.
     pub(crate) fn discard(&mut self, number: u64) -> Result<()> {
-        self.store.delete_number_range(&mut self.batch, number)?;
+        self.batch.delete_number_range(number)?;
         self.clear_pending(number)
     }
 
     /// The import of `number` is complete (or gone): remove its marker.
     pub(crate) fn clear_pending(&mut self, number: u64) -> Result<()> {
-        self.batch
-            .delete_cf(self.store.cf(CF_SESSIONS)?, keys::pending_key(number));
-        Ok(())
+        self.batch.delete(CF_SESSIONS, &keys::pending_key(number))
     }
 
-    /// Commit with the configured durability (`context` names the write in errors).
+    fn put_session_key(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.batch.put(CF_SESSIONS, key, value)
+    }
+
+    /// Commit with the configured durability (`context` names the write in errors), through
+    /// the store's group-commit queue.
     pub(crate) fn commit(self, context: &str) -> Result<()> {
-        self.store.commit(self.batch, context)
+        self.store
+            .commit_batch(self.batch, Sync::AsConfigured, context)
     }
 
-    /// Commit without fsync (intermediate import batches, deferred-sync imports).
+    /// Commit without an fsync of its own (an import's intermediate batches, a bulk import's
+    /// sessions made durable together by one `Store::sync`).
     pub(crate) fn commit_unsynced(self, context: &str) -> Result<()> {
-        self.store.commit_unsynced(self.batch, context)
+        self.store.commit_batch(self.batch, Sync::Deferred, context)
     }
 
     /// Take what is staged, leaving this batch empty.
     pub(crate) fn take(&mut self) -> SessionBatch<'s> {
         SessionBatch {
             store: self.store,
-            batch: std::mem::take(&mut self.batch),
+            batch: self.batch.take(),
         }
     }
 }
@@ -293,11 +287,7 @@ mod tests {
                 .expect("create");
         }
         let b = store.require_meta(b"b").expect("b").number;
-        let sessions = store.cf(CF_SESSIONS).expect("cf");
-        store
-            .db
-            .put_cf(sessions, keys::COUNTER_KEY, b.to_be_bytes())
-            .expect("plant a low counter");
+        store.raw_put(CF_SESSIONS, keys::COUNTER_KEY, &b.to_be_bytes());
         let report = store.verify(&[]).expect("verify");
         assert!(
             report.problems.iter().any(|p| p.session == format!("#{b}")
@@ -336,17 +326,10 @@ mod tests {
     fn raw_records(store: &Store) -> (Vec<u8>, Option<SessionCounters>) {
         let meta = store.require_meta(b"a").expect("meta");
         let s = store
-            .db
-            .get_cf(store.cf(CF_SESSIONS).expect("cf"), keys::meta_key(b"a"))
-            .expect("get")
+            .raw_get(CF_SESSIONS, &keys::meta_key(b"a"))
             .expect("S record");
         let counters = store
-            .db
-            .get_cf(
-                store.cf(CF_EVENTS).expect("cf"),
-                keys::event_key(meta.number, keys::COUNTERS, 0),
-            )
-            .expect("get")
+            .raw_get(CF_EVENTS, &keys::event_key(meta.number, keys::COUNTERS, 0))
             .map(|v| SessionCounters::decode(&v).expect("counters decode"));
         (s, counters)
     }
@@ -395,13 +378,7 @@ mod tests {
         let meta = store.require_meta(b"a").expect("meta");
         assert_eq!(meta.activity_ms, Some(9));
         assert_eq!(counters, Some(meta.counters()));
-        let sessions = store.cf(CF_SESSIONS).expect("cf");
-        let listed = |activity| {
-            store
-                .db
-                .get_cf(sessions, keys::activity_key(activity, number))
-                .expect("get")
-        };
+        let listed = |activity| store.raw_get(CF_SESSIONS, &keys::activity_key(activity, number));
         assert_eq!(listed(Some(9)), Some(b"a".to_vec()));
         assert_eq!(listed(Some(2)), None);
         assert_verifies(&store);
@@ -418,13 +395,11 @@ mod tests {
         let mut old = meta.encode().expect("encode");
         old[0] = 5;
         let mut batch = SessionBatch::new(&store);
-        batch.batch.put_cf(
-            store.cf(CF_SESSIONS).expect("cf"),
-            keys::meta_key(b"a"),
-            &old,
-        );
         batch
-            .delete(CF_EVENTS, &keys::event_key(meta.number, keys::COUNTERS, 0))
+            .put_session_key(&keys::meta_key(b"a"), &old)
+            .expect("stage put");
+        batch
+            .delete_event_record(&keys::event_key(meta.number, keys::COUNTERS, 0))
             .expect("stage delete");
         batch.commit("a store of before").expect("commit");
         // Opened anew, as by the binary after the one that wrote it: no write state cached.
@@ -460,11 +435,10 @@ mod tests {
         let (_dir, store) = seeded();
         let number = store.require_meta(b"a").expect("meta").number;
         let key = keys::event_key(number, keys::COUNTERS, 0);
-        let cf = store.cf(CF_EVENTS).expect("cf");
-        let mut bytes = store.db.get_cf(cf, key).expect("get").expect("record");
+        let mut bytes = store.raw_get(CF_EVENTS, &key).expect("record");
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        store.db.put_cf(cf, key, bytes).expect("damage");
+        store.raw_put(CF_EVENTS, &key, &bytes);
         let err = store.require_meta(b"a").expect_err("damaged counters read");
         let text = err.to_string();
         assert!(

@@ -14,7 +14,7 @@
 use sessionlog_codec::stored::{encode_block, BlockMeta};
 
 use crate::error::Result;
-use crate::layout::keys::{self, CF_CHECKPOINTS, CF_EVENTS, CF_SURFACE};
+use crate::layout::keys;
 use crate::layout::meta::{FrozenGeneration, SessionMeta};
 use crate::layout::values::checked_value;
 use crate::store::Store;
@@ -107,7 +107,8 @@ impl<'s> SessionWriter<'s> {
 
     /// Store a surface-index record (see `write/indexer.rs`).
     pub(crate) fn put_surface(&mut self, key: &[u8], value: Vec<u8>) -> Result<()> {
-        self.put_in(CF_SURFACE, key, value)
+        self.bytes += key.len() + value.len();
+        self.batch.put_surface(key, &value)
     }
 
     /// Store a projection checkpoint (see `write/indexer.rs`).
@@ -116,12 +117,8 @@ impl<'s> SessionWriter<'s> {
         key: [u8; keys::EVENT_KEY_LEN],
         value: Vec<u8>,
     ) -> Result<()> {
-        self.put_in(CF_CHECKPOINTS, &key, value)
-    }
-
-    fn put_in(&mut self, cf: &str, key: &[u8], value: Vec<u8>) -> Result<()> {
         self.bytes += key.len() + value.len();
-        self.batch.put(cf, key, &value)
+        self.batch.put_checkpoint(&key, &value)
     }
 
     /// Store one complete zstd frame, verbatim.
@@ -169,7 +166,7 @@ impl<'s> SessionWriter<'s> {
 
     fn put(&mut self, key: [u8; keys::EVENT_KEY_LEN], value: Vec<u8>) -> Result<()> {
         self.bytes += key.len() + value.len();
-        self.batch.put(CF_EVENTS, &key, &value)?;
+        self.batch.put_event_record(&key, &value)?;
         if self.bytes >= self.store.options.import_batch_bytes {
             self.spill()?;
         }

@@ -1,6 +1,7 @@
 //! sessionlog as a hosting-benchmark system: every round's batches of one host thread go to
-//! [`Store::append_many`], so they are validated, authored and committed together (one
-//! WriteBatch, one fsync), and concurrent threads share fsyncs through RocksDB's group commit.
+//! [`Store::append_many`], so they are validated and authored together, and committed through
+//! the store's group commit with the rounds of every other thread committing at the same moment
+//! (one WAL write, one fsync).
 //! The host hands sessionlog logical events, as DSH's `Session.append` receives them; sessionlog
 //! authors the lines itself (as the JSONL peer does, and DSH's backends). A session is created
 //! with its first batch, as DSH's backends publish it (the peers keep its header until then
@@ -49,21 +50,21 @@ fn new_event(event: Value) -> anyhow::Result<NewEvent> {
 /// The engine's append of one generated batch to session `id`, expecting its first seq; with
 /// `header`, the batch creates the `.jsonl` session that header line describes
 /// ([`AppendItem::creating`]).
-pub(crate) fn append_item<'a>(
-    id: &'a str,
+pub(crate) fn append_item(
+    id: &str,
     batch: &Batch,
-    header: Option<&'a str>,
-) -> anyhow::Result<AppendItem<'a>> {
+    header: Option<&str>,
+) -> anyhow::Result<AppendItem> {
     append_built(id, batch.first_seq, batch.events.clone(), header)
 }
 
 /// [`append_item`] of the batch's `events` as the host built them, expecting `first_seq`.
-pub fn append_built<'a>(
-    id: &'a str,
+pub fn append_built(
+    id: &str,
     first_seq: u64,
     events: Vec<Value>,
-    header: Option<&'a str>,
-) -> anyhow::Result<AppendItem<'a>> {
+    header: Option<&str>,
+) -> anyhow::Result<AppendItem> {
     let events = events
         .into_iter()
         .map(new_event)
@@ -90,7 +91,7 @@ impl Host for SessionlogHost {
             .map(|i| self.pending.take_first(i))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let ids: Vec<&str> = items.iter().map(|i| i.id).collect();
-        let batch: Vec<AppendItem<'_>> = items
+        let batch: Vec<AppendItem> = items
             .into_iter()
             .zip(&headers)
             .map(|(i, header)| append_built(i.id, i.batch.first_seq, i.events, header.as_deref()))

@@ -7,8 +7,6 @@
 //! ```text
 //! I <op> append <id>:<first_seq>:<count> ...    a group commit (append_many) about to run
 //! I <op> create <id>                            a live session about to be created
-//! I <op> create-deferred <id>                   the same, durable only with the next synced
-//!                                               write (`Store::create_session_deferred`)
 //! I <op> <kind> <id>[=<image>] ...              an admin op about to run, the ids it may touch
 //!                                               (with the image it must leave, when known)
 //! A <op> ok|rejected [<id>=<image> ...]         op acknowledged (its call returned); an admin
@@ -45,9 +43,8 @@ pub struct AppendSpec {
 pub enum Intent {
     /// One `append_many` call.
     Append(Vec<AppendSpec>),
-    /// Creation of a live (feed) session: `create_session`, or with `deferred`
-    /// `create_session_deferred`, which is durable only once a later synced write returns.
-    Create { id: String, deferred: bool },
+    /// Creation of a live (feed) session without events (`create_session`).
+    Create { id: String },
     /// Any other writer (`kind`): the ids it may touch, each with the image it must leave when
     /// that is known in advance (an import).
     Admin {
@@ -118,11 +115,7 @@ impl Journal {
                     .collect();
                 format!("append {}", parts.join(" "))
             }
-            Intent::Create {
-                id,
-                deferred: false,
-            } => format!("create {id}"),
-            Intent::Create { id, deferred: true } => format!("create-deferred {id}"),
+            Intent::Create { id } => format!("create {id}"),
             Intent::Admin { kind, ids } => {
                 let parts: Vec<String> = ids
                     .iter()
@@ -241,12 +234,11 @@ fn parse_intent(kind: Option<&str>, args: Vec<&str>) -> anyhow::Result<Intent> {
                 })
                 .collect::<anyhow::Result<_>>()?,
         ),
-        Some(kind @ ("create" | "create-deferred")) => match args.as_slice() {
+        Some("create") => match args.as_slice() {
             [id] => Intent::Create {
                 id: (*id).to_owned(),
-                deferred: kind == "create-deferred",
             },
-            _ => bail!("{kind} names one id"),
+            _ => bail!("create names one id"),
         },
         Some(kind) => Intent::Admin {
             kind: kind.to_owned(),
@@ -285,11 +277,10 @@ mod tests {
         ];
         let a = j.intend(&Intent::Append(items.clone())).expect("intent");
         j.ack(a, true, &[]).expect("ack");
-        let deferred = Intent::Create {
+        let created = Intent::Create {
             id: "v0-00003".into(),
-            deferred: true,
         };
-        let c = j.intend(&deferred).expect("intent");
+        let c = j.intend(&created).expect("intent");
         j.ack(c, true, &[]).expect("ack");
         let img = j.save_image(&Image::Absent).expect("image");
         let b = j
@@ -308,7 +299,7 @@ mod tests {
         assert_eq!(ops.len(), 3);
         assert_eq!(ops[0].intent, Intent::Append(items));
         assert_eq!(ops[0].ack, Some((true, vec![])));
-        assert_eq!(ops[1].intent, deferred);
+        assert_eq!(ops[1].intent, created);
         assert_eq!(
             ops[2].intent,
             Intent::Admin {
@@ -325,13 +316,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("j.log");
         let j = Journal::create(&path, &dir.path().join("img")).expect("journal");
-        let create = |id: &str| {
-            j.intend(&Intent::Create {
-                id: id.into(),
-                deferred: false,
-            })
-            .expect("intent")
-        };
+        let create = |id: &str| j.intend(&Intent::Create { id: id.into() }).expect("intent");
         let sync = || {
             j.intend(&Intent::Admin {
                 kind: SYNC.into(),

@@ -7,9 +7,6 @@
 //! acknowledged): the known one (a live batch, an import's file) or "any" (an admin op whose
 //! result was not recorded yet).
 //!
-//! A deferred creation (`create_session_deferred`) is durable only with a later synced write:
-//! until one is acknowledged, the session may also show the state before it.
-//!
 //! After a cut a session must show its last acknowledged state, or a pending one; a state an
 //! older acknowledgement left counts the acknowledged writes after it as lost; a live session
 //! whose next seq cuts a batch, a pending group commit applied to some of its sessions but not
@@ -60,9 +57,6 @@ struct Tracked {
     /// Index in `acked` of the newest state a returned `Store::sync` made durable: it and
     /// everything after it must survive under any durability.
     synced: Option<usize>,
-    /// The last acknowledged state is a deferred creation, durable only with a later synced
-    /// write: until one returns, the state before it passes too.
-    deferred: bool,
 }
 
 impl Default for Tracked {
@@ -71,7 +65,6 @@ impl Default for Tracked {
             acked: vec![State::Absent],
             pending: Vec::new(),
             synced: None,
-            deferred: false,
         }
     }
 }
@@ -134,11 +127,8 @@ impl Model {
                         self.pending_groups.push(group);
                     }
                 }
-                Intent::Create { id, deferred } => {
+                Intent::Create { id } => {
                     self.expect(id, acked, synced, Some(State::Live(0)));
-                    if acked && *deferred && !synced {
-                        self.sessions.entry(id.clone()).or_default().deferred = true;
-                    }
                     acknowledged += u64::from(acked);
                 }
                 Intent::Admin { ids, .. } => match &op.ack {
@@ -169,7 +159,6 @@ impl Model {
         let t = self.sessions.entry(id.to_owned()).or_default();
         match (acked, state) {
             (true, Some(s)) => {
-                t.deferred = false;
                 t.acked.push(s);
                 if synced {
                     t.synced = Some(t.acked.len() - 1);
@@ -253,10 +242,7 @@ impl Model {
 
 /// Compare what a session shows with what was acknowledged (see the module doc).
 fn judge(id: &str, t: &Tracked, observed: &State, report: &mut CycleCheck) {
-    let before_deferred =
-        t.deferred && t.acked.len() >= 2 && t.acked[t.acked.len() - 2] == *observed;
     if t.acked.last() == Some(observed)
-        || before_deferred
         || t.pending
             .iter()
             .any(|p| p.as_ref().is_none_or(|p| p == observed))
@@ -362,7 +348,6 @@ mod tests {
             acked,
             pending,
             synced: None,
-            deferred: false,
         }
     }
 
@@ -402,27 +387,6 @@ mod tests {
         assert!(r.problems.is_empty(), "the synced state is there");
         judge("s", &synced, &State::Live(0), &mut r);
         assert_eq!((r.lost, r.problems.len()), (6, 1), "a synced write is gone");
-    }
-
-    #[test]
-    fn a_deferred_creation_may_vanish_until_a_later_write_is_acknowledged() {
-        let mut r = CycleCheck::default();
-        let created = Tracked {
-            deferred: true,
-            ..tracked(vec![State::Absent, State::Live(0)], vec![])
-        };
-        judge("d", &created, &State::Absent, &mut r);
-        judge("d", &created, &State::Live(0), &mut r);
-        assert_eq!((r.lost, r.problems.len()), (0, 0));
-        let mut model = Model::default();
-        model.expect("d", true, false, Some(State::Live(0)));
-        model.sessions.get_mut("d").expect("tracked").deferred = true;
-        model.expect("d", true, false, Some(State::Live(1)));
-        judge("d", &model.sessions["d"], &State::Absent, &mut r);
-        assert_eq!(
-            r.lost, 2,
-            "the acknowledged append made the creation durable too"
-        );
     }
 
     #[test]

@@ -216,26 +216,15 @@ fn open_live(ctx: &Ctx<'_>, stored: &HashMap<String, u64>, k: u64) -> anyhow::Re
     let next_seq = match stored.get(&id) {
         Some(&n) => n,
         None => {
-            // Of each format's sessions (the format follows `k`'s parity), a third are created
-            // synced; the others as a host behind DSH's seam would, durable only with their
-            // first acknowledged append: created deferred, or created by that append
-            // (`AppendItem::creating`). The last are journaled only as that append, which
-            // takes them from absent to their first batch.
-            let way = (k / 2) % 3;
-            if way == 2 {
+            // Of each format's sessions (the format follows `k`'s parity), half are created
+            // alone, the others by their first batch (`AppendItem::creating`), as a host behind
+            // DSH's seam creates them. Those are journaled only as that append, which takes them
+            // from absent to their first batch.
+            if (k / 2) % 2 == 1 {
                 with_first_batch = Some(header);
             } else {
-                let deferred = way == 1;
-                let op = ctx.journal.intend(&Intent::Create {
-                    id: id.clone(),
-                    deferred,
-                })?;
-                if deferred {
-                    ctx.store
-                        .create_session_deferred(&header, SourceEncoding::Jsonl)?;
-                } else {
-                    ctx.store.create_session(&header, SourceEncoding::Jsonl)?;
-                }
+                let op = ctx.journal.intend(&Intent::Create { id: id.clone() })?;
+                ctx.store.create_session(&header, SourceEncoding::Jsonl)?;
                 ctx.journal.ack(op, true, &[])?;
             }
             0

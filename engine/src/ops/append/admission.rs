@@ -13,20 +13,26 @@ use sessionlog_codec::rows::{check_header_seq, declared_tools};
 
 use super::AppendReceipt;
 use crate::error::{Error, FirstError, Result};
-use crate::layout::keys::CF_CHECKPOINTS;
-use crate::layout::meta::{now_ms, SessionMeta};
+use crate::layout::meta::{now_ms, SessionMeta, Verdict};
 use crate::store::{RelationRules, Store, WriteState};
-use crate::write::appended_batch::write_records;
-use crate::write::indexer::{fold_batch, is_checkpoint_point};
+use crate::write::appended_batch::{stage_checkpoints, write_records};
+use crate::write::indexer::fold_batch;
 use crate::write::session_batch::SessionBatch;
 
 /// A batch staged into the session batch, waiting for its commit.
 pub(crate) struct Staged {
-    receipt: AppendReceipt,
+    pub(super) receipt: AppendReceipt,
     /// The session's metadata once the batch commits (`None` for an empty batch).
-    meta: Option<SessionMeta>,
+    pub(super) meta: Option<SessionMeta>,
     /// The relationship state after the batch (strict mode).
-    relations: Option<RelationRules>,
+    pub(super) relations: Option<RelationRules>,
+    /// Whether the cached state must be reloaded once the batch commits: a batch written as
+    /// DSH's writer wrote it is not checked against the strict store's relationship rules,
+    /// whose state is rebuilt from the log instead.
+    pub(super) reload: bool,
+    /// Whether the batch changes the metadata beyond its counters (a verdict, a tail, a surface
+    /// refusal: a batch written as DSH's writer wrote it), so its `S` record is written too.
+    pub(super) rewrites_record: bool,
 }
 
 impl Staged {
@@ -48,7 +54,11 @@ impl Staged {
         let (Some(state), Some(next)) = (slot.as_ref(), self.meta.as_ref()) else {
             return Ok(());
         };
-        let advanced = batch.advance(&state.meta, next);
+        let advanced = if self.rewrites_record {
+            batch.update_meta(&state.meta, next)
+        } else {
+            batch.advance(&state.meta, next)
+        };
         if advanced.is_err() {
             *slot = None;
         }
@@ -56,12 +66,20 @@ impl Staged {
     }
 
     /// The commit succeeded: make the cached write state match the store.
-    pub(crate) fn publish(self, state: &mut WriteState) -> AppendReceipt {
-        if let Some(meta) = self.meta {
-            state.meta = meta;
-        }
-        if self.relations.is_some() {
-            state.relations = self.relations;
+    pub(crate) fn publish(self, slot: &mut Option<WriteState>) -> AppendReceipt {
+        if self.reload {
+            *slot = None;
+        } else if let Some(state) = slot.as_mut() {
+            if let Some(meta) = self.meta {
+                state.meta = meta;
+                if !self.rewrites_record {
+                    // DSH's reader did not read this batch: it is read again when needed.
+                    state.reader = None;
+                }
+            }
+            if self.relations.is_some() {
+                state.relations = self.relations;
+            }
         }
         self.receipt
     }
@@ -83,6 +101,13 @@ pub(crate) fn stage(
             "staging without a loaded write state".into(),
         ));
     };
+    require_appendable(&state.meta)?;
+    let (Some(surface), Some(_)) = (state.surface.as_mut(), state.projections.as_ref()) else {
+        return Err(Error::NotAppendable {
+            id: id.into(),
+            reason: "its log has no surface index to check appends against".into(),
+        });
+    };
     let next = state.meta.events;
     if let Some(expected) = expected_next_seq.filter(|&e| e != next) {
         return Err(Error::StaleSeq {
@@ -101,6 +126,8 @@ pub(crate) fn stage(
             receipt,
             meta: None,
             relations: None,
+            reload: false,
+            rewrites_record: false,
         });
     }
     let reject = |seq: u64, rule: String| Error::Rejected {
@@ -156,22 +183,30 @@ pub(crate) fn stage(
         }
         None => None,
     };
-    let folded = fold_batch(store, &state.meta, &mut state.surface, &authored)?
-        .map_err(|(seq, rule)| reject(seq, rule))?;
+    let folded = fold_batch(store, &state.meta, surface, &authored)?
+        .map_err(|r| reject(r.seq, r.message))?;
     let meta = match write_records(&state.meta, &authored, &folded, batch) {
         Ok(meta) => meta,
         Err(e) => {
             for change in folded.changes.iter().rev() {
-                state.surface.undo(change);
+                surface.undo(change);
             }
             return Err(e);
         }
     };
-    match fold_projections(state, meta.number, next, authored, batch) {
+    let checkpointed = match state.projections.as_mut() {
+        Some(writer) => stage_checkpoints(writer, meta.number, next, &authored, batch),
+        None => Ok(()),
+    };
+    // The events are freed here, while still hot in cache.
+    drop(authored);
+    match checkpointed {
         Ok(()) => Ok(Staged {
             receipt,
             meta: Some(meta),
             relations,
+            reload: false,
+            rewrites_record: false,
         }),
         Err(e) => {
             *slot = None;
@@ -180,32 +215,21 @@ pub(crate) fn stage(
     }
 }
 
-/// Fold the batch's events (seqs from `first` on) into the cached projection state and free
-/// them. Checkpoints are written only at checkpoint points (rare): only a batch holding one
-/// goes through the writer's `apply`, which also moves closed turns into records.
-fn fold_projections(
-    state: &mut WriteState,
-    number: u64,
-    first: u64,
-    authored: Vec<Value>,
-    batch: &mut SessionBatch<'_>,
-) -> Result<()> {
-    let checkpoint = authored
-        .iter()
-        .enumerate()
-        .any(|(k, e)| is_checkpoint_point(first + k as u64, e));
-    let writer = &mut state.projections;
-    for (k, event) in authored.iter().enumerate() {
-        let seq = first + k as u64;
-        if checkpoint {
-            writer.apply(number, seq, event, &mut |key, value| {
-                batch.put(CF_CHECKPOINTS, &key, &value)
-            })?;
-        } else {
-            writer.fold(seq, event);
+/// Refuse a session DSH's append would not take: one whose log DSH's reader refuses, or whose
+/// surface DSH's fold refused. A log DSH's writer made that way takes batches only as DSH's
+/// writer writes them (`as_written.rs`).
+fn require_appendable(meta: &SessionMeta) -> Result<()> {
+    let reason = match (&meta.verdict, &meta.surface_error) {
+        (Verdict::Clean, None) => return Ok(()),
+        (Verdict::Clean, Some((seq, reason))) => {
+            format!("its log fails DSH's surface validation at seq {seq}: {reason}")
         }
-    }
-    Ok(())
+        (v, _) => format!("DSH's reader refuses its log ({v})"),
+    };
+    Err(Error::NotAppendable {
+        id: meta.id_lossy(),
+        reason,
+    })
 }
 
 /// The append-site checks of a V4 event that its surface fold does not make: V4 row admission
@@ -250,14 +274,7 @@ mod tests {
                 r#"{{"type":"user/message","time":{time},"data":{{"content":[],"source":{{"kind":"user"}},"role":"user","id":"u{time}"}},"surfaceOp":"append"}}"#
             ))
         };
-        let deletions = || {
-            let cf = store.cf(CF_SESSIONS).expect("cf");
-            store
-                .db
-                .property_int_value_cf(cf, "rocksdb.num-deletes-active-mem-table")
-                .expect("property")
-                .expect("a count")
-        };
+        let deletions = || store.raw_property(CF_SESSIONS, "rocksdb.num-deletes-active-mem-table");
         let created = store
             .append_many(vec![AppendItem::new("c", Some(0), vec![prompt(2)])
                 .creating(header, SourceEncoding::Jsonl)]);

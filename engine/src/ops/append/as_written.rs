@@ -1,155 +1,97 @@
-//! Writes through DSH's persistence seam. DSH's own JSONL backend stores every batch its
-//! coordinator hands it and judges the log only when it loads it: the coordinator normalises
-//! legacy message shapes then, and refuses unknown event types and foreign format versions with
-//! its own errors. A backend behind that seam must keep what DSH wrote in the same way, so these
-//! calls store the lines exactly as DSH's writer would write them and record the verdict DSH
-//! 0.1.0's reader gives the whole log, as import does, instead of refusing the batch.
+//! Batches appended as DSH's writer wrote them, for hosts behind DSH's persistence seam. DSH's
+//! own JSONL backend stores every batch its coordinator hands it and judges the log only when it
+//! loads it: the coordinator normalises legacy message shapes then, and refuses unknown event
+//! types and foreign format versions with its own errors. A backend behind that seam must keep
+//! what DSH wrote in the same way, so an item marked [`AppendItem::as_written`] that the strict
+//! append refuses is staged here: its lines authored exactly as DSH's writer writes them, then
+//! read on by DSH's reader from where the stored log left it (`SeamReader`), so that the
+//! committed region, the indexes and the verdict are exactly what an import of the resulting
+//! file gives. The cost is the batch's: the reader state is cached with the session's write
+//! state (a clean V0 log's is told by its metadata; any other is read again once, when the
+//! session is loaded).
 //!
-//! [`Store::create_session`] and [`Store::append`] stay the store's own API, strict as before;
-//! a host calls these only where DSH's writer is the one deciding what its log holds.
+//! Invariants: the lines are the ones the strict path authors (`sessionlog_codec::lines`); a
+//! torn or deleted session takes no batch here either, and a clean log's stale expected seq is
+//! refused; a log that already fails DSH's reader takes the batch at the caller's seq, as DSH's
+//! writer numbers it; the cached state runs ahead of the store while staging, and a failure
+//! after the first line was read empties it (it is reloaded from the store).
 //!
-//! Invariants: each call is one atomic commit (an import of the whole log, replacing the stored
-//! session when there is one, its frozen generations kept); a torn or deleted session takes no
-//! write here either; the lines are the ones `write/lines.rs` authors for the strict path.
+//! [`AppendItem::as_written`]: super::AppendItem::as_written
 
 use sessionlog_codec::event::NewEvent;
 use sessionlog_codec::json::Value;
-use sessionlog_codec::zstd::FrameCompressor;
+use sessionlog_codec::lines::author_lines;
+use sessionlog_codec::log_reader::LogReader;
+use sessionlog_codec::scanner::LineOutcome;
+use sessionlog_codec::stored::{encode_block, BlockMeta};
+use sessionlog_codec::zstd::{FrameCompressor, FrameDecoder, TORN_RECORD_IN_COMPLETE_FRAME};
 
+use super::admission::Staged;
 use super::AppendReceipt;
 use crate::error::{Error, Result};
-use crate::layout::meta::{now_ms, SourceEncoding, Verdict};
-use crate::ops::import::{ImportOptions, ImportReport, Landing};
-use crate::store::{lock_session, Store};
-use sessionlog_codec::lines::author_lines;
+use crate::layout::keys;
+use crate::layout::meta::{human_prompt_time, now_ms, SessionMeta, SourceEncoding, Verdict};
+use crate::layout::values::checked_value;
+use crate::ops::import::zstd;
+use crate::store::{SeamReader, Store, WriteState};
+use crate::write::appended_batch::stage_checkpoints;
+use crate::write::indexer::{fold_batch, Refusal};
+use crate::write::session_batch::SessionBatch;
 
-impl Store {
-    /// Create session `header_line`'s log with its first batch `events` (seqs from 0) in one
-    /// commit, as DSH's writer creates a session file. The header need only name a session (its
-    /// version may be one DSH refuses at load); the log is stored with its reader verdict.
-    /// `defer_sync`: the commit is not fsynced; the caller makes it durable with
-    /// [`Store::sync`] (many creations, one fsync) before acknowledging it.
-    pub fn create_as_written(
-        &self,
-        header_line: &str,
-        encoding: SourceEncoding,
-        events: Vec<NewEvent>,
-        defer_sync: bool,
-    ) -> Result<ImportReport> {
-        self.check_writable()?;
-        let header = super::header_of(header_line)?;
-        let id = header.id.to_string_lossy();
-        let version = header.version.unwrap_or(0);
-        let mut text = String::with_capacity(header_line.len() + 1);
-        text.push_str(header_line);
-        text.push('\n');
-        let mut bytes = Vec::new();
-        if encoding == SourceEncoding::JsonlZstd {
-            FrameCompressor::new()?.compress_into(text.as_bytes(), &mut bytes)?;
-            text.clear();
+/// Stage `events` for session `id` (its write state in `slot`) as DSH's writer would write
+/// them, whatever DSH's reader will say of the result.
+pub(super) fn stage(
+    store: &Store,
+    slot: &mut Option<WriteState>,
+    id: &str,
+    expected_next_seq: Option<u64>,
+    events: Vec<NewEvent>,
+    batch: &mut SessionBatch<'_>,
+) -> Result<Staged> {
+    let Some(state) = slot.as_mut() else {
+        return Err(Error::Internal(
+            "staging without a loaded write state".into(),
+        ));
+    };
+    let first_seq = match (&state.meta.verdict, expected_next_seq) {
+        (Verdict::Clean, Some(expected)) if expected != state.meta.events => {
+            return Err(Error::StaleSeq {
+                id: id.into(),
+                expected,
+                actual: state.meta.events,
+            })
         }
-        let lines = authored_lines(&id, version, 0, events)?;
-        let options = ImportOptions {
-            defer_sync,
-            ..ImportOptions::default()
-        };
-        self.land_as_written(
-            &id,
-            encoding,
-            (bytes, text),
-            lines,
-            &options,
-            Landing::default(),
-        )
+        (_, expected) => expected.unwrap_or(state.meta.events),
+    };
+    let receipt = AppendReceipt {
+        first_seq,
+        count: events.len() as u64,
+    };
+    let unchanged = Staged {
+        receipt,
+        meta: None,
+        relations: None,
+        reload: false,
+        rewrites_record: false,
+    };
+    if events.is_empty() {
+        return Ok(unchanged);
     }
-
-    /// Append `events` to session `id` as DSH's writer would, whatever DSH's reader will say of
-    /// the result. Slower than [`Store::append`] (the log is re-read): for batches the strict
-    /// append refuses. The first event takes seq `expected_next_seq` (default: the stored count);
-    /// a clean log must have exactly that many events.
-    pub fn append_as_written(
-        &self,
-        id: &str,
-        expected_next_seq: Option<u64>,
-        events: Vec<NewEvent>,
-    ) -> Result<AppendReceipt> {
-        self.check_writable()?;
-        self.write_open(id)?;
-        let handle = self.write_states.handle(id.as_bytes());
-        let mut state = lock_session(&handle);
-        let meta = self.require_meta(id.as_bytes())?;
-        meta.require_undeleted()?;
-        let first_seq = match (&meta.verdict, expected_next_seq) {
-            (Verdict::Torn, _) => {
-                return Err(Error::NotAppendable {
-                    id: id.into(),
-                    reason: "its log has a torn tail; repair it first (sessionlog repair)".into(),
-                })
-            }
-            (Verdict::Clean, Some(expected)) if expected != meta.events => {
-                return Err(Error::StaleSeq {
-                    id: id.into(),
-                    expected,
-                    actual: meta.events,
-                })
-            }
-            (_, expected) => expected.unwrap_or(meta.events),
-        };
-        let receipt = AppendReceipt {
-            first_seq,
-            count: events.len() as u64,
-        };
-        if events.is_empty() {
-            return Ok(receipt);
-        }
-        let lines = authored_lines(id, meta.version, first_seq, events)?;
-        let mut stored = Vec::with_capacity(meta.total_bytes as usize + lines.len());
-        self.export(id, None, &mut stored)?;
-        let versions: Vec<u32> = meta.frozen.iter().map(|f| f.version).collect();
-        let landing = Landing {
-            lower: Some(self.generation_files(&meta, &versions)?),
-            replaces: Some(meta.clone()),
-        };
-        let options = ImportOptions::default();
-        self.land_as_written(
-            id,
-            meta.source,
-            (stored, String::new()),
-            lines,
-            &options,
-            landing,
-        )?;
-        *state = None;
-        Ok(receipt)
+    let text = authored_lines(id, state.meta.version, first_seq, events)?;
+    if state.reader.is_none() {
+        state.reader = Some(store.seam_reader(&state.meta)?);
     }
-
-    /// Import `stored` (bytes already in `encoding`, then text) followed by `lines` (the text
-    /// framed once more under zstd) as session `id`'s whole log.
-    fn land_as_written(
-        &self,
-        id: &str,
-        encoding: SourceEncoding,
-        stored: (Vec<u8>, String),
-        lines: String,
-        options: &ImportOptions,
-        landing: Landing,
-    ) -> Result<ImportReport> {
-        let name = format!("session \"{id}\" as DSH wrote it");
-        let (mut bytes, mut plain) = stored;
-        plain.push_str(&lines);
-        match encoding {
-            SourceEncoding::Jsonl => {
-                bytes.extend_from_slice(plain.as_bytes());
-                self.land_jsonl(&name, &bytes[..], options, landing, &mut |_| {})
-            }
-            SourceEncoding::JsonlZstd => {
-                if !plain.is_empty() {
-                    FrameCompressor::new()?.compress_into(plain.as_bytes(), &mut bytes)?;
-                }
-                self.land_zstd(&name, &bytes, options, landing)
-            }
-        }
+    let staged = stage_lines(store, state, &text, batch);
+    if staged.is_err() {
+        *slot = None;
     }
+    Ok(Staged {
+        meta: Some(staged?),
+        // The strict store's relationship rules did not see this batch: rebuilt from the log.
+        reload: store.options.strict_appends,
+        rewrites_record: true,
+        ..unchanged
+    })
 }
 
 /// The lines of `events` written from seq `first_seq` into a log of format `version`, with
@@ -173,114 +115,258 @@ fn authored_lines(id: &str, version: u32, first_seq: u64, events: Vec<NewEvent>)
     Ok(text)
 }
 
-#[cfg(test)]
-mod tests {
-    use sessionlog_codec::event::NewEvent;
-    use sessionlog_codec::json::parse;
+/// What DSH's reader made of one batch's lines.
+#[derive(Default)]
+struct ReadBatch {
+    /// The committed lines' text, each with its `\n`, and their member counts.
+    committed: Vec<u8>,
+    members: Vec<u32>,
+    /// Their logical events.
+    events: Vec<Value>,
+    /// The lines past the committed region (kept as tail in a `.jsonl` log).
+    tail: Vec<u8>,
+}
 
-    use crate::error::Error;
-    use crate::layout::meta::{SourceEncoding, Verdict};
-    use crate::test_support::empty;
-
-    fn event(text: &str) -> NewEvent {
-        NewEvent::from_logged(&parse(text).expect("json")).expect("event")
+/// Read `text` (the batch's lines) on from the cached reader and stage what it stores: the
+/// committed lines as a block with their indexes, the rest as tail, a `.jsonl.zstd` log's frame.
+/// Returns the session's metadata once the batch commits.
+fn stage_lines(
+    store: &Store,
+    state: &mut WriteState,
+    text: &str,
+    batch: &mut SessionBatch<'_>,
+) -> Result<SessionMeta> {
+    let mut next = state.meta.clone();
+    let seam = state
+        .reader
+        .as_mut()
+        .ok_or_else(|| Error::Internal("no reader state".into()))?;
+    let zstd = next.source == SourceEncoding::JsonlZstd;
+    let first = seam.reader.scanner.events();
+    let lines_before = seam.reader.scanner.lines();
+    let mut read = ReadBatch::default();
+    // DSH stops reading a `.jsonl.zstd` log after the frame in which its reader turned fatal.
+    let feed = !(zstd && seam.reader.scanner.is_fatal());
+    for line in text.split_terminator('\n') {
+        let whole = match std::mem::take(&mut seam.fragment) {
+            fragment if fragment.is_empty() => line.as_bytes().to_vec(),
+            mut fragment => {
+                fragment.extend_from_slice(line.as_bytes());
+                fragment
+            }
+        };
+        let outcome = if feed {
+            seam.reader
+                .push_line(&whole)
+                .map_err(|e| next.corrupt(format!("an appended line cannot be read: {e}")))?
+        } else {
+            LineOutcome::Tail
+        };
+        match outcome {
+            LineOutcome::Committed(events) => {
+                read.committed.extend_from_slice(line.as_bytes());
+                read.committed.push(b'\n');
+                read.members
+                    .push(u32::try_from(events.len()).unwrap_or(u32::MAX));
+                read.events.extend(events);
+            }
+            LineOutcome::Tail => {
+                read.tail.extend_from_slice(line.as_bytes());
+                read.tail.push(b'\n');
+            }
+        }
     }
-
-    const HEADER: &str =
-        r#"{"type":"session","version":0,"id":"s","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
-
-    fn exported(store: &crate::Store, id: &str) -> String {
-        let mut out = Vec::new();
-        store.export(id, None, &mut out).expect("export");
-        String::from_utf8(out).expect("utf-8")
+    if !read.events.is_empty() {
+        index_committed(store, state, first, &read, batch, &mut next)?;
     }
-
-    /// A batch DSH's reader refuses (an unknown, non-ignorable type) is refused by the strict
-    /// append, and kept as written here: the bytes are DSH's, the verdict is its reader's.
-    #[test]
-    fn a_batch_dsh_refuses_at_load_is_kept_with_its_verdict() {
-        let (_t, store) = empty();
-        let turn = event(r#"{"type":"turn/start","time":5,"data":{"turn":1}}"#);
-        let report = store
-            .create_as_written(HEADER, SourceEncoding::Jsonl, vec![turn], false)
-            .expect("create");
-        assert_eq!(report.verdict, Verdict::Clean);
-        let future = event(r#"{"type":"future/event","time":6,"data":{"payload":1}}"#);
-        let strict = store.append("s", Some(1), vec![future.clone()]);
-        assert!(matches!(strict, Err(Error::Rejected { .. })), "{strict:?}");
-        let receipt = store
-            .append_as_written("s", Some(1), vec![future])
-            .expect("as written");
-        assert_eq!((receipt.first_seq, receipt.count), (1, 1));
-        assert_eq!(
-            exported(&store, "s"),
-            format!(
-                "{HEADER}\n{}\n{}\n",
-                r#"{"type":"turn/start","seq":0,"time":5,"data":{"turn":1}}"#,
-                r#"{"type":"future/event","seq":1,"time":6,"data":{"payload":1}}"#
-            )
-        );
-        let summary = store.summary("s").expect("summary");
-        assert!(
-            matches!(summary.verdict, Verdict::Unsupported(_)),
-            "{:?}",
-            summary.verdict
-        );
-        assert_eq!(summary.body_lines, 2);
-        let mut types = Vec::new();
-        store
-            .events_as_written("s", 1, &mut |e| {
-                types.push(sessionlog_codec::json::stringify(e));
-            })
-            .expect("events as written");
-        assert_eq!(
-            types,
-            [r#"{"type":"future/event","seq":1,"time":6,"data":{"payload":1}}"#]
-        );
+    let seam = state
+        .reader
+        .as_mut()
+        .ok_or_else(|| Error::Internal("no reader state".into()))?;
+    let text = text.as_bytes();
+    match next.source {
+        SourceEncoding::Jsonl => {
+            next.total_bytes += text.len() as u64;
+            if !read.tail.is_empty() {
+                let key = keys::event_key(next.number, keys::TAIL, next.tail_chunks);
+                batch.put_event_record(&key, &checked_value(&read.tail))?;
+                next.tail_chunks += 1;
+                next.tail_bytes += read.tail.len() as u64;
+            }
+        }
+        SourceEncoding::JsonlZstd => {
+            let mut frame = Vec::new();
+            FrameCompressor::new()?.compress_into(text, &mut frame)?;
+            let key = keys::event_key(next.number, keys::FRAME, next.frames);
+            batch.put_event_record(&key, &checked_value(&frame))?;
+            next.frames += 1;
+            next.total_bytes += frame.len() as u64;
+        }
     }
+    let scanner = &seam.reader.scanner;
+    next.events = scanner.events();
+    next.body_lines += scanner.lines() - lines_before;
+    next.committed_lines += read.members.len() as u64;
+    next.committed_bytes += read.committed.len() as u64;
+    next.plaintext_bytes += read.committed.len() as u64;
+    next.inherited_cut = scanner.cut();
+    next.next_batch += 1;
+    let (container, body_len) = if zstd {
+        // Inside complete frames, a line the reader leaves out is the file's defect.
+        let defect = scanner.has_issue() && !scanner.is_fatal();
+        (
+            defect.then(|| zstd::strip(TORN_RECORD_IN_COMPLETE_FRAME.to_owned())),
+            scanner.committed_bytes(),
+        )
+    } else {
+        // The whole file: every line read, and a fragment no line ended yet.
+        (None, seam.reader.plain_end + seam.fragment.len() as u64)
+    };
+    next.verdict = seam
+        .reader
+        .verdict(&seam.header, container, body_len)
+        .into();
+    next.legacy_record = false;
+    Ok(next)
+}
 
-    /// A header with a version DSH refuses is kept too, under zstd as one frame per write.
-    #[test]
-    fn a_foreign_version_is_kept_under_zstd() {
-        let (_t, store) = empty();
-        let header = r#"{"type":"session","version":99,"id":"v99","createdAt":1,"cwd":"/w"}"#;
-        let turn = event(r#"{"type":"turn/start","time":5,"data":{"turn":1}}"#);
-        store
-            .create_as_written(header, SourceEncoding::JsonlZstd, vec![turn.clone()], false)
-            .expect("create");
-        store
-            .append_as_written("v99", Some(1), vec![turn])
-            .expect("append");
-        let mut plain = Vec::new();
-        store
-            .export("v99", Some(crate::ExportFormat::Jsonl), &mut plain)
-            .expect("export");
-        let text = String::from_utf8(plain).expect("utf-8");
-        assert_eq!(text.lines().count(), 3, "{text}");
-        assert!(text.starts_with(header));
-        let summary = store.summary("v99").expect("summary");
-        assert!(matches!(summary.verdict, Verdict::Unsupported(_)));
+/// Index the batch's committed events (seqs from `first` on): the surface (stopping at the
+/// first event DSH's fold refuses, as an import does), the projection checkpoints and the
+/// listing activity, and stage their block.
+fn index_committed(
+    store: &Store,
+    state: &mut WriteState,
+    first: u64,
+    read: &ReadBatch,
+    batch: &mut SessionBatch<'_>,
+    next: &mut SessionMeta,
+) -> Result<()> {
+    let meta = &state.meta;
+    let mut refused: Option<Refusal> = None;
+    if let Some(fold) = state.surface.as_mut() {
+        let at = SessionMeta {
+            events: first,
+            ..meta.clone()
+        };
+        let folded = match fold_batch(store, &at, fold, &read.events)? {
+            Ok(folded) => folded,
+            Err(refusal) => {
+                let before = usize::try_from(refusal.seq - first).unwrap_or(usize::MAX);
+                let prefix = read.events.get(..before).unwrap_or_default();
+                let folded = fold_batch(store, &at, fold, prefix)?.map_err(|r| {
+                    meta.corrupt(format!(
+                        "the surface fold refused seq {} after refusing seq {}",
+                        r.seq, refusal.seq
+                    ))
+                })?;
+                next.surface_error = Some((refusal.seq, refusal.message.clone()));
+                refused = Some(refusal);
+                folded
+            }
+        };
+        for (key, value) in &folded.puts {
+            batch.put_surface(key, value)?;
+        }
+        next.surface_since_snapshot = folded.since_snapshot;
     }
+    if refused.is_some() {
+        // The surface index stops at the refusal, as an import's does.
+        state.surface = None;
+    }
+    let seam = state
+        .reader
+        .as_mut()
+        .ok_or_else(|| Error::Internal("no reader state".into()))?;
+    for (k, event) in read.events.iter().enumerate() {
+        let seq = first + k as u64;
+        seam.reader.observe(seq, event);
+        if let Some(r) = refused.as_ref().filter(|r| r.seq == seq) {
+            seam.reader.surface_refused(seq, &r.rule);
+        }
+        if let Some(t) = human_prompt_time(event) {
+            next.activity_ms = Some(t);
+        }
+    }
+    if let Some(writer) = state.projections.as_mut() {
+        stage_checkpoints(writer, meta.number, first, &read.events, batch)?;
+    }
+    let block = BlockMeta {
+        batch: meta.next_batch,
+        members: read.members.clone(),
+    };
+    let key = keys::event_key(meta.number, keys::BLOCK, first);
+    batch.put_event_record(&key, &encode_block(&block, &read.committed)?)
+}
 
-    /// The seam keeps the store's own rules on seqs and torn tails: a stale seq on a clean log
-    /// and a deleted session write nothing.
-    #[test]
-    fn stale_seqs_and_deleted_sessions_are_still_refused() {
-        let (_t, store) = empty();
-        let turn = event(r#"{"type":"turn/start","time":5,"data":{"turn":1}}"#);
-        store
-            .create_as_written(HEADER, SourceEncoding::Jsonl, vec![turn.clone()], false)
-            .expect("create");
-        let before = exported(&store, "s");
-        let stale = store.append_as_written("s", Some(7), vec![turn.clone()]);
-        assert!(matches!(stale, Err(Error::StaleSeq { .. })), "{stale:?}");
-        store.delete("s").expect("delete");
-        let deleted = store.append_as_written("s", Some(1), vec![turn]);
-        assert!(
-            matches!(deleted, Err(Error::NotAppendable { .. })),
-            "{deleted:?}"
-        );
-        store.undelete("s").expect("undelete");
-        assert_eq!(exported(&store, "s"), before);
+impl Store {
+    /// DSH's reader as session `meta`'s stored log leaves it: told by the metadata for a clean
+    /// V0 log with nothing past its committed region, otherwise read again from the stored
+    /// bytes (once per load of the session's write state).
+    fn seam_reader(&self, meta: &SessionMeta) -> Result<SeamReader> {
+        let header = meta.parsed_header()?;
+        let clean_v0 = meta.version == 0
+            && meta.fork_of.is_none()
+            && meta.verdict == Verdict::Clean
+            && meta.tail_bytes == 0
+            && meta.committed_bytes == meta.plaintext_bytes;
+        if clean_v0 {
+            return Ok(SeamReader {
+                reader: LogReader::resume_clean_v0(
+                    &header,
+                    meta.body_lines,
+                    meta.events,
+                    meta.committed_bytes,
+                ),
+                header,
+                fragment: Vec::new(),
+            });
+        }
+        let mut seam = SeamReader {
+            reader: LogReader::new(&header, meta.header.len() as u64),
+            header,
+            fragment: Vec::new(),
+        };
+        let read = |plain: &[u8], seam: &mut SeamReader| -> Result<()> {
+            let mut rest = plain;
+            while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+                let mut line = std::mem::take(&mut seam.fragment);
+                line.extend_from_slice(&rest[..nl]);
+                seam.reader
+                    .push_line(&line)
+                    .map_err(|e| meta.corrupt(format!("its log cannot be read again: {e}")))?;
+                rest = &rest[nl + 1..];
+            }
+            seam.fragment.extend_from_slice(rest);
+            Ok(())
+        };
+        match meta.source {
+            SourceEncoding::Jsonl => {
+                let mut file = Vec::with_capacity(usize::try_from(meta.total_bytes).unwrap_or(0));
+                self.export(&meta.id_lossy(), None, &mut file)?;
+                read(file.get(meta.header.len()..).unwrap_or_default(), &mut seam)?;
+            }
+            SourceEncoding::JsonlZstd => {
+                let mut decoder = FrameDecoder::new()?;
+                let mut plain = Vec::new();
+                let mut frame = 0u64;
+                self.for_each_frame(meta, &mut |bytes| {
+                    plain.clear();
+                    decoder
+                        .decode_frame(bytes, 0, &mut plain)
+                        .map_err(|e| meta.corrupt(format!("frame {frame} does not decode: {e}")))?;
+                    // The header frame's text is the header itself; DSH stops reading after
+                    // the frame in which its reader turned fatal.
+                    if frame > 0 && !seam.reader.scanner.is_fatal() {
+                        read(&plain, &mut seam)?;
+                    }
+                    frame += 1;
+                    Ok(())
+                })?;
+            }
+        }
+        Ok(seam)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,8 @@
-//! A session created through the store's own API: [`Store::create_session`] alone, or with its
-//! first batch in one [`Store::append_many`] item ([`AppendItem::creating`]), as DSH's backends
-//! publish a session only with its first batch. Either way the header is checked as DSH's strict
-//! header check does, and the session's keys go into the call's one WriteBatch.
+//! A session created by an append item that carries its header ([`AppendItem::creating`]): the
+//! one way a session is created, header and first batch in one commit, as DSH's backends publish
+//! a session only with its first batch. The header is checked as DSH's strict header check does
+//! (unless the item is written as DSH's writer wrote it, which keeps any header that names a
+//! session), and the session's keys go into the call's one batch.
 //!
 //! Invariant: a creation writes nothing unless its batch is admitted. Its keys are staged after
 //! the batch's, with the metadata the session will have once the batch commits, so a batch
@@ -10,13 +11,14 @@
 //! [`AppendItem::creating`]: super::AppendItem::creating
 
 use sessionlog_codec::header::{Header, HeaderCheck};
+use sessionlog_codec::log_reader::LogReader;
 use sessionlog_codec::zstd::FrameCompressor;
 
 use crate::error::{Error, Result};
-use crate::layout::keys::{self, CF_EVENTS};
+use crate::layout::keys;
 use crate::layout::meta::{SessionMeta, SourceEncoding};
 use crate::layout::values::checked_value;
-use crate::store::{Claim, Store};
+use crate::store::{Claim, SeamReader, Store};
 use crate::write::session_batch::SessionBatch;
 
 /// A header line that passed the checks, with the bytes stored for it.
@@ -31,8 +33,13 @@ pub(crate) struct NewHeader {
 
 impl NewHeader {
     /// Check `header_line` (without `\n`) as a header sessionlog may author: DSH's strict header
-    /// check passes and the format is V0 or V4.
-    pub(crate) fn check(header_line: &str, encoding: SourceEncoding) -> Result<NewHeader> {
+    /// check passes and the format is V0 or V4. `as_written`: any line that names a session is
+    /// kept, DSH's reader judging it with the log.
+    pub(crate) fn check(
+        header_line: &str,
+        encoding: SourceEncoding,
+        as_written: bool,
+    ) -> Result<NewHeader> {
         let header = super::header_of(header_line)?;
         let refuse = |rule: String| Error::Rejected {
             id: header.id.to_string_lossy(),
@@ -40,6 +47,7 @@ impl NewHeader {
             rule: format!("header: {rule}"),
         };
         match &header.check {
+            _ if as_written => {}
             HeaderCheck::Corrupt(m) | HeaderCheck::Unsupported(m) => return Err(refuse(m.clone())),
             HeaderCheck::Valid if !matches!(header.version, Some(0 | 4)) => {
                 return Err(refuse(
@@ -73,8 +81,19 @@ impl NewHeader {
         store.claim_new(&format!("create {}", self.id()), &self.header)
     }
 
-    /// The metadata of the session, empty, under a newly allocated number.
-    pub(crate) fn empty_meta(&self, store: &Store) -> SessionMeta {
+    /// DSH's reader before the session's first line, for a creation written as DSH's writer
+    /// wrote it: the session is not stored, so there is nothing to read again.
+    pub(crate) fn seam_reader(&self) -> SeamReader {
+        SeamReader {
+            reader: LogReader::new(&self.header, self.record.len() as u64),
+            header: self.header.clone(),
+            fragment: Vec::new(),
+        }
+    }
+
+    /// The metadata of the session, empty, under a newly allocated number (`as_written`: with
+    /// the verdict DSH's reader gives the header alone).
+    pub(crate) fn empty_meta(&self, store: &Store, as_written: bool) -> SessionMeta {
         let mut meta = SessionMeta::new(
             store.allocate_number(),
             &self.header,
@@ -85,6 +104,16 @@ impl NewHeader {
             meta.frames = 1;
             meta.total_bytes = self.frame.len() as u64;
         }
+        if as_written {
+            // What DSH's reader says of the header alone: a log DSH's writer began with a header
+            // DSH refuses keeps that refusal until its body has one of its own.
+            let len = self.record.len() as u64;
+            meta.verdict = self
+                .seam_reader()
+                .reader
+                .verdict(&self.header, None, len)
+                .into();
+        }
         meta
     }
 
@@ -93,7 +122,7 @@ impl NewHeader {
     pub(crate) fn stage(&self, meta: &SessionMeta, batch: &mut SessionBatch<'_>) -> Result<()> {
         if !self.frame.is_empty() {
             let key = keys::event_key(meta.number, keys::FRAME, 0);
-            batch.put(CF_EVENTS, &key, &checked_value(&self.frame))?;
+            batch.put_event_record(&key, &checked_value(&self.frame))?;
         }
         batch.insert_session(meta)
     }

@@ -3,9 +3,12 @@
 //! One call appends one DSH batch per session: the events are checked by DSH's append rules
 //! (JSON admission, legacy formats, surface metadata and surface transitions), given their seqs,
 //! authored exactly as DSH's JSONL writer would write them (envelope key order, chunk runs packed
-//! per batch, `JSON.stringify` text) and stored with the session's updated metadata in one
-//! WriteBatch. [`Store::append_many`] commits the batches of many sessions in one WriteBatch, so
-//! they share one fsync; concurrent callers also share fsyncs through RocksDB's group commit.
+//! per batch, `JSON.stringify` text) and staged with the session's updated metadata into one
+//! batch, which commits through the store's group-commit queue: the batches of every thread
+//! appending at the same moment share one WAL write and one fsync. A session is created the same
+//! way, with its first batch ([`AppendItem::creating`]), and a host behind DSH's persistence seam
+//! marks its items [`AppendItem::as_written`] (`as_written.rs`). Hosts that cannot give a thread
+//! to each waiting append hand them to an [`AppendQueue`] (`queue.rs`).
 //!
 //! Invariants: a rejected batch writes nothing; an append whose expected seq is stale fails and
 //! writes nothing; appends to one session are serialized by its write lock
@@ -14,8 +17,10 @@
 mod admission;
 mod as_written;
 mod creation;
+mod queue;
 
-use std::sync::atomic::Ordering;
+pub use queue::{AppendQueue, StoreAccess};
+
 use std::sync::MutexGuard;
 
 use admission::Staged;
@@ -29,48 +34,69 @@ use crate::ops::migrate::opens_by_migrating;
 use crate::store::{lock_session, Claim, ProjectionCheckpoints, RelationRules, Store, WriteState};
 use crate::write::session_batch::SessionBatch;
 
-/// One session's batch in an [`Store::append_many`] call.
+/// One session's batch in an append.
 #[derive(Clone, Debug)]
-pub struct AppendItem<'a> {
+pub struct AppendItem {
     /// Session id.
-    pub id: &'a str,
+    pub id: String,
     /// The seq the caller believes comes next; `None` skips the check.
     pub expected_next_seq: Option<u64>,
     /// The batch, in order.
     pub events: Vec<NewEvent>,
     /// Create the session with this batch (see [`AppendItem::creating`]).
-    pub create: Option<NewSession<'a>>,
+    pub create: Option<NewSession>,
+    /// Keep the batch as DSH's writer writes it even where DSH's append rules refuse it (see
+    /// [`AppendItem::as_written`]).
+    pub as_written: bool,
 }
 
 /// A session an [`AppendItem`] creates: its header line (without `\n`), as DSH's writer authors
 /// it, and how its bytes are kept.
-#[derive(Clone, Copy, Debug)]
-pub struct NewSession<'a> {
-    /// The header line; it must pass DSH's strict header check and name the item's id.
-    pub header_line: &'a str,
+#[derive(Clone, Debug)]
+pub struct NewSession {
+    /// The header line; it must name the item's id (and pass DSH's strict header check, unless
+    /// the item is [`AppendItem::as_written`]).
+    pub header_line: String,
     /// The session's encoding.
     pub encoding: SourceEncoding,
 }
 
-impl<'a> AppendItem<'a> {
+impl AppendItem {
     /// Append `events` to the stored session `id`.
-    pub fn new(id: &'a str, expected_next_seq: Option<u64>, events: Vec<NewEvent>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        expected_next_seq: Option<u64>,
+        events: Vec<NewEvent>,
+    ) -> Self {
         AppendItem {
-            id,
+            id: id.into(),
             expected_next_seq,
             events,
             create: None,
+            as_written: false,
         }
     }
 
     /// Create the session with this batch as its first, in the same commit: as DSH's backends
-    /// publish a session with its first batch, and one synced write instead of two. The
-    /// session must not be stored; a batch refused by DSH's rules creates nothing.
-    pub fn creating(mut self, header_line: &'a str, encoding: SourceEncoding) -> Self {
+    /// publish a session with its first batch, one synced write for both. The session must not
+    /// be stored; a batch refused by DSH's rules creates nothing. This is the one way a session
+    /// is created.
+    pub fn creating(mut self, header_line: impl Into<String>, encoding: SourceEncoding) -> Self {
         self.create = Some(NewSession {
-            header_line,
+            header_line: header_line.into(),
             encoding,
         });
+        self
+    }
+
+    /// Write the batch as DSH's writer writes it, whatever DSH's reader will say of the log:
+    /// what DSH's append rules refuse (an unknown event type, a malformed legacy message shape,
+    /// a header version DSH does not read) is stored anyway, with the verdict DSH's reader
+    /// gives the resulting log, as DSH's own JSONL backend keeps it for DSH to judge at load.
+    /// For hosts behind DSH's persistence seam; the store's own writers stay strict. A batch the
+    /// strict rules take is stored exactly as without this mark.
+    pub fn as_written(mut self) -> Self {
+        self.as_written = true;
         self
     }
 }
@@ -87,41 +113,14 @@ pub struct AppendReceipt {
 impl Store {
     /// Create an empty session whose header line is `header_line` (without `\n`), as DSH's
     /// writer authors it; it must pass DSH's strict header check. Its bytes are kept as
-    /// `encoding`. Durable when this returns (under [`Durability::Sync`]).
+    /// `encoding`. Durable when this returns (under [`Durability::Sync`]). The same as an
+    /// [`AppendItem::creating`] item with no events.
     ///
     /// [`Durability::Sync`]: crate::Durability::Sync
     pub fn create_session(&self, header_line: &str, encoding: SourceEncoding) -> Result<String> {
-        self.create(header_line, encoding, false)
-    }
-
-    /// [`Store::create_session`] without an fsync of its own: the session becomes durable with
-    /// the next synced write, which under [`Durability::Sync`] is its first acknowledged append
-    /// at the latest (one fsync covers every earlier WAL record), or [`Store::sync`]. DSH's own
-    /// backends publish a created session only with its first batch (or `flush`), so a host
-    /// behind DSH's seam acknowledges nothing durable at creation; a crash before that write
-    /// may leave the session absent, never half-created. When the store reuses its WAL files
-    /// ([`Options::recycles_wal`]) the creation is synced like any commit: no WAL record may
-    /// follow an unsynced one there (see `Store::commit_unsynced`).
-    ///
-    /// [`Durability::Sync`]: crate::Durability::Sync
-    /// [`Options::recycles_wal`]: crate::Options::recycles_wal
-    pub fn create_session_deferred(
-        &self,
-        header_line: &str,
-        encoding: SourceEncoding,
-    ) -> Result<String> {
-        self.create(header_line, encoding, true)
-    }
-
-    fn create(
-        &self,
-        header_line: &str,
-        encoding: SourceEncoding,
-        defer_sync: bool,
-    ) -> Result<String> {
         let id = header_of(header_line)?.id.to_string_lossy();
         let item = AppendItem::new(&id, Some(0), Vec::new()).creating(header_line, encoding);
-        self.append_items(vec![item], !defer_sync)
+        self.append_many(vec![item])
             .pop()
             .unwrap_or_else(|| Err(Error::Internal("no creation result".into())))?;
         Ok(id)
@@ -139,21 +138,12 @@ impl Store {
             .unwrap_or_else(|| Err(Error::Internal("no append result".into())))
     }
 
-    /// Append one batch to each of several distinct sessions, committed together (one WriteBatch,
-    /// one fsync). Each item succeeds or fails on its own rules; a storage failure fails them all.
-    /// A call costs the least CPU per batch when it carries a few dozen sessions' batches built
-    /// just before it: a thousand built long before are read from memory rather than cache
-    /// (docs/performance-rounds.md, twentieth round).
-    pub fn append_many(&self, items: Vec<AppendItem<'_>>) -> Vec<Result<AppendReceipt>> {
-        self.append_items(items, true)
-    }
-
-    /// [`Store::append_many`], its commit synced or not (`sync`: a deferred creation).
-    fn append_items(
-        &self,
-        mut items: Vec<AppendItem<'_>>,
-        sync: bool,
-    ) -> Vec<Result<AppendReceipt>> {
+    /// Append one batch to each of several distinct sessions, staged into one batch and
+    /// committed through the group-commit queue (with the batches of every other thread
+    /// committing at the same moment: one WAL write, one fsync). Each item succeeds or fails on
+    /// its own rules; a storage failure fails them all. A session may appear once per call (an
+    /// [`AppendQueue`] orders several batches of one session into successive calls).
+    pub fn append_many(&self, mut items: Vec<AppendItem>) -> Vec<Result<AppendReceipt>> {
         if let Err(e) = self.check_writable() {
             return items.iter().map(|_| Err(e.duplicate())).collect();
         }
@@ -161,12 +151,12 @@ impl Store {
         // Lock sessions in id order so concurrent group appends cannot deadlock, each once: a
         // session's later items are refused (locking its lock twice would deadlock).
         let mut order: Vec<usize> = (0..items.len()).collect();
-        order.sort_by(|&a, &b| items[a].id.cmp(items[b].id));
+        order.sort_by(|&a, &b| items[a].id.cmp(&items[b].id));
         order.dedup_by(|later, first| {
             let again = items[*later].id == items[*first].id;
             if again {
                 results[*later] = Some(Err(Error::Rejected {
-                    id: items[*later].id.into(),
+                    id: items[*later].id.clone(),
                     seq: None,
                     rule: "a session may appear once per append_many call".into(),
                 }));
@@ -197,7 +187,7 @@ impl Store {
         if !unopened.is_empty() {
             drop(guards);
             for i in unopened {
-                opened[i] = self.write_open(items[i].id).err();
+                opened[i] = self.write_open(&items[i].id).err();
             }
             guards = handles.iter().map(lock_session).collect();
         }
@@ -207,28 +197,23 @@ impl Store {
             SessionBatch::with_capacity(self, expected_batch_bytes(&items, &guards, &order));
         let mut broken = None;
         for (slot, &i) in order.iter().enumerate() {
-            let id = items[i].id;
             if let Some(e) = opened[i].take() {
                 results[i] = Some(Err(e));
                 continue;
             }
             let item = &mut items[i];
             let keys_before = batch.len();
-            let outcome = match item.create {
+            let outcome = match item.create.take() {
                 Some(new) => self
-                    .stage_creation(&mut guards[slot], item, new, &mut batch)
+                    .stage_creation(&mut guards[slot], item, &new, &mut batch)
                     .map(|(staged, claim)| {
                         claims.push(claim);
                         staged
                     }),
                 None => self
-                    .load_write_state(id, &mut guards[slot])
+                    .load_write_state(&item.id, &mut guards[slot])
                     .map(|_| ())
-                    .and_then(|()| {
-                        let events = std::mem::take(&mut item.events);
-                        let expected = item.expected_next_seq;
-                        admission::stage(self, &mut guards[slot], id, expected, events, &mut batch)
-                    })
+                    .and_then(|()| self.stage_item(&mut guards[slot], item, &mut batch))
                     .and_then(|staged| {
                         staged.advance(&mut guards[slot], &mut batch)?;
                         Ok(staged)
@@ -247,18 +232,8 @@ impl Store {
         }
         let committed = match broken {
             Some(e) => Err(e),
-            None if staged.is_empty() => Ok(()),
-            None => {
-                let committed = if sync {
-                    batch.commit("committing appended batches")
-                } else {
-                    batch.commit_unsynced("committing a created session")
-                };
-                if committed.is_err() {
-                    self.poisoned.store(true, Ordering::SeqCst);
-                }
-                committed
-            }
+            None if batch.is_empty() => Ok(()),
+            None => batch.commit("committing appended batches"),
         };
         if let Err(e) = committed {
             // Nothing was written, but the staged sessions' cached states ran ahead of the
@@ -271,10 +246,9 @@ impl Store {
                 *result = Some(Err(e.duplicate()));
             }
         }
+        self.count_appends(staged.len());
         for (slot, s) in staged {
-            if let Some(state) = guards[slot].as_mut() {
-                results[order[slot]] = Some(Ok(s.publish(state)));
-            }
+            results[order[slot]] = Some(Ok(s.publish(&mut guards[slot])));
         }
         drop(claims);
         results
@@ -283,42 +257,74 @@ impl Store {
             .collect()
     }
 
+    /// Stage `item`'s batch against its session's loaded state: by DSH's append rules, or, for
+    /// an item written as DSH's writer wrote it, as that writer would store it where the rules
+    /// refuse it (`as_written.rs`).
+    fn stage_item(
+        &self,
+        slot: &mut Option<WriteState>,
+        item: &mut AppendItem,
+        batch: &mut SessionBatch<'_>,
+    ) -> Result<Staged> {
+        let events = std::mem::take(&mut item.events);
+        if !item.as_written {
+            return admission::stage(self, slot, &item.id, item.expected_next_seq, events, batch);
+        }
+        // The strict path consumes the events; an as-written item keeps a copy for the fallback
+        // (refusals are rare, but the seam's batches are small).
+        match admission::stage(
+            self,
+            slot,
+            &item.id,
+            item.expected_next_seq,
+            events.clone(),
+            batch,
+        ) {
+            Err(Error::Rejected { .. } | Error::NotAppendable { .. }) => {
+                as_written::stage(self, slot, &item.id, item.expected_next_seq, events, batch)
+            }
+            outcome => outcome,
+        }
+    }
+
     /// Stage `item`, which creates its session with its batch: the header checked, the id
-    /// claimed, the batch admitted against the empty session, then the session's keys (see
+    /// claimed, the batch staged against the empty session, then the session's keys (see
     /// `creation.rs`). The claim is held until the commit.
     fn stage_creation(
         &self,
         slot: &mut Option<WriteState>,
-        item: &mut AppendItem<'_>,
-        new: NewSession<'_>,
+        item: &mut AppendItem,
+        new: &NewSession,
         batch: &mut SessionBatch<'_>,
     ) -> Result<(Staged, Claim<'_>)> {
-        let header = NewHeader::check(new.header_line, new.encoding)?;
+        let header = NewHeader::check(&new.header_line, new.encoding, item.as_written)?;
         let named = header.id();
         if named != item.id {
             return Err(Error::Rejected {
-                id: item.id.into(),
+                id: item.id.clone(),
                 seq: None,
                 rule: format!("header: it names session \"{named}\", not the appended one"),
             });
         }
         // A stored session is refused here, so `slot` holds no state (the cache's invariant).
         let claim = header.claim(self)?;
-        let empty = header.empty_meta(self);
-        *slot = Some(self.write_state_of(empty.clone())?);
-        let events = std::mem::take(&mut item.events);
-        let staged = admission::stage(self, slot, item.id, item.expected_next_seq, events, batch)
-            .and_then(|staged| {
-                header.stage(staged.meta().unwrap_or(&empty), batch)?;
-                Ok(staged)
-            });
+        let empty = header.empty_meta(self, item.as_written);
+        let mut state = self.write_state_of(empty.clone())?;
+        if item.as_written {
+            state.reader = Some(header.seam_reader());
+        }
+        *slot = Some(state);
+        let staged = self.stage_item(slot, item, batch).and_then(|staged| {
+            header.stage(staged.meta().unwrap_or(&empty), batch)?;
+            Ok(staged)
+        });
         if staged.is_err() {
             *slot = None;
         }
         Ok((staged?, claim))
     }
 
-    /// Fill an empty write-state slot from the store; refuse sessions DSH would not append to.
+    /// Fill an empty write-state slot from the store.
     fn load_write_state<'g>(
         &self,
         id: &str,
@@ -333,28 +339,30 @@ impl Store {
     }
 
     /// The write state of the session `meta` describes (as committed, or empty and about to be
-    /// created); refuse sessions DSH would not append to.
+    /// created). Refuses sessions no batch may be appended to: deleted ones, and torn ones (DSH
+    /// cuts the tail before it appends). Which batches the others take is each path's rule
+    /// (`admission.rs`, `as_written.rs`).
     fn write_state_of(&self, meta: SessionMeta) -> Result<WriteState> {
         meta.require_undeleted()?;
-        meta.require_surface_model("appending")?;
-        match &meta.verdict {
-            Verdict::Clean => {}
-            Verdict::Torn => {
-                return Err(Error::NotAppendable {
-                    id: meta.id_lossy(),
-                    reason: "its log has a torn tail; repair it first (sessionlog repair)".into(),
-                })
-            }
-            v => {
-                return Err(Error::NotAppendable {
-                    id: meta.id_lossy(),
-                    reason: format!("DSH's reader refuses its log ({v})"),
-                })
-            }
+        if meta.verdict == Verdict::Torn {
+            return Err(Error::NotAppendable {
+                id: meta.id_lossy(),
+                reason: "its log has a torn tail; repair it first (sessionlog repair)".into(),
+            });
         }
-        let surface = self.fold_surface(&meta)?;
-        let projections = ProjectionCheckpoints::resume(self.projection_set(&meta)?);
-        let relations = if self.options.strict_appends {
+        let model = sessionlog_codec::surface::SurfaceModel::for_version(meta.version);
+        let surface = match (model, &meta.surface_error) {
+            (Some(model), None) => Some(match meta.events {
+                0 => sessionlog_codec::surface::SurfaceFold::new().with_model(model),
+                n => self.surface_fold_at(&meta, n - 1)?,
+            }),
+            _ => None,
+        };
+        let projections = match model {
+            Some(_) => Some(ProjectionCheckpoints::resume(self.projection_set(&meta)?)),
+            None => None,
+        };
+        let relations = if self.options.strict_appends && meta.verdict == Verdict::Clean {
             Some(self.relation_rules(&meta)?)
         } else {
             None
@@ -364,22 +372,8 @@ impl Store {
             surface,
             projections,
             relations,
+            reader: None,
         })
-    }
-
-    /// The current surface from the index (nearest snapshot, then the ops after it).
-    fn fold_surface(&self, meta: &SessionMeta) -> Result<sessionlog_codec::surface::SurfaceFold> {
-        if let Some((seq, reason)) = &meta.surface_error {
-            return Err(Error::NotAppendable {
-                id: meta.id_lossy(),
-                reason: format!("its log fails DSH's surface validation at seq {seq}: {reason}"),
-            });
-        }
-        match meta.events {
-            0 => Ok(sessionlog_codec::surface::SurfaceFold::new()
-                .with_model(meta.require_surface_model("appending")?)),
-            n => self.surface_fold_at(meta, n - 1),
-        }
     }
 
     /// DSH's relationship rules over the stored log; a log that already breaks them takes no
@@ -423,7 +417,7 @@ const MAX_BATCH_PRESIZE: u64 = 16 << 20;
 /// up front, as RocksDB's WriteBatch otherwise grows by doubling, copying itself each time (a
 /// V4 round of 31 sessions' batches is some 150 KB).
 fn expected_batch_bytes(
-    items: &[AppendItem<'_>],
+    items: &[AppendItem],
     guards: &[MutexGuard<'_, Option<WriteState>>],
     order: &[usize],
 ) -> usize {

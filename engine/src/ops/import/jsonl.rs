@@ -73,7 +73,7 @@ impl Store {
                 progress(offset);
                 // A final fragment without `\n` is never consumed by DSH's reader: it is tail.
                 let committed = match line.split_last() {
-                    Some((b'\n', bytes)) => body.line(&mut w, bytes, offset, BODY_BATCH)?,
+                    Some((b'\n', bytes)) => body.line(&mut w, bytes, BODY_BATCH)?,
                     _ => false,
                 };
                 if committed {
@@ -86,15 +86,15 @@ impl Store {
             check_strict(options, source_name, &header, &verdict)?;
             let meta = SessionMeta {
                 verdict,
-                events: body.scanner.events(),
-                body_lines: body.scanner.lines(),
+                events: body.reader.scanner.events(),
+                body_lines: body.reader.scanner.lines(),
                 committed_bytes,
                 total_bytes: offset,
                 plaintext_bytes: committed_bytes,
                 surface_error: body.surface.error.clone(),
                 surface_since_snapshot: body.surface.indexer.since_snapshot,
                 activity_ms: body.activity(),
-                inherited_cut: body.scanner.cut(),
+                inherited_cut: body.reader.scanner.cut(),
                 next_batch: BODY_BATCH + 1,
                 ..SessionMeta::new(
                     w.number(),

@@ -5,15 +5,12 @@
 //! trace, and an id that already exists is refused before anything is written.
 
 mod jsonl;
-mod zstd;
+pub(crate) mod zstd;
 
-use sessionlog_codec::event::event_type;
-use sessionlog_codec::generation::NEWEST_VERSION;
-use sessionlog_codec::header::{Header, HeaderCheck};
+use sessionlog_codec::header::Header;
 use sessionlog_codec::json::Value;
-use sessionlog_codec::known_types::SupportCheck;
-use sessionlog_codec::message_shape::check_message_shape;
-use sessionlog_codec::scanner::{BodyScanner, BodyVerdict, LineOutcome};
+use sessionlog_codec::log_reader::LogReader;
+use sessionlog_codec::scanner::LineOutcome;
 
 use crate::error::{Error, Result};
 use crate::layout::meta::{human_prompt_time, seed_length, SessionMeta, Verdict};
@@ -188,8 +185,9 @@ impl Store {
     }
 }
 
-/// Feeds body lines to DSH's scanner and stores the committed ones.
+/// Feeds body lines to DSH's reader and stores the committed ones with their indexes.
 struct BodyIndexer {
+    reader: LogReader,
     /// Whether the surface index applies (V0 and V4 have a surface model; see
     /// `SessionMeta::require_surface_model`).
     indexed: bool,
@@ -197,25 +195,10 @@ struct BodyIndexer {
     projected: bool,
     /// The time of the last human prompt committed (the listing's activity).
     activity: Option<i64>,
-    /// V0 and V1 refuse event types outside V0's frozen inventory, even ignorable ones.
-    closed_v0_vocabulary: bool,
-    /// V2 logs: the V2→V3 refusals DSH 0.2 meets reading them.
-    /// V1–V3 logs: DSH 0.2 reads them only through the migration chain and its V4 reader, whose
-    /// refusal is the verdict (checked without the session's children, whom an import cannot
-    /// know yet).
-    migration: Option<sessionlog_codec::migrate::MigrationCheck>,
-    scanner: BodyScanner,
-    support: SupportCheck,
     source_name: String,
     id: sessionlog_codec::json::JsString,
     surface: SurfaceBuilder,
     checkpoints: ProjectionCheckpoints,
-    /// V4 logs: DSH 0.2 restores a `Session` from their committed events.
-    restores: bool,
-    /// V4: DSH 0.2 restores a `Session` from the committed events, which refuses the first
-    /// event whose message shape or surface transition it rejects (the append path's rules);
-    /// DSH's text.
-    restore: Option<String>,
 }
 
 impl BodyIndexer {
@@ -223,62 +206,39 @@ impl BodyIndexer {
         let version = header.version.unwrap_or(0);
         let model = sessionlog_codec::surface::SurfaceModel::for_version(version);
         BodyIndexer {
+            reader: LogReader::new(header, header_len),
             indexed: model.is_some(),
             projected: model.is_some(),
             activity: None,
-            closed_v0_vocabulary: version <= 1,
-            migration: (1..NEWEST_VERSION).contains(&version).then(|| {
-                sessionlog_codec::migrate::MigrationCheck::new(version, &header.object, Vec::new())
-            }),
-            scanner: BodyScanner::for_header(header, header_len),
-            support: SupportCheck::default(),
             surface: SurfaceBuilder::for_model(model.unwrap_or_default()),
             checkpoints: ProjectionCheckpoints::new(seed_length(header), model.unwrap_or_default()),
             source_name: source_name.into(),
             id: header.id.clone(),
-            restores: version == NEWEST_VERSION,
-            restore: None,
         }
     }
 
-    /// Scan one complete line (without `\n`) ending at file offset `end`; store it if committed.
-    fn line(
-        &mut self,
-        w: &mut SessionWriter<'_>,
-        bytes: &[u8],
-        end: u64,
-        batch: u64,
-    ) -> Result<bool> {
+    /// Scan one complete line (without `\n`); store it if committed.
+    fn line(&mut self, w: &mut SessionWriter<'_>, bytes: &[u8], batch: u64) -> Result<bool> {
         let outcome = self
-            .scanner
-            .push_line(bytes, end)
+            .reader
+            .push_line(bytes)
             .map_err(|e| Error::Unstorable {
                 source_name: self.source_name.clone(),
                 id: self.id.to_string_lossy(),
-                line: self.scanner.lines(),
+                line: self.reader.scanner.lines(),
                 reason: e.to_string(),
             })?;
         let LineOutcome::Committed(events) = outcome else {
             return Ok(false);
         };
-        let first_seq = self.scanner.events() - events.len() as u64;
+        let first_seq = self.reader.scanner.events() - events.len() as u64;
         let number = w.number();
         let store = w.store();
         for (k, e) in events.iter().enumerate() {
-            if self.closed_v0_vocabulary {
-                self.support.observe(&self.id, e);
-            }
-            if let Some(check) = &mut self.migration {
-                check.observe(e);
-            }
+            let seq = first_seq + k as u64;
+            self.reader.observe(seq, e);
             if let Some(t) = human_prompt_time(e) {
                 self.activity = Some(t);
-            }
-            let seq = first_seq + k as u64;
-            let v4 = self.restores;
-            if v4 && self.restore.is_none() {
-                let subject = format!("seed {} at index {seq}", event_type(e));
-                self.restore = check_message_shape(e, &subject).err();
             }
             if self.indexed {
                 let refused_before = self.surface.error.is_some();
@@ -286,12 +246,8 @@ impl BodyIndexer {
                     .apply(store, number, seq, e, &mut |key, value| {
                         w.put_surface(&key, value)
                     })?;
-                if v4 && !refused_before && self.restore.is_none() {
-                    self.restore = self
-                        .surface
-                        .rule
-                        .as_ref()
-                        .map(|rule| format!("invalid seed event at index {seq}: {rule}"));
+                if let (false, Some(rule)) = (refused_before, &self.surface.rule) {
+                    self.reader.surface_refused(seq, rule);
                 }
             }
             if self.projected {
@@ -312,28 +268,7 @@ impl BodyIndexer {
 
     /// The verdict, given the header's and any container-level (zstd) refusal.
     fn verdict(&mut self, header: &Header, container: Option<String>, body_len: u64) -> Verdict {
-        match (&header.check, container) {
-            (HeaderCheck::Unsupported(m), _) => Verdict::Unsupported(m.clone()),
-            (HeaderCheck::Corrupt(m), _) => Verdict::Corrupt(m.clone()),
-            (HeaderCheck::Valid, Some(m)) => Verdict::Corrupt(m),
-            (HeaderCheck::Valid, None) => match self.scanner.finish(body_len) {
-                BodyVerdict::Corrupt(m) => Verdict::Corrupt(m),
-                BodyVerdict::Unsupported(m) => Verdict::Unsupported(m),
-                body => match self
-                    .support
-                    .refusal()
-                    .map(str::to_owned)
-                    .or_else(|| self.migration.as_mut().and_then(|c| c.finish()))
-                {
-                    Some(m) => Verdict::Unsupported(m),
-                    None => match self.restore.clone() {
-                        Some(m) => Verdict::Corrupt(m),
-                        None if body == BodyVerdict::Torn => Verdict::Torn,
-                        None => Verdict::Clean,
-                    },
-                },
-            },
-        }
+        self.reader.verdict(header, container, body_len).into()
     }
 }
 

@@ -25,6 +25,13 @@ use crate::write::session_writer::SessionWriter;
 /// DSH's prefix on zstd corruption texts; verdicts drop it like they drop the JSONL one.
 const CORRUPT_PREFIX: &str = "corrupt Zstandard session log: ";
 
+/// A zstd corruption text as a verdict words it: without DSH's prefix.
+pub(crate) fn strip(m: String) -> String {
+    m.strip_prefix(CORRUPT_PREFIX)
+        .map(str::to_owned)
+        .unwrap_or(m)
+}
+
 impl Store {
     /// Import one `.jsonl.zstd` session log held in memory.
     pub fn import_zstd(
@@ -105,12 +112,12 @@ impl Store {
                         index as u64,
                         false,
                     )?;
-                    if body.scanner.is_fatal() {
+                    if body.reader.scanner.is_fatal() {
                         break;
                     }
                 }
-                let defect = !carry.is_empty() || body.scanner.has_issue();
-                if late.is_none() && !body.scanner.is_fatal() && defect {
+                let defect = !carry.is_empty() || body.reader.scanner.has_issue();
+                if late.is_none() && !body.reader.scanner.is_fatal() && defect {
                     late = Some(TORN_RECORD_IN_COMPLETE_FRAME.to_owned());
                 }
                 if let (None, Some(start)) = (&late, scan.torn_start) {
@@ -133,26 +140,25 @@ impl Store {
                 w.put_frame(&bytes[range.clone()])?;
             }
             w.put_tail(&bytes[scan.frames.last().map_or(0, |r| r.end)..])?;
-            let strip = |m: String| {
-                m.strip_prefix(CORRUPT_PREFIX)
-                    .map(str::to_owned)
-                    .unwrap_or(m)
-            };
             let verdict = match early.clone() {
                 Some(m) => Verdict::Corrupt(strip(m)),
                 None => {
-                    match body.verdict(&header, late.map(strip), body.scanner.committed_bytes()) {
+                    match body.verdict(
+                        &header,
+                        late.map(strip),
+                        body.reader.scanner.committed_bytes(),
+                    ) {
                         Verdict::Clean if scan.torn_start.is_some() => Verdict::Torn,
                         v => v,
                     }
                 }
             };
             check_strict(options, source_name, &header, &verdict)?;
-            let committed_bytes = body.scanner.committed_bytes();
+            let committed_bytes = body.reader.scanner.committed_bytes();
             let meta = SessionMeta {
                 verdict,
-                events: body.scanner.events(),
-                body_lines: body.scanner.lines(),
+                events: body.reader.scanner.events(),
+                body_lines: body.reader.scanner.lines(),
                 committed_bytes,
                 total_bytes: bytes.len() as u64,
                 plaintext_bytes: committed_bytes.min(plain_end),
@@ -160,7 +166,7 @@ impl Store {
                 surface_error: body.surface.error.clone(),
                 surface_since_snapshot: body.surface.indexer.since_snapshot,
                 activity_ms: body.activity(),
-                inherited_cut: body.scanner.cut(),
+                inherited_cut: body.reader.scanner.cut(),
                 next_batch: scan.frames.len() as u64 + u64::from(scan.torn_start.is_some()),
                 ..SessionMeta::new(
                     w.number(),
@@ -191,11 +197,11 @@ fn feed(
         let (piece, after) = rest.split_at(nl);
         *end += nl as u64 + 1;
         let committed = if carry.is_empty() {
-            body.line(w, piece, *end, batch)?
+            body.line(w, piece, batch)?
         } else {
             carry.extend_from_slice(piece);
             let line = std::mem::take(carry);
-            body.line(w, &line, *end, batch)?
+            body.line(w, &line, batch)?
         };
         if stop_at_tail && !committed {
             return Ok(());

@@ -1,0 +1,374 @@
+//! Commits: the store's one door for changes. A [`Batch`] (RocksDB's WriteBatch, which nothing
+//! outside `store/` builds) is filled by the write layer's `SessionBatch` and committed here,
+//! through the group-commit queue every writer shares.
+//!
+//! Group commit (leader and followers, as RocksDB's write group and raft-engine's write barrier
+//! do it): a committing thread queues its batch; when no write is under way it becomes the
+//! leader, takes every batch queued by then (its own and those of any number of other threads
+//! and sessions), writes them as one WriteBatch (one WAL record, one fsync when any of them asks
+//! for one) and wakes the others. A thread that queued while a write was under way waits for it,
+//! and the first of them to wake leads the next group. So concurrent writers share fsyncs without
+//! any batching code of their own, and a single writer pays nothing for the queue.
+//!
+//! Invariants: a commit returns only after the write holding its batch returned, so a returned
+//! durable commit is durable; batches are written in the order they were queued (a group keeps
+//! the queue's order, and groups are written one at a time); a failed write fails every batch in
+//! its group and poisons the store, which then refuses writes until it is reopened (the WAL's
+//! state after a failed write or fsync is unknown).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+
+use rocksdb::{WriteBatch, WriteOptions};
+
+use super::Store;
+use crate::error::{Error, Result};
+use crate::layout::keys::{self, SESSION_RANGE_CFS};
+use crate::options::Durability;
+
+/// The changes of one commit, in order. Built by the write layer's `SessionBatch`.
+pub(crate) struct Batch<'s> {
+    store: &'s Store,
+    inner: WriteBatch,
+}
+
+impl<'s> Batch<'s> {
+    /// An empty batch with room for `bytes` of records, so that staging them does not regrow it
+    /// (RocksDB's WriteBatch grows by doubling, copying itself each time).
+    pub(crate) fn with_capacity(store: &'s Store, bytes: usize) -> Self {
+        Batch {
+            store,
+            inner: WriteBatch::with_capacity_bytes(bytes),
+        }
+    }
+
+    /// Whether nothing was staged.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// How many updates are staged.
+    pub(crate) fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Put `key` = `value` in column family `cf`.
+    pub(crate) fn put(&mut self, cf: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        self.inner.put_cf(self.store.cf(cf)?, key, value);
+        Ok(())
+    }
+
+    /// Merge `operand` into `key` of column family `cf` (its merge operator decides how).
+    pub(crate) fn merge(&mut self, cf: &str, key: &[u8], operand: &[u8]) -> Result<()> {
+        self.inner.merge_cf(self.store.cf(cf)?, key, operand);
+        Ok(())
+    }
+
+    /// Delete `key` of column family `cf`.
+    pub(crate) fn delete(&mut self, cf: &str, key: &[u8]) -> Result<()> {
+        self.inner.delete_cf(self.store.cf(cf)?, key);
+        Ok(())
+    }
+
+    /// Delete the keys of column family `cf` in `from..to`.
+    pub(crate) fn delete_range(&mut self, cf: &str, from: &[u8], to: &[u8]) -> Result<()> {
+        self.inner.delete_range_cf(self.store.cf(cf)?, from, to);
+        Ok(())
+    }
+
+    /// Delete everything stored under session number `number` in every column family keyed by
+    /// session (its lines, tail, frames and indexes).
+    pub(crate) fn delete_number_range(&mut self, number: u64) -> Result<()> {
+        let (start, end) = (keys::session_start(number), keys::session_end(number));
+        for name in SESSION_RANGE_CFS {
+            self.delete_range(name, &start, &end)?;
+        }
+        Ok(())
+    }
+
+    /// Take what is staged, leaving this batch empty.
+    pub(crate) fn take(&mut self) -> Batch<'s> {
+        Batch {
+            store: self.store,
+            inner: std::mem::take(&mut self.inner),
+        }
+    }
+}
+
+/// Whether a commit must be on disk when it returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sync {
+    /// As the store's [`Durability`] says: fsynced before it returns under `Sync`.
+    AsConfigured,
+    /// No fsync of its own (an import's intermediate batches, which acknowledge nothing): it
+    /// becomes durable with the next synced write. When the store reuses its WAL files it is
+    /// synced anyway: there every WAL record is synced before the next one is written, so a
+    /// power cut leaves at most the last record unsynced, and the WAL audit may take a complete
+    /// record after a lost one for damage in synced data (`wal_audit.rs`).
+    Deferred,
+}
+
+/// What the group-commit queue has done since the store opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// RocksDB writes made (one WAL record each).
+    pub writes: u64,
+    /// Of those, the ones fsynced before they returned.
+    pub synced_writes: u64,
+    /// Batches those writes carried (each the commit of one or more sessions' changes).
+    pub batches: u64,
+    /// Bytes of the batches written.
+    pub bytes: u64,
+    /// Session batches appended (live appends and creations, each one session's batch).
+    pub appends: u64,
+}
+
+/// The group-commit queue (see the module docs).
+#[derive(Default)]
+pub(crate) struct CommitQueue {
+    state: Mutex<QueueState>,
+    written: Condvar,
+    stats: Counters,
+}
+
+#[derive(Default)]
+struct Counters {
+    writes: AtomicU64,
+    synced_writes: AtomicU64,
+    batches: AtomicU64,
+    bytes: AtomicU64,
+    appends: AtomicU64,
+}
+
+#[derive(Default)]
+struct QueueState {
+    /// Batches queued for the next group, in order.
+    waiting: Vec<WriteBatch>,
+    /// Whether any of them asks for an fsync.
+    sync: bool,
+    /// Whether a leader is writing a group now.
+    leading: bool,
+    /// The number the next group takes (groups are numbered from 0 as they are taken).
+    next_group: u64,
+    /// How many groups have been written (so groups `0..written` are done).
+    written: u64,
+    /// The groups whose write failed, with RocksDB's error.
+    failed: Vec<(u64, rocksdb::Error)>,
+}
+
+impl CommitQueue {
+    /// The queue's state. Its lock is held only to move batches and numbers, which a panic
+    /// elsewhere cannot leave half-done, so a poisoned lock still holds a true state.
+    fn state(&self) -> MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counters of what the queue has written.
+    pub(crate) fn stats(&self) -> CommitStats {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        CommitStats {
+            writes: load(&self.stats.writes),
+            synced_writes: load(&self.stats.synced_writes),
+            batches: load(&self.stats.batches),
+            bytes: load(&self.stats.bytes),
+            appends: load(&self.stats.appends),
+        }
+    }
+}
+
+impl Store {
+    /// Commit `batch` through the group-commit queue (see the module docs); `context` names the
+    /// write in an error. A failed write poisons the store.
+    pub(crate) fn commit_batch(&self, batch: Batch<'_>, sync: Sync, context: &str) -> Result<()> {
+        self.check_writable()?;
+        let wants_sync = match sync {
+            Sync::AsConfigured => self.options.durability == Durability::Sync,
+            Sync::Deferred => self.options.recycles_wal(),
+        };
+        let queue = &self.commits;
+        let mut state = queue.state();
+        let group = state.next_group;
+        state.waiting.push(batch.inner);
+        state.sync |= wants_sync;
+        loop {
+            if state.written > group {
+                return match state.failed.iter().find(|(g, _)| *g == group) {
+                    Some((_, e)) => Err(Error::storage(context)(e.clone())),
+                    None => Ok(()),
+                };
+            }
+            if !state.leading {
+                state.leading = true;
+                let members = std::mem::take(&mut state.waiting);
+                let sync = std::mem::take(&mut state.sync);
+                let number = state.next_group;
+                state.next_group += 1;
+                drop(state);
+                let outcome = self.write_group(members, sync);
+                state = queue.state();
+                state.leading = false;
+                state.written = number + 1;
+                if let Err(e) = outcome {
+                    self.poisoned.store(true, Ordering::SeqCst);
+                    state.failed.push((number, e));
+                }
+                queue.written.notify_all();
+                continue;
+            }
+            state = queue
+                .written
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Write one group's batches as one WriteBatch (fsynced when `sync`).
+    fn write_group(
+        &self,
+        mut members: Vec<WriteBatch>,
+        sync: bool,
+    ) -> std::result::Result<(), rocksdb::Error> {
+        let stats = &self.commits.stats;
+        stats
+            .batches
+            .fetch_add(members.len() as u64, Ordering::Relaxed);
+        let batch = match members.len() {
+            1 => members.pop().unwrap_or_default(),
+            _ => merged(&members),
+        };
+        stats
+            .bytes
+            .fetch_add(batch.size_in_bytes() as u64, Ordering::Relaxed);
+        let mut options = WriteOptions::default();
+        options.set_sync(sync);
+        let written = self.db.write_opt(batch, &options);
+        stats.writes.fetch_add(1, Ordering::Relaxed);
+        if sync {
+            stats.synced_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        written
+    }
+
+    /// Counters of the group-commit queue: writes made and the batches they carried.
+    pub fn commit_stats(&self) -> CommitStats {
+        self.commits.stats()
+    }
+
+    /// Count `n` session batches appended by a commit that returned.
+    pub(crate) fn count_appends(&self, n: usize) {
+        self.commits
+            .stats
+            .appends
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// How durable a commit is when it returns (the store's [`Options::durability`]).
+    ///
+    /// [`Options::durability`]: crate::Options::durability
+    pub fn durability(&self) -> Durability {
+        self.options.durability
+    }
+
+    /// Make every write so far durable (fsync the WAL).
+    pub fn sync(&self) -> Result<()> {
+        self.db
+            .flush_wal(true)
+            .map_err(Error::storage("syncing the write-ahead log"))
+    }
+}
+
+/// The size of a WriteBatch's header: an 8-byte sequence number and a 4-byte record count, both
+/// little-endian, before the records (RocksDB's `WriteBatchInternal::kHeader`).
+const WRITE_BATCH_HEADER: usize = 12;
+
+/// One WriteBatch holding `members`' records in order: their records concatenated under one
+/// header counting them all, as RocksDB's `WriteBatchInternal::Append` joins a write group.
+fn merged(members: &[WriteBatch]) -> WriteBatch {
+    let bytes: usize = members
+        .iter()
+        .map(|b| b.data().len().saturating_sub(WRITE_BATCH_HEADER))
+        .sum();
+    let count: usize = members.iter().map(WriteBatch::len).sum();
+    let mut rep = Vec::with_capacity(WRITE_BATCH_HEADER + bytes);
+    rep.extend_from_slice(&0u64.to_le_bytes());
+    rep.extend_from_slice(&u32::try_from(count).unwrap_or(u32::MAX).to_le_bytes());
+    for member in members {
+        rep.extend_from_slice(member.data().get(WRITE_BATCH_HEADER..).unwrap_or_default());
+    }
+    WriteBatch::from_data(&rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{merged, Batch, Sync};
+    use crate::layout::keys::{CF_EVENTS, CF_SESSIONS};
+    use crate::options::Options;
+    use crate::store::Store;
+    use crate::test_support::empty;
+
+    /// A merged batch holds every member's records, in order: a later member's put of a key
+    /// wins over an earlier one's.
+    #[test]
+    fn a_merged_batch_applies_every_member_in_order() {
+        let (_t, store) = empty();
+        let mut first = Batch::with_capacity(&store, 0);
+        first.put(CF_EVENTS, b"k1", b"a").expect("put");
+        first.put(CF_EVENTS, b"k2", b"a").expect("put");
+        let mut second = Batch::with_capacity(&store, 0);
+        second.put(CF_EVENTS, b"k2", b"b").expect("put");
+        second.delete(CF_EVENTS, b"k1").expect("delete");
+        second.put(CF_SESSIONS, b"k3", b"c").expect("put");
+        let joined = merged(&[first.inner, second.inner]);
+        assert_eq!(joined.len(), 5);
+        let mut batch = Batch::with_capacity(&store, 0);
+        batch.inner = joined;
+        store
+            .commit_batch(batch, Sync::AsConfigured, "test")
+            .expect("commit");
+        assert_eq!(store.raw_get(CF_EVENTS, b"k1"), None);
+        assert_eq!(store.raw_get(CF_EVENTS, b"k2").as_deref(), Some(&b"b"[..]));
+        assert_eq!(
+            store.raw_get(CF_SESSIONS, b"k3").as_deref(),
+            Some(&b"c"[..])
+        );
+    }
+
+    /// Many threads committing at once share writes: every batch lands, in fewer writes than
+    /// batches once the threads overlap, and each fsynced write is counted.
+    #[test]
+    fn concurrent_commits_share_writes_and_all_land() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path(), Options::default()).expect("open");
+        let store = Arc::new(store);
+        let threads = 16;
+        let per_thread = 50;
+        std::thread::scope(|scope| {
+            for t in 0..threads {
+                let store = Arc::clone(&store);
+                scope.spawn(move || {
+                    for i in 0..per_thread {
+                        let mut batch = Batch::with_capacity(&store, 64);
+                        let key = format!("t{t:02}-{i:03}");
+                        batch.put(CF_EVENTS, key.as_bytes(), b"v").expect("put");
+                        store
+                            .commit_batch(batch, Sync::AsConfigured, "test")
+                            .expect("commit");
+                    }
+                });
+            }
+        });
+        for t in 0..threads {
+            for i in 0..per_thread {
+                let key = format!("t{t:02}-{i:03}");
+                assert!(store.raw_get(CF_EVENTS, key.as_bytes()).is_some(), "{key}");
+            }
+        }
+        let stats = store.commit_stats();
+        let batches = (threads * per_thread) as u64;
+        assert_eq!(stats.batches, batches);
+        assert!(stats.writes < batches, "no write was shared: {stats:?}");
+        assert_eq!(stats.synced_writes, stats.writes, "{stats:?}");
+    }
+}

@@ -1,0 +1,106 @@
+//! Maintenance: flushing memtables, compacting ranges or the whole store, and the sizes of its
+//! files. Admin operations (`purge`, `compact`, `bench space`) decide when; this file does it.
+
+use rocksdb::{BottommostLevelCompaction, CompactOptions};
+
+use super::Store;
+use crate::error::{Error, Result};
+use crate::layout::keys::{self, ALL_CFS, CF_EVENTS, CF_SESSIONS, SESSION_RANGE_CFS};
+
+/// Blob garbage collection of the `events` column family, set around a full compaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BlobGc {
+    /// Every blob file's live blobs are relocated, so the files holding garbage are dropped
+    /// (also for a store opened without `Options::blob_files` that holds blob files from an
+    /// earlier open with it).
+    Full,
+    /// Off, as the store runs: appends make no garbage (`tuning.rs`).
+    Off,
+}
+
+impl BlobGc {
+    fn settings(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            BlobGc::Full => &[
+                ("enable_blob_garbage_collection", "true"),
+                ("blob_garbage_collection_age_cutoff", "1.0"),
+            ],
+            BlobGc::Off => &[("enable_blob_garbage_collection", "false")],
+        }
+    }
+}
+
+impl Store {
+    /// Flush every memtable, so SST sizes describe all the data.
+    pub(crate) fn flush_all(&self) -> Result<()> {
+        for name in ALL_CFS {
+            self.db
+                .flush_cf(self.cf(name)?)
+                .map_err(Error::storage("flushing memtables"))?;
+        }
+        Ok(())
+    }
+
+    /// Flush, then compact away what is stored under each of `numbers` (purged sessions), so
+    /// their space is returned now rather than by later compactions.
+    pub(crate) fn compact_numbers(&self, numbers: &[u64]) -> Result<()> {
+        self.db
+            .flush_cf(self.cf(CF_SESSIONS)?)
+            .map_err(Error::storage("flushing after a purge"))?;
+        for name in SESSION_RANGE_CFS {
+            let cf = self.cf(name)?;
+            self.db
+                .flush_cf(cf)
+                .map_err(Error::storage("flushing after a purge"))?;
+            for &number in numbers {
+                self.db.compact_range_cf(
+                    cf,
+                    Some(keys::session_start(number)),
+                    Some(keys::session_end(number)),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Flush and compact every column family to its last level, with `events`' blob garbage
+    /// collection set to `gc` for the compaction and off again after it.
+    pub(crate) fn compact_all(&self, gc: BlobGc) -> Result<()> {
+        self.flush_all()?;
+        let mut every_level = CompactOptions::default();
+        every_level.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
+        self.set_blob_gc(gc)?;
+        for name in ALL_CFS {
+            self.db.compact_range_cf_opt(
+                self.cf(name)?,
+                None::<&[u8]>,
+                None::<&[u8]>,
+                &every_level,
+            );
+        }
+        self.set_blob_gc(BlobGc::Off)
+    }
+
+    /// Set the `events` column family's blob garbage collection.
+    fn set_blob_gc(&self, gc: BlobGc) -> Result<()> {
+        self.db
+            .set_options_cf(self.cf(CF_EVENTS)?, gc.settings())
+            .map_err(Error::storage("setting blob garbage collection"))
+    }
+
+    /// The store's live SST and blob file bytes, over all column families (memtables and the
+    /// WAL not counted).
+    pub fn file_bytes(&self) -> Result<u64> {
+        let mut total = 0;
+        for name in ALL_CFS {
+            for property in ["rocksdb.live-sst-files-size", "rocksdb.live-blob-file-size"] {
+                total += self
+                    .db
+                    .property_int_value_cf(self.cf(name)?, property)
+                    .map_err(Error::storage("reading SST and blob file sizes"))?
+                    .unwrap_or(0);
+            }
+        }
+        Ok(total)
+    }
+}

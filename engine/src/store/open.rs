@@ -1,0 +1,182 @@
+//! Opening the store's RocksDB instance: its directory created durably and locked against every
+//! other open, its WAL audited, its column families opened with the tuned options of
+//! `tuning.rs`.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use rocksdb::{Cache, ColumnFamilyDescriptor, DB};
+
+use super::commit::CommitQueue;
+use super::tuning::{cf_options, set_wal_policy};
+use super::{direct_io, wal_audit, Registry, Store, SuccessorCache, WriteStateCache};
+use crate::error::{Error, Result};
+use crate::layout::keys::ALL_CFS;
+use crate::options::Options;
+
+/// The store's own lock file in its directory.
+const DIR_LOCK: &str = "sessionlog.lock";
+
+/// Hold the store directory against every other open (other processes, and other handles in
+/// this one: an `flock` conflicts between open files, not only between processes) from before
+/// the WAL audit until the handle drops. RocksDB's own lock (`LOCK`) is taken inside its open,
+/// too late: the audit must never read a WAL another handle is appending to, whose unfinished
+/// writes could look like damage.
+fn lock_dir(path: &Path) -> Result<std::fs::File> {
+    let lock_path = path.join(DIR_LOCK);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(|source| Error::Io {
+            path: lock_path.clone(),
+            source,
+        })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
+            path: path.to_path_buf(),
+            reason: format!("{} is held", lock_path.display()),
+        }),
+        Err(std::fs::TryLockError::Error(source)) => Err(Error::Io {
+            path: lock_path,
+            source,
+        }),
+    }
+}
+
+/// Create `path` and any missing ancestors, then fsync the parent of each directory created, so
+/// a new store's directory entry survives a power cut (RocksDB syncs the store directory's own
+/// entries, not the entry naming it).
+fn create_dir_durably(path: &Path) -> Result<()> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let created: Vec<&Path> = path.ancestors().take_while(|p| !p.exists()).collect();
+    std::fs::create_dir_all(path).map_err(io(path))?;
+    for dir in created {
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::File::open(parent)
+                .and_then(|f| f.sync_all())
+                .map_err(io(parent))?;
+        }
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Open the RocksDB store at `path` (creating it if needed) with the store's tuned options,
+    /// after locking its directory and auditing its WAL. The store is not ready to serve until
+    /// the write layer has removed any interrupted imports and numbering starts past every
+    /// stored session ([`Store::start_numbering`]): `Store::open` does both.
+    pub(crate) fn open_handle(path: &Path, options: Options) -> Result<Store> {
+        options.validate()?;
+        let path = path.to_path_buf();
+        create_dir_durably(&path)?;
+        let cache = Cache::new_lru_cache(options.block_cache_bytes);
+        let mut db_opts = rocksdb::Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.set_paranoid_checks(true);
+        db_opts.increase_parallelism(options.background_jobs);
+        db_opts.set_max_background_jobs(options.background_jobs);
+        db_opts.set_bytes_per_sync(1 << 20);
+        db_opts.set_wal_bytes_per_sync(1 << 20);
+        set_wal_policy(&mut db_opts, &options);
+        let dir_lock = lock_dir(&path)?;
+        let direct_io = options.direct_io && direct_io::supported(&path);
+        db_opts.set_use_direct_io_for_flush_and_compaction(direct_io);
+        wal_audit::audit(&path, options.recycles_wal())?;
+        let cfs = ALL_CFS
+            .into_iter()
+            .map(|name| {
+                let o = cf_options(name, &options, &cache).map_err(Error::storage(format!(
+                    "building the options of column family {name}"
+                )))?;
+                Ok(ColumnFamilyDescriptor::new(name, o))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let db = DB::open_cf_descriptors(&db_opts, &path, cfs).map_err(|source| {
+            // RocksDB's messages: "While lock file: …/LOCK: Resource temporarily unavailable"
+            // (another process) and "lock hold by current process" (another handle here).
+            let text = source.to_string();
+            if text.contains("While lock file") || text.contains("lock hold by current process") {
+                Error::Locked {
+                    path: path.clone(),
+                    reason: text,
+                }
+            } else {
+                Error::storage(format!("opening the store at {}", path.display()))(source)
+            }
+        })?;
+        let write_states = WriteStateCache::new(options.hot_sessions);
+        let store = Store {
+            db,
+            options,
+            path,
+            next_number: AtomicU64::new(0),
+            write_states,
+            poisoned: AtomicBool::new(false),
+            claims: Mutex::new(HashSet::new()),
+            projection_registry: Registry::default(),
+            successors: SuccessorCache::default(),
+            commits: CommitQueue::default(),
+            direct_io,
+            _dir_lock: dir_lock,
+        };
+        Ok(store)
+    }
+
+    /// Start numbering new sessions past the stored counter and past every number a session
+    /// holds (`N ‖ number`), so a counter that an older build left too low (see
+    /// `layout::counter`) never hands out a number in use.
+    pub(crate) fn start_numbering(&self) -> Result<()> {
+        let stored = self.read_counter()?;
+        let next = self
+            .highest_session_number()?
+            .map_or(stored, |n| stored.max(n + 1));
+        self.next_number.store(next, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether this open flushes and compacts with direct I/O: [`Options::direct_io`] was set
+    /// and the directory's filesystem takes `O_DIRECT`.
+    pub fn direct_io(&self) -> bool {
+        self.direct_io
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::create_dir_durably;
+
+    #[test]
+    fn a_nested_new_store_directory_is_created_with_its_ancestors() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("a/b/store");
+        create_dir_durably(&path).expect("created");
+        assert!(path.is_dir());
+        // Existing directories are left as they are.
+        create_dir_durably(&path).expect("idempotent");
+        assert!(path.is_dir());
+    }
+
+    #[test]
+    fn a_store_path_under_a_file_is_an_io_error_naming_the_path() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let file = tmp.path().join("file");
+        std::fs::write(&file, b"x").expect("write");
+        let err = create_dir_durably(&file.join("store")).expect_err("not a directory");
+        assert!(err.to_string().contains("file"), "{err}");
+    }
+}
