@@ -1,7 +1,9 @@
 //! The layer rule, checked: every `crate::` path in `engine/src` names its own layer or a lower
 //! one (`layout` → `store` → `read` → `write` → `ops`, with `error` and `options` beneath all),
 //! through the module path (not a crate-root re-export), and the files import each other in no
-//! circle.
+//! circle. And the write path's rules: only `store/` names the RocksDB handle or builds a
+//! WriteBatch, and a session's keys are first written by one function, from the two writers
+//! that create sessions.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -180,6 +182,89 @@ fn every_crate_path_goes_down_the_layers_and_no_files_import_in_a_circle() {
         "layer rule broken:\n{}",
         problems.join("\n")
     );
+}
+
+/// Every source file under `src`, relative, with its text.
+fn sources_with_text() -> Vec<(PathBuf, String)> {
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    let src = crate_dir.join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(&f).expect("read source");
+            (f.strip_prefix(&src).expect("under src").to_path_buf(), text)
+        })
+        .collect()
+}
+
+/// Where `code` names the store's RocksDB handle (a `.db` field) or builds a WriteBatch.
+fn handle_uses(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    if code.contains("WriteBatch") {
+        found.push("WriteBatch".to_owned());
+    }
+    let bytes = code.as_bytes();
+    for (at, _) in code.match_indices(".db") {
+        let after = bytes.get(at + 3).copied().unwrap_or(b' ');
+        if !(after.is_ascii_alphanumeric() || after == b'_' || after == b'"') {
+            found.push(format!("`.db` at byte {at}"));
+        }
+    }
+    found
+}
+
+#[test]
+fn only_the_store_layer_touches_rocksdb_and_one_function_creates_sessions() {
+    let mut problems = Vec::new();
+    let mut creators = BTreeSet::new();
+    for (rel, text) in sources_with_text() {
+        let module = module_of(&rel);
+        if module == "layering" {
+            continue;
+        }
+        // Tests included: they plant damage through the store's seam too.
+        let with_tests: String = text
+            .lines()
+            .map(|l| l.find("//").map_or(l, |at| &l[..at]))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if !module.starts_with("store") {
+            for use_ in handle_uses(&with_tests) {
+                problems.push(format!("{}: names {use_} outside store/", rel.display()));
+            }
+        }
+        if !module.ends_with("::tests") && code(&text).contains(".insert_session(") {
+            creators.insert(module);
+        }
+    }
+    // A session's keys come into being only here: a whole log landed (import, fork, a
+    // migration's successor) or a live session created with its first batch.
+    let expected: BTreeSet<String> = ["ops::append::creation", "write::session_writer"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    if creators != expected {
+        problems.push(format!(
+            "sessions are created by {creators:?}; only {expected:?} may call insert_session"
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "write path rule broken:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_handle_checker_sees_what_it_must_refuse() {
+    assert_eq!(handle_uses("let b = WriteBatch::default();").len(), 1);
+    assert_eq!(handle_uses("self.db.put_cf(cf, k, v)").len(), 1);
+    assert_eq!(handle_uses("store\n    .db\n    .get(k)").len(), 1);
+    assert!(handle_uses("let dir = tmp.path().join(\"db\"); x.dbg").is_empty());
 }
 
 #[test]
