@@ -9,9 +9,9 @@
 //! profile the tests use, so that nothing is compiled twice; see docs/PERFORMANCE.md).
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use sessionlog::codec::event::NewEvent;
+use sessionlog::codec::format::event::NewEvent;
+use sessionlog::codec::format::lines::author_lines;
 use sessionlog::codec::json::{parse, Value};
-use sessionlog::codec::lines::author_lines;
 use sessionlog::engine::{AppendItem, Durability, Options, Store};
 use sessionlog_tools::gen::{session_feed, GenOptions, LogFormat, SessionFeed};
 use sessionlog_tools::hosting::session_id;

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use sessionlog::codec::format::zstd::compress_frame;
 use sessionlog::codec::json::{self, Value};
-use sessionlog::codec::zstd::compress_frame;
 use sessionlog::engine::{
     AppendItem, Durability, Error, ExportFormat, Options, SourceEncoding, Store,
 };

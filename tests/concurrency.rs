@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use sessionlog::codec::event::NewEvent;
+use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::json::{self, Value};
 use sessionlog::engine::{AppendItem, ExportFormat, SourceEncoding, Store};
 use sessionlog_tools::gen::{session_batches, GenOptions};

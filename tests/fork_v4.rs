@@ -2,7 +2,7 @@
 //! shared prefix, the `{inherited:true}` marker and the `forked` closers.
 
 use sessionlog::codec::json::{parse, stringify, Value};
-use sessionlog::codec::surface::{replay_with, SurfaceModel};
+use sessionlog::codec::rules::surface::{replay_with, SurfaceModel};
 use sessionlog::engine::{ExportFormat, Verdict};
 use sessionlog_tools::gen::{session_batches_v4, GenOptions};
 

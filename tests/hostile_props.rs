@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use sessionlog::codec::event::NewEvent;
+use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::json;
 use sessionlog::engine::{ImportOptions, SourceEncoding};
 
@@ -290,11 +290,12 @@ fn v4_corpus() -> &'static [Vec<u8>] {
             let feed = sessionlog_tools::gen::session_batches_v4(i, &opts);
             let mut plain = feed.header_line.clone() + "\n";
             let mut frames =
-                sessionlog::codec::zstd::compress_frame(plain.as_bytes()).expect("frame");
+                sessionlog::codec::format::zstd::compress_frame(plain.as_bytes()).expect("frame");
             for b in &feed.batches {
                 plain += &b.text;
                 frames.extend(
-                    sessionlog::codec::zstd::compress_frame(b.text.as_bytes()).expect("frame"),
+                    sessionlog::codec::format::zstd::compress_frame(b.text.as_bytes())
+                        .expect("frame"),
                 );
             }
             files.push(plain.into_bytes());

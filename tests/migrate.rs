@@ -39,7 +39,7 @@ fn prepared(bytes: &[u8]) -> Vec<u8> {
 fn frame_per_line(bytes: &[u8]) -> Vec<u8> {
     bytes
         .split_inclusive(|&b| b == b'\n')
-        .flat_map(|line| sessionlog::codec::zstd::compress_frame(line).expect("frame"))
+        .flat_map(|line| sessionlog::codec::format::zstd::compress_frame(line).expect("frame"))
         .collect()
 }
 
@@ -362,7 +362,7 @@ fn case_28_a_zstd_successor_is_a_header_frame_and_one_body_frame() {
     assert_eq!(store.list().expect("list")[0].format, 4);
     let mut v4 = Vec::new();
     store.export("z", None, &mut v4).expect("export");
-    let frames = sessionlog::codec::zstd::read_frames(&v4).expect("frames");
+    let frames = sessionlog::codec::format::zstd::read_frames(&v4).expect("frames");
     assert_eq!(frames.frames.len(), 2, "header frame + one body frame");
     let mut v0 = Vec::new();
     store

@@ -3,10 +3,10 @@
 //! request reconstruction and its mismatch check.
 
 use proptest::prelude::*;
-use sessionlog::codec::event::event_type;
+use sessionlog::codec::format::event::event_type;
 use sessionlog::codec::json::{self, Object, Value};
-use sessionlog::codec::projection::{fold, unit_at, UNITS};
-use sessionlog::codec::surface::SurfaceModel;
+use sessionlog::codec::rules::projection::{fold, unit_at, UNITS};
+use sessionlog::codec::rules::surface::SurfaceModel;
 use sessionlog::engine::{Error, CHECKPOINT_EVERY};
 use sessionlog_tools::gen::{session_batches, session_bytes, GenOptions};
 
@@ -40,7 +40,7 @@ proptest! {
 /// requestHeader, inbox), at any seq, for live-appended and imported copies alike.
 #[test]
 fn v4_units_equal_a_naive_fold() {
-    use sessionlog::codec::projection::fold_in;
+    use sessionlog::codec::rules::projection::fold_in;
 
     let opts = GenOptions {
         sessions: 3,

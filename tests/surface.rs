@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 use sessionlog::codec::json::{self, Value};
-use sessionlog::codec::surface::replay;
+use sessionlog::codec::rules::surface::replay;
 use sessionlog::engine::Error;
 use sessionlog_tools::gen::{session_batches, session_bytes, GenOptions};
 

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::{parse, Value};
 use sessionlog_engine::{AppendItem, AppendReceipt, Durability, Error, SourceEncoding, Store};
 

@@ -10,12 +10,12 @@
 //! Store-wide: no `events` key belongs to a session number without metadata.
 
 use rocksdb::{ReadOptions, Snapshot};
-use sessionlog_codec::header::parse_header;
+use sessionlog_codec::format::header::parse_header;
+use sessionlog_codec::format::rows::decode_line;
+use sessionlog_codec::format::stored::decode_block;
+use sessionlog_codec::format::zstd::FrameDecoder;
 use sessionlog_codec::json;
-use sessionlog_codec::projection::UNITS;
-use sessionlog_codec::rows::decode_line;
-use sessionlog_codec::stored::decode_block;
-use sessionlog_codec::zstd::FrameDecoder;
+use sessionlog_codec::rules::projection::UNITS;
 
 use crate::error::{Error, Result};
 use crate::layout::keys::{self, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS};

@@ -26,7 +26,7 @@ use rocksdb::{
     DBRawIteratorWithThreadMode, DBRecoveryMode, SliceTransform, Snapshot, WriteBatch,
     WriteOptions, DB,
 };
-use sessionlog_codec::header::Header;
+use sessionlog_codec::format::header::Header;
 
 pub(crate) use projection_registry::Registry;
 pub(crate) use session_cache::{

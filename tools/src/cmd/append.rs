@@ -4,8 +4,8 @@ use std::io::Read;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use sessionlog_codec::event::NewEvent;
-use sessionlog_codec::header::{author_header, HeaderFields};
+use sessionlog_codec::format::event::NewEvent;
+use sessionlog_codec::format::header::{author_header, HeaderFields};
 use sessionlog_codec::json;
 use sessionlog_engine::{SourceEncoding, Store};
 

@@ -366,7 +366,7 @@ fn run_host(
 /// (`<dir>/--<project>--/<id>/session.jsonl.zstd`): per session a header frame and one frame per
 /// write batch. Returns the plaintext size.
 fn generate_zstd(dir: &Path, opts: &GenOptions) -> anyhow::Result<u64> {
-    let mut compressor = sessionlog_codec::zstd::FrameCompressor::new()?;
+    let mut compressor = sessionlog_codec::format::zstd::FrameCompressor::new()?;
     let mut plain = 0u64;
     for i in 0..opts.sessions {
         let feed = session_batches(i, opts);
@@ -383,11 +383,11 @@ fn generate_zstd(dir: &Path, opts: &GenOptions) -> anyhow::Result<u64> {
             .and_then(|o| o.get("cwd"))
             .and_then(Value::as_str);
         let (project, session) =
-            sessionlog_codec::dsh_path::log_path_components(cwd, feed.id.as_str())?;
+            sessionlog_codec::format::dsh_path::log_path_components(cwd, feed.id.as_str())?;
         let session_dir = dir.join(project).join(session);
         std::fs::create_dir_all(&session_dir)?;
         std::fs::write(
-            session_dir.join(sessionlog_codec::dsh_path::ZSTD_FILE_NAME),
+            session_dir.join(sessionlog_codec::format::dsh_path::ZSTD_FILE_NAME),
             bytes,
         )?;
     }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
-use sessionlog_codec::generation::parse_generation_name;
+use sessionlog_codec::format::generation::parse_generation_name;
 use sessionlog_codec::json::Object;
 use sessionlog_engine::{
     is_session_root, scan_root, scan_session_dir, Error, ImportOptions, ImportReport, RootLocation,

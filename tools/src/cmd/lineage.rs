@@ -7,7 +7,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use sessionlog_codec::header::{author_header, HeaderFields};
+use sessionlog_codec::format::header::{author_header, HeaderFields};
 use sessionlog_codec::json::{Object, Value};
 use sessionlog_engine::{
     AppendItem, Durability, ImportOptions, ListOrder, Options, SourceEncoding, Store,
@@ -131,7 +131,7 @@ pub fn bench_listing(sessions: u64, limit: usize, as_json: bool) -> anyhow::Resu
                 r#"{{"type":"user/message","time":{},"data":{{"content":[],"source":{{"kind":"user"}},"role":"user","id":"m"}},"surfaceOp":"append"}}"#,
                 (i * 7919) % 1_000_003
             ))?;
-            let event = sessionlog_codec::event::NewEvent::from_logged(&prompt)
+            let event = sessionlog_codec::format::event::NewEvent::from_logged(&prompt)
                 .map_err(anyhow::Error::msg)?;
             for r in store.append_many(vec![AppendItem::new(&id, Some(0), vec![event])]) {
                 r?;

@@ -18,9 +18,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use sessionlog_codec::format::rows::decode_line;
 use sessionlog_codec::json::{self, JsString, Object, Value};
-use sessionlog_codec::rows::decode_line;
-use sessionlog_codec::surface::{replay_with, SurfaceModel};
+use sessionlog_codec::rules::surface::{replay_with, SurfaceModel};
 use sessionlog_engine::{ImportOptions, Options, Store};
 use sessionlog_tools::gen::{session_bytes, session_v4_each, GenOptions, LogFormat};
 

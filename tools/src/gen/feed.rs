@@ -5,7 +5,7 @@
 //! [`session_bytes`](super::session_bytes) of the same session when it is not torn (torn tails
 //! are a property of files, not of a live feed, so a feed never has one).
 
-use sessionlog_codec::header::parse_header;
+use sessionlog_codec::format::header::parse_header;
 use sessionlog_codec::json::{stringify, JsString, Value};
 
 use super::session::build_with;

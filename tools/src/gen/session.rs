@@ -11,8 +11,8 @@
 //!   tracked so every replacement targets current nodes and cites every node it shadows;
 //! - turns and steps nest properly and every turn is closed before the session ends.
 
-use sessionlog_codec::chunk_rows::pack_chunk_runs;
-use sessionlog_codec::header::{author_header, HeaderFields};
+use sessionlog_codec::format::chunk_rows::pack_chunk_runs;
+use sessionlog_codec::format::header::{author_header, HeaderFields};
 use sessionlog_codec::json::{write_value, JsString, Object, Value};
 
 use super::feed::Batch;

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use sessionlog_codec::chunk_rows::decode_record;
-use sessionlog_codec::header::{parse_header, HeaderCheck};
+use sessionlog_codec::format::chunk_rows::decode_record;
+use sessionlog_codec::format::header::{parse_header, HeaderCheck};
 use sessionlog_codec::json::{parse, stringify, Value};
-use sessionlog_codec::scanner::{BodyScanner, BodyVerdict, LineOutcome};
+use sessionlog_codec::rules::scanner::{BodyScanner, BodyVerdict, LineOutcome};
 
 use super::*;
 
@@ -233,7 +233,7 @@ fn surface_rules_hold_and_replacements_appear() {
 
 #[test]
 fn batch_writer_equals_whole_batch_packing() {
-    use sessionlog_codec::chunk_rows::pack_chunk_runs;
+    use sessionlog_codec::format::chunk_rows::pack_chunk_runs;
     let events = events_of(&session_bytes(2, &opts(3, 1_500, 17, 0.0)));
     let mut rng = rng::Rng::new(1, 1);
     let mut at = 0;

@@ -21,10 +21,10 @@
 
 use std::collections::HashMap;
 
-use sessionlog_codec::header::{author_header, parse_header, HeaderFields};
+use sessionlog_codec::format::header::{author_header, parse_header, HeaderFields};
+use sessionlog_codec::format::rows::file_row_text;
 use sessionlog_codec::json::{JsString, Object, Value};
-use sessionlog_codec::rows::file_row_text;
-use sessionlog_codec::surface::{SurfaceChange, SurfaceFold, SurfaceModel};
+use sessionlog_codec::rules::surface::{SurfaceChange, SurfaceFold, SurfaceModel};
 
 use super::feed::{Batch, SessionFeed};
 use super::session::build_each;

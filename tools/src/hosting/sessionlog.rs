@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use anyhow::Context;
-use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::Value;
 use sessionlog_engine::{AppendItem, Options, SourceEncoding, Store};
 

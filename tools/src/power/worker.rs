@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use sessionlog_codec::zstd::FrameCompressor;
+use sessionlog_codec::format::zstd::FrameCompressor;
 use sessionlog_engine::{ImportOptions, MigrateOptions, SourceEncoding, Store, Verdict};
 
 use super::image::Image;

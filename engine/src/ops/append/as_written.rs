@@ -12,16 +12,16 @@
 //! session when there is one, its frozen generations kept); a torn or deleted session takes no
 //! write here either; the lines are the ones `write/lines.rs` authors for the strict path.
 
-use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::format::event::NewEvent;
+use sessionlog_codec::format::zstd::FrameCompressor;
 use sessionlog_codec::json::Value;
-use sessionlog_codec::zstd::FrameCompressor;
 
 use super::AppendReceipt;
 use crate::error::{Error, Result};
 use crate::layout::meta::{now_ms, SourceEncoding, Verdict};
 use crate::ops::import::{ImportOptions, ImportReport, Landing};
 use crate::store::{lock_session, Store};
-use sessionlog_codec::lines::author_lines;
+use sessionlog_codec::format::lines::author_lines;
 
 impl Store {
     /// Create session `header_line`'s log with its first batch `events` (seqs from 0) in one
@@ -175,7 +175,7 @@ fn authored_lines(id: &str, version: u32, first_seq: u64, events: Vec<NewEvent>)
 
 #[cfg(test)]
 mod tests {
-    use sessionlog_codec::event::NewEvent;
+    use sessionlog_codec::format::event::NewEvent;
     use sessionlog_codec::json::parse;
 
     use crate::error::Error;

@@ -9,8 +9,8 @@
 //!
 //! [`AppendItem::creating`]: super::AppendItem::creating
 
-use sessionlog_codec::header::{Header, HeaderCheck};
-use sessionlog_codec::zstd::FrameCompressor;
+use sessionlog_codec::format::header::{Header, HeaderCheck};
+use sessionlog_codec::format::zstd::FrameCompressor;
 
 use crate::error::{Error, Result};
 use crate::layout::keys::{self, CF_EVENTS};

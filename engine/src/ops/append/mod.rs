@@ -20,8 +20,8 @@ use std::sync::MutexGuard;
 
 use admission::Staged;
 use creation::NewHeader;
-use sessionlog_codec::event::NewEvent;
-use sessionlog_codec::header::parse_header;
+use sessionlog_codec::format::event::NewEvent;
+use sessionlog_codec::format::header::parse_header;
 
 use crate::error::{Error, Result};
 use crate::layout::meta::{SessionMeta, SourceEncoding, Verdict};
@@ -368,7 +368,10 @@ impl Store {
     }
 
     /// The current surface from the index (nearest snapshot, then the ops after it).
-    fn fold_surface(&self, meta: &SessionMeta) -> Result<sessionlog_codec::surface::SurfaceFold> {
+    fn fold_surface(
+        &self,
+        meta: &SessionMeta,
+    ) -> Result<sessionlog_codec::rules::surface::SurfaceFold> {
         if let Some((seq, reason)) = &meta.surface_error {
             return Err(Error::NotAppendable {
                 id: meta.id_lossy(),
@@ -376,7 +379,7 @@ impl Store {
             });
         }
         match meta.events {
-            0 => Ok(sessionlog_codec::surface::SurfaceFold::new()
+            0 => Ok(sessionlog_codec::rules::surface::SurfaceFold::new()
                 .with_model(meta.require_surface_model("appending")?)),
             n => self.surface_fold_at(meta, n - 1),
         }
@@ -443,7 +446,7 @@ fn expected_batch_bytes(
 }
 
 /// The parsed header of a session a caller creates; a line that is not one is refused.
-fn header_of(header_line: &str) -> Result<sessionlog_codec::header::Header> {
+fn header_of(header_line: &str) -> Result<sessionlog_codec::format::header::Header> {
     parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
         id: String::new(),
         seq: None,

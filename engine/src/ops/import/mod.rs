@@ -7,13 +7,13 @@
 mod jsonl;
 mod zstd;
 
-use sessionlog_codec::event::event_type;
-use sessionlog_codec::generation::NEWEST_VERSION;
-use sessionlog_codec::header::{Header, HeaderCheck};
+use sessionlog_codec::format::event::event_type;
+use sessionlog_codec::format::generation::NEWEST_VERSION;
+use sessionlog_codec::format::header::{Header, HeaderCheck};
+use sessionlog_codec::format::known_types::SupportCheck;
 use sessionlog_codec::json::Value;
-use sessionlog_codec::known_types::SupportCheck;
-use sessionlog_codec::message_shape::check_message_shape;
-use sessionlog_codec::scanner::{BodyScanner, BodyVerdict, LineOutcome};
+use sessionlog_codec::rules::message_shape::check_message_shape;
+use sessionlog_codec::rules::scanner::{BodyScanner, BodyVerdict, LineOutcome};
 
 use crate::error::{Error, Result};
 use crate::layout::meta::{human_prompt_time, seed_length, SessionMeta, Verdict};
@@ -221,7 +221,7 @@ struct BodyIndexer {
 impl BodyIndexer {
     fn new(source_name: &str, header: &Header, header_len: u64) -> Self {
         let version = header.version.unwrap_or(0);
-        let model = sessionlog_codec::surface::SurfaceModel::for_version(version);
+        let model = sessionlog_codec::rules::surface::SurfaceModel::for_version(version);
         BodyIndexer {
             indexed: model.is_some(),
             projected: model.is_some(),
@@ -348,8 +348,8 @@ fn check_location(location: &RootLocation, header: &Header) -> Result<()> {
             return Err(Error::Identity(format!("corrupt session log \"{shown}\": header cwd is not a string, so it names no project directory")));
         }
     };
-    let expected =
-        sessionlog_codec::dsh_path::log_path_components(cwd, &header.id).map_err(|_| {
+    let expected = sessionlog_codec::format::dsh_path::log_path_components(cwd, &header.id)
+        .map_err(|_| {
             Error::Identity(format!(
                 "corrupt session log \"{shown}\": header id cannot name a storage path"
             ))

@@ -15,7 +15,7 @@
 //! sync between sessions' files. Each batch is serialized by the peer, as DSH's backend
 //! serializes the events its coordinator hands it (V0: `packChunkRuns`, then `JSON.stringify`
 //! per record; V4: one row per event), through the same JS-exact writer the store authors its
-//! lines with (`sessionlog_codec::lines`), so both spend the same work turning events into text;
+//! lines with (`sessionlog_codec::format::lines`), so both spend the same work turning events into text;
 //! and it serializes the fresh copy of the events every system gets ([`Item::built`]).
 
 use std::fs::{self, File, OpenOptions};
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 
-use sessionlog_codec::lines::author_lines;
+use sessionlog_codec::format::lines::author_lines;
 
 use super::super::{Durability, Host, Item, PendingSessions, SessionStart};
 use crate::gen::LogFormat;

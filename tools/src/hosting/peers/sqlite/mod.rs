@@ -26,7 +26,7 @@ use std::sync::Mutex;
 
 use anyhow::{anyhow, bail, ensure, Context};
 use rusqlite::{params, Connection, Transaction, TransactionBehavior};
-use sessionlog_codec::header::parse_header;
+use sessionlog_codec::format::header::parse_header;
 use sessionlog_codec::json::{Object, Value};
 
 use self::rows::{decode_row, encode_batch, Row};

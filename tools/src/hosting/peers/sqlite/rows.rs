@@ -14,7 +14,7 @@
 
 use anyhow::{anyhow, bail, Context};
 use rusqlite::types::Value as Sql;
-use sessionlog_codec::chunk_rows::{decode_record, is_row_tag, pack_chunk_runs};
+use sessionlog_codec::format::chunk_rows::{decode_record, is_row_tag, pack_chunk_runs};
 use sessionlog_codec::json::{parse, stringify, Object, Value};
 
 /// `data` at or above this many bytes is offered to zstd.
