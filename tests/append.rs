@@ -10,7 +10,7 @@ use sessionlog::codec::json::{self, Value};
 use sessionlog::engine::{
     AppendItem, Durability, Error, ExportFormat, Options, SourceEncoding, Store,
 };
-use sessionlog_tools::gen::{session_batches, session_batches_v4, GenOptions, SessionFeed};
+use sessionlog_harness::gen::{session_batches, session_batches_v4, GenOptions, SessionFeed};
 
 use crate::fixtures::{
     append_feed, ev, events_text, export_bytes, host_feed, listed_ids, new_event, temp_store,

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::json::{self, Value};
 use sessionlog::engine::{AppendItem, ExportFormat, SourceEncoding, Store};
-use sessionlog_tools::gen::{session_batches, GenOptions};
+use sessionlog_harness::gen::{session_batches, GenOptions};
 
 use crate::fixtures::{events_text, new_event, temp_store};
 

@@ -43,7 +43,7 @@ pub fn new_event(v: &sessionlog::codec::json::Value) -> sessionlog::codec::forma
 }
 
 /// Create the generated session `feed` and append all its batches live, as DSH would write them.
-pub fn host_feed(store: &Store, feed: &sessionlog_tools::gen::SessionFeed) {
+pub fn host_feed(store: &Store, feed: &sessionlog_harness::gen::SessionFeed) {
     store
         .create_session(&feed.header_line, sessionlog::engine::SourceEncoding::Jsonl)
         .unwrap_or_else(|e| panic!("create {}: {e}", feed.id));
@@ -51,7 +51,7 @@ pub fn host_feed(store: &Store, feed: &sessionlog_tools::gen::SessionFeed) {
 }
 
 /// Append every batch of the generated session `feed`, at its expected seq.
-pub fn append_feed(store: &Store, feed: &sessionlog_tools::gen::SessionFeed) {
+pub fn append_feed(store: &Store, feed: &sessionlog_harness::gen::SessionFeed) {
     for b in &feed.batches {
         store
             .append(

@@ -8,7 +8,7 @@ use sessionlog::codec::json::{self, Value};
 use sessionlog::codec::rules::projection::fold;
 use sessionlog::codec::rules::surface::replay;
 use sessionlog::engine::{Error, ExportFormat, Store};
-use sessionlog_tools::gen::{session_bytes, GenOptions};
+use sessionlog_harness::gen::{session_bytes, GenOptions};
 
 use crate::fixtures::{all_events, ev, export_bytes, import_bytes, temp_store};
 

@@ -4,7 +4,7 @@
 use sessionlog::codec::json::{parse, stringify, Value};
 use sessionlog::codec::rules::surface::{replay_with, SurfaceModel};
 use sessionlog::engine::{ExportFormat, Verdict};
-use sessionlog_tools::gen::{session_batches_v4, GenOptions};
+use sessionlog_harness::gen::{session_batches_v4, GenOptions};
 
 use crate::fixtures::{all_events, export_bytes, import_bytes, temp_store};
 

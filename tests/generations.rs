@@ -551,7 +551,7 @@ fn generated_v4_sessions_round_trip_and_answer_like_a_replay() {
     use sessionlog::codec::json::stringify;
     use sessionlog::codec::rules::surface::{replay_with, SurfaceModel};
     use sessionlog::engine::SourceEncoding;
-    use sessionlog_tools::gen::{session_batches_v4, GenOptions};
+    use sessionlog_harness::gen::{session_batches_v4, GenOptions};
 
     let opts = GenOptions {
         sessions: 6,

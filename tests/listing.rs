@@ -3,7 +3,7 @@
 use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::json;
 use sessionlog::engine::{Durability, ListOrder, Options, SourceEncoding, Store};
-use sessionlog_tools::gen::{session_bytes, GenOptions};
+use sessionlog_harness::gen::{session_bytes, GenOptions};
 
 use crate::fixtures::{ev, export_bytes, import_bytes, temp_store};
 
