@@ -21,8 +21,11 @@ pub type Refused = Vec<(PathBuf, Error)>;
 /// One thing to import: a file, with its place in a DSH root when it came from one, and its
 /// session directory's generations when it is the highest of several.
 pub struct Input {
+    /// The file.
     pub path: PathBuf,
+    /// Its place in a DSH session root, when it came from one.
     pub location: Option<RootLocation>,
+    /// Its session directory's generations, when it is the highest of several.
     pub generations: Option<SessionDir>,
 }
 
