@@ -8,10 +8,10 @@
 //!
 //! - [`json`]: JS-faithful JSON: the value model, `JSON.parse`, byte-exact `JSON.stringify`,
 //!   `Number::toString`, the lossless-JSON admission gate, and the interning of DSH's words.
-//! - [`format`]: the bytes of a log and what the engine keeps of them: the header line, event
-//!   envelopes, the event vocabulary of each generation, rows and packed chunk rows, authored
-//!   lines, `sourceEventSeqs` ranges, the `.jsonl.zstd` container, generation file names, DSH's
-//!   root paths, and the engine's stored blocks.
+//! - [`format`](mod@format): the bytes of a log and what the engine keeps of them: the header
+//!   line, event envelopes, the event vocabulary of each generation, rows and packed chunk rows,
+//!   authored lines, `sourceEventSeqs` ranges, the `.jsonl.zstd` container, generation file
+//!   names, DSH's root paths, and the engine's stored blocks.
 //! - [`rules`]: DSH's semantics over the events: its strict reader and verdicts (the scanner),
 //!   the model-visible surface and message projections, the projection units, the V4 lifecycle
 //!   relationships, crash repair and open-turn closers, the invariant companion and the message
