@@ -1,24 +1,25 @@
-//! The append path, stage by stage, on generated sessions (`sessionlog gen`'s generator), V0 and
-//! V4: the host's copy of a batch, turning it into `NewEvent`s and authoring their envelopes,
-//! writing their lines (and parsing them back, an import's first step), and a whole round (32
-//! sessions' next batches) through `Store::append_many` without fsync. `sessionlog bench
-//! hosting` measures the same path with its threads, fsyncs and compactions, where a change of
-//! a few percent hides in the machine's noise; these single-threaded figures show it.
+//! The append path, stage by stage, on generated sessions (`sessionlog-harness gen`'s generator),
+//! V0 and V4: the host's copy of a batch, turning it into `NewEvent`s and authoring their
+//! envelopes, writing their lines (and parsing them back, an import's first step), and a whole
+//! round (32 sessions' next batches) through `Store::append_many` without fsync.
+//! `sessionlog-harness bench hosting` measures the same path with its threads, fsyncs and
+//! compactions, where a change of a few percent hides in the machine's noise; these single-threaded
+//! figures show it.
 //!
 //! Run: `./x bench [FILTER]` (`cargo bench --profile release --bench append_path`: the release
 //! profile the tests use, so that nothing is compiled twice; see docs/PERFORMANCE.md).
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use sessionlog::codec::event::NewEvent;
+use sessionlog::codec::format::event::NewEvent;
+use sessionlog::codec::format::lines::author_lines;
 use sessionlog::codec::json::{parse, Value};
-use sessionlog::codec::lines::author_lines;
 use sessionlog::engine::{AppendItem, Durability, Options, Store};
-use sessionlog_tools::gen::{session_feed, GenOptions, LogFormat, SessionFeed};
-use sessionlog_tools::hosting::session_id;
-use sessionlog_tools::hosting::sessionlog::append_built;
+use sessionlog_harness::gen::{session_feed, GenOptions, LogFormat, SessionFeed};
+use sessionlog_harness::hosting::session_id;
+use sessionlog_harness::hosting::sessionlog::append_built;
 
-/// The CLI's allocator (`tools/src/main.rs`), so that the stages cost here what they cost in
-/// `sessionlog bench hosting`.
+/// The CLI's allocator (`tools/cli/src/main.rs`), so that the stages cost here what they cost in
+/// `sessionlog-harness bench hosting`.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -9,7 +9,7 @@
 //! Run: `./x bench as_written`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use sessionlog::codec::event::NewEvent;
+use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::json::parse;
 use sessionlog::engine::{AppendItem, Durability, ImportOptions, Options, Store};
 use sessionlog_tools::gen::{session_feed, GenOptions, LogFormat};

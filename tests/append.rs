@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use sessionlog::codec::format::zstd::compress_frame;
 use sessionlog::codec::json::{self, Value};
-use sessionlog::codec::zstd::compress_frame;
 use sessionlog::engine::{
     AppendItem, Durability, Error, ExportFormat, Options, SourceEncoding, Store,
 };
-use sessionlog_tools::gen::{session_batches, session_batches_v4, GenOptions, SessionFeed};
+use sessionlog_harness::gen::{session_batches, session_batches_v4, GenOptions, SessionFeed};
 
 use crate::fixtures::{
     append_feed, ev, events_text, export_bytes, host_feed, listed_ids, new_event, temp_store,

@@ -8,10 +8,10 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use sessionlog::codec::event::NewEvent;
+use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::json::{self, Value};
 use sessionlog::engine::{AppendItem, ExportFormat, SourceEncoding, Store};
-use sessionlog_tools::gen::{session_batches, GenOptions};
+use sessionlog_harness::gen::{session_batches, GenOptions};
 
 use crate::fixtures::{events_text, new_event, temp_store};
 

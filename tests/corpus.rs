@@ -44,7 +44,7 @@ fn every_session_fixture_round_trips_with_dsh_events_and_verdict() {
             continue;
         }
         let bytes = std::fs::read(dir.join("dsh").join(name)).expect("fixture");
-        let header = sessionlog::codec::header::parse_header(
+        let header = sessionlog::codec::format::header::parse_header(
             &bytes[..bytes.iter().position(|&b| b == b'\n').expect("newline")],
         )
         .unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use sessionlog::engine::{Durability, ImportOptions, Options, Store};
-use sessionlog_tools::gen::{session, GenOptions, GenSession};
-use sessionlog_tools::stress::Rng;
+use sessionlog_harness::gen::{session, GenOptions, GenSession};
+use sessionlog_harness::stress::Rng;
 
 use crate::fixtures::copy_dir;
 

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use sessionlog_tools::stress::{kill_loop, worker, StressOptions};
+use sessionlog_harness::stress::{kill_loop, worker, StressOptions};
 
 use crate::fixtures::worker_test_command;
 

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use sessionlog::engine::{direct_io_supported, Options, Store};
-use sessionlog_tools::gen::{session_batches, GenOptions, SessionFeed};
+use sessionlog_harness::gen::{session_batches, GenOptions, SessionFeed};
 
 use crate::fixtures::{export_bytes, host_feed};
 

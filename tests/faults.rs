@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use sessionlog::codec::event::NewEvent;
+use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::json;
 use sessionlog::engine::{
     Durability, Error, ExportFormat, ImportOptions, Options, SourceEncoding, Store,
 };
-use sessionlog_tools::gen::{session, session_batches, GenOptions};
+use sessionlog_harness::gen::{session, session_batches, GenOptions};
 
 use crate::crash::worker_command;
 use crate::fixtures::{append_feed, export_bytes, listed_ids, temp_store};

@@ -30,20 +30,20 @@ pub fn fixtures() -> Option<PathBuf> {
 }
 
 /// A batch-shape event (`{"type","data",…}`, as the CLI reads it) as an append input.
-pub fn ev(text: &str) -> sessionlog::codec::event::NewEvent {
-    sessionlog::codec::event::NewEvent::from_value(
+pub fn ev(text: &str) -> sessionlog::codec::format::event::NewEvent {
+    sessionlog::codec::format::event::NewEvent::from_value(
         &sessionlog::codec::json::parse(text).expect("json"),
     )
     .expect("event")
 }
 
 /// A generated (already logged) event as an append input.
-pub fn new_event(v: &sessionlog::codec::json::Value) -> sessionlog::codec::event::NewEvent {
-    sessionlog::codec::event::NewEvent::from_logged(v).expect("a generated event")
+pub fn new_event(v: &sessionlog::codec::json::Value) -> sessionlog::codec::format::event::NewEvent {
+    sessionlog::codec::format::event::NewEvent::from_logged(v).expect("a generated event")
 }
 
 /// Create the generated session `feed` and append all its batches live, as DSH would write them.
-pub fn host_feed(store: &Store, feed: &sessionlog_tools::gen::SessionFeed) {
+pub fn host_feed(store: &Store, feed: &sessionlog_harness::gen::SessionFeed) {
     store
         .create_session(&feed.header_line, sessionlog::engine::SourceEncoding::Jsonl)
         .unwrap_or_else(|e| panic!("create {}: {e}", feed.id));
@@ -51,7 +51,7 @@ pub fn host_feed(store: &Store, feed: &sessionlog_tools::gen::SessionFeed) {
 }
 
 /// Append every batch of the generated session `feed`, at its expected seq.
-pub fn append_feed(store: &Store, feed: &sessionlog_tools::gen::SessionFeed) {
+pub fn append_feed(store: &Store, feed: &sessionlog_harness::gen::SessionFeed) {
     for b in &feed.batches {
         store
             .append(

@@ -3,12 +3,12 @@
 //! boundaries, open turns, end-seed idempotence, forks of forks, queries through the shared
 //! prefix, and purge keeping parents that live forks read.
 
-use sessionlog::codec::chunk_rows::pack_chunk_runs;
+use sessionlog::codec::format::chunk_rows::pack_chunk_runs;
 use sessionlog::codec::json::{self, Value};
-use sessionlog::codec::projection::fold;
-use sessionlog::codec::surface::replay;
+use sessionlog::codec::rules::projection::fold;
+use sessionlog::codec::rules::surface::replay;
 use sessionlog::engine::{Error, ExportFormat, Store};
-use sessionlog_tools::gen::{session_bytes, GenOptions};
+use sessionlog_harness::gen::{session_bytes, GenOptions};
 
 use crate::fixtures::{all_events, ev, export_bytes, import_bytes, temp_store};
 
@@ -143,7 +143,7 @@ fn a_fork_exports_what_dsh_writes_and_reads_through_the_shared_prefix() {
         .import_zstd("child.zstd", &zstd, &Default::default())
         .expect("re-import");
     assert_eq!(
-        sessionlog::codec::zstd::scan_frames(&zstd)
+        sessionlog::codec::format::zstd::scan_frames(&zstd)
             .expect("frames")
             .frames
             .len(),

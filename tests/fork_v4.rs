@@ -2,9 +2,9 @@
 //! shared prefix, the `{inherited:true}` marker and the `forked` closers.
 
 use sessionlog::codec::json::{parse, stringify, Value};
-use sessionlog::codec::surface::{replay_with, SurfaceModel};
+use sessionlog::codec::rules::surface::{replay_with, SurfaceModel};
 use sessionlog::engine::{ExportFormat, Verdict};
-use sessionlog_tools::gen::{session_batches_v4, GenOptions};
+use sessionlog_harness::gen::{session_batches_v4, GenOptions};
 
 use crate::fixtures::{all_events, export_bytes, import_bytes, temp_store};
 

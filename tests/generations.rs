@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
+use sessionlog::codec::format::zstd::compress_frame;
 use sessionlog::codec::json::stringify;
-use sessionlog::codec::zstd::compress_frame;
 use sessionlog::engine::{scan_session_dir, Error, ExportFormat, ImportOptions, Store, Verdict};
 
 use crate::fixtures::{all_events, assert_empty, export_bytes, fixtures, import_bytes, temp_store};
@@ -549,9 +549,9 @@ fn reads_through_migration_equal_the_published_successor() {
 #[test]
 fn generated_v4_sessions_round_trip_and_answer_like_a_replay() {
     use sessionlog::codec::json::stringify;
-    use sessionlog::codec::surface::{replay_with, SurfaceModel};
+    use sessionlog::codec::rules::surface::{replay_with, SurfaceModel};
     use sessionlog::engine::SourceEncoding;
-    use sessionlog_tools::gen::{session_batches_v4, GenOptions};
+    use sessionlog_harness::gen::{session_batches_v4, GenOptions};
 
     let opts = GenOptions {
         sessions: 6,
@@ -665,7 +665,7 @@ fn v4_appends_reject_with_the_rule_and_write_nothing() {
     store
         .create_session(&header(4, "live", ""), SourceEncoding::JsonlZstd)
         .expect("create");
-    let batch = |lines: &[&str]| -> Vec<sessionlog::codec::event::NewEvent> {
+    let batch = |lines: &[&str]| -> Vec<sessionlog::codec::format::event::NewEvent> {
         lines.iter().map(|l| crate::fixtures::ev(l)).collect()
     };
     let opening = batch(&[
@@ -722,14 +722,14 @@ fn v4_appends_reject_with_the_rule_and_write_nothing() {
 /// import converted), is the header frame and one frame for all its rows.
 #[test]
 fn v4_zstd_framing_follows_the_writer() {
-    use sessionlog::codec::zstd::scan_frames;
+    use sessionlog::codec::format::zstd::scan_frames;
     use sessionlog::engine::SourceEncoding;
 
     let (_t, store) = temp_store();
     store
         .create_session(&header(4, "live", ""), SourceEncoding::JsonlZstd)
         .expect("create");
-    let batch = |from: u64, n: u64| -> Vec<sessionlog::codec::event::NewEvent> {
+    let batch = |from: u64, n: u64| -> Vec<sessionlog::codec::format::event::NewEvent> {
         (from..from + n)
             .map(|s| {
                 let v = sessionlog::codec::json::parse(&row(s, "workspace/changes", "{}"))
@@ -827,8 +827,8 @@ fn dsh_0_2_snapshot_logs_are_admitted_and_answer() {
         let turns = store.state_at(&report.id, "turns", None).expect("turns");
         assert!(!stringify(&turns).is_empty());
         let events = all_events(&store, &report.id);
-        let naive = sessionlog::codec::surface::replay_with(
-            sessionlog::codec::surface::SurfaceModel::V4,
+        let naive = sessionlog::codec::rules::surface::replay_with(
+            sessionlog::codec::rules::surface::SurfaceModel::V4,
             &events,
         )
         .expect("replay");

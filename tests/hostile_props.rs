@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
-use sessionlog::codec::event::NewEvent;
+use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::json;
 use sessionlog::engine::{ImportOptions, SourceEncoding};
 
@@ -279,7 +279,7 @@ proptest! {
 fn v4_corpus() -> &'static [Vec<u8>] {
     static CORPUS: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
     CORPUS.get_or_init(|| {
-        let opts = sessionlog_tools::gen::GenOptions {
+        let opts = sessionlog_harness::gen::GenOptions {
             sessions: 4,
             events_per_session: 1_500,
             seed: 17,
@@ -287,14 +287,15 @@ fn v4_corpus() -> &'static [Vec<u8>] {
         };
         let mut files = Vec::new();
         for i in 0..opts.sessions {
-            let feed = sessionlog_tools::gen::session_batches_v4(i, &opts);
+            let feed = sessionlog_harness::gen::session_batches_v4(i, &opts);
             let mut plain = feed.header_line.clone() + "\n";
             let mut frames =
-                sessionlog::codec::zstd::compress_frame(plain.as_bytes()).expect("frame");
+                sessionlog::codec::format::zstd::compress_frame(plain.as_bytes()).expect("frame");
             for b in &feed.batches {
                 plain += &b.text;
                 frames.extend(
-                    sessionlog::codec::zstd::compress_frame(b.text.as_bytes()).expect("frame"),
+                    sessionlog::codec::format::zstd::compress_frame(b.text.as_bytes())
+                        .expect("frame"),
                 );
             }
             files.push(plain.into_bytes());

@@ -1,9 +1,9 @@
 //! Listing by human activity and by creation, a page at a time; delete, undelete and purge.
 
-use sessionlog::codec::event::NewEvent;
+use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::json;
 use sessionlog::engine::{Durability, ListOrder, Options, SourceEncoding, Store};
-use sessionlog_tools::gen::{session_bytes, GenOptions};
+use sessionlog_harness::gen::{session_bytes, GenOptions};
 
 use crate::fixtures::{ev, export_bytes, import_bytes, temp_store};
 
@@ -97,7 +97,7 @@ fn imported_sessions_are_ordered_by_their_last_prompt_and_pages_cost_their_size(
     };
     let mut expected = Vec::new();
     for id in import_generated(&store, &opts) {
-        let prompt = sessionlog::codec::projection::fold(
+        let prompt = sessionlog::codec::rules::projection::fold(
             "activity",
             0,
             &crate::fixtures::all_events(&store, &id),

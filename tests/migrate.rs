@@ -39,7 +39,7 @@ fn prepared(bytes: &[u8]) -> Vec<u8> {
 fn frame_per_line(bytes: &[u8]) -> Vec<u8> {
     bytes
         .split_inclusive(|&b| b == b'\n')
-        .flat_map(|line| sessionlog::codec::zstd::compress_frame(line).expect("frame"))
+        .flat_map(|line| sessionlog::codec::format::zstd::compress_frame(line).expect("frame"))
         .collect()
 }
 
@@ -362,7 +362,7 @@ fn case_28_a_zstd_successor_is_a_header_frame_and_one_body_frame() {
     assert_eq!(store.list().expect("list")[0].format, 4);
     let mut v4 = Vec::new();
     store.export("z", None, &mut v4).expect("export");
-    let frames = sessionlog::codec::zstd::read_frames(&v4).expect("frames");
+    let frames = sessionlog::codec::format::zstd::read_frames(&v4).expect("frames");
     assert_eq!(frames.frames.len(), 2, "header frame + one body frame");
     let mut v0 = Vec::new();
     store
@@ -393,7 +393,7 @@ fn case_28_a_zstd_successor_is_a_header_frame_and_one_body_frame() {
 /// an earlier message already claimed), DSH's V1→V2 refusal leaves the session unchanged.
 #[test]
 fn generated_v0_sessions_migrate_to_the_same_messages() {
-    let opts = sessionlog_tools::gen::GenOptions {
+    let opts = sessionlog_harness::gen::GenOptions {
         sessions: 16,
         events_per_session: 1500,
         seed: 41,
@@ -402,7 +402,7 @@ fn generated_v0_sessions_migrate_to_the_same_messages() {
     let (_dir, store) = temp_store();
     let mut sessions = Vec::new();
     for i in 0..opts.sessions {
-        let bytes = sessionlog_tools::gen::session_bytes(i, &opts);
+        let bytes = sessionlog_harness::gen::session_bytes(i, &opts);
         let id = import_bytes(&store, "gen", &bytes, false)
             .expect("import")
             .id;
@@ -495,14 +495,14 @@ fn case_23_the_catalog_is_backfilled_from_children_in_the_store() {
 /// as generation 0), then the parent. Both answer the same messages as before, in the V4 model.
 #[test]
 fn a_fork_family_migrates_forks_first() {
-    let opts = sessionlog_tools::gen::GenOptions {
+    let opts = sessionlog_harness::gen::GenOptions {
         events_per_session: 1500,
         torn_fraction: 0.0,
         seed: 5,
         ..Default::default()
     };
     let parent = (0..16)
-        .map(|i| sessionlog_tools::gen::session_bytes(i, &opts))
+        .map(|i| sessionlog_harness::gen::session_bytes(i, &opts))
         .find(|bytes| {
             let (_d, probe) = temp_store();
             let id = import_bytes(&probe, "probe", bytes, false)

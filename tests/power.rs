@@ -17,8 +17,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use sessionlog_engine::Durability;
-use sessionlog_tools::power::worker::{run as run_worker, WorkerSpec};
-use sessionlog_tools::power::{freeze_for_cut, lazyfs, power_loop, PowerOptions, PowerReport};
+use sessionlog_harness::power::worker::{run as run_worker, WorkerSpec};
+use sessionlog_harness::power::{freeze_for_cut, lazyfs, power_loop, PowerOptions, PowerReport};
 
 use crate::fixtures::{checkout, worker_test_command};
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use sessionlog::codec::json::{parse, stringify, Value};
-use sessionlog::codec::surface::{replay_with, ImageOffload, SurfaceModel};
+use sessionlog::codec::rules::surface::{replay_with, ImageOffload, SurfaceModel};
 use sessionlog::engine::{Error, SourceEncoding, Store};
 
 use crate::fixtures::{all_events, export_bytes, import_bytes, new_event, temp_store};
@@ -185,7 +185,7 @@ fn a_session_needing_a_missing_projection_is_not_read() {
 #[derive(Default)]
 struct Faulty(std::sync::atomic::AtomicBool);
 
-impl sessionlog::codec::surface::MessageProjection for Faulty {
+impl sessionlog::codec::rules::surface::MessageProjection for Faulty {
     fn event_type(&self) -> &str {
         "image/offload"
     }
@@ -193,7 +193,7 @@ impl sessionlog::codec::surface::MessageProjection for Faulty {
     fn project(
         &self,
         event: &Value,
-        ctx: &sessionlog::codec::surface::ProjectionContext<'_>,
+        ctx: &sessionlog::codec::rules::surface::ProjectionContext<'_>,
     ) -> Result<Vec<(u64, Value)>, String> {
         assert!(
             !self.0.load(std::sync::atomic::Ordering::SeqCst),

@@ -9,9 +9,9 @@
 //! committed prefix (`truncateTo`, seen through the cross-encoding export, which frames only the
 //! committed region) and the closers of [`interrupted_turn_closers`] over the exposed events.
 
+use sessionlog::codec::format::zstd::compress_frame;
 use sessionlog::codec::json::{parse, Value};
-use sessionlog::codec::repair::interrupted_turn_closers;
-use sessionlog::codec::zstd::compress_frame;
+use sessionlog::codec::rules::repair::interrupted_turn_closers;
 use sessionlog::engine::{Error, ExportFormat, ImportOptions, Store, Verdict};
 
 use crate::fixtures::{

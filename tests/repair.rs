@@ -65,7 +65,7 @@ fn a_torn_jsonl_tail_is_cut_and_the_turn_closed() {
     );
     assert_eq!(store.list().expect("list")[0].verdict, Verdict::Clean);
     assert!(store.verify(&[]).expect("verify").problems.is_empty());
-    let ev = sessionlog::codec::event::NewEvent::from_value(
+    let ev = sessionlog::codec::format::event::NewEvent::from_value(
         &sessionlog::codec::json::parse(r#"{"type":"turn/start","data":{"turn":2}}"#)
             .expect("json"),
     )
@@ -88,7 +88,7 @@ fn torn_zstd_vectors_repair_to_a_clean_log_with_one_new_frame() {
         if r.verdict != Verdict::Torn {
             continue;
         }
-        let scan = sessionlog::codec::zstd::scan_frames(&bytes).expect("scan");
+        let scan = sessionlog::codec::format::zstd::scan_frames(&bytes).expect("scan");
         let cut = scan.torn_start.expect("torn");
         let report = store.repair(&r.id).expect("repair");
         assert_eq!(report.cut_bytes, (bytes.len() - cut) as u64, "{name}");
@@ -98,7 +98,7 @@ fn torn_zstd_vectors_repair_to_a_clean_log_with_one_new_frame() {
             &bytes[..cut],
             "{name}: bytes before the cut changed"
         );
-        let rescan = sessionlog::codec::zstd::scan_frames(&after).expect("rescan");
+        let rescan = sessionlog::codec::format::zstd::scan_frames(&after).expect("rescan");
         assert!(rescan.torn_start.is_none());
         let added = rescan.frames.len() - scan.frames.len();
         assert_eq!(

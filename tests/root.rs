@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use sessionlog::engine::{scan_root, Error, ExportFormat, ImportOptions, Store};
-use sessionlog_tools::gen::{session_bytes, GenOptions};
+use sessionlog_harness::gen::{session_bytes, GenOptions};
 
 use crate::fixtures::{import_bytes, temp_store};
 

@@ -2,7 +2,7 @@
 //! enough to spill several WriteBatches stays atomic when it is refused midway.
 
 use sessionlog::engine::{Durability, Error, ImportOptions, Options, Store};
-use sessionlog_tools::gen::{generate, session_bytes, GenOptions};
+use sessionlog_harness::gen::{generate, session_bytes, GenOptions};
 
 use crate::fixtures::{assert_empty, export_bytes, temp_store};
 

@@ -3,12 +3,12 @@
 //! request reconstruction and its mismatch check.
 
 use proptest::prelude::*;
-use sessionlog::codec::event::event_type;
+use sessionlog::codec::format::event::event_type;
 use sessionlog::codec::json::{self, Object, Value};
-use sessionlog::codec::projection::{fold, unit_at, UNITS};
-use sessionlog::codec::surface::SurfaceModel;
+use sessionlog::codec::rules::projection::{fold, unit_at, UNITS};
+use sessionlog::codec::rules::surface::SurfaceModel;
 use sessionlog::engine::{Error, CHECKPOINT_EVERY};
-use sessionlog_tools::gen::{session_batches, session_bytes, GenOptions};
+use sessionlog_harness::gen::{session_batches, session_bytes, GenOptions};
 
 use crate::fixtures::{all_events, fixtures, import_bytes, temp_store};
 
@@ -40,7 +40,7 @@ proptest! {
 /// requestHeader, inbox), at any seq, for live-appended and imported copies alike.
 #[test]
 fn v4_units_equal_a_naive_fold() {
-    use sessionlog::codec::projection::fold_in;
+    use sessionlog::codec::rules::projection::fold_in;
 
     let opts = GenOptions {
         sessions: 3,
@@ -49,7 +49,7 @@ fn v4_units_equal_a_naive_fold() {
         torn_fraction: 0.0,
     };
     for index in 0..opts.sessions {
-        let feed = sessionlog_tools::gen::session_batches_v4(index, &opts);
+        let feed = sessionlog_harness::gen::session_batches_v4(index, &opts);
         let (_d, live) = temp_store();
         crate::fixtures::host_feed(&live, &feed);
         let log = all_events(&live, &feed.id);
@@ -147,7 +147,7 @@ fn a_unit_changes_only_on_the_event_types_it_declares() {
         for index in 0..opts.sessions {
             let feed = match model {
                 SurfaceModel::V0 => session_batches(index, &opts),
-                SurfaceModel::V4 => sessionlog_tools::gen::session_batches_v4(index, &opts),
+                SurfaceModel::V4 => sessionlog_harness::gen::session_batches_v4(index, &opts),
             };
             let log: Vec<Value> = feed.batches.iter().flat_map(|b| b.events.clone()).collect();
             check_untouched(model, &log, &feed.id, &mut checked);

@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 use sessionlog::codec::json::{self, Value};
-use sessionlog::codec::surface::replay;
+use sessionlog::codec::rules::surface::replay;
 use sessionlog::engine::Error;
-use sessionlog_tools::gen::{session_batches, session_bytes, GenOptions};
+use sessionlog_harness::gen::{session_batches, session_bytes, GenOptions};
 
 use crate::fixtures::{all_events, fixtures, import_bytes, names_ending, temp_store};
 

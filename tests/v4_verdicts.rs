@@ -7,7 +7,7 @@
 use proptest::prelude::*;
 use sessionlog::codec::json::{self, Object, Value};
 use sessionlog::engine::{ImportReport, Store, Verdict};
-use sessionlog_tools::gen::{session_batches_v4, GenOptions};
+use sessionlog_harness::gen::{session_batches_v4, GenOptions};
 
 use crate::fixtures::{export_bytes, import_bytes, temp_store};
 

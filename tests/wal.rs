@@ -8,7 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use sessionlog::engine::{Durability, Options, Store};
-use sessionlog_tools::gen::{session_batches, GenOptions, SessionFeed};
+use sessionlog_harness::gen::{session_batches, GenOptions, SessionFeed};
 
 use crate::fixtures::{copy_dir, export_bytes, host_feed};
 

@@ -89,7 +89,7 @@ fn assert_same_import(
 
 /// What `zstd -dc` writes for `bytes`, computed frame by frame with the reader DSH's import uses.
 fn zstd_dc(bytes: &[u8]) -> Vec<u8> {
-    let log = sessionlog::codec::zstd::read_frames(bytes).expect("frames");
+    let log = sessionlog::codec::format::zstd::read_frames(bytes).expect("frames");
     let mut out: Vec<u8> = log.frames.into_iter().flat_map(|f| f.plaintext).collect();
     out.extend(log.torn.map(|t| t.recovered).unwrap_or_default());
     out

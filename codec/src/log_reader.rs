@@ -9,14 +9,14 @@
 //! the V1–V3 migration chain's refusals (`MigrationCheck`), and under V4 DSH 0.2's restore of a
 //! `Session` (the first committed event whose message shape or surface transition it refuses).
 
-use crate::event::event_type;
-use crate::generation::NEWEST_VERSION;
-use crate::header::{Header, HeaderCheck};
+use crate::format::event::event_type;
+use crate::format::generation::NEWEST_VERSION;
+use crate::format::header::{Header, HeaderCheck};
+use crate::format::known_types::SupportCheck;
 use crate::json::{JsString, Value};
-use crate::known_types::SupportCheck;
-use crate::message_shape::check_message_shape;
 use crate::migrate::MigrationCheck;
-use crate::scanner::{BodyScanner, BodyVerdict, LineOutcome};
+use crate::rules::message_shape::check_message_shape;
+use crate::rules::scanner::{BodyScanner, BodyVerdict, LineOutcome};
 
 /// DSH's reader state over a log's body so far.
 pub struct LogReader {

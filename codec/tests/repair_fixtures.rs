@@ -16,7 +16,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use sessionlog_codec::json::{parse, stringify, Value};
-use sessionlog_codec::repair::{end_seed, interrupted_turn_closers, needs_end_seed, OpenTurn};
+use sessionlog_codec::rules::repair::{
+    end_seed, interrupted_turn_closers, needs_end_seed, OpenTurn,
+};
 
 const TOOL_OUTCOME_UNKNOWN: &str = "dsh/examples__headless-agent__tests__semantic-checkpoint-snapshots__tool-outcome-unknown__session.expected.jsonl";
 

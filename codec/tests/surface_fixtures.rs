@@ -20,7 +20,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use sessionlog_codec::json::{parse, stringify, Object, Value};
-use sessionlog_codec::surface::{
+use sessionlog_codec::rules::surface::{
     derive_messages, is_replacement_surface_event, replay, SurfaceFold,
 };
 use sessionlog_codec::Error;

@@ -15,7 +15,7 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use sessionlog_codec::zstd::{
+use sessionlog_codec::format::zstd::{
     compress_frame, read_frames, read_header_line, scan_frames, FrameCompressor, ZstdLog,
 };
 use sessionlog_codec::Result;

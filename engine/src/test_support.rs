@@ -1,7 +1,7 @@
 //! Helpers for the engine's unit tests: a store in a temp directory holding one small V0
 //! session, and direct edits of stored values to simulate damage the public API cannot cause.
 
-use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::format::event::NewEvent;
 
 use crate::layout::keys;
 use crate::layout::keys::CF_EVENTS;

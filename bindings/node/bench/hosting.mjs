@@ -7,8 +7,8 @@
 // Prints durable turns/s, events/s, p50/p99 flush latency and process CPU per turn for each;
 // with --json the last line is one JSON object whose `ratios` map holds `vs_jsonl` and
 // `vs_jsonl_zstd` (sessionlog's durable turns/s ÷ each peer's). `--backend` runs one backend
-// alone (no ratios): `sessionlog bench node-hosting` runs each in its own process that way,
-// under a disk model, and takes the ratios itself.
+// alone (no ratios): `sessionlog-harness bench node-hosting` runs each in its own process that
+// way, under a disk model, and takes the ratios itself.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'

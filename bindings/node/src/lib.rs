@@ -235,7 +235,7 @@ impl NativeStore {
         events_json: String,
     ) -> napi::Result<JsObject> {
         let (pending, promise) = Pending::new(&env)?;
-        let id = sessionlog_codec::header::parse_header(header_line.as_bytes())
+        let id = sessionlog_codec::format::header::parse_header(header_line.as_bytes())
             .map(|h| h.id.to_string_lossy())
             .unwrap_or_default();
         self.submit(AppendRequest {

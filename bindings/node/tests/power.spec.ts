@@ -1,5 +1,5 @@
-// Cut the power under a DSH host, not just SIGKILL it: `sessionlog stress --power-loss` runs
-// crash-host.mjs on a LazyFS mount, freezes it at a random moment after its first ack, drops
+// Cut the power under a DSH host, not just SIGKILL it: `sessionlog-harness stress --power-loss`
+// runs crash-host.mjs on a LazyFS mount, freezes it at a random moment after its first ack, drops
 // every byte not fsynced, kills it, and checks the reopened store: every session holds at least
 // the events whose flush had resolved, seqs contiguous, `verify` clean. Buffered durability is
 // the control that shows the check can fail. Needs root and /dev/fuse (as CI has); elsewhere the
@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
 
 const HOST = fileURLToPath(new URL('./crash-host.mjs', import.meta.url))
-const BIN = join(process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'sessionlog-target'), 'release', 'sessionlog')
+const BIN = join(process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'sessionlog-target'), 'release', 'sessionlog-harness')
 const canCut = process.getuid?.() === 0 && existsSync('/dev/fuse')
 
 /** Run `cycles` power cuts under the host at `durability`; the harness's JSON totals. */

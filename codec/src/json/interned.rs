@@ -9,9 +9,8 @@
 
 use std::sync::OnceLock;
 
-use crate::by_length::ByLength;
-use crate::chunk_rows::{DELTA_KINDS, ROW_TAGS};
-use crate::known_types;
+use super::by_length::ByLength;
+use crate::vocabulary::{self, DELTA_KINDS, ROW_TAGS};
 
 /// Message roles.
 const ROLES: [&str; 5] = ["user", "assistant", "system", "developer", "tool"];
@@ -37,7 +36,7 @@ const KEYS: [&str; 15] = [
 
 /// The words interned.
 fn words() -> impl Iterator<Item = &'static str> {
-    known_types::event_types()
+    vocabulary::event_types()
         .chain(DELTA_KINDS)
         .chain(ROW_TAGS)
         .chain(ROLES)

@@ -2,7 +2,14 @@
 //!
 //! The engine never re-serializes imported lines (raw bytes are the truth); this module is for
 //! decoding lines into logical events and for authoring lines exactly as DSH would.
+//!
+//! - `value`: the JS value model ([`Value`], [`JsString`] in WTF-8, [`Object`] in key order);
+//! - `parse`: `JSON.parse`; `stringify`: `JSON.stringify` and `String(v)`; `number`: JS's
+//!   `Number::toString`; `plain_run`: the bytes a string holds unescaped, for both directions;
+//! - `gate`: the lossless-JSON admission gate ([`admit`]);
+//! - `interned`: DSH's repeated words held as `&'static str`, looked up through `by_length`.
 
+pub(crate) mod by_length;
 mod gate;
 mod interned;
 mod number;

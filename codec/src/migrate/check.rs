@@ -6,10 +6,10 @@
 //! - [`MigrationCheck`] runs the chain and the admission over a source log's events.
 
 use super::{Chain, ChildFacts, TARGET_VERSION};
-use crate::header::{parse_header, HeaderCheck};
+use crate::format::header::{parse_header, HeaderCheck};
+use crate::format::rows::file_row_text;
 use crate::json::{stringify, Object, Value};
-use crate::rows::file_row_text;
-use crate::scanner::{BodyScanner, BodyVerdict};
+use crate::rules::scanner::{BodyScanner, BodyVerdict};
 
 /// The V4 reader over a migrated log, in strict mode: every row must be committed cleanly.
 pub struct Admission {

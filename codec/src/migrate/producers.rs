@@ -4,9 +4,13 @@
 //! `plugin:P`), its `plugin` field dropped.
 
 use super::messages::for_each_message;
-use super::v3_to_v4::V3ToV4;
 use super::Refusal;
 use crate::json::{Object, Value};
+
+/// A format rule broken (DSH's `SessionFormatError`, named after the V3→V4 stage).
+fn refuse(message: impl Into<String>) -> Refusal {
+    Refusal::format(3, message)
+}
 
 /// Released plugin names whose V4 producer kind is another name.
 const RENAMED_PRODUCERS: [(&str, &str); 5] = [
@@ -79,7 +83,7 @@ pub(super) fn rewrite_sources(ty: &str, event: &mut Object, seq: u64) -> Result<
         source.insert("kind".into(), Value::from(kind.as_str()));
         Ok(())
     })
-    .map_err(V3ToV4::refuse)
+    .map_err(refuse)
 }
 
 /// The V4 producer kind of released plugin `plugin` on a message of `role`.

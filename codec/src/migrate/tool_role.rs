@@ -3,9 +3,18 @@
 //! content, stream chunks); a V3 tool definition using V4's `deferLoading` is refused.
 
 use super::messages::for_each_message;
-use super::v3_to_v4::V3ToV4;
 use super::Refusal;
 use crate::json::{Object, Value};
+
+/// A format rule broken (DSH's `SessionFormatError`, named after the V3→V4 stage).
+fn refuse(message: impl Into<String>) -> Refusal {
+    Refusal::format(3, message)
+}
+
+/// The V3→V4 stage's own refusal (DSH's `SessionFormatUnsupportedMigrationError`).
+fn unsupported(message: impl Into<String>) -> Refusal {
+    Refusal::unsupported(3, message)
+}
 
 /// A V3 tool result (a user message holding one `tool-result` wrapper) becomes a tool-role
 /// message; the wrapper's and message's extra fields are kept under `plugin:result:` and
@@ -42,27 +51,27 @@ pub(super) fn lift_tool_result(ty: &str, event: &mut Object, seq: u64) -> Result
                 && w.get("toolCallId").and_then(Value::as_str) == call_id
         });
     let (Some(wrapper), Some(call_id), true) = (wrapper, call_id, valid) else {
-        return Err(V3ToV4::refuse(format!(
+        return Err(refuse(format!(
             "{subject} requires exactly one tool-result wrapper matching its tool source"
         )));
     };
     let is_error = wrapper.get("isError");
     if is_error.is_some_and(|v| !matches!(v, Value::Bool(_))) {
-        return Err(V3ToV4::refuse(format!(
+        return Err(refuse(format!(
             "{subject} tool-result isError must be boolean"
         )));
     }
     let content = match wrapper.get("content") {
         Some(Value::Array(blocks)) => {
             if blocks.iter().any(|b| block_type(b) == Some("tool-result")) {
-                return Err(V3ToV4::unsupported(format!(
+                return Err(unsupported(format!(
                     "{subject} contains a nested tool-result unsupported by this converter"
                 )));
             }
             Value::Array(blocks.clone())
         }
         _ => {
-            return Err(V3ToV4::refuse(format!(
+            return Err(refuse(format!(
                 "{subject} tool-result content must be an array"
             )))
         }
@@ -111,7 +120,7 @@ pub(super) fn migrate_content(ty: &str, event: &mut Object, seq: u64) -> Result<
     for_each_message(ty, event, &mut |message| {
         namespace_content(message.get_mut("content"), &subject)
     })
-    .map_err(V3ToV4::refuse)?;
+    .map_err(refuse)?;
     let Some(Value::Object(data)) = event.get_mut("data") else {
         return Ok(());
     };
@@ -124,12 +133,11 @@ pub(super) fn migrate_content(ty: &str, event: &mut Object, seq: u64) -> Result<
         if *key == "rawOutput" && !data.contains_key(key) {
             continue;
         }
-        namespace_content(data.get_mut(key), &format!("{subject}.{key}"))
-            .map_err(V3ToV4::refuse)?;
+        namespace_content(data.get_mut(key), &format!("{subject}.{key}")).map_err(refuse)?;
     }
     if ty == "team/message/queued" {
         if let Some(Value::Object(message)) = data.get_mut("message") {
-            namespace_content(message.get_mut("content"), &subject).map_err(V3ToV4::refuse)?;
+            namespace_content(message.get_mut("content"), &subject).map_err(refuse)?;
         }
     }
     if ty == "request/header" {
@@ -143,7 +151,7 @@ pub(super) fn migrate_content(ty: &str, event: &mut Object, seq: u64) -> Result<
                 .as_object()
                 .is_some_and(|t| t.contains_key("deferLoading"))
             {
-                return Err(V3ToV4::unsupported(format!(
+                return Err(unsupported(format!(
                     "{subject}.header.tools[{index}] contains deferLoading, which is only defined in V4"
                 )));
             }
@@ -160,7 +168,7 @@ pub(super) fn migrate_content(ty: &str, event: &mut Object, seq: u64) -> Result<
                 }
                 if let Some(Value::Object(chunk)) = entry.get_mut("chunk") {
                     namespace_chunk(chunk, &format!("{subject}.stream[{index}]"))
-                        .map_err(V3ToV4::refuse)?;
+                        .map_err(refuse)?;
                 }
             }
         }

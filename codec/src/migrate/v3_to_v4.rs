@@ -10,7 +10,7 @@ use super::references::{BadReference, Renumber};
 use super::tool_role::{lift_tool_result, migrate_content};
 use super::{ChildFacts, Refusal, Stage};
 use crate::json::{JsString, Object, Value};
-use crate::known_types::RELEASED_V3_EVENT_TYPES;
+use crate::vocabulary::RELEASED_V3_EVENT_TYPES;
 
 /// DSH's frozen wording of a repaired started tool's result.
 const OUTCOME_UNKNOWN_TEXT: &str = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly.";
@@ -62,12 +62,12 @@ impl V3ToV4 {
     }
 
     /// A format rule broken (DSH's `SessionFormatError`, named after the stage).
-    pub(super) fn refuse(message: impl Into<String>) -> Refusal {
+    fn refuse(message: impl Into<String>) -> Refusal {
         Refusal::format(3, message)
     }
 
     /// The stage's own refusal (DSH's `SessionFormatUnsupportedMigrationError`).
-    pub(super) fn unsupported(message: impl Into<String>) -> Refusal {
+    fn unsupported(message: impl Into<String>) -> Refusal {
         Refusal::unsupported(3, message)
     }
 
@@ -266,7 +266,7 @@ impl Stage for V3ToV4 {
                     "format v3 delivery marker claims target format v4",
                 ));
             }
-            let named = crate::relations::delivery(event.get("data"), source_seq, 3)
+            let named = crate::rules::relations::delivery(event.get("data"), source_seq, 3)
                 .map_err(Self::refuse)?;
             if named.is_some_and(|id| id != self.id) {
                 self.foreign_delivery = Some(source_seq);
@@ -360,7 +360,7 @@ impl Stage for V3ToV4 {
 
 /// DSH's `catalogFact` over `value`, with its failure named after `subject`.
 fn catalog_fact(value: &Value, subject: &str) -> Result<Object, Refusal> {
-    crate::relations::catalog_child(Some(value), subject)
+    crate::rules::relations::catalog_child(Some(value), subject)
         .map(|_| value.as_object().cloned().unwrap_or_default())
         .map_err(V3ToV4::refuse)
 }

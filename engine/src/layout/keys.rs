@@ -181,13 +181,13 @@ pub fn fork_prefix(parent: u64) -> Vec<u8> {
 
 /// Surface section of per-event ops: the [`SurfaceChange`] of surface event `seq`.
 ///
-/// [`SurfaceChange`]: sessionlog_codec::surface::SurfaceChange
+/// [`SurfaceChange`]: sessionlog_codec::rules::surface::SurfaceChange
 pub(crate) const OP: u8 = 0;
 /// Surface section of snapshots: the fold after event `seq`.
 pub(crate) const SNAP: u8 = 1;
 /// Surface section of replacements: the [`Replacement`] made by event `seq`.
 ///
-/// [`Replacement`]: sessionlog_codec::surface::Replacement
+/// [`Replacement`]: sessionlog_codec::rules::surface::Replacement
 pub(crate) const REPL: u8 = 2;
 /// Surface section of message-projection events: what event `seq` made (JSON).
 pub(crate) const PROJ: u8 = 3;

@@ -15,7 +15,7 @@
 //! from the top (performance-rounds.md, nineteenth round).
 
 use serde::{Deserialize, Serialize};
-use sessionlog_codec::scanner::BodyVerdict;
+use sessionlog_codec::rules::scanner::BodyVerdict;
 
 use crate::error::{Error, Result};
 
@@ -158,7 +158,7 @@ pub struct SessionMeta {
 
 /// A header's `seedLength`: the events a fork inherited, from which its inbox reads splices
 /// (0 when absent or not a count).
-pub(crate) fn seed_length(header: &sessionlog_codec::header::Header) -> u64 {
+pub(crate) fn seed_length(header: &sessionlog_codec::format::header::Header) -> u64 {
     header
         .object
         .get("seedLength")
@@ -209,7 +209,7 @@ pub struct FrozenGeneration {
 impl FrozenGeneration {
     /// Its canonical file name.
     pub fn file_name(&self) -> String {
-        sessionlog_codec::generation::generation_file_name(self.version, self.zstd)
+        sessionlog_codec::format::generation::generation_file_name(self.version, self.zstd)
     }
 }
 
@@ -230,7 +230,7 @@ impl SessionMeta {
     /// lines, verdict clean, batch 1 next. Writers set what their body adds.
     pub(crate) fn new(
         number: u64,
-        header: &sessionlog_codec::header::Header,
+        header: &sessionlog_codec::format::header::Header,
         header_record: Vec<u8>,
         source: SourceEncoding,
     ) -> Self {
@@ -271,7 +271,7 @@ impl SessionMeta {
 
     /// The file name of the served generation in `encoding`.
     pub fn file_name(&self, encoding: SourceEncoding) -> String {
-        sessionlog_codec::generation::generation_file_name(
+        sessionlog_codec::format::generation::generation_file_name(
             self.version,
             encoding == SourceEncoding::JsonlZstd,
         )
@@ -283,8 +283,8 @@ impl SessionMeta {
     pub(crate) fn require_surface_model(
         &self,
         what: &str,
-    ) -> Result<sessionlog_codec::surface::SurfaceModel> {
-        sessionlog_codec::surface::SurfaceModel::for_version(self.version)
+    ) -> Result<sessionlog_codec::rules::surface::SurfaceModel> {
+        sessionlog_codec::rules::surface::SurfaceModel::for_version(self.version)
             .ok_or_else(|| self.not_served(what))
     }
 
@@ -310,9 +310,9 @@ impl SessionMeta {
     }
 
     /// The stored header line, parsed; one that no longer parses is corrupt stored data.
-    pub(crate) fn parsed_header(&self) -> Result<sessionlog_codec::header::Header> {
+    pub(crate) fn parsed_header(&self) -> Result<sessionlog_codec::format::header::Header> {
         let line = self.header.strip_suffix(b"\n").unwrap_or(&self.header);
-        sessionlog_codec::header::parse_header(line).map_err(|e| Error::Corrupt {
+        sessionlog_codec::format::header::parse_header(line).map_err(|e| Error::Corrupt {
             id: self.id_lossy(),
             detail: format!("stored header: {e}"),
         })
@@ -333,8 +333,9 @@ impl SessionMeta {
 
     /// The surface model whose folds the session's projection units apply (V0 for a session
     /// without one, whose state queries are refused before any fold).
-    pub(crate) fn fold_model(&self) -> sessionlog_codec::surface::SurfaceModel {
-        sessionlog_codec::surface::SurfaceModel::for_version(self.version).unwrap_or_default()
+    pub(crate) fn fold_model(&self) -> sessionlog_codec::rules::surface::SurfaceModel {
+        sessionlog_codec::rules::surface::SurfaceModel::for_version(self.version)
+            .unwrap_or_default()
     }
 
     /// The id for messages (lossy for lone surrogates).
@@ -487,7 +488,8 @@ mod tests {
 
     fn meta() -> SessionMeta {
         let line = r#"{"type":"session","version":0,"id":"a","createdAt":1}"#;
-        let header = sessionlog_codec::header::parse_header(line.as_bytes()).expect("header");
+        let header =
+            sessionlog_codec::format::header::parse_header(line.as_bytes()).expect("header");
         let mut meta = SessionMeta::new(
             7,
             &header,

@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 use sessionlog_codec::json::{self, Value};
-use sessionlog_codec::projection::{Unit, UNITS};
+use sessionlog_codec::rules::projection::{Unit, UNITS};
 
 use crate::error::{Error, Result};
 use crate::layout::keys::{unit_section, CHECKPOINT_POINTS};
@@ -32,7 +32,7 @@ pub(crate) struct Snapshot {
 
 impl Snapshot {
     /// `fold`'s state, to resume folding at its next seq.
-    pub(crate) fn of(fold: &sessionlog_codec::surface::SurfaceFold) -> Self {
+    pub(crate) fn of(fold: &sessionlog_codec::rules::surface::SurfaceFold) -> Self {
         Snapshot {
             next_seq: fold.next_seq(),
             nodes: fold.nodes().to_vec(),
@@ -258,7 +258,7 @@ pub(crate) fn decode_checkpoint(value: &[u8]) -> Option<StoredCheckpoint<'_>> {
 mod tests {
     use super::{point_entries, point_entry, PointRecord};
     use sessionlog_codec::json::{Object, Value};
-    use sessionlog_codec::projection::ProjectionSet;
+    use sessionlog_codec::rules::projection::ProjectionSet;
 
     /// A point record gives back each unit's entry in order; a record with fewer units has no
     /// entry for the later ones; one whose entry runs past its end is damage, for that entry and

@@ -6,8 +6,8 @@
 //! decoded as the line's generation writes them); a line that is no event at all is the log's
 //! corruption, reported as such, never skipped.
 
+use sessionlog_codec::format::rows::decode_line;
 use sessionlog_codec::json::{parse, Value};
-use sessionlog_codec::rows::decode_line;
 
 use crate::error::{Error, Result};
 use crate::ops::export::ExportFormat;

@@ -13,8 +13,8 @@
 
 use std::io::Write;
 
-use sessionlog_codec::stored::block_text;
-use sessionlog_codec::zstd::{Decompressor, FrameCompressor};
+use sessionlog_codec::format::stored::block_text;
+use sessionlog_codec::format::zstd::{Decompressor, FrameCompressor};
 
 use crate::error::{Error, Result};
 use crate::layout::keys;

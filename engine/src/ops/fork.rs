@@ -9,11 +9,11 @@
 //! batch (the inherited events re-serialized by `JSON.stringify` and packed as one batch,
 //! followed by the end-seed), then the child's own batches.
 
-use sessionlog_codec::header::{author_header, parse_header, HeaderFields};
+use sessionlog_codec::format::header::{author_header, parse_header, HeaderFields};
 use sessionlog_codec::json::{self, Object, Value};
-use sessionlog_codec::open_turn::{CloseCause, OpenTurn};
-use sessionlog_codec::repair::{end_seed, needs_end_seed};
-use sessionlog_codec::surface::SurfaceFold;
+use sessionlog_codec::rules::open_turn::{CloseCause, OpenTurn};
+use sessionlog_codec::rules::repair::{end_seed, needs_end_seed};
+use sessionlog_codec::rules::surface::SurfaceFold;
 
 use crate::error::{Error, Result};
 use crate::layout::keys::{self, SESSION_RANGE_CFS, SNAP};
@@ -22,7 +22,7 @@ use crate::layout::values::{encode, Snapshot};
 use crate::ops::import::{ImportOptions, Landing};
 use crate::store::{visit, Store};
 use crate::write::indexer::fold_batch;
-use sessionlog_codec::lines::author_lines;
+use sessionlog_codec::format::lines::author_lines;
 
 /// Events re-serialized per packing pass when writing a fork's seed batch (a pass always ends
 /// after a non-chunk event, so no packed run is cut).

@@ -10,8 +10,10 @@
 
 use std::path::{Path, PathBuf};
 
-use sessionlog_codec::generation::{parse_generation_name, version_mismatch, NEWEST_VERSION};
-use sessionlog_codec::header::{parse_header, Header};
+use sessionlog_codec::format::generation::{
+    parse_generation_name, version_mismatch, NEWEST_VERSION,
+};
+use sessionlog_codec::format::header::{parse_header, Header};
 use sessionlog_codec::json::Value;
 
 use crate::error::{Error, Result};
@@ -187,7 +189,7 @@ pub(crate) fn stage_frozen(
     let shown = &file.shown;
     let bytes = &file.bytes;
     let line = if file.zstd {
-        sessionlog_codec::zstd::read_header_line(bytes)
+        sessionlog_codec::format::zstd::read_header_line(bytes)
             .ok()
             .flatten()
     } else {

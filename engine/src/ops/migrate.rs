@@ -14,7 +14,7 @@
 //! - the V3→V4 catalog backfill sees the session's direct children in this store
 //!   (`origin:"subagent"`, `parentSession` = its id), as DSH sees the child logs of its root.
 
-use sessionlog_codec::generation::NEWEST_VERSION;
+use sessionlog_codec::format::generation::NEWEST_VERSION;
 use sessionlog_codec::migrate::ChildFacts;
 
 use crate::error::{Error, Result};

@@ -11,7 +11,7 @@
 //! store on the next append.
 
 use sessionlog_codec::json::Value;
-use sessionlog_codec::repair::{end_seed, needs_end_seed, OpenTurn};
+use sessionlog_codec::rules::repair::{end_seed, needs_end_seed, OpenTurn};
 
 use crate::error::{Error, Result};
 use crate::layout::keys;
@@ -124,11 +124,11 @@ impl Store {
         let closers = if reach == Reach::CutTail {
             Vec::new()
         } else if meta.version == 4 {
-            let mut open = sessionlog_codec::open_turn::OpenTurn::default();
+            let mut open = sessionlog_codec::rules::open_turn::OpenTurn::default();
             for e in &events {
                 open.observe(e);
             }
-            open.closers(sessionlog_codec::open_turn::CloseCause::Interrupted)
+            open.closers(sessionlog_codec::rules::open_turn::CloseCause::Interrupted)
         } else {
             v0_closers(id, &events)?
         };
@@ -141,7 +141,7 @@ impl Store {
         // key moves), for the one write of the metadata below, when the repair writes anything.
         let stored = (!repaired.is_empty() || report.cut_bytes > 0 || seeds).then(|| meta.clone());
         let mut fold = match meta.events {
-            0 => sessionlog_codec::surface::SurfaceFold::new().with_model(model),
+            0 => sessionlog_codec::rules::surface::SurfaceFold::new().with_model(model),
             n => self.surface_fold_at(&meta, n - 1)?,
         };
         if !repaired.is_empty() {
@@ -166,7 +166,7 @@ impl Store {
     fn fold_for_repair(
         &self,
         meta: &SessionMeta,
-        fold: &mut sessionlog_codec::surface::SurfaceFold,
+        fold: &mut sessionlog_codec::rules::surface::SurfaceFold,
         events: &[Value],
     ) -> Result<Folded> {
         fold_batch(self, meta, fold, events)?.map_err(|r| {

@@ -21,7 +21,7 @@ impl Store {
         // A session read through migration is asked in its successor's model and seqs.
         let migrated = self.migrated_events(&meta)?;
         let version = match migrated {
-            Some(_) => sessionlog_codec::generation::NEWEST_VERSION,
+            Some(_) => sessionlog_codec::format::generation::NEWEST_VERSION,
             None => {
                 meta.require_surface_model("request reconstruction")?;
                 meta.version

@@ -11,7 +11,7 @@
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use sessionlog_codec::dsh_path::{log_path_components, NO_CWD_DIR};
+use sessionlog_codec::format::dsh_path::{log_path_components, NO_CWD_DIR};
 use sessionlog_codec::json::JsString;
 
 use crate::error::{Error, Result};

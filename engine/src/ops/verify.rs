@@ -9,12 +9,9 @@
 //! every checkpoint reference names a whole checkpoint of its unit and version before it.
 //! Store-wide: no `events` key belongs to a session number without metadata.
 
-use sessionlog_codec::header::parse_header;
+use sessionlog_codec::format::header::parse_header;
 use sessionlog_codec::json;
-use sessionlog_codec::projection::UNITS;
-use sessionlog_codec::rows::decode_line;
-use sessionlog_codec::stored::decode_block;
-use sessionlog_codec::zstd::FrameDecoder;
+use sessionlog_codec::rules::projection::UNITS;
 
 use crate::error::{Error, Result};
 use crate::layout::keys::{self, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS};

@@ -13,8 +13,8 @@
 //! read when no point record serves.
 
 use sessionlog_codec::json::{self, Value};
-use sessionlog_codec::projection::{unit_at, unit_in, ProjectionSet, Unit, UNITS};
-use sessionlog_codec::surface::SurfaceModel;
+use sessionlog_codec::rules::projection::{unit_at, unit_in, ProjectionSet, Unit, UNITS};
+use sessionlog_codec::rules::surface::SurfaceModel;
 
 use crate::error::{Error, Result};
 use crate::layout::keys::{event_key, parse_event_key, CF_CHECKPOINTS, TURNS, TURN_RECORDS};
@@ -261,7 +261,7 @@ mod tests {
     use crate::store::Store;
     use crate::test_support::{edit_meta, ev, seeded};
     use sessionlog_codec::json::Value;
-    use sessionlog_codec::projection::ProjectionSet;
+    use sessionlog_codec::rules::projection::ProjectionSet;
 
     /// Session "a" after a `session/title` (seq 3) and two turns whose `turn/end`s (seqs 5 and
     /// 7) are checkpoint points; its number and the `title` unit's index.

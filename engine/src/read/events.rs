@@ -1,9 +1,9 @@
 //! Logical events: the committed region decoded line by line (packed rows expanded), by seq or
 //! in seq order, across a fork's segments. The one decoder of stored blocks into events.
 
+use sessionlog_codec::format::rows::decode_line;
+use sessionlog_codec::format::stored::{decode_block, split_lines, StoredBlock};
 use sessionlog_codec::json::{self, Value};
-use sessionlog_codec::rows::decode_line;
-use sessionlog_codec::stored::{decode_block, split_lines, StoredBlock};
 
 use crate::error::{Error, Result};
 use crate::layout::keys;

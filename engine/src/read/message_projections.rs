@@ -15,9 +15,9 @@
 
 use std::sync::Arc;
 
-use sessionlog_codec::event::event_type;
+use sessionlog_codec::format::event::event_type;
 use sessionlog_codec::json::{self, Value};
-use sessionlog_codec::surface::{
+use sessionlog_codec::rules::surface::{
     missing_projection, removed_projection, MessageProjection, ProjectionContext,
     MESSAGE_PROJECTION_EVENT_TYPES,
 };

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use sessionlog_codec::json::Value;
-use sessionlog_codec::surface::{replay_with, Replay, SurfaceModel};
+use sessionlog_codec::rules::surface::{replay_with, Replay, SurfaceModel};
 
 use crate::error::{Error, Result};
 use crate::layout::meta::SessionMeta;

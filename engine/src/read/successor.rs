@@ -6,7 +6,7 @@
 //! Invariant: a refusal (DSH's reason) and a failure to read the store are kept apart: the
 //! first is `Ok(Err(reason))`, the second an error of its own, never reported as a refusal.
 
-use sessionlog_codec::generation::NEWEST_VERSION;
+use sessionlog_codec::format::generation::NEWEST_VERSION;
 use sessionlog_codec::json::{parse, Object, Value};
 use sessionlog_codec::migrate::{ChildFacts, MigrationCheck};
 
@@ -105,8 +105,9 @@ fn finish_successor(
     let bytes = match meta.source {
         SourceEncoding::Jsonl => successor.text,
         SourceEncoding::JsonlZstd => {
-            let frame =
-                |b: &[u8]| sessionlog_codec::zstd::compress_frame(b).map_err(|e| e.to_string());
+            let frame = |b: &[u8]| {
+                sessionlog_codec::format::zstd::compress_frame(b).map_err(|e| e.to_string())
+            };
             let (header, rows) = successor.text.split_at(successor.header_len);
             let mut out = frame(header)?;
             if !rows.is_empty() {
@@ -168,7 +169,7 @@ impl Store {
             let cut = child.inherited_cut.unwrap_or(0);
             let mut descriptors = Vec::new();
             self.events_of(child, cut, None, &mut |_, e| {
-                if sessionlog_codec::event::event_type(e) == "subagent/descriptor" {
+                if sessionlog_codec::format::event::event_type(e) == "subagent/descriptor" {
                     descriptors.push(
                         e.as_object()
                             .and_then(|o| o.get("data"))

@@ -4,7 +4,7 @@
 //! the snapshot policy in `write/indexer.rs`), and the answer itself.
 
 use sessionlog_codec::json::Value;
-use sessionlog_codec::surface::{
+use sessionlog_codec::rules::surface::{
     derive_messages_in, is_append_surface_event_in, surface_json, Replacement, SurfaceChange,
     SurfaceFold, SurfaceModel,
 };

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use rocksdb::{ColumnFamily, DBRawIteratorWithThreadMode, SnapshotWithThreadMode, DB};
-use sessionlog_codec::header::Header;
+use sessionlog_codec::format::header::Header;
 
 pub(crate) use commit::{Batch, Sync};
 pub(crate) use maintenance::BlobGc;

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use sessionlog_codec::surface::{duplicate_projection, ImageOffload, MessageProjection};
+use sessionlog_codec::rules::surface::{duplicate_projection, ImageOffload, MessageProjection};
 
 /// The registered projections, one per event type; `image/offload` is built in.
 pub(crate) struct Registry(RwLock<Vec<Arc<dyn MessageProjection>>>);

@@ -11,10 +11,10 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use sessionlog_codec::header::Header;
+use sessionlog_codec::format::header::Header;
 use sessionlog_codec::log_reader::LogReader;
-use sessionlog_codec::projection::ProjectionSet;
-use sessionlog_codec::surface::{SurfaceFold, SurfaceModel};
+use sessionlog_codec::rules::projection::ProjectionSet;
+use sessionlog_codec::rules::surface::{SurfaceFold, SurfaceModel};
 
 use crate::layout::meta::SessionMeta;
 
@@ -79,9 +79,9 @@ impl ProjectionCheckpoints {
 #[derive(Clone, Debug)]
 pub(crate) enum RelationRules {
     /// DSH 0.1.
-    V0(sessionlog_codec::invariant::InvariantTrace),
+    V0(sessionlog_codec::rules::invariant::InvariantTrace),
     /// DSH 0.2.
-    V4(Box<sessionlog_codec::relations::V4Relations>),
+    V4(Box<sessionlog_codec::rules::relations::V4Relations>),
 }
 
 impl RelationRules {

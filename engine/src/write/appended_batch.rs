@@ -5,9 +5,9 @@
 //! Invariant: everything a batch changes is staged into one [`SessionBatch`], so it commits with
 //! the metadata that counts it, or not at all.
 
+use sessionlog_codec::format::stored::{encode_block, BlockMeta};
+use sessionlog_codec::format::zstd::FrameCompressor;
 use sessionlog_codec::json::Value;
-use sessionlog_codec::stored::{encode_block, BlockMeta};
-use sessionlog_codec::zstd::FrameCompressor;
 
 use crate::error::Result;
 use crate::layout::keys;
@@ -16,7 +16,7 @@ use crate::layout::values::checked_value;
 use crate::store::ProjectionCheckpoints;
 use crate::write::indexer::{is_checkpoint_point, Folded};
 use crate::write::session_batch::SessionBatch;
-use sessionlog_codec::lines::author_lines;
+use sessionlog_codec::format::lines::author_lines;
 
 /// The most a batch's text buffer is sized ahead (a huge first guess is not worth reserving).
 const MAX_PRESIZE: u64 = 1 << 20;

@@ -22,10 +22,10 @@
 
 use std::collections::HashMap;
 
-use sessionlog_codec::event::event_type;
+use sessionlog_codec::format::event::event_type;
 use sessionlog_codec::json::{self, Object, Value};
-use sessionlog_codec::projection::{unit_at, ProjectionSet};
-use sessionlog_codec::surface::{SurfaceChange, SurfaceFold, SurfaceModel};
+use sessionlog_codec::rules::projection::{unit_at, ProjectionSet};
+use sessionlog_codec::rules::surface::{SurfaceChange, SurfaceFold, SurfaceModel};
 
 use crate::error::{Error, FirstError, Result};
 use crate::layout::keys::{

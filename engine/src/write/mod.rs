@@ -1,7 +1,7 @@
 //! Writes, the engine's fourth layer: every change to the store goes through one
 //! [`session_batch::SessionBatch`] (the only writer of the `sessions` CF's keys). New sessions
 //! are written by `session_writer.rs`, appended batches by `appended_batch.rs` (lines authored by
-//! the codec's one rule, `sessionlog_codec::lines`), indexes by `indexer.rs`, and rewrites under a session's lock by
+//! the codec's one rule, `sessionlog_codec::format::lines`), indexes by `indexer.rs`, and rewrites under a session's lock by
 //! `rewrite.rs`. Operations (`ops/`) decide what to write; this layer decides how.
 
 pub(crate) mod appended_batch;

@@ -212,7 +212,7 @@ impl<'s> SessionBatch<'s> {
 
 #[cfg(test)]
 mod tests {
-    use sessionlog_codec::header::parse_header;
+    use sessionlog_codec::format::header::parse_header;
 
     use super::SessionBatch;
     use crate::layout::keys::{self, CF_EVENTS, CF_SESSIONS};

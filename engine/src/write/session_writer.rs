@@ -11,7 +11,7 @@
 //!
 //! [`Options::import_batch_bytes`]: crate::options::Options::import_batch_bytes
 
-use sessionlog_codec::stored::{encode_block, BlockMeta};
+use sessionlog_codec::format::stored::{encode_block, BlockMeta};
 
 use crate::error::Result;
 use crate::layout::keys;

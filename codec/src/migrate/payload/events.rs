@@ -1,7 +1,7 @@
 //! The payloads of single event families: assistant streams and turn ends, request headers and compaction ranges, goals and schedules, subagents, teams, workflows and search.
 
 use super::*;
-use crate::surface::is_js_whitespace;
+use crate::rules::surface::is_js_whitespace;
 
 pub(super) fn stream_chunk(value: Option<&Value>, label: &str) -> Check {
     let chunk = record(value, label)?;

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 
 use super::Refusal;
 use crate::json::{stringify, JsString, Object, Value};
-use crate::surface::deep_equal;
+use crate::rules::surface::deep_equal;
 
 /// A rule's outcome: DSH's error message when broken.
 pub(super) type Check<T = ()> = Result<T, String>;

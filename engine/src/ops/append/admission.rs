@@ -6,10 +6,10 @@
 //! batch committed; a batch that fails to commit drops the cached state, so it is reloaded from
 //! the store.
 
-use sessionlog_codec::event::{event_type, NewEvent};
+use sessionlog_codec::format::event::{event_type, NewEvent};
+use sessionlog_codec::format::known_types::is_known;
+use sessionlog_codec::format::rows::{check_header_seq, declared_tools};
 use sessionlog_codec::json::Value;
-use sessionlog_codec::known_types::is_known;
-use sessionlog_codec::rows::{check_header_seq, declared_tools};
 
 use super::AppendReceipt;
 use crate::error::{Error, FirstError, Result};
@@ -240,16 +240,16 @@ fn check_v4_event(event: &Value) -> std::result::Result<(), String> {
         .and_then(|o| o.get("type"))
         .and_then(Value::as_str)
         .unwrap_or_default();
-    if ty == "assistant/chunk" || sessionlog_codec::chunk_rows::is_row_tag(ty) {
+    if ty == "assistant/chunk" || sessionlog_codec::format::chunk_rows::is_row_tag(ty) {
         return Err(format!(
             "event type \"{ty}\" does not exist in format v4: streams are embedded in assistant/message and assistant/attempt"
         ));
     }
-    match sessionlog_codec::rows::admit_v4_row(event) {
+    match sessionlog_codec::format::rows::admit_v4_row(event) {
         Ok(()) => Ok(()),
         Err(
-            sessionlog_codec::rows::Admission::Corrupt(m)
-            | sessionlog_codec::rows::Admission::Unsupported(m),
+            sessionlog_codec::format::rows::Admission::Corrupt(m)
+            | sessionlog_codec::format::rows::Admission::Unsupported(m),
         ) => Err(m),
     }
 }

@@ -10,7 +10,7 @@
 //! state (a clean V0 log's is told by its metadata; any other is read again once, when the
 //! session is loaded).
 //!
-//! Invariants: the lines are the ones the strict path authors (`sessionlog_codec::lines`); a
+//! Invariants: the lines are the ones the strict path authors (`sessionlog_codec::format::lines`); a
 //! torn or deleted session takes no batch here either, and a clean log's stale expected seq is
 //! refused; a log that already fails DSH's reader takes the batch at the caller's seq, as DSH's
 //! writer numbers it; the cached state runs ahead of the store while staging, and a failure
@@ -18,13 +18,14 @@
 //!
 //! [`AppendItem::as_written`]: super::AppendItem::as_written
 
-use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::format::event::NewEvent;
+use sessionlog_codec::format::zstd::FrameCompressor;
 use sessionlog_codec::json::Value;
-use sessionlog_codec::lines::author_lines;
+use sessionlog_codec::format::lines::author_lines;
 use sessionlog_codec::log_reader::LogReader;
-use sessionlog_codec::scanner::LineOutcome;
-use sessionlog_codec::stored::{encode_block, BlockMeta};
-use sessionlog_codec::zstd::{FrameCompressor, FrameDecoder, TORN_RECORD_IN_COMPLETE_FRAME};
+use sessionlog_codec::rules::scanner::LineOutcome;
+use sessionlog_codec::format::stored::{encode_block, BlockMeta};
+use sessionlog_codec::format::zstd::{FrameCompressor, FrameDecoder, TORN_RECORD_IN_COMPLETE_FRAME};
 
 use super::admission::Staged;
 use super::AppendReceipt;

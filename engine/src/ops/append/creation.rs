@@ -10,9 +10,9 @@
 //!
 //! [`AppendItem::creating`]: super::AppendItem::creating
 
-use sessionlog_codec::header::{Header, HeaderCheck};
+use sessionlog_codec::format::header::{Header, HeaderCheck};
 use sessionlog_codec::log_reader::LogReader;
-use sessionlog_codec::zstd::FrameCompressor;
+use sessionlog_codec::format::zstd::FrameCompressor;
 
 use crate::error::{Error, Result};
 use crate::layout::keys;

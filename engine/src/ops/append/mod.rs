@@ -25,8 +25,8 @@ use std::sync::MutexGuard;
 
 use admission::Staged;
 use creation::NewHeader;
-use sessionlog_codec::event::NewEvent;
-use sessionlog_codec::header::parse_header;
+use sessionlog_codec::format::event::NewEvent;
+use sessionlog_codec::format::header::parse_header;
 
 use crate::error::{Error, Result};
 use crate::layout::meta::{SessionMeta, SourceEncoding, Verdict};
@@ -350,10 +350,10 @@ impl Store {
                 reason: "its log has a torn tail; repair it first (sessionlog repair)".into(),
             });
         }
-        let model = sessionlog_codec::surface::SurfaceModel::for_version(meta.version);
+        let model = sessionlog_codec::rules::surface::SurfaceModel::for_version(meta.version);
         let surface = match (model, &meta.surface_error) {
             (Some(model), None) => Some(match meta.events {
-                0 => sessionlog_codec::surface::SurfaceFold::new().with_model(model),
+                0 => sessionlog_codec::rules::surface::SurfaceFold::new().with_model(model),
                 n => self.surface_fold_at(&meta, n - 1)?,
             }),
             _ => None,
@@ -437,7 +437,7 @@ fn expected_batch_bytes(
 }
 
 /// The parsed header of a session a caller creates; a line that is not one is refused.
-fn header_of(header_line: &str) -> Result<sessionlog_codec::header::Header> {
+fn header_of(header_line: &str) -> Result<sessionlog_codec::format::header::Header> {
     parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
         id: String::new(),
         seq: None,

@@ -19,7 +19,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
-use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::{parse, Value};
 
 use super::{AppendItem, AppendReceipt};
@@ -272,7 +272,7 @@ mod tests {
     use crate::ops::append::AppendItem;
     use crate::test_support::{ev, seeded};
 
-    fn prompt(n: u64) -> sessionlog_codec::event::NewEvent {
+    fn prompt(n: u64) -> sessionlog_codec::format::event::NewEvent {
         ev(&format!(
             r#"{{"type":"user/message","data":{{"content":[],"source":{{"kind":"tool"}},"role":"user","id":"q{n}"}},"surfaceOp":"append"}}"#
         ))

@@ -4,7 +4,7 @@
 
 use std::io::BufRead;
 
-use sessionlog_codec::header::parse_header;
+use sessionlog_codec::format::header::parse_header;
 
 use super::{check_strict, BodyIndexer, ImportOptions, ImportReport, Landing};
 use crate::error::{Error, Result};

@@ -7,10 +7,10 @@
 mod jsonl;
 pub(crate) mod zstd;
 
-use sessionlog_codec::header::Header;
+use sessionlog_codec::format::header::Header;
 use sessionlog_codec::json::Value;
 use sessionlog_codec::log_reader::LogReader;
-use sessionlog_codec::scanner::LineOutcome;
+use sessionlog_codec::rules::scanner::LineOutcome;
 
 use crate::error::{Error, Result};
 use crate::layout::meta::{human_prompt_time, seed_length, SessionMeta, Verdict};
@@ -204,7 +204,7 @@ struct BodyIndexer {
 impl BodyIndexer {
     fn new(source_name: &str, header: &Header, header_len: u64) -> Self {
         let version = header.version.unwrap_or(0);
-        let model = sessionlog_codec::surface::SurfaceModel::for_version(version);
+        let model = sessionlog_codec::rules::surface::SurfaceModel::for_version(version);
         BodyIndexer {
             reader: LogReader::new(header, header_len),
             indexed: model.is_some(),
@@ -283,8 +283,8 @@ fn check_location(location: &RootLocation, header: &Header) -> Result<()> {
             return Err(Error::Identity(format!("corrupt session log \"{shown}\": header cwd is not a string, so it names no project directory")));
         }
     };
-    let expected =
-        sessionlog_codec::dsh_path::log_path_components(cwd, &header.id).map_err(|_| {
+    let expected = sessionlog_codec::format::dsh_path::log_path_components(cwd, &header.id)
+        .map_err(|_| {
             Error::Identity(format!(
                 "corrupt session log \"{shown}\": header id cannot name a storage path"
             ))

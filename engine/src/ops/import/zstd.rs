@@ -10,8 +10,8 @@
 //! complete records that continue the seq are recovered as logical events (unverified, as in
 //! DSH); its bytes stay tail.
 
-use sessionlog_codec::header::parse_header;
-use sessionlog_codec::zstd::{
+use sessionlog_codec::format::header::parse_header;
+use sessionlog_codec::format::zstd::{
     check_header_frame, scan_frames, scan_frames_limited, FrameDecoder, HEADER_LESS,
     TORN_RECORD_IN_COMPLETE_FRAME,
 };

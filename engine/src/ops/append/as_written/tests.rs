@@ -3,7 +3,7 @@
 //! the resulting file stores it (a property over random batches).
 
 use proptest::prelude::*;
-use sessionlog_codec::event::NewEvent;
+use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::parse;
 
 use crate::error::Error;
@@ -32,7 +32,7 @@ fn exported(store: &Store, id: &str) -> String {
 
 /// Create `id` with `events` as DSH's seam does: header and first batch in one commit.
 fn create(store: &Store, header: &str, encoding: SourceEncoding, events: Vec<NewEvent>) {
-    let id = sessionlog_codec::header::parse_header(header.as_bytes())
+    let id = sessionlog_codec::format::header::parse_header(header.as_bytes())
         .expect("header")
         .id
         .to_string_lossy();

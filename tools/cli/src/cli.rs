@@ -1,0 +1,279 @@
+//! Command-line arguments. Doc comments are the help text.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use sessionlog_tools_common::args::{LogFormatArg, StoreArgs};
+
+/// sessionlog: an embedded store for DSH agent session logs (byte-exact import and export,
+/// logical event queries).
+#[derive(Parser, Debug)]
+#[command(name = "sessionlog", version, about)]
+pub struct Cli {
+    /// Store directory. Default: $SESSIONLOG_DB, else ./sessionlog-data.
+    #[arg(
+        long,
+        global = true,
+        env = "SESSIONLOG_DB",
+        default_value = "sessionlog-data"
+    )]
+    pub db: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `ls --order` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum OrderArg {
+    /// Most recent human prompt first.
+    Activity,
+    /// Newest `createdAt` first.
+    Created,
+}
+
+/// `--format` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum FormatArg {
+    /// `session.jsonl`.
+    #[value(name = "jsonl")]
+    Jsonl,
+    /// `session.jsonl.zstd` (DSH's default artifact).
+    #[value(name = "jsonl.zstd")]
+    JsonlZstd,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Import DSH session logs (files, or directories searched recursively for *.jsonl and
+    /// *.jsonl.zstd).
+    Import {
+        /// Refuse any log DSH's strict reader would not load cleanly (nothing is written).
+        #[arg(long)]
+        strict: bool,
+        /// Print one JSON object per input file.
+        #[arg(long)]
+        json: bool,
+        /// Files or directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Create an empty session with a DSH header (written as DSH's writer writes it).
+    Create {
+        /// Session id.
+        id: String,
+        /// The session's project directory (header `cwd`).
+        #[arg(long)]
+        cwd: Option<String>,
+        /// Creation time in epoch ms (default: now).
+        #[arg(long)]
+        created_at: Option<i64>,
+        /// How the session's bytes are kept and exported by default.
+        #[arg(long, value_enum, default_value_t = FormatArg::Jsonl)]
+        encoding: FormatArg,
+        /// The log format generation: v4 (DSH 0.2: one event per row, ranges, `isSeeded`) or
+        /// v0 (DSH 0.1).
+        #[arg(long, value_enum, default_value_t = LogFormatArg::V4)]
+        format: LogFormatArg,
+    },
+    /// Append one DSH write batch read from standard input: one event per line,
+    /// `{"type","time"?,"data","surfaceOp"?,"sourceEventSeqs"?,"ignorable"?}`. The store assigns
+    /// seqs; `time` defaults to now. The whole batch is appended or nothing is.
+    Append {
+        /// Session id.
+        id: String,
+        /// Fail unless the session's next seq is this (guards against concurrent writers).
+        #[arg(long)]
+        expect_seq: Option<u64>,
+        /// Also enforce DSH's invariant companion (turn/step numbering and enclosure, tool
+        /// call/result pairing).
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Migrate a V0–V3 session (or, with --all, every one) to DSH 0.2's current format V4:
+    /// the V4 successor becomes the served generation, the source stays as a frozen lower
+    /// generation. A refused migration names DSH's reason and writes nothing.
+    Migrate {
+        /// Session id (omit with --all).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<String>,
+        /// Migrate every session below V4, with progress; refusals are reported, not fatal.
+        #[arg(long)]
+        all: bool,
+        /// Check what would be published, and publish nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object per session.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Repair a session as DSH does on load: cut a torn tail, close an interrupted turn.
+    Repair {
+        /// Session id.
+        id: String,
+    },
+    /// Resume a session: repair it, then append `session/end-seed` unless the log ends with one.
+    Resume {
+        /// Session id.
+        id: String,
+    },
+    /// Write a session's stored bytes, exactly as imported (or converted with --format).
+    Export {
+        /// Session id.
+        id: String,
+        /// Output encoding (default: the encoding the session was imported in).
+        #[arg(long, value_enum)]
+        format: Option<FormatArg>,
+        /// Output file (default: standard output).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// The format generation to write (default: the served, highest one); a lower
+        /// generation is written exactly as it was imported.
+        #[arg(long)]
+        generation: Option<u32>,
+    },
+    /// Export every session into a DSH session root (`<out>/--<project>--/<id>/session.*`),
+    /// each with all its generations.
+    ExportAll {
+        /// The root directory to write (existing session files are never overwritten).
+        #[arg(long)]
+        out: PathBuf,
+        /// Output encoding (default: each session's imported encoding).
+        #[arg(long, value_enum)]
+        format: Option<FormatArg>,
+    },
+    /// Print a session's logical events, one JSON.stringify per line.
+    Events {
+        /// Session id.
+        id: String,
+        /// First seq (inclusive).
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Last seq (inclusive).
+        #[arg(long)]
+        to: Option<u64>,
+    },
+    /// The model-visible surface after seq N: node seqs, replaceGeneration, replacements.
+    Surface {
+        /// Session id.
+        id: String,
+        /// The seq to look at (default: the last event).
+        #[arg(long)]
+        at: Option<u64>,
+        /// Print one JSON object `{"nodes","replaceGeneration","replacements"}`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The messages the model saw after seq N (DSH's deriveMessages), one JSON.stringify per line.
+    Messages {
+        /// Session id.
+        id: String,
+        /// The seq to look at (default: the last event).
+        #[arg(long)]
+        at: Option<u64>,
+    },
+    /// The human transcript up to seq N: append-origin surface events, one per line.
+    Transcript {
+        /// Session id.
+        id: String,
+        /// The seq to look at (default: the last event).
+        #[arg(long)]
+        at: Option<u64>,
+    },
+    /// A projection unit's state after seq N (units: title, todos, tokenUsage, turns,
+    /// requestHeader, requestContext, activity, inbox, goal).
+    State {
+        /// Session id.
+        id: String,
+        /// The unit.
+        unit: String,
+        /// The seq to look at (default: the last event).
+        #[arg(long)]
+        at: Option<u64>,
+    },
+    /// The request step S of turn T was sent: `{"header","messages"}` rebuilt from the log.
+    Request {
+        /// Session id.
+        id: String,
+        /// Turn number.
+        #[arg(long)]
+        turn: i64,
+        /// Step number.
+        #[arg(long)]
+        step: i64,
+    },
+    /// Check a recorded request (JSON on standard input) against the log's reconstruction.
+    CheckRequest {
+        /// Session id.
+        id: String,
+        /// Turn number.
+        #[arg(long)]
+        turn: i64,
+        /// Step number.
+        #[arg(long)]
+        step: i64,
+    },
+    /// List live sessions, most recent human activity first (or newest first with --order
+    /// created), a page at a time.
+    Ls {
+        /// Sort order.
+        #[arg(long, value_enum, default_value_t = OrderArg::Activity)]
+        order: OrderArg,
+        /// Sessions per page (default: all).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Continue after this cursor (printed at the end of a limited page).
+        #[arg(long)]
+        after: Option<String>,
+        /// One JSON object per session (and `{"next": CURSOR}` last when more remain).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fork a session after event SEQ (default: its last event); the child shares the prefix.
+    Fork {
+        /// The session to fork.
+        source: String,
+        /// The new session's id.
+        new_id: String,
+        /// The last inherited seq.
+        #[arg(long)]
+        at: Option<u64>,
+    },
+    /// A session's lineage: ancestors and descendants with their fork boundaries.
+    Tree {
+        /// Session id.
+        id: String,
+    },
+    /// Hide a session from listings (it stays exportable; undelete restores it).
+    Delete {
+        /// Session id.
+        id: String,
+    },
+    /// Restore a deleted session.
+    Undelete {
+        /// Session id.
+        id: String,
+    },
+    /// Remove deleted sessions for good and reclaim their space.
+    Purge {
+        /// Only sessions deleted at least this long ago, e.g. `30d`, `12h`, `0s`.
+        #[arg(long, default_value = "0s")]
+        older_than: String,
+        /// Say what would be removed, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Flush and fully compact the store: afterwards no background work is pending, and the
+    /// space of purged sessions is free, in blob files too.
+    Compact,
+    /// Re-check crc32s and index consistency (all sessions, or the named ones).
+    Verify {
+        /// Session ids (default: the whole store).
+        ids: Vec<String>,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}

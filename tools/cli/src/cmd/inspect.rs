@@ -1,0 +1,257 @@
+//! Read-only commands (`events`, `ls`, `verify`) and retention (`delete`, `purge`, `compact`).
+
+use std::io::{BufWriter, Write};
+use std::process::ExitCode;
+
+use sessionlog_codec::json::{self, Object, Value};
+use sessionlog_engine::{ListOrder, Store};
+use sessionlog_tools_common::output::{json_line, opt};
+
+use crate::cli::OrderArg;
+
+pub fn events(store: &Store, id: &str, from: u64, to: Option<u64>) -> anyhow::Result<ExitCode> {
+    let mut out = BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+    let mut line = String::new();
+    store.events(id, from, to, &mut |_, event| {
+        line.clear();
+        json::write_value(&mut line, event);
+        line.push('\n');
+        out.write_all(line.as_bytes())
+            .map_err(|source| sessionlog_engine::Error::Io {
+                path: "standard output".into(),
+                source,
+            })
+    })?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn surface(
+    store: &Store,
+    id: &str,
+    at: Option<u64>,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    let view = store.surface_at(id, at)?;
+    if as_json {
+        println!("{}", view.to_json());
+    } else {
+        let nodes: Vec<String> = view.nodes.iter().map(u64::to_string).collect();
+        println!("nodes: {}", nodes.join(" "));
+        println!("replaceGeneration: {}", view.replace_generation);
+        for r in &view.replacements {
+            println!(
+                "replacement at seq {}: {}..={} shadowed {:?}",
+                r.seq, r.start, r.end, r.shadowed_seqs
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Print values as JSONL, one `JSON.stringify` per line.
+pub fn values(values: &[json::Value]) -> anyhow::Result<ExitCode> {
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut line = String::new();
+    for v in values {
+        line.clear();
+        json::write_value(&mut line, v);
+        line.push('\n');
+        out.write_all(line.as_bytes())?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn check_request(store: &Store, id: &str, turn: i64, step: i64) -> anyhow::Result<ExitCode> {
+    let mut input = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)?;
+    let recorded = json::parse(input.trim())?;
+    store.check_request(id, turn, step, &recorded)?;
+    println!("request of turn {turn} step {step} matches the log");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn ls(
+    store: &Store,
+    order: OrderArg,
+    limit: Option<usize>,
+    after: Option<&str>,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    let order = match order {
+        OrderArg::Activity => ListOrder::Activity,
+        OrderArg::Created => ListOrder::Created,
+    };
+    let cursor = after.map(decode_hex).transpose()?;
+    let page = store.list_page(order, limit.unwrap_or(usize::MAX), cursor.as_deref())?;
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for s in &page.sessions {
+        if as_json {
+            let o = Object::new()
+                .with("id", s.id.as_str())
+                .with("createdAt", opt(s.created_at))
+                .with("activityAt", opt(s.activity_ms))
+                .with("cwd", opt(s.cwd.as_deref()))
+                .with("verdict", s.verdict.to_string().as_str())
+                .with("events", s.events as i64)
+                .with("bytes", s.bytes as i64)
+                .with("format", i64::from(s.format))
+                .with(
+                    "generations",
+                    Value::Array(
+                        s.generations
+                            .iter()
+                            .map(|&g| Value::from(i64::from(g)))
+                            .collect(),
+                    ),
+                );
+            json_line(&mut out, o)?;
+        } else {
+            writeln!(
+                out,
+                "{}\t{}\t{} events\t{} bytes",
+                s.id, s.verdict, s.events, s.bytes
+            )?;
+        }
+    }
+    if let (Some(next), Some(_)) = (&page.next, limit) {
+        let hex: String = next.iter().map(|b| format!("{b:02x}")).collect();
+        if as_json {
+            json_line(&mut out, Object::new().with("next", hex.as_str()))?;
+        } else {
+            writeln!(out, "more: --after {hex}")?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn decode_hex(s: &str) -> anyhow::Result<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        anyhow::bail!("--after: a cursor is an even number of hex digits");
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| {
+            u8::from_str_radix(&s[i..i + 2], 16)
+                .map_err(|_| anyhow::anyhow!("--after: \"{s}\" is not a cursor"))
+        })
+        .collect()
+}
+
+pub fn tree(store: &Store, id: &str) -> anyhow::Result<ExitCode> {
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for e in store.lineage(id)? {
+        let o = Object::new()
+            .with("id", e.id.as_str())
+            .with("depth", e.depth)
+            .with("parent", opt(e.parent.as_deref()))
+            .with("seedLength", opt(e.seed.map(|s| s as i64)));
+        json_line(&mut out, o)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn retain(store: &Store, id: &str, delete: bool) -> anyhow::Result<ExitCode> {
+    if delete {
+        store.delete(id)?;
+        println!("deleted {id} (hidden; `sessionlog undelete {id}` restores it, `sessionlog purge` removes it)");
+    } else {
+        store.undelete(id)?;
+        println!("restored {id}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn purge(store: &Store, older_than: &str, dry_run: bool) -> anyhow::Result<ExitCode> {
+    let ms = parse_duration_ms(older_than)?;
+    let r = store.purge(ms, dry_run)?;
+    let verb = if dry_run { "would remove" } else { "removed" };
+    println!(
+        "{verb} {} sessions ({} bytes of logs)",
+        r.sessions.len(),
+        r.session_bytes
+    );
+    for id in &r.sessions {
+        println!("  {id}");
+    }
+    for (id, why) in &r.kept {
+        println!("kept {id}: {why}");
+    }
+    if !dry_run && !r.sessions.is_empty() {
+        println!(
+            "live SST and blob bytes {} -> {} (reclaimed {}; the purged blocks held in blob \
+             files come back with `sessionlog compact`)",
+            r.stored_bytes_before,
+            r.stored_bytes_after,
+            r.stored_bytes_before.saturating_sub(r.stored_bytes_after)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `sessionlog compact`: the store fully compacted, blob garbage collected.
+pub fn compact(store: &Store) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
+    store.compact()?;
+    println!("compacted in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `30d`, `12h`, `15m`, `10s` → milliseconds.
+fn parse_duration_ms(s: &str) -> anyhow::Result<i64> {
+    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: i64 = n
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--older-than: \"{s}\" is not a duration like 30d or 12h"))?;
+    let per = match unit {
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => anyhow::bail!("--older-than: unit of \"{s}\" must be s, m, h or d"),
+    };
+    Ok(n.saturating_mul(per))
+}
+
+pub fn verify(store: &Store, ids: &[String], as_json: bool) -> anyhow::Result<ExitCode> {
+    let report = store.verify(ids)?;
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        let problems = report
+            .problems
+            .iter()
+            .map(|p| {
+                Object::new()
+                    .with("session", p.session.as_str())
+                    .with("problem", p.detail.as_str())
+                    .into()
+            })
+            .collect();
+        let o = Object::new()
+            .with("sessions", report.sessions as i64)
+            .with("lines", report.lines as i64)
+            .with("events", report.events as i64)
+            .with("problems", json::Value::Array(problems));
+        json_line(&mut out, o)?;
+    } else {
+        for p in &report.problems {
+            writeln!(out, "session \"{}\": {}", p.session, p.detail)?;
+        }
+        writeln!(
+            out,
+            "verified {} sessions, {} lines, {} events: {} problems",
+            report.sessions,
+            report.lines,
+            report.events,
+            report.problems.len()
+        )?;
+    }
+    Ok(if report.problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

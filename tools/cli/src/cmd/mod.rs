@@ -1,0 +1,111 @@
+//! One module per subcommand; `run` opens the store and dispatches.
+
+mod append;
+mod export;
+mod import;
+mod inspect;
+mod migrate;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use sessionlog_engine::{Options, Store};
+
+use crate::cli::{Cli, Command};
+
+/// Run one parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let store_options = cli.store.options();
+    let open_with = |strict_appends: bool| -> anyhow::Result<Store> {
+        let options = Options {
+            strict_appends,
+            ..store_options.clone()
+        };
+        Store::open(&cli.db, options)
+            .with_context(|| format!("opening the store at {}", cli.db.display()))
+    };
+    let open = || open_with(false);
+    match cli.command {
+        Command::Import {
+            strict,
+            json,
+            paths,
+        } => import::run(&open()?, &paths, strict, json),
+        Command::Export {
+            id,
+            format,
+            output,
+            generation,
+        } => export::run(&open()?, &id, format, generation, output.as_deref()),
+        Command::ExportAll { out, format } => export::run_all(&open()?, &out, format),
+        Command::Create {
+            id,
+            cwd,
+            created_at,
+            encoding,
+            format,
+        } => append::create(&open()?, id, cwd, created_at, encoding, format),
+        Command::Append {
+            id,
+            expect_seq,
+            strict,
+        } => append::append(&open_with(strict)?, &id, expect_seq),
+        Command::Migrate {
+            id,
+            all,
+            dry_run,
+            json,
+        } => migrate::run(&open()?, id.as_deref(), all, dry_run, json),
+        Command::Repair { id } => append::repair(&open()?, &id, false),
+        Command::Resume { id } => append::repair(&open()?, &id, true),
+        Command::Events { id, from, to } => inspect::events(&open()?, &id, from, to),
+        Command::Surface { id, at, json } => inspect::surface(&open()?, &id, at, json),
+        Command::Messages { id, at } => inspect::values(&open()?.messages_at(&id, at)?),
+        Command::Transcript { id, at } => inspect::values(&open()?.transcript(&id, at)?),
+        Command::State { id, unit, at } => inspect::values(&[open()?.state_at(&id, &unit, at)?]),
+        Command::Request { id, turn, step } => {
+            inspect::values(&[open()?.request(&id, turn, step)?])
+        }
+        Command::CheckRequest { id, turn, step } => {
+            inspect::check_request(&open()?, &id, turn, step)
+        }
+        Command::Ls {
+            order,
+            limit,
+            after,
+            json,
+        } => inspect::ls(&open()?, order, limit, after.as_deref(), json),
+        Command::Fork { source, new_id, at } => append::fork(&open()?, &source, &new_id, at),
+        Command::Tree { id } => inspect::tree(&open()?, &id),
+        Command::Delete { id } => inspect::retain(&open()?, &id, true),
+        Command::Undelete { id } => inspect::retain(&open()?, &id, false),
+        Command::Purge {
+            older_than,
+            dry_run,
+        } => inspect::purge(&open()?, &older_than, dry_run),
+        Command::Compact => inspect::compact(&open()?),
+        Command::Verify { ids, json } => inspect::verify(&open()?, &ids, json),
+    }
+}
+
+/// A byte-progress bar on stderr; indicatif draws nothing when stderr is not a terminal.
+pub fn progress_bar(total: u64, what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total);
+    let style = indicatif::ProgressStyle::with_template(
+        "{msg} {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar.set_message(what.to_owned());
+    bar
+}
+
+/// A session-count progress bar on stderr (drawn only on a terminal).
+pub fn session_bar(total: u64, what: &str) -> indicatif::ProgressBar {
+    let bar = progress_bar(total, what);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg} {wide_bar} {pos}/{len} sessions eta {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}

@@ -1,0 +1,86 @@
+//! The store flags both binaries take, as global flags, and the engine [`Options`] they make; the
+//! log-format flag's values. Doc comments are the help text.
+
+use clap::{Args, ValueEnum};
+use sessionlog_engine::{Durability, Options, V0Reads};
+
+/// How the store is opened: flattened into a binary's top-level arguments
+/// (`#[command(flatten)]`), so every subcommand takes them.
+#[derive(Args, Clone, Debug)]
+pub struct StoreArgs {
+    /// Durability of writes: `sync` fsyncs before acknowledging, `buffered` leaves it to the OS.
+    #[arg(long, global = true, value_enum, default_value_t = DurabilityArg::Sync)]
+    pub durability: DurabilityArg,
+    /// The model V0 sessions' views answer in: `native` (DSH 0.1's, indexed) or `migrated`
+    /// (DSH 0.2's: the V4 successor made in memory, at its seqs). V1–V3 always answer DSH 0.2's.
+    #[arg(long, global = true, value_enum, default_value_t = V0ReadsArg::Native)]
+    pub v0_reads: V0ReadsArg,
+    /// Create a new WAL file for every memtable instead of reusing old ones in place (the
+    /// default under `--durability sync`, which saves a device write per durable commit and
+    /// audits the WAL before every open: docs/RELIABILITY.md).
+    #[arg(long, global = true)]
+    pub no_wal_recycling: bool,
+    /// Keep the events' blocks in RocksDB's blob files: compaction no longer rewrites them (for
+    /// hosts whose compaction falls behind), for ~1.5x the disk, slower point-in-time reads and
+    /// no CPU saved per batch (docs/performance-rounds.md, ninth and twenty-sixth rounds).
+    #[arg(long, global = true)]
+    pub blob_files: bool,
+    /// Flush and compact through the page cache even where the filesystem takes direct I/O
+    /// (the default uses it there: less CPU per batch; docs/performance-rounds.md, twelfth round).
+    #[arg(long, global = true)]
+    pub no_direct_io: bool,
+}
+
+impl StoreArgs {
+    /// `--durability` as the engine's.
+    pub fn durability(&self) -> Durability {
+        match self.durability {
+            DurabilityArg::Sync => Durability::Sync,
+            DurabilityArg::Buffered => Durability::Buffered,
+        }
+    }
+
+    /// The store options these flags ask for (every other field at its default).
+    pub fn options(&self) -> Options {
+        Options {
+            durability: self.durability(),
+            v0_reads: match self.v0_reads {
+                V0ReadsArg::Native => V0Reads::Native,
+                V0ReadsArg::Migrated => V0Reads::Migrated,
+            },
+            wal_recycling: !self.no_wal_recycling,
+            blob_files: self.blob_files,
+            direct_io: !self.no_direct_io,
+            ..Options::default()
+        }
+    }
+}
+
+/// `--durability` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum DurabilityArg {
+    /// fsync before acknowledging.
+    Sync,
+    /// Acknowledge after the WAL write.
+    Buffered,
+}
+
+/// `--v0-reads` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum V0ReadsArg {
+    /// DSH 0.1's model.
+    Native,
+    /// DSH 0.2's, through the migration chain.
+    Migrated,
+}
+
+/// Log format generations sessionlog writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormatArg {
+    /// DSH 0.1's format (`session.jsonl`).
+    #[value(name = "v0")]
+    V0,
+    /// DSH 0.2's format (`session.v4.jsonl`).
+    #[value(name = "v4")]
+    V4,
+}

@@ -1,0 +1,255 @@
+//! Command-line arguments. Doc comments are the help text.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use sessionlog_harness::gen::LogFormat;
+use sessionlog_tools_common::args::{LogFormatArg, StoreArgs};
+
+/// sessionlog-harness: sessionlog's workload generator, benchmarks (side by side with their
+/// peers) and crash and power-cut harnesses.
+#[derive(Parser, Debug)]
+#[command(name = "sessionlog-harness", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `--format` as the generator's.
+pub fn log_format(f: LogFormatArg) -> LogFormat {
+    match f {
+        LogFormatArg::V0 => LogFormat::V0,
+        LogFormatArg::V4 => LogFormat::V4,
+    }
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Write synthetic DSH-shaped session files.
+    Gen {
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Number of sessions.
+        #[arg(long, default_value_t = 10)]
+        sessions: u64,
+        /// Random seed (same seed, same bytes).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Approximate events per session.
+        #[arg(long)]
+        events: Option<u64>,
+    },
+    /// Crash harness: a child process appends durably from several threads while this process
+    /// SIGKILLs it at random moments, reopens the store and checks that every acknowledged batch
+    /// is there, seqs have no gap or duplicate, `verify` is clean and export matches the events.
+    /// The store is `<dir>/db`.
+    Stress {
+        /// Kill/reopen cycles.
+        #[arg(long, default_value_t = 200)]
+        cycles: u64,
+        /// Appending threads in the child.
+        #[arg(long, default_value_t = 4)]
+        threads: usize,
+        /// Sessions each child thread keeps open at once.
+        #[arg(long, default_value_t = 4)]
+        sessions_per_thread: usize,
+        /// Mean events per generated session.
+        #[arg(long, default_value_t = 300)]
+        events: u64,
+        /// Longest time a child runs before it is killed, in ms (each kill is at a random
+        /// moment from 50 ms up to this).
+        #[arg(long, default_value_t = 600)]
+        max_kill_ms: u64,
+        /// Start a fresh store every this many cycles (bounds the cost of each check).
+        #[arg(long, default_value_t = 10)]
+        cycles_per_store: u64,
+        /// Generator and kill-timing seed.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Working directory (default: a temp dir, removed after a successful run; kept on
+        /// failure).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print the totals as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Internal: run as the child worker on `<dir>` (the parent passes this).
+        #[arg(long, hide = true)]
+        worker: bool,
+        /// Cut the power instead of killing the process: the store lives on a LazyFS mount
+        /// and every byte not fsynced is dropped at each cut; every writer runs in the child
+        /// (its own workload: 3 appending threads of 3 sessions, 120-event feeds, and an admin
+        /// thread; `--cycles`, `--cycles-per-store`, `--seed` and `--dir` apply). Needs root
+        /// and /dev/fuse. `--durability buffered` is the control that must lose acknowledged
+        /// writes.
+        #[arg(long)]
+        power_loss: bool,
+        /// LazyFS's build.sh (default: $SESSIONLOG_LAZYFS_BUILD, else
+        /// ../shared/tools/lazyfs/build.sh beside the checkout); LazyFS is built once into
+        /// ~/.cache/sessionlog-lazyfs. $SESSIONLOG_LAZYFS names a ready binary instead.
+        #[arg(long, env = "SESSIONLOG_LAZYFS_BUILD")]
+        lazyfs_build: Option<PathBuf>,
+        /// Internal: run as the power-loss child (the parent passes its spec).
+        #[arg(long, hide = true)]
+        power_worker: Option<String>,
+        /// With `--power-loss`: cut the power under this host command instead of sessionlog's
+        /// own worker (after `--`; `{db}` is replaced by the store's path on the mount,
+        /// `{cycle}` by the cycle number, `{durability}` by `--durability`). The host prints
+        /// `ack <session> <events>` once that many events are durable; after each cut every
+        /// acknowledged session must hold them, and `verify` must be clean.
+        #[arg(last = true)]
+        host: Vec<String>,
+    },
+    /// Run a benchmark workload and print its figures (and ratios against peers).
+    Bench {
+        #[command(subcommand)]
+        workload: BenchWorkload,
+    },
+}
+
+/// Benchmark workloads.
+#[derive(Subcommand, Debug)]
+pub enum BenchWorkload {
+    /// Point-in-time queries (`messages_at`) at random seqs of sessions of growing size, side by
+    /// side with a full replay from the store and with DSH's way: load the JSONL file and fold it.
+    Pit {
+        /// Session sizes in events (each gets one generated session).
+        #[arg(long, value_delimiter = ',', default_values_t = [10_000u64, 100_000, 1_000_000])]
+        sizes: Vec<u64>,
+        /// Queries per size for sessionlog (the peers run fewer on large sessions, see output).
+        #[arg(long, default_value_t = 200)]
+        queries: u64,
+        /// The log format of the generated sessions (DSH 0.1's v0 or DSH 0.2's v4).
+        #[arg(long, value_enum, default_value_t = LogFormatArg::V0)]
+        format: LogFormatArg,
+        /// Working directory (default: a temp dir, removed after).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print one JSON object with the raw figures and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Fork cost against parent size: forks of a small and of a large session, time and bytes.
+    Fork {
+        /// Events of the large parent.
+        #[arg(long, default_value_t = 1_000_000)]
+        events: u64,
+        /// Forks per parent.
+        #[arg(long, default_value_t = 50)]
+        forks: u64,
+        /// Print one JSON object with the raw figures and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Listing cost against store size: one `ls --limit` page on a store of many sessions.
+    Listing {
+        /// Sessions in the store.
+        #[arg(long, default_value_t = 1_000_000)]
+        sessions: u64,
+        /// Page size.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print one JSON object with the raw figures.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Import and export a generated corpus, side by side with `cat` of the same files (or
+    /// `zstd -dc` with --zstd).
+    ImportExport {
+        /// Use a `.jsonl.zstd` corpus laid out as a DSH session root (DSH's default artifact) and
+        /// compare with `zstd -dc`.
+        #[arg(long)]
+        zstd: bool,
+        /// Corpus size to generate, in MB.
+        #[arg(long, default_value_t = 1024)]
+        mb: u64,
+        /// Events per generated session.
+        #[arg(long, default_value_t = 2000)]
+        events: u64,
+        /// Working directory for the corpus and the store (default: a temp dir, removed after).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print one JSON object with the raw figures and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Many sessions appending durably at once (each with one batch in flight), side by side
+    /// with DSH's JSONL and SQLite backends: durable batches/s, events/s, p50/p99
+    /// acknowledgement latency. Honours the global `--durability`.
+    Hosting {
+        /// Concurrent sessions.
+        #[arg(long, default_value_t = 100)]
+        sessions: usize,
+        /// Host threads; each owns every `threads`-th session.
+        #[arg(long, default_value_t = 8)]
+        threads: usize,
+        /// How long each system keeps submitting, in seconds.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Each system first runs the workload this long unmeasured, to measure its steady
+        /// state (a recycled WAL, a SQLite WAL past its first checkpoint) rather than its start.
+        #[arg(long, default_value_t = 0.0)]
+        warmup: f64,
+        /// Mean events per generated session (a session that runs out restarts under a new id).
+        #[arg(long, default_value_t = 2000)]
+        events: u64,
+        /// Peers to run beside sessionlog, comma-separated.
+        #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PeerArg::Jsonl, PeerArg::Sqlite])]
+        peers: Vec<PeerArg>,
+        /// The log format of the hosted sessions (DSH 0.1's v0 or DSH 0.2's v4).
+        #[arg(long, value_enum, default_value_t = LogFormatArg::V0)]
+        format: LogFormatArg,
+        /// Run the whole benchmark with the data directory's disk limited to N write requests
+        /// per second by the kernel's block throttle (a cgroup the bench creates and removes;
+        /// needs root): a provisioned-IOPS cloud volume. Refused where it cannot be set.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        write_iops: Option<u64>,
+        /// Working directory for the systems' data (default: a temp dir, removed after).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print one JSON object with the raw figures per system and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+        /// Run the whole sequence (sessionlog, then the peers) this many times; with more than
+        /// one, figures and ratios are medians over the rounds (each ratio taken within its
+        /// round) and `rounds` lists every round's.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        rounds: u64,
+    },
+    /// DSH's own host in Node (its SessionStore, a flush per turn) on sessionlog's DSH backend
+    /// and on DSH's JSONL backend (plain and zstd), each in its own Node process, under the same
+    /// disk model as `hosting`. Needs Node 22 on PATH and the built binding (`./x node`).
+    NodeHosting {
+        /// Concurrent sessions.
+        #[arg(long, default_value_t = 100)]
+        sessions: usize,
+        /// How long each backend runs, in seconds.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Limit the data directory's disk to N write requests per second (as `hosting`).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        write_iops: Option<u64>,
+        /// The Node benchmark script.
+        #[arg(long, default_value = "bindings/node/bench/hosting.mjs")]
+        script: PathBuf,
+        /// Working directory for the backends' data (default: a temp dir, removed after).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print one JSON object with the raw figures per backend and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `--peers` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PeerArg {
+    /// DSH's JSONL backend: a file per session, each batch appended and fdatasync'ed.
+    Jsonl,
+    /// DSH's SQLite backend: schema 17, WAL, synchronous=FULL, a transaction per batch.
+    Sqlite,
+}

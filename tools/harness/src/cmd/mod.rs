@@ -1,0 +1,170 @@
+//! One module per subcommand; `run` dispatches.
+
+mod bench;
+mod gen;
+mod lineage;
+mod node_hosting;
+mod pit;
+mod power;
+mod stress;
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use sessionlog_harness::hosting::{self, peers::Peer};
+
+use crate::cli::{log_format, BenchWorkload, Cli, Command, PeerArg};
+
+/// Run one parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let durability = cli.store.durability();
+    match cli.command {
+        Command::Gen {
+            out,
+            sessions,
+            seed,
+            events,
+        } => gen::run(&out, sessions, seed, events),
+        Command::Stress {
+            cycles,
+            threads,
+            sessions_per_thread,
+            events,
+            max_kill_ms,
+            cycles_per_store,
+            seed,
+            dir,
+            json,
+            worker,
+            power_loss,
+            lazyfs_build,
+            power_worker,
+            host,
+        } => {
+            if let Some(spec) = power_worker {
+                return power::worker(&spec);
+            }
+            if !host.is_empty() {
+                anyhow::ensure!(power_loss, "a host command runs only under --power-loss");
+                return power::run_host(&host, durability, cycles, seed, dir, lazyfs_build, json);
+            }
+            if power_loss {
+                let opts = sessionlog_harness::power::PowerOptions {
+                    durability,
+                    seed,
+                    cycles_per_store,
+                    wal_recycling: !cli.store.no_wal_recycling,
+                    blob_files: cli.store.blob_files,
+                    ..Default::default()
+                };
+                return power::run(&opts, cycles, dir, lazyfs_build, json);
+            }
+            let opts = sessionlog_harness::stress::StressOptions {
+                threads,
+                sessions_per_thread,
+                events_per_session: events,
+                seed,
+                cycles_per_store,
+                wal_recycling: !cli.store.no_wal_recycling,
+                blob_files: cli.store.blob_files,
+                ..Default::default()
+            };
+            stress::run(&opts, cycles, max_kill_ms, dir, json, worker)
+        }
+        Command::Bench { workload } => match workload {
+            BenchWorkload::NodeHosting {
+                sessions,
+                seconds,
+                write_iops,
+                script,
+                dir,
+                json,
+            } => node_hosting::run(&node_hosting::NodeHostingBench {
+                sessions,
+                seconds,
+                write_iops,
+                script,
+                dir,
+                as_json: json,
+            }),
+            BenchWorkload::Fork {
+                events,
+                forks,
+                json,
+            } => lineage::bench_fork(events, forks, json),
+            BenchWorkload::Listing {
+                sessions,
+                limit,
+                json,
+            } => lineage::bench_listing(sessions, limit, json),
+            BenchWorkload::Pit {
+                sizes,
+                queries,
+                format,
+                dir,
+                json,
+            } => pit::run(&sizes, queries, log_format(format), dir, json),
+            BenchWorkload::ImportExport {
+                zstd,
+                mb,
+                events,
+                dir,
+                json,
+            } => bench::import_export(mb, events, zstd, dir, json),
+            BenchWorkload::Hosting {
+                sessions,
+                threads,
+                seconds,
+                warmup,
+                events,
+                peers,
+                format,
+                write_iops,
+                dir,
+                json,
+                rounds,
+            } => {
+                let seconds_arg = |flag: &str, s: f64| {
+                    std::time::Duration::try_from_secs_f64(s)
+                        .with_context(|| format!("--{flag} {s}"))
+                };
+                let workload = hosting::Workload {
+                    sessions,
+                    threads,
+                    duration: seconds_arg("seconds", seconds)?,
+                    warmup: seconds_arg("warmup", warmup)?,
+                };
+                let peers = peers
+                    .into_iter()
+                    .map(|p| match p {
+                        PeerArg::Jsonl => Peer::Jsonl,
+                        PeerArg::Sqlite => Peer::Sqlite,
+                    })
+                    .collect::<Vec<_>>();
+                bench::hosting(bench::HostingBench {
+                    workload,
+                    events,
+                    format: log_format(format),
+                    store: cli.store.options(),
+                    peers,
+                    write_iops,
+                    dir,
+                    as_json: json,
+                    rounds: usize::try_from(rounds).unwrap_or(usize::MAX),
+                })
+            }
+        },
+    }
+}
+
+/// A benchmark's working directory: the one given (kept), or a fresh temp dir (removed after:
+/// the `bool`).
+pub fn work_dir(dir: Option<std::path::PathBuf>, workload: &str) -> (std::path::PathBuf, bool) {
+    match dir {
+        Some(d) => (d, false),
+        None => (
+            std::env::temp_dir().join(format!("sessionlog-{workload}-{}", std::process::id())),
+            true,
+        ),
+    }
+}

@@ -1,0 +1,20 @@
+//! sessionlog's harness: what generates workloads for the store, measures it beside its peers and
+//! crash-tests it. The `sessionlog-harness` binary runs it (`gen`, `bench`, `stress`), and the
+//! workspace's tests and benches use it as a library; the `sessionlog` binary users run links none
+//! of it (no SQLite, no LazyFS, no cgroups).
+//!
+//! - [`gen`]: the deterministic DSH-shaped workload generator behind `sessionlog-harness gen`.
+//! - [`hosting`]: the multi-session hosting benchmark behind `sessionlog-harness bench hosting`,
+//!   with DSH's JSONL and SQLite backends as peers.
+//! - [`disk_cgroup`]: a block-IO cgroup that limits a disk's write IOPS (a provisioned-IOPS
+//!   volume, modelled by the kernel) and counts the write requests its members issue.
+//! - [`stress`]: the kill -9 crash harness behind `sessionlog-harness stress` and the crash test.
+//! - [`power`]: the power-loss harness (LazyFS) behind `sessionlog-harness stress --power-loss`
+//!   and the power test.
+#![forbid(unsafe_code)]
+
+pub mod disk_cgroup;
+pub mod gen;
+pub mod hosting;
+pub mod power;
+pub mod stress;
