@@ -30,9 +30,23 @@ const BUILD_FROM_SOURCE =
 
 /** The C library of this Linux process: 'gnu' (glibc) or 'musl'. */
 export function linuxLibc() {
-  // Node's diagnostic report names the glibc it runs on; musl builds of Node have none.
-  const header = process.report?.getReport?.().header
-  return header?.glibcVersionRuntime ? 'gnu' : 'musl'
+  // Node's diagnostic report names the glibc it runs on; musl builds of Node have none. The
+  // report skips the process's sockets, whose addresses it would otherwise resolve (DNS).
+  const report = process.report
+  if (typeof report?.getReport === 'function') {
+    const excludeNetwork = report.excludeNetwork
+    report.excludeNetwork = true
+    try {
+      return report.getReport().header?.glibcVersionRuntime ? 'gnu' : 'musl'
+    } finally {
+      report.excludeNetwork = excludeNetwork
+    }
+  }
+  try {
+    return readFileSync('/usr/bin/ldd', 'utf8').includes('musl') ? 'musl' : 'gnu'
+  } catch {
+    return 'gnu'
+  }
 }
 
 /**
