@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { Context } from '@deepseek-ai/cordis'
 import SessionStore, { SessionId } from '@deepseek-ai/dsh-session'
 import { MessageId, freezeMessage } from '@deepseek-ai/dsh-llm'
-import { SessionlogPersistence, withStore } from 'sessionlog/dsh'
+import { SessionlogPersistence, withStore } from 'sessionlog-node/dsh'
 
 const dir = mkdtempSync(join(tmpdir(), 'sessionlog-dsh-demo-'))
 const cut = text => (text.length > 150 ? `${text.slice(0, 147)}...` : text)

@@ -56,8 +56,20 @@ export declare class SessionlogError extends Error {
 export declare function headerLine(header: SessionHeaderFields): string
 export declare function headerFields(line: string): SessionHeaderFields
 
+/** How a store is opened. */
+export interface StoreOptions {
+  /** `'sync'`: an append resolves after the fsync that covers it; `'buffered'`: before it. Default: `'sync'`. */
+  durability?: 'sync' | 'buffered'
+  /** Reuse WAL files in place under `'sync'` (one device write fewer per commit); false is the CLI's `--no-wal-recycling`. Default: true. */
+  walRecycling?: boolean
+  /** Keep the events' blocks in RocksDB blob files (less compaction work, more disk); the CLI's `--blob-files`. Default: false. */
+  blobFiles?: boolean
+  /** Flush and compact with direct I/O where the filesystem takes `O_DIRECT`; false is the CLI's `--no-direct-io`. Default: true. */
+  directIo?: boolean
+}
+
 export declare class Store {
-  static open(dir: string, options?: { durability?: 'sync' | 'buffered'; walRecycling?: boolean; blobFiles?: boolean; directIo?: boolean }): Promise<Store>
+  static open(dir: string, options?: StoreOptions): Promise<Store>
   /** Whether this open flushes and compacts with direct I/O (asked, and the filesystem takes it). */
   readonly directIo: boolean
   close(): Promise<void>

@@ -2,10 +2,10 @@
 // Every call runs off the JS thread in the addon; appends of many sessions issued together are
 // group-committed (one write and one fsync for all of them). Events cross as JSON text: one
 // JSON.stringify here and one parse in Rust beat building values through N-API call by call.
-import { createRequire } from 'node:module'
 import { headerLine, headerFields } from './header.js'
+import { loadAddon } from './native.js'
 
-const { NativeStore } = createRequire(import.meta.url)('./sessionlog.node')
+const { NativeStore } = loadAddon()
 
 /** A failure of the store: the engine's message (session, seq, rule) and a stable `code`. */
 export class SessionlogError extends Error {

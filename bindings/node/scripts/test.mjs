@@ -1,10 +1,12 @@
 // Run the Node suites (vitest) and close with one count line that ./x sums:
-// `node-test: N passed, N failed, N skipped`. Exits non-zero when any test failed or was skipped,
-// or when vitest ran nothing.
+// `node-test: N passed, N failed, N skipped`; then the package as a user installs it
+// (scripts/install-test.mjs, its own `install-test: N passed, M failed` line). Exits non-zero
+// when any test failed or was skipped, when vitest ran nothing, or when the install test failed.
 import { spawnSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 
 const scratch = mkdtempSync(join(tmpdir(), 'sessionlog-vitest-'))
 const report = join(scratch, 'report.json')
@@ -27,4 +29,6 @@ try {
 }
 rmSync(scratch, { recursive: true, force: true })
 console.log(`node-test: ${passed} passed, ${failed} failed, ${skipped} skipped`)
-process.exit(run.status === 0 && failed === 0 && skipped === 0 && passed > 0 ? 0 : 1)
+const install = spawnSync(process.execPath, [join(dirname(fileURLToPath(import.meta.url)), 'install-test.mjs')], { stdio: 'inherit' })
+const suites = run.status === 0 && failed === 0 && skipped === 0 && passed > 0
+process.exit(suites && install.status === 0 ? 0 : 1)

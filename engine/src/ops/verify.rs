@@ -10,6 +10,9 @@
 //! Store-wide: no `events` key belongs to a session number without metadata.
 
 use sessionlog_codec::format::header::parse_header;
+use sessionlog_codec::format::rows::decode_line;
+use sessionlog_codec::format::stored::decode_block;
+use sessionlog_codec::format::zstd::FrameDecoder;
 use sessionlog_codec::json;
 use sessionlog_codec::rules::projection::UNITS;
 

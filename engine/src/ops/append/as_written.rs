@@ -19,13 +19,14 @@
 //! [`AppendItem::as_written`]: super::AppendItem::as_written
 
 use sessionlog_codec::format::event::NewEvent;
-use sessionlog_codec::format::zstd::FrameCompressor;
-use sessionlog_codec::json::Value;
 use sessionlog_codec::format::lines::author_lines;
+use sessionlog_codec::format::stored::{encode_block, BlockMeta};
+use sessionlog_codec::format::zstd::{
+    FrameCompressor, FrameDecoder, TORN_RECORD_IN_COMPLETE_FRAME,
+};
+use sessionlog_codec::json::Value;
 use sessionlog_codec::log_reader::LogReader;
 use sessionlog_codec::rules::scanner::LineOutcome;
-use sessionlog_codec::format::stored::{encode_block, BlockMeta};
-use sessionlog_codec::format::zstd::{FrameCompressor, FrameDecoder, TORN_RECORD_IN_COMPLETE_FRAME};
 
 use super::admission::Staged;
 use super::AppendReceipt;

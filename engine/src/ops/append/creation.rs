@@ -11,8 +11,8 @@
 //! [`AppendItem::creating`]: super::AppendItem::creating
 
 use sessionlog_codec::format::header::{Header, HeaderCheck};
-use sessionlog_codec::log_reader::LogReader;
 use sessionlog_codec::format::zstd::FrameCompressor;
+use sessionlog_codec::log_reader::LogReader;
 
 use crate::error::{Error, Result};
 use crate::layout::keys;
