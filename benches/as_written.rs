@@ -12,7 +12,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::json::parse;
 use sessionlog::engine::{AppendItem, Durability, ImportOptions, Options, Store};
-use sessionlog_tools::gen::{session_feed, GenOptions, LogFormat};
+use sessionlog_harness::gen::{session_feed, GenOptions, LogFormat};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
