@@ -6,9 +6,10 @@
 //! do it): a committing thread queues its batch; when no write is under way it becomes the
 //! leader, takes every batch queued by then (its own and those of any number of other threads
 //! and sessions), writes them as one WriteBatch (one WAL record, one fsync when any of them asks
-//! for one) and wakes the others. A thread that queued while a write was under way waits for it,
-//! and the first of them to wake leads the next group. So concurrent writers share fsyncs without
-//! any batching code of their own, and a single writer pays nothing for the queue.
+//! for one), then wakes its group's members and one thread of the next group, which leads it.
+//! Each group has its own condition variable, so a write wakes only the threads it concerns, not
+//! every thread waiting. So concurrent writers share fsyncs without any batching code of their
+//! own, and a single writer pays nothing for the queue.
 //!
 //! Invariants: a commit returns only after the write holding its batch returned, so a returned
 //! durable commit is durable; batches are written in the order they were queued (a group keeps
@@ -17,7 +18,7 @@
 //! state after a failed write or fsync is unknown).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use rocksdb::{WriteBatch, WriteOptions};
 
@@ -127,7 +128,6 @@ pub struct CommitStats {
 #[derive(Default)]
 pub(crate) struct CommitQueue {
     state: Mutex<QueueState>,
-    written: Condvar,
     stats: Counters,
 }
 
@@ -154,6 +154,9 @@ struct QueueState {
     written: u64,
     /// The groups whose write failed, with RocksDB's error.
     failed: Vec<(u64, rocksdb::Error)>,
+    /// The condition variable of the group being filled (`next_group`): its members wait on
+    /// it, to be woken when their group is written or when one of them is to lead it.
+    open: Arc<Condvar>,
 }
 
 impl CommitQueue {
@@ -188,6 +191,7 @@ impl Store {
         let queue = &self.commits;
         let mut state = queue.state();
         let group = state.next_group;
+        let members_wait = Arc::clone(&state.open);
         state.waiting.push(batch.inner);
         state.sync |= wants_sync;
         loop {
@@ -198,9 +202,11 @@ impl Store {
                 };
             }
             if !state.leading {
+                // No group is being written, so this thread's group is the one being filled.
                 state.leading = true;
                 let members = std::mem::take(&mut state.waiting);
                 let sync = std::mem::take(&mut state.sync);
+                let taken = std::mem::replace(&mut state.open, Arc::new(Condvar::new()));
                 let number = state.next_group;
                 state.next_group += 1;
                 drop(state);
@@ -212,11 +218,11 @@ impl Store {
                     self.poisoned.store(true, Ordering::SeqCst);
                     state.failed.push((number, e));
                 }
-                queue.written.notify_all();
+                taken.notify_all();
+                state.open.notify_one();
                 continue;
             }
-            state = queue
-                .written
+            state = members_wait
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
         }
