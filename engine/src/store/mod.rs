@@ -10,6 +10,7 @@
 //! through [`commit::Batch`] and the queue, and every read through the methods here.
 
 mod commit;
+mod commit_hook;
 mod direct_io;
 mod maintenance;
 mod open;
@@ -22,6 +23,7 @@ mod tuning;
 mod wal_audit;
 
 pub use commit::CommitStats;
+pub use commit_hook::{CommitHook, CommitRecord, CreatedSession};
 pub use direct_io::supported as direct_io_supported;
 
 use std::collections::HashSet;
@@ -32,7 +34,7 @@ use std::sync::Mutex;
 use rocksdb::{ColumnFamily, DBRawIteratorWithThreadMode, SnapshotWithThreadMode, DB};
 use sessionlog_codec::format::header::Header;
 
-pub(crate) use commit::{Batch, Sync};
+pub(crate) use commit::{Batch, Part, Sync};
 pub(crate) use maintenance::BlobGc;
 
 pub(crate) use projection_registry::Registry;
