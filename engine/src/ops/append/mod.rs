@@ -229,6 +229,8 @@ impl Store {
                 continue;
             }
             let item = &mut items[i];
+            // A replicated batch is its system of record's already: the hook never sees it.
+            let replicated = item.written.is_some();
             let keys_before = batch.len();
             let outcome = match item.create.take() {
                 Some(new) => self
@@ -249,7 +251,7 @@ impl Store {
             match outcome {
                 Ok((mut s, created)) => {
                     if parts {
-                        let record = match (guards[slot].as_ref(), item.written.is_some()) {
+                        let record = match (guards[slot].as_ref(), replicated) {
                             (Some(state), false) => s.record(&item.id, &state.meta, created),
                             _ => None,
                         };
