@@ -190,6 +190,11 @@ impl Fleet {
         self.held.get(id).is_some()
     }
 
+    /// The sessions this host holds.
+    pub fn held(&self) -> Vec<String> {
+        self.held.all().into_iter().map(|(id, _)| id).collect()
+    }
+
     /// Every session in the fleet, as PostgreSQL records it, in id order.
     pub fn sessions(&self) -> Result<Vec<SessionRow>> {
         let rows = self.control().retrying("listing sessions", PATIENCE, |c| {
@@ -199,22 +204,17 @@ impl Fleet {
                 &[],
             )
         })?;
-        Ok(rows
-            .iter()
-            .map(|r| SessionRow {
-                id: r.get(0),
-                root: r.get(1),
-                owner: r.get(2),
-                epoch: r.get(3),
-                next_seq: r.get(4),
-                next_batch: r.get(5),
-                version: r.get(6),
-                zstd: r.get(7),
-                header: r.get(8),
-                verdict: r.get(9),
-                deleted: r.get(10),
-            })
-            .collect())
+        Ok(rows.iter().map(ownership::session_row).collect())
+    }
+
+    /// Catch the local store up with PostgreSQL on session `id` without taking it (for reads);
+    /// the batches applied.
+    pub fn sync(&self, id: &str) -> Result<u64> {
+        let mut pg = self.control();
+        let row = pg
+            .retrying("reading a session", PATIENCE, |c| ownership::row(c, id))?
+            .ok_or_else(|| Error::UnknownSession(id.to_owned()))?;
+        catch_up(&mut pg, &self.store, &row)
     }
 
     /// Mark session `id` (which this host holds) deleted in the fleet and in the local store,

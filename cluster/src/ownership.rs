@@ -127,6 +127,38 @@ pub(crate) fn acquire(
     }))
 }
 
+/// Session `id`'s row, read without taking it (`None` when the fleet has no such session).
+pub(crate) fn row(
+    client: &mut Client,
+    id: &str,
+) -> std::result::Result<Option<SessionRow>, postgres::Error> {
+    let rows = client.query(
+        "SELECT s.id, s.root_id, s.owner, s.owner_epoch, s.next_seq, s.next_batch, s.version, \
+         s.zstd, s.header, s.verdict, s.deleted_at IS NOT NULL \
+         FROM sessionlog.lineage l JOIN sessionlog.sessions s \
+           ON s.root_id = l.root_id AND s.id = l.id WHERE l.id = $1",
+        &[&id],
+    )?;
+    Ok(rows.first().map(session_row))
+}
+
+/// A row of `sessionlog.sessions` selected as `row` and `Fleet::sessions` select it.
+pub(crate) fn session_row(r: &postgres::Row) -> SessionRow {
+    SessionRow {
+        id: r.get(0),
+        root: r.get(1),
+        owner: r.get(2),
+        epoch: r.get(3),
+        next_seq: r.get(4),
+        next_batch: r.get(5),
+        version: r.get(6),
+        zstd: r.get(7),
+        header: r.get(8),
+        verdict: r.get(9),
+        deleted: r.get(10),
+    }
+}
+
 /// Renew the leases of `held` in one statement; the ids renewed (the others were taken over).
 pub(crate) fn renew(
     client: &mut Client,

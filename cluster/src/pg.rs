@@ -98,20 +98,25 @@ impl Pg {
 
     /// A new connection.
     fn connect(&self, during: &str) -> Result<Client> {
-        let mut pg = self.config.pg.clone();
-        if pg.get_connect_timeout().is_none() {
-            pg.connect_timeout(CONNECT_TIMEOUT);
-        }
-        pg.ssl_mode(self.config.tls.negotiation());
-        let connected = match self.config.tls {
-            TlsMode::Disable => pg.connect(NoTls),
-            mode => {
-                let tls = client_config(mode, self.config.root_cert.as_deref())?;
-                pg.connect(MakeRustlsConnect::new(tls))
-            }
-        };
-        connected.map_err(|e| self.pg_error(&format!("connecting ({during})"), &e))
+        connect(&self.config, during)
     }
+}
+
+/// A new connection to `config`'s PostgreSQL (`during` names what for, in an error).
+pub(crate) fn connect(config: &Config, during: &str) -> Result<Client> {
+    let mut pg = config.pg.clone();
+    if pg.get_connect_timeout().is_none() {
+        pg.connect_timeout(CONNECT_TIMEOUT);
+    }
+    pg.ssl_mode(config.tls.negotiation());
+    let connected = match config.tls {
+        TlsMode::Disable => pg.connect(NoTls),
+        mode => {
+            let tls = client_config(mode, config.root_cert.as_deref())?;
+            pg.connect(MakeRustlsConnect::new(tls))
+        }
+    };
+    connected.map_err(|e| Pg::new(config.clone()).pg_error(&format!("connecting ({during})"), &e))
 }
 
 /// Whether `e` left nothing done and may pass: the connection failed or closed, or PostgreSQL

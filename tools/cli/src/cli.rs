@@ -20,6 +20,21 @@ pub struct Cli {
     pub db: PathBuf,
     #[command(flatten)]
     pub store: StoreArgs,
+    /// Run as a host of a fleet whose system of record is this PostgreSQL (a libpq URL:
+    /// `postgres://user@host[:port][,host2…]/db?sslmode=verify-full&sslrootcert=ca.pem`; the
+    /// password from the URL, PGPASSWORD or the password file). The store is then this host's
+    /// index: reads catch it up from PostgreSQL first, writes commit there first.
+    #[arg(
+        long,
+        global = true,
+        env = "SESSIONLOG_CLUSTER",
+        hide_env_values = true
+    )]
+    pub cluster: Option<String>,
+    /// This host's name in the fleet (with `--cluster`). Default: $SESSIONLOG_HOST, else the
+    /// machine's host name.
+    #[arg(long, global = true, env = "SESSIONLOG_HOST")]
+    pub host: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -275,5 +290,41 @@ pub enum Command {
         /// Print the report as one JSON object.
         #[arg(long)]
         json: bool,
+    },
+    /// The fleet's PostgreSQL (with `--cluster`): its schema, the sessions' owners, ownership.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+}
+
+/// `sessionlog cluster` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// Create (or bring up to date) the schema, as the URL's role (its owner), and grant the
+    /// host role what hosts need; prints the privilege statements applied.
+    Init {
+        /// Login roles to make hosts (granted the host role).
+        #[arg(long = "host-role")]
+        host_roles: Vec<String>,
+    },
+    /// The schema's version, the sessions and who owns them.
+    Status {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take a session for this host (bumping its owner epoch) and catch the store up.
+    Acquire {
+        /// Session id.
+        id: String,
+        /// Take it even while another host's lease is live.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Give a session up: the next host takes it without force.
+    Release {
+        /// Session id.
+        id: String,
     },
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand; `run` opens the store and dispatches.
 
 mod append;
+mod cluster;
 mod export;
 mod import;
 mod inspect;
@@ -15,6 +16,9 @@ use crate::cli::{Cli, Command};
 
 /// Run one parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if cli.cluster.is_some() {
+        return cluster::run(cli);
+    }
     let store_options = cli.store.options();
     let open_with = |strict_appends: bool| -> anyhow::Result<Store> {
         let options = Options {
@@ -85,6 +89,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => inspect::purge(&open()?, &older_than, dry_run),
         Command::Compact => inspect::compact(&open()?),
         Command::Verify { ids, json } => inspect::verify(&open()?, &ids, json),
+        Command::Cluster { .. } => anyhow::bail!(
+            "`sessionlog cluster` needs --cluster URL (or SESSIONLOG_CLUSTER): the fleet's PostgreSQL"
+        ),
     }
 }
 
