@@ -4,7 +4,7 @@
 //! catches the store up; leases are renewed in bulk.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use sessionlog_engine::{AppendItem, AppendReceipt, Durability, Options, Store};
@@ -53,6 +53,23 @@ pub struct Acquired {
     pub row: SessionRow,
     /// Batches the local store caught up with.
     pub caught_up: u64,
+}
+
+/// The thread renewing a host's leases ([`Fleet::keep_leases`]); dropped, it stops.
+pub struct LeaseKeeper {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for LeaseKeeper {
+    fn drop(&mut self) {
+        let (lock, wake) = &*self.stop;
+        *lock.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        wake.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// One host of the fleet (see the module docs).
@@ -173,6 +190,40 @@ impl Fleet {
             self.held.remove(id);
         }
         Ok(lost)
+    }
+
+    /// Renew this host's leases in the background, every third of the lease, until the
+    /// returned keeper is dropped. A session found taken over is forgotten (its appends are then
+    /// refused as not held); a renewal that fails (PostgreSQL unreachable) is tried again at the
+    /// next tick, the leases running out meanwhile only allowing a takeover without force.
+    pub fn keep_leases(self: &Arc<Self>) -> Result<LeaseKeeper> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let thread = {
+            let (fleet, stop) = (Arc::clone(self), Arc::clone(&stop));
+            let every = self.options.lease / 3;
+            std::thread::Builder::new()
+                .name("sessionlog-leases".into())
+                .spawn(move || {
+                    let (lock, wake) = &*stop;
+                    let mut stopped = lock.lock().unwrap_or_else(PoisonError::into_inner);
+                    while !*stopped {
+                        let (guard, _) = wake
+                            .wait_timeout(stopped, every)
+                            .unwrap_or_else(PoisonError::into_inner);
+                        stopped = guard;
+                        if !*stopped {
+                            drop(stopped);
+                            let _lost = fleet.renew();
+                            stopped = lock.lock().unwrap_or_else(PoisonError::into_inner);
+                        }
+                    }
+                })
+                .map_err(|e| Error::Config(format!("starting the lease thread: {e}")))?
+        };
+        Ok(LeaseKeeper {
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// Append through the group commit: each item's batch is committed to PostgreSQL (fenced

@@ -30,4 +30,4 @@ mod tls;
 
 pub use config::Config;
 pub use error::{Error, Result};
-pub use fleet::{Acquired, Fleet, FleetOptions, SessionRow};
+pub use fleet::{Acquired, Fleet, FleetOptions, LeaseKeeper, SessionRow};
