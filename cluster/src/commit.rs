@@ -86,6 +86,12 @@ impl CommitHook for FleetHook {
             outcomes[at] = Some(outcome);
         }
         for row in &rows {
+            if let Some(Err(r)) = &outcomes[row.at] {
+                if r.kind == RefusalKind::Fenced {
+                    // Taken over: further batches are refused here, without asking PostgreSQL.
+                    self.held.remove(&row.record.session);
+                }
+            }
             if let (Some(Ok(())), Some(_)) = (&outcomes[row.at], &row.record.creates) {
                 self.held.insert(
                     &row.record.session,

@@ -136,6 +136,19 @@ impl Fleet {
     /// under a live lease is refused unless `force`.
     pub fn acquire(&self, id: &str, force: bool) -> Result<Acquired> {
         let mut pg = self.control();
+        if let Some(holding) = self.held.get(id) {
+            let row = pg
+                .retrying("reading a session", PATIENCE, |c| ownership::row(c, id))?
+                .ok_or_else(|| Error::UnknownSession(id.to_owned()))?;
+            if row.owner.as_deref() == Some(self.options.host.as_str())
+                && row.epoch == holding.epoch
+            {
+                let caught_up = catch_up(&mut pg, &self.store, &row)?;
+                return Ok(Acquired { row, caught_up });
+            }
+            // Taken over since: this host acquires it anew.
+            self.held.remove(id);
+        }
         let host = &self.options.host;
         let lease = self.options.lease;
         let row = pg.retrying("acquiring a session", PATIENCE, |c| {
