@@ -1,6 +1,7 @@
 //! sessionlog's integration tests: one binary, one module per area.
 
 mod append;
+mod cluster;
 mod concurrency;
 mod corpus;
 mod corruption;

@@ -176,6 +176,10 @@ pub enum Error {
     /// The store (or the queue the operation went through) was closed.
     #[error("the store is closed")]
     Closed,
+
+    /// The store's commit hook (its system of record) refused the batch; nothing was written.
+    #[error("{}; nothing was appended", .0.message)]
+    Refused(Refusal),
     /// One failure reported to every append that shared its group commit.
     #[error(transparent)]
     Shared(std::sync::Arc<Error>),
@@ -249,6 +253,7 @@ impl Error {
         match self {
             Error::Poisoned => Error::Poisoned,
             Error::Closed => Error::Closed,
+            Error::Refused(r) => Error::Refused(r.clone()),
             Error::Shared(e) => Error::Shared(std::sync::Arc::clone(e)),
             Error::Storage { context, source } => Error::Storage {
                 context: context.clone(),
@@ -288,4 +293,24 @@ impl FirstError {
             None => Ok(()),
         }
     }
+}
+
+/// Why the hook refused a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// Another owner holds the session now: this host's ownership was taken over.
+    Fenced,
+    /// The system of record's log of the session is not where the batch expects it.
+    Stale,
+    /// The system of record could not be reached, or did not commit the batch.
+    Unavailable,
+}
+
+/// The hook's refusal of one batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// Why.
+    pub kind: RefusalKind,
+    /// What happened, for the error the caller gets (naming no secret).
+    pub message: String,
 }

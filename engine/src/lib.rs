@@ -24,7 +24,7 @@ mod layering;
 #[cfg(test)]
 mod test_support;
 
-pub use error::{Error, Result};
+pub use error::{Error, Refusal, RefusalKind, Result};
 pub use layout::meta::{FrozenGeneration, SourceEncoding, Verdict};
 pub use ops::append::{AppendItem, AppendQueue, AppendReceipt, NewSession, StoreAccess};
 pub use ops::export::ExportFormat;
@@ -39,5 +39,7 @@ pub use ops::root::{is_session_root, scan_root, RootScan};
 pub use ops::verify::{VerifyProblem, VerifyReport};
 pub use options::{Durability, Options, V0Reads};
 pub use read::surface::SurfaceView;
-pub use store::{direct_io_supported, CommitStats, Store};
+pub use store::{
+    direct_io_supported, CommitHook, CommitRecord, CommitStats, CreatedSession, Store,
+};
 pub use write::indexer::CHECKPOINT_EVERY;

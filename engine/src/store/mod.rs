@@ -10,6 +10,7 @@
 //! through [`commit::Batch`] and the queue, and every read through the methods here.
 
 mod commit;
+mod commit_hook;
 mod direct_io;
 mod maintenance;
 mod open;
@@ -22,6 +23,7 @@ mod tuning;
 mod wal_audit;
 
 pub use commit::CommitStats;
+pub use commit_hook::{CommitHook, CommitRecord, CreatedSession};
 pub use direct_io::supported as direct_io_supported;
 
 use std::collections::HashSet;
@@ -32,7 +34,7 @@ use std::sync::Mutex;
 use rocksdb::{ColumnFamily, DBRawIteratorWithThreadMode, SnapshotWithThreadMode, DB};
 use sessionlog_codec::format::header::Header;
 
-pub(crate) use commit::{Batch, Sync};
+pub(crate) use commit::{Batch, Part, Sync};
 pub(crate) use maintenance::BlobGc;
 
 pub(crate) use projection_registry::Registry;
@@ -69,7 +71,7 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 /// |---|---|---|
 /// | open | [`open`](Store::open) | `ops/open.rs` |
 /// | the open store | [`path`](Store::path), [`direct_io`](Store::direct_io) | `store/open.rs` |
-/// | durability, the commit queue | [`durability`](Store::durability), [`sync`](Store::sync), [`commit_stats`](Store::commit_stats) | `store/commit.rs` |
+/// | durability, the commit queue | [`durability`](Store::durability), [`sync`](Store::sync), [`commit_stats`](Store::commit_stats), [`set_commit_hook`](Store::set_commit_hook) | `store/commit.rs` |
 /// | live writes (group-committed) | [`append_many`](Store::append_many), [`append`](Store::append), [`create_session`](Store::create_session) | `ops/append/mod.rs` |
 /// | crash repair | [`repair`](Store::repair), [`resume`](Store::resume), [`cut_torn_tail`](Store::cut_torn_tail) | `ops/repair.rs` |
 /// | import | [`import_path`](Store::import_path) | `ops/import/mod.rs` |

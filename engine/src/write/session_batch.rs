@@ -13,12 +13,17 @@ use crate::layout::keys::{
     self, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE, EVENT_KEY_LEN,
 };
 use crate::layout::meta::SessionMeta;
-use crate::store::{Batch, Store, Sync};
+use crate::store::{Batch, CommitRecord, Part, Store, Sync};
 
-/// One or more sessions' changes, committed at once.
+/// One or more sessions' changes, committed at once: in one part, or, for a store with a commit
+/// hook, in parts the hook answers for one by one ([`SessionBatch::end_part`]).
 pub(crate) struct SessionBatch<'s> {
     store: &'s Store,
     batch: Batch<'s>,
+    /// The parts closed so far (the changes staged since are the last part).
+    parts: Vec<Part>,
+    /// Updates staged in the closed parts.
+    closed: usize,
 }
 
 impl<'s> SessionBatch<'s> {
@@ -33,17 +38,28 @@ impl<'s> SessionBatch<'s> {
         SessionBatch {
             store,
             batch: Batch::with_capacity(store, bytes),
+            parts: Vec::new(),
+            closed: 0,
         }
     }
 
     /// Whether nothing was staged.
     pub(crate) fn is_empty(&self) -> bool {
-        self.batch.is_empty()
+        self.len() == 0
     }
 
     /// How many updates are staged.
     pub(crate) fn len(&self) -> usize {
-        self.batch.len()
+        self.closed + self.batch.len()
+    }
+
+    /// Close the changes staged since the last part as one part of the commit, with `record` for
+    /// the store's commit hook: the hook accepts or refuses it alone, and
+    /// [`SessionBatch::commit_parts`] gives its outcome alone.
+    pub(crate) fn end_part(&mut self, record: Option<CommitRecord>) {
+        let part = self.batch.take();
+        self.closed += part.len();
+        self.parts.push(part.into_part(record));
     }
 
     /// Stage a record of the `events` CF: a block of lines, a zstd frame, a tail chunk, a chunk
@@ -191,14 +207,27 @@ impl<'s> SessionBatch<'s> {
     /// Commit with the configured durability (`context` names the write in errors), through
     /// the store's group-commit queue.
     pub(crate) fn commit(self, context: &str) -> Result<()> {
+        self.commit_parts(context).into_iter().collect()
+    }
+
+    /// [`SessionBatch::commit`], with the outcome of each part closed by
+    /// [`SessionBatch::end_part`], in order, then of the changes staged after the last (if any).
+    pub(crate) fn commit_parts(mut self, context: &str) -> Vec<Result<()>> {
+        if !self.batch.is_empty() || self.parts.is_empty() {
+            self.end_part(None);
+        }
         self.store
-            .commit_batch(self.batch, Sync::AsConfigured, context)
+            .commit_parts(self.parts, Sync::AsConfigured, context)
     }
 
     /// Commit without an fsync of its own (an import's intermediate batches, a bulk import's
     /// sessions made durable together by one `Store::sync`).
-    pub(crate) fn commit_unsynced(self, context: &str) -> Result<()> {
-        self.store.commit_batch(self.batch, Sync::Deferred, context)
+    pub(crate) fn commit_unsynced(mut self, context: &str) -> Result<()> {
+        self.end_part(None);
+        self.store
+            .commit_parts(self.parts, Sync::Deferred, context)
+            .into_iter()
+            .collect()
     }
 
     /// Take what is staged, leaving this batch empty.
@@ -206,6 +235,8 @@ impl<'s> SessionBatch<'s> {
         SessionBatch {
             store: self.store,
             batch: self.batch.take(),
+            parts: std::mem::take(&mut self.parts),
+            closed: std::mem::take(&mut self.closed),
         }
     }
 }

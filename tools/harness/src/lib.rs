@@ -11,6 +11,7 @@
 //! - [`stress`]: the kill -9 crash harness behind `sessionlog-harness stress` and the crash test.
 //! - [`power`]: the power-loss harness (LazyFS) behind `sessionlog-harness stress --power-loss`
 //!   and the power test.
+//! - [`postgres`]: throwaway PostgreSQL clusters for the fleet's tests and benchmarks.
 //! - [`requirement`]: how a test whose requirement is missing fails under CI and says what it
 //!   skipped elsewhere.
 #![forbid(unsafe_code)]
@@ -18,6 +19,7 @@
 pub mod disk_cgroup;
 pub mod gen;
 pub mod hosting;
+pub mod postgres;
 pub mod power;
 pub mod requirement;
 pub mod stress;

@@ -14,7 +14,7 @@ use sessionlog_codec::json::Value;
 use super::AppendReceipt;
 use crate::error::{Error, FirstError, Result};
 use crate::layout::meta::{now_ms, SessionMeta, Verdict};
-use crate::store::{RelationRules, Store, WriteState};
+use crate::store::{CommitRecord, CreatedSession, RelationRules, Store, WriteState};
 use crate::write::appended_batch::{stage_checkpoints, write_records};
 use crate::write::indexer::fold_batch;
 use crate::write::session_batch::SessionBatch;
@@ -33,12 +33,39 @@ pub(crate) struct Staged {
     /// Whether the batch changes the metadata beyond its counters (a verdict, a tail, a surface
     /// refusal: a batch written as DSH's writer wrote it), so its `S` record is written too.
     pub(super) rewrites_record: bool,
+    /// The bytes the batch adds to the log file, kept for the store's commit hook (none
+    /// without one, or for an empty batch).
+    pub(super) file_bytes: Option<Vec<u8>>,
 }
 
 impl Staged {
     /// The session's metadata once the batch commits (`None` for an empty batch).
     pub(crate) fn meta(&self) -> Option<&SessionMeta> {
         self.meta.as_ref()
+    }
+
+    /// The batch's record for the store's commit hook, as session `id` (its metadata before
+    /// the batch: `before`) stages it; `creates`: the session the batch creates. `None` for an
+    /// empty batch of a stored session (it writes nothing).
+    pub(crate) fn record(
+        &mut self,
+        id: &str,
+        before: &SessionMeta,
+        creates: Option<CreatedSession>,
+    ) -> Option<CommitRecord> {
+        let after = self.meta.as_ref();
+        if after.is_none() && creates.is_none() {
+            return None;
+        }
+        Some(CommitRecord {
+            session: id.to_owned(),
+            first_seq: self.receipt.first_seq,
+            events: self.receipt.count,
+            batch: before.next_batch,
+            bytes: self.file_bytes.take().unwrap_or_default(),
+            creates,
+            verdict: after.unwrap_or(before).verdict.to_string(),
+        })
     }
 
     /// Stage the change of the stored session's metadata this batch makes, from the cached
@@ -128,6 +155,7 @@ pub(crate) fn stage(
             relations: None,
             reload: false,
             rewrites_record: false,
+            file_bytes: None,
         });
     }
     let reject = |seq: u64, rule: String| Error::Rejected {
@@ -185,8 +213,8 @@ pub(crate) fn stage(
     };
     let folded = fold_batch(store, &state.meta, surface, &authored)?
         .map_err(|r| reject(r.seq, r.message))?;
-    let meta = match write_records(&state.meta, &authored, &folded, batch) {
-        Ok(meta) => meta,
+    let (meta, file_bytes) = match write_records(&state.meta, &authored, &folded, batch) {
+        Ok(written) => written,
         Err(e) => {
             for change in folded.changes.iter().rev() {
                 surface.undo(change);
@@ -207,6 +235,7 @@ pub(crate) fn stage(
             relations,
             reload: false,
             rewrites_record: false,
+            file_bytes: store.has_commit_hook().then_some(file_bytes),
         }),
         Err(e) => {
             *slot = None;
