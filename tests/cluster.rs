@@ -5,25 +5,26 @@
 //! can run the fenced functions and nothing else.
 //!
 //! Needs PostgreSQL 15's server binaries (Debian's `postgresql-15`, installed by `./x test`);
-//! without them the tests say so and skip, except under CI, where they fail.
+//! without them each test fails under CI (`CI` set) and elsewhere prints a `SKIPPED` line.
 
 use std::path::Path;
 
 use sessionlog::engine::{AppendItem, Error, ExportFormat, RefusalKind, SourceEncoding};
 use sessionlog_cluster::{schema, Config, Fleet, FleetOptions};
 use sessionlog_harness::postgres::{PgSetup, TempPostgres};
+use sessionlog_harness::requirement::missing;
 
 use crate::fixtures::ev;
 
-/// A started cluster with the schema and a login role `host` for the hosts, or `None` (skipped
-/// outside CI) when PostgreSQL is not installed.
+/// A started cluster with the schema and a login role `host` for the hosts, or `None` when
+/// PostgreSQL is not installed: then the calling test fails under CI and says on stderr what it
+/// skipped elsewhere (`requirement::missing`).
 pub fn fleet_database() -> Option<TempPostgres> {
     if !sessionlog_harness::postgres::available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but PostgreSQL 15 is not installed: the fleet tests cannot run"
+        missing(
+            "PostgreSQL 15's server binaries (Debian's postgresql-15)",
+            "they are not installed",
         );
-        eprintln!("note: PostgreSQL 15 is not installed; fleet tests skipped");
         return None;
     }
     let pg = TempPostgres::start(&PgSetup::default()).expect("start PostgreSQL");

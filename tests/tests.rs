@@ -19,6 +19,7 @@ mod migrate;
 mod power;
 mod projections;
 mod reader;
+mod readme;
 mod repair;
 mod root;
 mod roundtrip;

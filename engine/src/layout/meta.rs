@@ -12,7 +12,7 @@
 //! the session's `A` key). An append thus rewrites a few dozen bytes under the session's own
 //! key range (whose memtable insert starts from the session's previous key) instead of the
 //! whole record under a key of the `sessions` column family, where a memtable insert searches
-//! from the top (performance-rounds.md, nineteenth round).
+//! from the top (docs/PERFORMANCE.md, "Counters record").
 
 use serde::{Deserialize, Serialize};
 use sessionlog_codec::rules::scanner::BodyVerdict;

@@ -61,7 +61,39 @@ pub(crate) type VisitEntry<'f> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'f;
 /// A visitor of every record of a kind: (id, stored value).
 type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 
-/// An open sessionlog store.
+/// An open sessionlog store: one RocksDB database holding any number of sessions, shared by
+/// every thread of a host (`Store` is `Send + Sync`; hosts hold it in an `Arc`).
+///
+/// Its methods live beside the code they drive, so they are spread over the engine's layers;
+/// this is their map, by concern (a test keeps it complete):
+///
+/// | concern | methods | file |
+/// |---|---|---|
+/// | open | [`open`](Store::open) | `ops/open.rs` |
+/// | the open store | [`path`](Store::path), [`direct_io`](Store::direct_io) | `store/open.rs` |
+/// | durability, the commit queue | [`durability`](Store::durability), [`sync`](Store::sync), [`commit_stats`](Store::commit_stats), [`set_commit_hook`](Store::set_commit_hook) | `store/commit.rs` |
+/// | live writes (group-committed) | [`append_many`](Store::append_many), [`append`](Store::append), [`create_session`](Store::create_session) | `ops/append/mod.rs` |
+/// | crash repair | [`repair`](Store::repair), [`resume`](Store::resume), [`cut_torn_tail`](Store::cut_torn_tail) | `ops/repair.rs` |
+/// | import | [`import_path`](Store::import_path) | `ops/import/mod.rs` |
+/// | | [`import_jsonl`](Store::import_jsonl) | `ops/import/jsonl.rs` |
+/// | | [`import_zstd`](Store::import_zstd) | `ops/import/zstd.rs` |
+/// | export | [`export`](Store::export), [`export_generation`](Store::export_generation), [`export_jsonl`](Store::export_jsonl) | `ops/export.rs` |
+/// | | [`export_to_root`](Store::export_to_root), [`root_path`](Store::root_path) | `ops/root.rs` |
+/// | | [`events_as_written`](Store::events_as_written) | `ops/events_as_written.rs` |
+/// | point-in-time reads | [`events`](Store::events) | `read/events.rs` |
+/// | | [`messages_at`](Store::messages_at), [`surface_at`](Store::surface_at), [`transcript`](Store::transcript) | `read/surface.rs` |
+/// | | [`state_at`](Store::state_at) | `read/checkpoints.rs` |
+/// | | [`request`](Store::request), [`check_request`](Store::check_request), [`dispatch_point`](Store::dispatch_point) | `ops/request.rs` |
+/// | message projections | [`register_message_projection`](Store::register_message_projection), [`remove_message_projection`](Store::remove_message_projection) | `read/message_projections.rs` |
+/// | forks and lineage | [`fork`](Store::fork), [`lineage`](Store::lineage), [`stored_bytes`](Store::stored_bytes) | `ops/fork.rs` |
+/// | migration to V4 | [`migrate`](Store::migrate), [`migrate_all`](Store::migrate_all) | `ops/migrate.rs` |
+/// | listing | [`list_page`](Store::list_page), [`list`](Store::list), [`summary`](Store::summary), [`ids`](Store::ids) | `ops/list.rs` |
+/// | retention | [`delete`](Store::delete), [`undelete`](Store::undelete), [`purge`](Store::purge), [`compact`](Store::compact) | `ops/retention.rs` |
+/// | checks and sizes | [`verify`](Store::verify) | `ops/verify.rs` |
+/// | | [`file_bytes`](Store::file_bytes) | `store/maintenance.rs` |
+///
+/// A host without a thread per waiting append uses an [`AppendQueue`](crate::AppendQueue)
+/// (`ops/append/queue.rs`), which calls [`append_many`](Store::append_many).
 pub struct Store {
     db: DB,
     pub(crate) options: Options,

@@ -12,6 +12,8 @@
 //! - [`power`]: the power-loss harness (LazyFS) behind `sessionlog-harness stress --power-loss`
 //!   and the power test.
 //! - [`postgres`]: throwaway PostgreSQL clusters for the fleet's tests and benchmarks.
+//! - [`requirement`]: how a test whose requirement is missing fails under CI and says what it
+//!   skipped elsewhere.
 #![forbid(unsafe_code)]
 
 pub mod disk_cgroup;
@@ -19,4 +21,5 @@ pub mod gen;
 pub mod hosting;
 pub mod postgres;
 pub mod power;
+pub mod requirement;
 pub mod stress;
