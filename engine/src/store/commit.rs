@@ -17,20 +17,24 @@
 //! its group and poisons the store, which then refuses writes until it is reopened (the WAL's
 //! state after a failed write or fsync is unknown).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use rocksdb::{WriteBatch, WriteOptions};
 
 use super::Store;
 use crate::error::{Error, Result};
 use crate::layout::keys::{self, SESSION_RANGE_CFS};
+use crate::metrics::{CommitStats, GroupWrite};
 use crate::options::Durability;
 
 /// The changes of one commit, in order. Built by the write layer's `SessionBatch`.
 pub(crate) struct Batch<'s> {
     store: &'s Store,
     inner: WriteBatch,
+    /// Session batches appended by these changes (for the group-commit metrics).
+    appends: u64,
 }
 
 impl<'s> Batch<'s> {
@@ -40,6 +44,7 @@ impl<'s> Batch<'s> {
         Batch {
             store,
             inner: WriteBatch::with_capacity_bytes(bytes),
+            appends: 0,
         }
     }
 
@@ -51,6 +56,12 @@ impl<'s> Batch<'s> {
     /// How many updates are staged.
     pub(crate) fn len(&self) -> usize {
         self.inner.len()
+    }
+
+    /// Say that these changes append `n` session batches (the group-commit metrics count them
+    /// per write).
+    pub(crate) fn carries_appends(&mut self, n: u64) {
+        self.appends = n;
     }
 
     /// Put `key` = `value` in column family `cf`.
@@ -92,6 +103,7 @@ impl<'s> Batch<'s> {
         Batch {
             store: self.store,
             inner: std::mem::take(&mut self.inner),
+            appends: std::mem::take(&mut self.appends),
         }
     }
 }
@@ -109,35 +121,10 @@ pub(crate) enum Sync {
     Deferred,
 }
 
-/// What the group-commit queue has done since the store opened.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CommitStats {
-    /// RocksDB writes made (one WAL record each).
-    pub writes: u64,
-    /// Of those, the ones fsynced before they returned.
-    pub synced_writes: u64,
-    /// Batches those writes carried (each the commit of one or more sessions' changes).
-    pub batches: u64,
-    /// Bytes of the batches written.
-    pub bytes: u64,
-    /// Session batches appended (live appends and creations, each one session's batch).
-    pub appends: u64,
-}
-
 /// The group-commit queue (see the module docs).
 #[derive(Default)]
 pub(crate) struct CommitQueue {
     state: Mutex<QueueState>,
-    stats: Counters,
-}
-
-#[derive(Default)]
-struct Counters {
-    writes: AtomicU64,
-    synced_writes: AtomicU64,
-    batches: AtomicU64,
-    bytes: AtomicU64,
-    appends: AtomicU64,
 }
 
 #[derive(Default)]
@@ -146,6 +133,8 @@ struct QueueState {
     waiting: Vec<WriteBatch>,
     /// Whether any of them asks for an fsync.
     sync: bool,
+    /// Session batches they append.
+    appends: u64,
     /// Whether a leader is writing a group now.
     leading: bool,
     /// The number the next group takes (groups are numbered from 0 as they are taken).
@@ -165,18 +154,6 @@ impl CommitQueue {
     fn state(&self) -> MutexGuard<'_, QueueState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
-
-    /// Counters of what the queue has written.
-    pub(crate) fn stats(&self) -> CommitStats {
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        CommitStats {
-            writes: load(&self.stats.writes),
-            synced_writes: load(&self.stats.synced_writes),
-            batches: load(&self.stats.batches),
-            bytes: load(&self.stats.bytes),
-            appends: load(&self.stats.appends),
-        }
-    }
 }
 
 impl Store {
@@ -188,12 +165,22 @@ impl Store {
             Sync::AsConfigured => self.options.durability == Durability::Sync,
             Sync::Deferred => self.options.recycles_wal(),
         };
+        let queued = Instant::now();
+        let committed = self.commit_in_group(batch, wants_sync, context);
+        self.recorder.committed(queued.elapsed());
+        committed
+    }
+
+    /// Queue `batch` and return once the group holding it was written (leading that group when
+    /// no write is under way).
+    fn commit_in_group(&self, batch: Batch<'_>, wants_sync: bool, context: &str) -> Result<()> {
         let queue = &self.commits;
         let mut state = queue.state();
         let group = state.next_group;
         let members_wait = Arc::clone(&state.open);
         state.waiting.push(batch.inner);
         state.sync |= wants_sync;
+        state.appends += batch.appends;
         loop {
             if state.written > group {
                 return match state.failed.iter().find(|(g, _)| *g == group) {
@@ -206,11 +193,12 @@ impl Store {
                 state.leading = true;
                 let members = std::mem::take(&mut state.waiting);
                 let sync = std::mem::take(&mut state.sync);
+                let appends = std::mem::take(&mut state.appends);
                 let taken = std::mem::replace(&mut state.open, Arc::new(Condvar::new()));
                 let number = state.next_group;
                 state.next_group += 1;
                 drop(state);
-                let outcome = self.write_group(members, sync);
+                let outcome = self.write_group(members, sync, appends);
                 state = queue.state();
                 state.leading = false;
                 state.written = number + 1;
@@ -228,44 +216,38 @@ impl Store {
         }
     }
 
-    /// Write one group's batches as one WriteBatch (fsynced when `sync`).
+    /// Write one group's batches, which append `appends` session batches, as one WriteBatch
+    /// (fsynced when `sync`).
     fn write_group(
         &self,
         mut members: Vec<WriteBatch>,
         sync: bool,
+        appends: u64,
     ) -> std::result::Result<(), rocksdb::Error> {
-        let stats = &self.commits.stats;
-        stats
-            .batches
-            .fetch_add(members.len() as u64, Ordering::Relaxed);
+        let batches = members.len() as u64;
         let batch = match members.len() {
             1 => members.pop().unwrap_or_default(),
             _ => merged(&members),
         };
-        stats
-            .bytes
-            .fetch_add(batch.size_in_bytes() as u64, Ordering::Relaxed);
+        let bytes = batch.size_in_bytes() as u64;
         let mut options = WriteOptions::default();
         options.set_sync(sync);
+        let began = Instant::now();
         let written = self.db.write_opt(batch, &options);
-        stats.writes.fetch_add(1, Ordering::Relaxed);
-        if sync {
-            stats.synced_writes.fetch_add(1, Ordering::Relaxed);
-        }
+        self.recorder.wrote_group(&GroupWrite {
+            batches,
+            appends,
+            bytes,
+            synced: sync,
+            took: began.elapsed(),
+        });
         written
     }
 
-    /// Counters of the group-commit queue: writes made and the batches they carried.
+    /// Counters of the group-commit queue: writes made, the batches they carried, and the
+    /// session batches appended.
     pub fn commit_stats(&self) -> CommitStats {
-        self.commits.stats()
-    }
-
-    /// Count `n` session batches appended by a commit that returned.
-    pub(crate) fn count_appends(&self, n: usize) {
-        self.commits
-            .stats
-            .appends
-            .fetch_add(n as u64, Ordering::Relaxed);
+        self.recorder.commit_stats()
     }
 
     /// How durable a commit is when it returns (the store's [`Options::durability`]).

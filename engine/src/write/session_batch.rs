@@ -188,6 +188,11 @@ impl<'s> SessionBatch<'s> {
         self.batch.put(CF_SESSIONS, key, value)
     }
 
+    /// Say that this batch appends `n` session batches (the group-commit metrics count them).
+    pub(crate) fn carries_appends(&mut self, n: u64) {
+        self.batch.carries_appends(n);
+    }
+
     /// Commit with the configured durability (`context` names the write in errors), through
     /// the store's group-commit queue.
     pub(crate) fn commit(self, context: &str) -> Result<()> {

@@ -71,6 +71,7 @@ pub(super) fn stage(
     };
     let unchanged = Staged {
         receipt,
+        bytes: 0,
         meta: None,
         relations: None,
         reload: false,
@@ -88,6 +89,7 @@ pub(super) fn stage(
         *slot = None;
     }
     Ok(Staged {
+        bytes: text.len() as u64,
         meta: Some(staged?),
         // The strict store's relationship rules did not see this batch: rebuilt from the log.
         reload: store.options.strict_appends,

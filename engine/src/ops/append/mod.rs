@@ -30,6 +30,7 @@ use sessionlog_codec::format::header::parse_header;
 
 use crate::error::{Error, Result};
 use crate::layout::meta::{SessionMeta, SourceEncoding, Verdict};
+use crate::metrics::{AppendTally, RefusalReason};
 use crate::ops::migrate::opens_by_migrating;
 use crate::store::{lock_session, Claim, ProjectionCheckpoints, RelationRules, Store, WriteState};
 use crate::write::session_batch::SessionBatch;
@@ -143,7 +144,18 @@ impl Store {
     /// committing at the same moment: one WAL write, one fsync). Each item succeeds or fails on
     /// its own rules; a storage failure fails them all. A session may appear once per call (an
     /// [`AppendQueue`] orders several batches of one session into successive calls).
-    pub fn append_many(&self, mut items: Vec<AppendItem>) -> Vec<Result<AppendReceipt>> {
+    pub fn append_many(&self, items: Vec<AppendItem>) -> Vec<Result<AppendReceipt>> {
+        let results = self.append_items(items);
+        if results.iter().any(Result::is_err) {
+            for e in results.iter().filter_map(|r| r.as_ref().err()) {
+                self.recorder.refused(RefusalReason::of(e), 1);
+            }
+        }
+        results
+    }
+
+    /// [`Store::append_many`] without counting its refusals.
+    fn append_items(&self, mut items: Vec<AppendItem>) -> Vec<Result<AppendReceipt>> {
         if let Err(e) = self.check_writable() {
             return items.iter().map(|_| Err(e.duplicate())).collect();
         }
@@ -192,6 +204,7 @@ impl Store {
             guards = handles.iter().map(lock_session).collect();
         }
         let mut staged: Vec<(usize, Staged)> = Vec::new();
+        let mut tally = AppendTally::default();
         let mut claims = Vec::new();
         let mut batch =
             SessionBatch::with_capacity(self, expected_batch_bytes(&items, &guards, &order));
@@ -208,16 +221,17 @@ impl Store {
                     .stage_creation(&mut guards[slot], item, &new, &mut batch)
                     .map(|(staged, claim)| {
                         claims.push(claim);
+                        tally.created += 1;
                         staged
                     }),
-                None => self
-                    .load_write_state(&item.id, &mut guards[slot])
-                    .map(|_| ())
-                    .and_then(|()| self.stage_item(&mut guards[slot], item, &mut batch))
-                    .and_then(|staged| {
-                        staged.advance(&mut guards[slot], &mut batch)?;
-                        Ok(staged)
-                    }),
+                None if guards[slot].is_some() => {
+                    tally.write_state_hits += 1;
+                    self.stage_loaded(&mut guards[slot], item, &mut batch)
+                }
+                None => {
+                    tally.write_state_misses += 1;
+                    self.stage_loaded(&mut guards[slot], item, &mut batch)
+                }
             };
             match outcome {
                 Ok(s) => staged.push((slot, s)),
@@ -233,7 +247,10 @@ impl Store {
         let committed = match broken {
             Some(e) => Err(e),
             None if batch.is_empty() => Ok(()),
-            None => batch.commit("committing appended batches"),
+            None => {
+                batch.carries_appends(staged.len() as u64);
+                batch.commit("committing appended batches")
+            }
         };
         if let Err(e) = committed {
             // Nothing was written, but the staged sessions' cached states ran ahead of the
@@ -245,16 +262,34 @@ impl Store {
             for result in results.iter_mut().filter(|r| r.is_none()) {
                 *result = Some(Err(e.duplicate()));
             }
+            tally.created = 0;
         }
-        self.count_appends(staged.len());
+        tally.appends = staged.len() as u64;
         for (slot, s) in staged {
+            tally.events += s.receipt.count;
+            tally.bytes += s.bytes;
             results[order[slot]] = Some(Ok(s.publish(&mut guards[slot])));
         }
+        self.recorder.appended(&tally);
         drop(claims);
         results
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(Error::Internal("append produced no result".into()))))
             .collect()
+    }
+
+    /// Stage `item`, appended to a stored session, loading its write state into `slot` first
+    /// when it is not in memory.
+    fn stage_loaded(
+        &self,
+        slot: &mut Option<WriteState>,
+        item: &mut AppendItem,
+        batch: &mut SessionBatch<'_>,
+    ) -> Result<Staged> {
+        self.load_write_state(&item.id, slot)?;
+        let staged = self.stage_item(slot, item, batch)?;
+        staged.advance(slot, batch)?;
+        Ok(staged)
     }
 
     /// Stage `item`'s batch against its session's loaded state: by DSH's append rules, or, for

@@ -5,6 +5,7 @@ mod export;
 mod import;
 mod inspect;
 mod migrate;
+mod stats;
 
 use std::process::ExitCode;
 
@@ -84,6 +85,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dry_run,
         } => inspect::purge(&open()?, &older_than, dry_run),
         Command::Compact => inspect::compact(&open()?),
+        Command::Stats { prometheus } => stats::run(&open()?, prometheus),
         Command::Verify { ids, json } => inspect::verify(&open()?, &ids, json),
     }
 }
