@@ -15,6 +15,7 @@ mod generations;
 mod hostile;
 mod hostile_props;
 mod listing;
+mod metrics;
 mod migrate;
 mod power;
 mod projections;

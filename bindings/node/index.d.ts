@@ -92,5 +92,11 @@ export declare class Store {
   importBytes(name: string, bytes: Uint8Array): Promise<{ id: string; verdict: string }>
   remove(id: string): Promise<void>
   verify(ids?: string[]): Promise<{ sessions: number; events: number; problems: { session: string; detail: string }[] }>
+  /**
+   * The store's metrics as Prometheus text exposition (format 0.0.4, names under `sessionlog_`, no
+   * `# EOF` line), for a host's `/metrics` handler to append to its own. Counters count from this
+   * open of the store.
+   */
+  metrics(): Promise<string>
   commitStats(): { writes: number; appends: number }
 }

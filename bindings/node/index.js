@@ -196,6 +196,16 @@ export class Store {
     return this.#native.directIo()
   }
 
+  /**
+   * The store's metrics as Prometheus text exposition (format 0.0.4: `# HELP` and `# TYPE` lines,
+   * names under `sessionlog_`, no `# EOF`), for a host's `/metrics` handler to append to its own.
+   * Counters count from this open of the store. Every metric: docs/METRICS.md.
+   * @returns {Promise<string>}
+   */
+  async metrics() {
+    return settled(await this.#native.metrics()).text
+  }
+
   /** How appends were grouped: `writes` (one fsync each under sync) and `appends`. */
   commitStats() {
     return this.#native.commitStats()

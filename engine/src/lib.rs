@@ -8,11 +8,13 @@
 //! `layering` test checks every `crate::` path): `layout` (keys, value framing, metadata) →
 //! `store` (the handle and its primitives) → `read` (events, surface, checkpoints, message
 //! projections, migrated views) → `write` (the one session batch, line authoring, indexing) →
-//! `ops` (the public operations). `error` and `options` sit beneath them all.
+//! `ops` (the public operations). `error`, `options` and `metrics` (the counters every layer
+//! records, and their Prometheus rendering) sit beneath them all.
 #![deny(unsafe_code)]
 
 mod error;
 mod layout;
+mod metrics;
 mod ops;
 mod options;
 mod read;
@@ -26,6 +28,10 @@ mod test_support;
 
 pub use error::{Error, Refusal, RefusalKind, Result};
 pub use layout::meta::{FrozenGeneration, SourceEncoding, Verdict};
+pub use metrics::{
+    AppendMetrics, ColumnFamilyMetrics, CommitDistributions, CommitStats, HistogramSnapshot,
+    Metrics, RefusalReason, RocksDbMetrics,
+};
 pub use ops::append::{AppendItem, AppendQueue, AppendReceipt, NewSession, StoreAccess};
 pub use ops::export::ExportFormat;
 pub use ops::fork::{ForkReport, LineageEntry};
@@ -39,7 +45,5 @@ pub use ops::root::{is_session_root, scan_root, RootScan};
 pub use ops::verify::{VerifyProblem, VerifyReport};
 pub use options::{Durability, Options, V0Reads};
 pub use read::surface::SurfaceView;
-pub use store::{
-    direct_io_supported, CommitHook, CommitRecord, CommitStats, CreatedSession, Store,
-};
+pub use store::{direct_io_supported, CommitHook, CommitRecord, CreatedSession, Store};
 pub use write::indexer::CHECKPOINT_EVERY;

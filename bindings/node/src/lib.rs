@@ -399,6 +399,15 @@ impl NativeStore {
             .is_ok_and(|slot| slot.as_ref().is_some_and(Store::direct_io))
     }
 
+    /// The store's metrics as Prometheus text exposition (`Store::metrics`, rendered), read on
+    /// a worker thread: RocksDB's figures take its locks.
+    #[napi]
+    pub fn metrics(&self, env: Env) -> napi::Result<JsObject> {
+        self.run(&env, |s| {
+            reply::reply(s.metrics(), |m| Reply::Text(m.to_prometheus()))
+        })
+    }
+
     /// How appends were grouped into writes so far (zeros when no store is open).
     #[napi]
     pub fn commit_stats(&self) -> CommitStats {

@@ -22,8 +22,9 @@
 //! state after a failed write or fsync is unknown).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Instant;
 
 use rocksdb::{WriteBatch, WriteOptions};
 
@@ -32,6 +33,7 @@ use super::Store;
 use crate::error::{Error, Result};
 use crate::error::{Refusal, RefusalKind};
 use crate::layout::keys::{self, SESSION_RANGE_CFS};
+use crate::metrics::{CommitStats, GroupWrite};
 use crate::options::Durability;
 
 /// The changes of one commit, in order. Built by the write layer's `SessionBatch`.
@@ -99,6 +101,7 @@ impl<'s> Batch<'s> {
         Part {
             changes: self.inner,
             record,
+            appends: 0,
         }
     }
 
@@ -124,37 +127,12 @@ pub(crate) enum Sync {
     Deferred,
 }
 
-/// What the group-commit queue has done since the store opened.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CommitStats {
-    /// RocksDB writes made (one WAL record each).
-    pub writes: u64,
-    /// Of those, the ones fsynced before they returned.
-    pub synced_writes: u64,
-    /// Batches those writes carried (each the commit of one or more sessions' changes).
-    pub batches: u64,
-    /// Bytes of the batches written.
-    pub bytes: u64,
-    /// Session batches appended (live appends and creations, each one session's batch).
-    pub appends: u64,
-}
-
 /// The group-commit queue (see the module docs).
 #[derive(Default)]
 pub(crate) struct CommitQueue {
     state: Mutex<QueueState>,
-    stats: Counters,
     /// The step each group takes before its write, once set.
     hook: OnceLock<Arc<dyn CommitHook>>,
-}
-
-#[derive(Default)]
-struct Counters {
-    writes: AtomicU64,
-    synced_writes: AtomicU64,
-    batches: AtomicU64,
-    bytes: AtomicU64,
-    appends: AtomicU64,
 }
 
 /// One part of a commit: its changes, and its record for the commit hook (none: the hook does
@@ -162,6 +140,8 @@ struct Counters {
 pub(crate) struct Part {
     pub(crate) changes: WriteBatch,
     pub(crate) record: Option<CommitRecord>,
+    /// Session batches appended by its changes (for the group-commit metrics).
+    pub(crate) appends: u64,
 }
 
 /// How one part of a commit failed (cloned for each part a failure covers).
@@ -200,18 +180,6 @@ impl CommitQueue {
     fn state(&self) -> MutexGuard<'_, QueueState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
-
-    /// Counters of what the queue has written.
-    pub(crate) fn stats(&self) -> CommitStats {
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        CommitStats {
-            writes: load(&self.stats.writes),
-            synced_writes: load(&self.stats.synced_writes),
-            batches: load(&self.stats.batches),
-            bytes: load(&self.stats.bytes),
-            appends: load(&self.stats.appends),
-        }
-    }
 }
 
 impl Store {
@@ -230,6 +198,15 @@ impl Store {
             Sync::AsConfigured => self.options.durability == Durability::Sync,
             Sync::Deferred => self.options.recycles_wal(),
         };
+        let queued = Instant::now();
+        let committed = self.commit_in_group(parts, wants_sync, context);
+        self.recorder.committed(queued.elapsed());
+        committed
+    }
+
+    /// Queue `parts` and return once the group holding them was written (leading that group
+    /// when no write is under way); the outcome of each part.
+    fn commit_in_group(&self, parts: Vec<Part>, wants_sync: bool, context: &str) -> Vec<Result<()>> {
         let queue = &self.commits;
         let mut state = queue.state();
         let group = state.next_group;
@@ -273,7 +250,6 @@ impl Store {
     /// Write one group: offer its records to the commit hook, then write the parts it accepted
     /// as one WriteBatch (fsynced when `sync`). The outcome of every part.
     fn write_group(&self, members: Vec<Vec<Part>>, sync: bool) -> GroupOutcome {
-        let stats = &self.commits.stats;
         let mut verdicts = {
             let records: Vec<&CommitRecord> = members
                 .iter()
@@ -288,6 +264,7 @@ impl Store {
         .into_iter();
         let mut outcome: GroupOutcome = Vec::with_capacity(members.len());
         let mut accepted = Vec::new();
+        let mut appends = 0;
         for parts in members {
             let mut of_member = Vec::with_capacity(parts.len());
             for part in parts {
@@ -302,6 +279,7 @@ impl Store {
                 };
                 match verdict {
                     Ok(()) => {
+                        appends += part.appends;
                         accepted.push(part.changes);
                         of_member.push(Ok(()));
                     }
@@ -313,23 +291,23 @@ impl Store {
         if accepted.is_empty() {
             return outcome;
         }
-        stats
-            .batches
-            .fetch_add(accepted.len() as u64, Ordering::Relaxed);
+        let batches = accepted.len() as u64;
         let batch = match accepted.len() {
             1 => accepted.pop().unwrap_or_default(),
             _ => merged(&accepted),
         };
-        stats
-            .bytes
-            .fetch_add(batch.size_in_bytes() as u64, Ordering::Relaxed);
+        let bytes = batch.size_in_bytes() as u64;
         let mut options = WriteOptions::default();
         options.set_sync(sync);
+        let began = Instant::now();
         let written = self.db.write_opt(batch, &options);
-        stats.writes.fetch_add(1, Ordering::Relaxed);
-        if sync {
-            stats.synced_writes.fetch_add(1, Ordering::Relaxed);
-        }
+        self.recorder.wrote_group(&GroupWrite {
+            batches,
+            appends,
+            bytes,
+            synced: sync,
+            took: began.elapsed(),
+        });
         if let Err(e) = written {
             self.poisoned.store(true, Ordering::SeqCst);
             for r in outcome.iter_mut().flatten().filter(|r| r.is_ok()) {
@@ -354,17 +332,10 @@ impl Store {
         self.commits.hook.get().is_some()
     }
 
-    /// Counters of the group-commit queue: writes made and the batches they carried.
+    /// Counters of the group-commit queue: writes made, the batches they carried, and the
+    /// session batches appended.
     pub fn commit_stats(&self) -> CommitStats {
-        self.commits.stats()
-    }
-
-    /// Count `n` session batches appended by a commit that returned.
-    pub(crate) fn count_appends(&self, n: usize) {
-        self.commits
-            .stats
-            .appends
-            .fetch_add(n as u64, Ordering::Relaxed);
+        self.recorder.commit_stats()
     }
 
     /// How durable a commit is when it returns (the store's [`Options::durability`]).

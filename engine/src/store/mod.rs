@@ -1,6 +1,7 @@
 //! The store handle, the engine's second layer, and the only code that touches RocksDB: opening
 //! it (`open.rs`, with the tuned options of `tuning.rs`), committing through the group-commit
-//! queue (`commit.rs`), maintenance (`maintenance.rs`: flushes, compactions, sizes), and the
+//! queue (`commit.rs`), maintenance (`maintenance.rs`: flushes, compactions, sizes), the
+//! metrics it reports (`metrics.rs`: the write path's counters and RocksDB's figures), and the
 //! primitives every layer above needs: the one metadata reader, session segments and lineage,
 //! snapshots, bounded iterators and the one forward-scan helper ([`visit`]). The caches it holds
 //! are plain types that do not know the store (`session_cache.rs`, `successor_cache.rs`,
@@ -13,6 +14,7 @@ mod commit;
 mod commit_hook;
 mod direct_io;
 mod maintenance;
+mod metrics;
 mod open;
 mod projection_registry;
 mod session_cache;
@@ -22,7 +24,6 @@ mod test_seam;
 mod tuning;
 mod wal_audit;
 
-pub use commit::CommitStats;
 pub use commit_hook::{CommitHook, CommitRecord, CreatedSession};
 pub use direct_io::supported as direct_io_supported;
 
@@ -47,6 +48,7 @@ use crate::error::{Error, Result};
 use crate::layout::counter;
 use crate::layout::keys::{self, CF_EVENTS, CF_SESSIONS};
 use crate::layout::meta::{SessionCounters, SessionMeta};
+use crate::metrics::Recorder;
 use crate::options::Options;
 
 /// A raw RocksDB iterator over the store.
@@ -112,6 +114,12 @@ pub struct Store {
     pub(crate) successors: SuccessorCache,
     /// The group-commit queue every write goes through (`commit.rs`).
     commits: commit::CommitQueue,
+    /// The write path's counters and histograms (`metrics.rs`).
+    pub(crate) recorder: Recorder,
+    /// The options RocksDB was opened with, kept for its statistics tickers (`metrics.rs`).
+    statistics: rocksdb::Options,
+    /// The block cache every column family shares.
+    block_cache: rocksdb::Cache,
     /// Whether flush and compaction run with direct I/O (`Options::direct_io` where the
     /// filesystem takes it).
     direct_io: bool,

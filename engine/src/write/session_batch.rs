@@ -24,6 +24,8 @@ pub(crate) struct SessionBatch<'s> {
     parts: Vec<Part>,
     /// Updates staged in the closed parts.
     closed: usize,
+    /// Session batches the open part appends (for the group-commit metrics).
+    appends: u64,
 }
 
 impl<'s> SessionBatch<'s> {
@@ -40,6 +42,7 @@ impl<'s> SessionBatch<'s> {
             batch: Batch::with_capacity(store, bytes),
             parts: Vec::new(),
             closed: 0,
+            appends: 0,
         }
     }
 
@@ -59,7 +62,9 @@ impl<'s> SessionBatch<'s> {
     pub(crate) fn end_part(&mut self, record: Option<CommitRecord>) {
         let part = self.batch.take();
         self.closed += part.len();
-        self.parts.push(part.into_part(record));
+        let mut part = part.into_part(record);
+        part.appends = std::mem::take(&mut self.appends);
+        self.parts.push(part);
     }
 
     /// Stage a record of the `events` CF: a block of lines, a zstd frame, a tail chunk, a chunk
@@ -204,6 +209,11 @@ impl<'s> SessionBatch<'s> {
         self.batch.put(CF_SESSIONS, key, value)
     }
 
+    /// Say that the open part appends `n` session batches (the group-commit metrics count them).
+    pub(crate) fn carries_appends(&mut self, n: u64) {
+        self.appends = n;
+    }
+
     /// Commit with the configured durability (`context` names the write in errors), through
     /// the store's group-commit queue.
     pub(crate) fn commit(self, context: &str) -> Result<()> {
@@ -237,6 +247,7 @@ impl<'s> SessionBatch<'s> {
             batch: self.batch.take(),
             parts: std::mem::take(&mut self.parts),
             closed: std::mem::take(&mut self.closed),
+            appends: std::mem::take(&mut self.appends),
         }
     }
 }

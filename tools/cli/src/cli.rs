@@ -283,6 +283,14 @@ pub enum Command {
     /// Flush and fully compact the store: afterwards no background work is pending, and the
     /// space of purged sessions is free, in blob files too.
     Compact,
+    /// The store's metrics: RocksDB's state (memtable, SST and blob bytes per column family,
+    /// compaction debt, the block cache, write stalls) and the write path's counters, which count
+    /// from this command's open of the store (a host serves its own: docs/METRICS.md).
+    Stats {
+        /// Print the Prometheus text exposition (format 0.0.4) instead of the summary.
+        #[arg(long)]
+        prometheus: bool,
+    },
     /// Re-check crc32s and index consistency (all sessions, or the named ones).
     Verify {
         /// Session ids (default: the whole store).

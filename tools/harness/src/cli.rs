@@ -219,6 +219,10 @@ pub enum BenchWorkload {
         /// round) and `rounds` lists every round's.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         rounds: u64,
+        /// Write sessionlog's metrics, as the Prometheus text its store serves, to FILE after
+        /// its run (the last round's; the counters include the warmup).
+        #[arg(long, value_name = "FILE")]
+        metrics: Option<PathBuf>,
     },
     /// DSH's own host in Node (its SessionStore, a flush per turn) on sessionlog's DSH backend
     /// and on DSH's JSONL backend (plain and zstd), each in its own Node process, under the same

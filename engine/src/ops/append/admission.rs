@@ -22,6 +22,8 @@ use crate::write::session_batch::SessionBatch;
 /// A batch staged into the session batch, waiting for its commit.
 pub(crate) struct Staged {
     pub(super) receipt: AppendReceipt,
+    /// The JSONL bytes the batch adds to the session's log (its lines and their newlines).
+    pub(super) bytes: u64,
     /// The session's metadata once the batch commits (`None` for an empty batch).
     pub(super) meta: Option<SessionMeta>,
     /// The relationship state after the batch (strict mode).
@@ -151,6 +153,7 @@ pub(crate) fn stage(
         // DSH writes nothing for an empty batch: no line, no frame, no newline.
         return Ok(Staged {
             receipt,
+            bytes: 0,
             meta: None,
             relations: None,
             reload: false,
@@ -231,6 +234,9 @@ pub(crate) fn stage(
     match checkpointed {
         Ok(()) => Ok(Staged {
             receipt,
+            bytes: meta
+                .plaintext_bytes
+                .saturating_sub(state.meta.plaintext_bytes),
             meta: Some(meta),
             relations,
             reload: false,

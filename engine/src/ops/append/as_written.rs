@@ -79,6 +79,7 @@ pub(super) fn stage(
             first_seq,
             count: 0,
         },
+        bytes: 0,
         meta: None,
         relations: None,
         reload: false,
@@ -112,6 +113,7 @@ pub(super) fn stage(
         staged.receipt.count = meta.events - events_before;
     }
     Ok(Staged {
+        bytes: text.len() as u64,
         meta: Some(meta),
         // The strict store's relationship rules did not see this batch: rebuilt from the log.
         reload: store.options.strict_appends,

@@ -32,6 +32,7 @@ use sessionlog_codec::format::header::parse_header;
 
 use crate::error::{Error, Result};
 use crate::layout::meta::{SessionMeta, SourceEncoding, Verdict};
+use crate::metrics::{AppendTally, RefusalReason};
 use crate::ops::migrate::opens_by_migrating;
 use crate::store::{
     lock_session, Claim, CreatedSession, ProjectionCheckpoints, RelationRules, Store, WriteState,
@@ -167,7 +168,18 @@ impl Store {
     /// committing at the same moment: one WAL write, one fsync). Each item succeeds or fails on
     /// its own rules; a storage failure fails them all. A session may appear once per call (an
     /// [`AppendQueue`] orders several batches of one session into successive calls).
-    pub fn append_many(&self, mut items: Vec<AppendItem>) -> Vec<Result<AppendReceipt>> {
+    pub fn append_many(&self, items: Vec<AppendItem>) -> Vec<Result<AppendReceipt>> {
+        let results = self.append_items(items);
+        if results.iter().any(Result::is_err) {
+            for e in results.iter().filter_map(|r| r.as_ref().err()) {
+                self.recorder.refused(RefusalReason::of(e), 1);
+            }
+        }
+        results
+    }
+
+    /// [`Store::append_many`] without counting its refusals.
+    fn append_items(&self, mut items: Vec<AppendItem>) -> Vec<Result<AppendReceipt>> {
         if let Err(e) = self.check_writable() {
             return items.iter().map(|_| Err(e.duplicate())).collect();
         }
@@ -215,7 +227,8 @@ impl Store {
             }
             guards = handles.iter().map(lock_session).collect();
         }
-        let mut staged: Vec<(usize, Staged)> = Vec::new();
+        let mut staged: Vec<(usize, Staged, bool)> = Vec::new();
+        let mut tally = AppendTally::default();
         let mut claims = Vec::new();
         let mut batch =
             SessionBatch::with_capacity(self, expected_batch_bytes(&items, &guards, &order));
@@ -239,25 +252,27 @@ impl Store {
                         claims.push(claim);
                         (staged, Some(created))
                     }),
-                None => self
-                    .load_write_state(&item.id, &mut guards[slot])
-                    .map(|_| ())
-                    .and_then(|()| self.stage_item(&mut guards[slot], item, &mut batch))
-                    .and_then(|staged| {
-                        staged.advance(&mut guards[slot], &mut batch)?;
-                        Ok((staged, None))
-                    }),
+                None => {
+                    match guards[slot].is_some() {
+                        true => tally.write_state_hits += 1,
+                        false => tally.write_state_misses += 1,
+                    }
+                    self.stage_loaded(&mut guards[slot], item, &mut batch)
+                        .map(|staged| (staged, None))
+                }
             };
             match outcome {
                 Ok((mut s, created)) => {
+                    let creates = created.is_some();
                     if parts {
                         let record = match (guards[slot].as_ref(), replicated) {
                             (Some(state), false) => s.record(&item.id, &state.meta, created),
                             _ => None,
                         };
+                        batch.carries_appends(1);
                         batch.end_part(record);
                     }
-                    staged.push((slot, s));
+                    staged.push((slot, s, creates));
                 }
                 // Refusals come before anything is staged. A failure after part of an item was
                 // staged (a storage or encoding fault) leaves the batch unfit to commit.
@@ -273,6 +288,9 @@ impl Store {
             Some(e) => (Some(Err(e)), Vec::new().into_iter()),
             None if staged.is_empty() => (None, Vec::new().into_iter()),
             None => {
+                if !parts {
+                    batch.carries_appends(staged.len() as u64);
+                }
                 let mut outcomes = batch
                     .commit_parts("committing appended batches")
                     .into_iter();
@@ -282,8 +300,7 @@ impl Store {
                 }
             }
         };
-        let mut appended = 0;
-        for (slot, s) in staged {
+        for (slot, s, creates) in staged {
             let outcome = match &single {
                 Some(Err(e)) => Err(e.duplicate()),
                 Some(Ok(())) => Ok(()),
@@ -295,7 +312,10 @@ impl Store {
             };
             results[order[slot]] = Some(match outcome {
                 Ok(()) => {
-                    appended += 1;
+                    tally.appends += 1;
+                    tally.created += u64::from(creates);
+                    tally.events += s.receipt.count;
+                    tally.bytes += s.bytes;
                     Ok(s.publish(&mut guards[slot]))
                 }
                 Err(e) => {
@@ -311,12 +331,26 @@ impl Store {
                 *result = Some(Err(e.duplicate()));
             }
         }
-        self.count_appends(appended);
+        self.recorder.appended(&tally);
         drop(claims);
         results
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(Error::Internal("append produced no result".into()))))
             .collect()
+    }
+
+    /// Stage `item`, appended to a stored session, loading its write state into `slot` first
+    /// when it is not in memory.
+    fn stage_loaded(
+        &self,
+        slot: &mut Option<WriteState>,
+        item: &mut AppendItem,
+        batch: &mut SessionBatch<'_>,
+    ) -> Result<Staged> {
+        self.load_write_state(&item.id, slot)?;
+        let staged = self.stage_item(slot, item, batch)?;
+        staged.advance(slot, batch)?;
+        Ok(staged)
     }
 
     /// Stage `item`'s batch against its session's loaded state: by DSH's append rules, or, for

@@ -6,6 +6,7 @@ mod export;
 mod import;
 mod inspect;
 mod migrate;
+mod stats;
 
 use std::process::ExitCode;
 
@@ -88,6 +89,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dry_run,
         } => inspect::purge(&open()?, &older_than, dry_run),
         Command::Compact => inspect::compact(&open()?),
+        Command::Stats { prometheus } => stats::run(&open()?, prometheus),
         Command::Verify { ids, json } => inspect::verify(&open()?, &ids, json),
         Command::Cluster { .. } => anyhow::bail!(
             "`sessionlog cluster` needs --cluster URL (or SESSIONLOG_CLUSTER): the fleet's PostgreSQL"

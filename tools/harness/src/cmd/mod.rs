@@ -123,6 +123,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 dir,
                 json,
                 rounds,
+                metrics,
             } => {
                 let seconds_arg = |flag: &str, s: f64| {
                     std::time::Duration::try_from_secs_f64(s)
@@ -151,6 +152,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     dir,
                     as_json: json,
                     rounds: usize::try_from(rounds).unwrap_or(usize::MAX),
+                    metrics,
                 })
             }
         },
