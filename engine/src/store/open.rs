@@ -115,6 +115,7 @@ impl Store {
             }
         })?;
         let write_states = WriteStateCache::new(options.hot_sessions);
+        let projection_registry = Registry::with(&options.message_projections);
         let store = Store {
             db,
             options,
@@ -123,7 +124,7 @@ impl Store {
             write_states,
             poisoned: AtomicBool::new(false),
             claims: Mutex::new(HashSet::new()),
-            projection_registry: Registry::default(),
+            projection_registry,
             successors: SuccessorCache::default(),
             commits: CommitQueue::default(),
             direct_io,
