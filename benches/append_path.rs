@@ -14,7 +14,7 @@ use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::format::lines::author_lines;
 use sessionlog::codec::json::{parse, Value};
 use sessionlog::engine::{AppendItem, Durability, Options, Store};
-use sessionlog_harness::gen::{session_feed, GenOptions, LogFormat, SessionFeed};
+use sessionlog_harness::gen::{host_options, session_feed, GenOptions, LogFormat, SessionFeed};
 use sessionlog_harness::hosting::session_id;
 use sessionlog_harness::hosting::sessionlog::append_built;
 
@@ -143,9 +143,10 @@ fn append_round(c: &mut Criterion) {
     for (format, name, _) in formats() {
         let feeds = feeds(format);
         let dir = tempfile::tempdir().expect("temp dir");
+        // The generator's host: V4 feeds hold `image/offload` events.
         let options = Options {
             durability: Durability::Buffered,
-            ..Options::default()
+            ..host_options(Options::default())
         };
         let store = Store::open(dir.path(), options).expect("open");
         let mut cursors = Cursors {

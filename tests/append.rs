@@ -406,13 +406,14 @@ fn concurrent_appenders_never_leave_gaps_or_duplicates() {
     assert!(store.verify(&[]).expect("verify").problems.is_empty());
 }
 
-/// A store in strict mode (DSH's relationship rules checked at every append).
+/// A store in strict mode (DSH's relationship rules checked at every append), of the
+/// generator's host (`image/offload` registered: the V4 sessions hold offloads).
 fn strict_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("tmp");
     let options = Options {
         durability: Durability::Buffered,
         strict_appends: true,
-        ..Options::default()
+        ..sessionlog_harness::gen::host_options(Options::default())
     };
     let store = Store::open(dir.path(), options).expect("open");
     (dir, store)

@@ -76,10 +76,22 @@ pub fn names_ending(dir: &Path, suffixes: &[&str]) -> Vec<String> {
 
 /// A fresh store in a temp dir (buffered durability: tests do not measure fsync).
 pub fn temp_store() -> (tempfile::TempDir, Store) {
+    temp_store_with(Options::default())
+}
+
+/// A fresh store of the generator's host: `image/offload` registered, as a DSH 0.2 host that
+/// loads its image-offload plugin has it (`sessionlog_harness::gen::host_options`). Generated
+/// V4 sessions hold `image/offload` events.
+pub fn temp_host_store() -> (tempfile::TempDir, Store) {
+    temp_store_with(sessionlog_harness::gen::host_options(Options::default()))
+}
+
+/// A fresh store in a temp dir opened with `options`, under buffered durability.
+pub fn temp_store_with(options: Options) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("temp dir");
     let options = Options {
         durability: sessionlog::engine::Durability::Buffered,
-        ..Options::default()
+        ..options
     };
     let store = Store::open(dir.path().join("db"), options).expect("open store");
     (dir, store)

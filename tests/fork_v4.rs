@@ -6,7 +6,7 @@ use sessionlog::codec::rules::surface::{replay_with, SurfaceModel};
 use sessionlog::engine::{ExportFormat, Verdict};
 use sessionlog_harness::gen::{session_batches_v4, GenOptions};
 
-use crate::fixtures::{all_events, export_bytes, import_bytes, temp_store};
+use crate::fixtures::{all_events, export_bytes, import_bytes, temp_host_store, temp_store};
 
 const HEADER: &str = r#"{"type":"session","version":4,"id":"parent","createdAt":1,"cwd":"/w","isSeeded":false,"delegationDepth":0}"#;
 
@@ -89,7 +89,7 @@ fn forks_of_generated_v4_sessions_answer_like_a_replay() {
     let mut mid_turn = 0;
     for i in 0..opts.sessions {
         let feed = session_batches_v4(i, &opts);
-        let (_t, store) = temp_store();
+        let (_t, store) = temp_host_store();
         crate::fixtures::host_feed(&store, &feed);
         let events = all_events(&store, &feed.id);
         for (k, at) in (0..events.len() as u64).step_by(29).enumerate() {
@@ -110,7 +110,7 @@ fn forks_of_generated_v4_sessions_answer_like_a_replay() {
                 "{child}"
             );
             let file = export_bytes(&store, &child);
-            let (_t2, again) = temp_store();
+            let (_t2, again) = temp_host_store();
             let report = import_bytes(&again, &child, &file, true).expect("re-import");
             assert_eq!(report.events, child_events.len() as u64);
             assert_eq!(all_events(&again, &child), child_events);
@@ -118,7 +118,7 @@ fn forks_of_generated_v4_sessions_answer_like_a_replay() {
             store
                 .export(&child, Some(ExportFormat::JsonlZstd), &mut frames)
                 .expect("zstd export");
-            let (_t3, zstd) = temp_store();
+            let (_t3, zstd) = temp_host_store();
             zstd.import_zstd(&child, &frames, &Default::default())
                 .expect("zstd re-import");
             assert_eq!(export_bytes(&zstd, &child), frames);
@@ -214,7 +214,7 @@ fn a_v4_fork_inherits_the_listing_activity_of_its_prefix() {
         torn_fraction: 0.0,
     };
     let feed = session_batches_v4(0, &opts);
-    let (_t, store) = temp_store();
+    let (_t, store) = temp_host_store();
     crate::fixtures::host_feed(&store, &feed);
     let activity = |store: &sessionlog::engine::Store, id: &str| {
         let listed = store.list().expect("list");
@@ -229,7 +229,7 @@ fn a_v4_fork_inherits_the_listing_activity_of_its_prefix() {
     for (k, at) in (0..events).step_by(29).chain([events - 1]).enumerate() {
         let child = format!("{}-fork-{k}", feed.id);
         store.fork(&feed.id, Some(at), &child).expect("fork");
-        let (_t2, again) = temp_store();
+        let (_t2, again) = temp_host_store();
         import_bytes(&again, &child, &export_bytes(&store, &child), true).expect("re-import");
         let inherited = activity(&store, &child);
         assert_eq!(inherited, activity(&again, &child), "{child}");

@@ -8,7 +8,9 @@ use sessionlog::codec::format::zstd::compress_frame;
 use sessionlog::codec::json::stringify;
 use sessionlog::engine::{scan_session_dir, Error, ExportFormat, ImportOptions, Store, Verdict};
 
-use crate::fixtures::{all_events, assert_empty, export_bytes, fixtures, import_bytes, temp_store};
+use crate::fixtures::{
+    all_events, assert_empty, export_bytes, fixtures, import_bytes, temp_host_store, temp_store,
+};
 
 /// The raw (seq- and time-bearing) later-generation files of the fixtures.
 const RAW_V2: &str = "zsagi1368+deepseek-harness-zDSH__packages__experimental__webworker-runtime__tests__fixtures__vfs-example__home__sessions__--dsh-workspace--__preview-follow-up-builder__session.v2.jsonl";
@@ -573,7 +575,7 @@ fn generated_v4_sessions_round_trip_and_answer_like_a_replay() {
             (SourceEncoding::Jsonl, plain.as_bytes().to_vec()),
             (SourceEncoding::JsonlZstd, frames.clone()),
         ] {
-            let (_t, store) = temp_store();
+            let (_t, store) = temp_host_store();
             store
                 .create_session(&feed.header_line, encoding)
                 .unwrap_or_else(|e| panic!("create {}: {e}", feed.id));
@@ -602,7 +604,7 @@ fn generated_v4_sessions_round_trip_and_answer_like_a_replay() {
                     .expect("messages");
                 assert_eq!(got, upto.messages, "{} messages at {at}", feed.id);
             }
-            let (_t2, again) = temp_store();
+            let (_t2, again) = temp_host_store();
             let report = match encoding {
                 SourceEncoding::Jsonl => import_bytes(&again, "v4", &file, true),
                 SourceEncoding::JsonlZstd => again.import_zstd(

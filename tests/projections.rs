@@ -1,14 +1,19 @@
 //! Message projections (DSH 0.2's `registerMessageProjection`, later-format-spec §2.3–2.4 and
 //! §5.1 cases 26–27): `image/offload` changes the derived messages and `contentGeneration`,
-//! never the log; a session whose projection is gone is not read.
+//! never the log; a session whose projection is gone is not read. A store has no projection
+//! unless it is given one, as DSH 0.2's `SessionStore`; these sessions are a host's that loads
+//! DSH's image-offload plugin (`temp_host_store`), unless a test says otherwise.
 
 use std::sync::Arc;
 
 use sessionlog::codec::json::{parse, stringify, Value};
 use sessionlog::codec::rules::surface::{replay_with, ImageOffload, SurfaceModel};
-use sessionlog::engine::{Error, SourceEncoding, Store};
+use sessionlog::engine::{Durability, Error, Options, SourceEncoding, Store};
+use sessionlog_harness::gen::host_options;
 
-use crate::fixtures::{all_events, export_bytes, import_bytes, new_event, temp_store};
+use crate::fixtures::{
+    all_events, export_bytes, import_bytes, new_event, temp_host_store, temp_store,
+};
 
 const HEADER: &str =
     r#"{"type":"session","version":4,"id":"s","createdAt":1,"isSeeded":false,"delegationDepth":0}"#;
@@ -69,7 +74,7 @@ fn flags(store: &Store, at: Option<u64>) -> Vec<bool> {
 
 #[test]
 fn image_offload_changes_messages_and_content_generation_not_the_log() {
-    let (_t, store) = temp_store();
+    let (_t, store) = temp_host_store();
     session_with_images(&store);
     append(&store, &[offload("[1]")]).expect("offload");
     assert_eq!(flags(&store, None), [false, true, false]);
@@ -99,7 +104,7 @@ fn image_offload_changes_messages_and_content_generation_not_the_log() {
         naive.messages
     );
     assert_eq!(surface, naive.surface.to_json());
-    let (_t2, again) = temp_store();
+    let (_t2, again) = temp_host_store();
     import_bytes(&again, "s", &file, true).expect("import");
     assert_eq!(flags(&again, None), [true, true, true]);
     assert_eq!(
@@ -114,7 +119,7 @@ fn image_offload_changes_messages_and_content_generation_not_the_log() {
 
 #[test]
 fn refused_offloads_write_nothing() {
-    let (_t, store) = temp_store();
+    let (_t, store) = temp_host_store();
     session_with_images(&store);
     append(&store, &[offload("[1]")]).expect("offload");
     let before = export_bytes(&store, "s");
@@ -147,7 +152,7 @@ fn refused_offloads_write_nothing() {
 /// Case 26, and removal: without the projection, DSH neither restores nor reads the session.
 #[test]
 fn a_session_needing_a_missing_projection_is_not_read() {
-    let (_t, store) = temp_store();
+    let (_t, store) = temp_host_store();
     session_with_images(&store);
     append(&store, &[offload("[0]")]).expect("offload");
     assert!(store.remove_message_projection("image/offload"));
@@ -160,7 +165,10 @@ fn a_session_needing_a_missing_projection_is_not_read() {
     assert!(store.surface_at("s", None).is_err());
     let file = export_bytes(&store, "s");
     let (_t2, fresh) = temp_store();
-    assert!(fresh.remove_message_projection("image/offload"));
+    assert!(
+        !fresh.remove_message_projection("image/offload"),
+        "none by default"
+    );
     import_bytes(&fresh, "s", &file, false).expect("stored byte-exactly");
     let e = fresh.messages_at("s", None).expect_err("missing");
     assert!(
@@ -179,6 +187,35 @@ fn a_session_needing_a_missing_projection_is_not_read() {
         e.to_string(),
         "session message projection \"image/offload\" is already registered"
     );
+}
+
+/// The verdict follows the projections of the store that reads: a session stored with
+/// `image/offload` registered, read by the store reopened without it, is refused as DSH's restore
+/// without the plugin refuses it, and read again once the projection is back.
+#[test]
+fn a_store_reopened_without_the_projection_refuses_the_session() {
+    let (_t, store) = temp_host_store();
+    session_with_images(&store);
+    append(&store, &[offload("[2]")]).expect("offload");
+    let path = store.path().to_path_buf();
+    drop(store);
+    let buffered = Options {
+        durability: Durability::Buffered,
+        ..Options::default()
+    };
+    let plain = Store::open(&path, buffered.clone()).expect("reopen");
+    let e = plain.messages_at("s", None).expect_err("missing");
+    assert!(
+        matches!(&e, Error::SurfaceFailed { reason, .. } if reason == "session event \"image/offload\" requires a message projection; load its owning plugin or supply its projection definition"),
+        "{e}"
+    );
+    assert!(
+        plain.messages_at("s", Some(3)).is_ok(),
+        "before the offload"
+    );
+    drop(plain);
+    let again = Store::open(&path, host_options(buffered)).expect("reopen");
+    assert_eq!(flags(&again, None), [false, false, true]);
 }
 
 /// `image/offload` that panics while armed (a faulty plugin), as DSH's own otherwise.
@@ -219,7 +256,7 @@ fn with_faulty(store: &Store) -> Arc<Faulty> {
 /// with a fresh import of the exported log.
 #[test]
 fn a_panic_while_writing_leaves_no_half_updated_state() {
-    let (_t, store) = temp_store();
+    let (_t, store) = temp_host_store();
     session_with_images(&store);
     let faulty = with_faulty(&store);
     let user = r#"{"type":"user/message","time":3,"data":{"id":"u2","role":"user","content":[],"source":{"kind":"user"}},"surfaceOp":"append"}"#;
@@ -239,7 +276,7 @@ fn a_panic_while_writing_leaves_no_half_updated_state() {
         .expect("the append after the panic");
     assert_eq!(next.first_seq, 4);
     let file = export_bytes(&store, "s");
-    let (_t2, fresh) = temp_store();
+    let (_t2, fresh) = temp_host_store();
     import_bytes(&fresh, "s", &file, true).expect("import");
     assert_eq!(
         store.surface_at("s", None).expect("surface").to_json(),
@@ -249,7 +286,7 @@ fn a_panic_while_writing_leaves_no_half_updated_state() {
     let v = store.verify(&[]).expect("verify");
     assert!(v.problems.is_empty(), "{:?}", v.problems);
 
-    let (_t3, other) = temp_store();
+    let (_t3, other) = temp_host_store();
     let faulty = with_faulty(&other);
     let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         import_bytes(&other, "s", &file, false)

@@ -10,7 +10,7 @@ use sessionlog::codec::rules::surface::SurfaceModel;
 use sessionlog::engine::{Error, CHECKPOINT_EVERY};
 use sessionlog_harness::gen::{session_batches, session_bytes, GenOptions};
 
-use crate::fixtures::{all_events, fixtures, import_bytes, temp_store};
+use crate::fixtures::{all_events, fixtures, import_bytes, temp_host_store, temp_store};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 4, ..ProptestConfig::default() })]
@@ -50,7 +50,7 @@ fn v4_units_equal_a_naive_fold() {
     };
     for index in 0..opts.sessions {
         let feed = sessionlog_harness::gen::session_batches_v4(index, &opts);
-        let (_d, live) = temp_store();
+        let (_d, live) = temp_host_store();
         crate::fixtures::host_feed(&live, &feed);
         let log = all_events(&live, &feed.id);
         assert!(log.len() as u64 > CHECKPOINT_EVERY, "{} events", log.len());
@@ -58,7 +58,7 @@ fn v4_units_equal_a_naive_fold() {
         for b in &feed.batches {
             file += &b.text;
         }
-        let (_d2, imported) = temp_store();
+        let (_d2, imported) = temp_host_store();
         import_bytes(&imported, "v4", file.as_bytes(), true).expect("import");
         for unit in &UNITS {
             for n in (0..log.len()).step_by(13).chain([log.len() - 1]) {

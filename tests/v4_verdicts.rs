@@ -4,12 +4,15 @@
 //! prefix DSH's scanner keeps; the bytes are stored unchanged. Plugin records keep their surface
 //! metadata opaque, as DSH does. Logs are generated V4 sessions with one row rewritten.
 
+use std::sync::Arc;
+
 use proptest::prelude::*;
 use sessionlog::codec::json::{self, Object, Value};
-use sessionlog::engine::{ImportReport, Store, Verdict};
+use sessionlog::codec::rules::surface::{replay_with, ImageOffload, SurfaceModel};
+use sessionlog::engine::{BuiltinProjection, ImportReport, Options, Store, Verdict};
 use sessionlog_harness::gen::{session_batches_v4, GenOptions};
 
-use crate::fixtures::{export_bytes, import_bytes, temp_store};
+use crate::fixtures::{all_events, export_bytes, import_bytes, temp_store, temp_store_with};
 
 /// A V4 log as rows of text (row i holds seq i).
 #[derive(Clone)]
@@ -259,21 +262,51 @@ fn a_tool_whose_defer_loading_is_not_true_refuses_the_log_at_its_row() {
     );
 }
 
+/// Case 26: DSH 0.2's `SessionStore` registers no message projection, so its restore refuses a
+/// log holding an `image/offload` event unless the image-offload plugin registered one. The
+/// store's verdict follows its own registered projections the same way: refused by default,
+/// clean with `image/offload` registered (at open or by one call), the bytes kept either way.
 #[test]
-fn a_record_needing_an_unregistered_projection_refuses_the_restore() {
+fn an_image_offload_log_is_refused_by_default_and_clean_once_its_projection_is_registered() {
     let log = (0..6)
         .map(|i| Log::generated(i, 3000))
         .find(|l| l.find(of_type("image/offload")).is_some())
         .expect("a generated session offloads an image");
     let r = log.find(of_type("image/offload")).expect("offload");
-    let (_d, store) = temp_store();
-    assert!(store.remove_message_projection("image/offload"));
-    let report = import_bytes(&store, "v4", &log.bytes(), false).expect("stored");
+    let missing = "session event \"image/offload\" requires a message projection; load its owning plugin or supply its projection definition";
+
+    let (_d, default) = temp_store();
+    let report = import_bytes(&default, "v4", &log.bytes(), false).expect("stored");
     assert_eq!(
         report.verdict,
-        corrupt(format!("invalid seed event at index {r}: session event \"image/offload\" requires a message projection; load its owning plugin or supply its projection definition"))
+        corrupt(format!("invalid seed event at index {r}: {missing}"))
     );
-    assert_eq!(export_bytes(&store, &report.id), log.bytes());
+    assert_eq!(export_bytes(&default, &report.id), log.bytes());
+    let e = default
+        .messages_at(&report.id, None)
+        .expect_err("DSH does not restore it");
+    assert!(e.to_string().contains(missing), "{e}");
+    let (_d, fresh) = temp_store();
+    let strict = import_bytes(&fresh, "v4", &log.bytes(), true).expect_err("strict");
+    assert!(strict.to_string().contains(missing), "{strict}");
+
+    let (_d, opened_with) = temp_store_with(Options {
+        message_projections: vec![BuiltinProjection::ImageOffload],
+        ..Options::default()
+    });
+    let (_d, registered) = temp_store();
+    registered
+        .register_message_projection(Arc::new(ImageOffload))
+        .expect("register");
+    for store in [&opened_with, &registered] {
+        let report = import_bytes(store, "v4", &log.bytes(), true).expect("clean");
+        assert_eq!(report.verdict, Verdict::Clean);
+        let naive = replay_with(SurfaceModel::V4, &all_events(store, &report.id)).expect("replay");
+        assert_eq!(
+            store.messages_at(&report.id, None).expect("messages"),
+            naive.messages
+        );
+    }
 }
 
 #[test]

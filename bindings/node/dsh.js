@@ -53,12 +53,13 @@ async function release(path) {
  * @template T
  * @param {string} path store directory
  * @param {(store: Store) => Promise<T>} use
- * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean}} [options]
+ * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean,
+ *   messageProjections?: string[]}} [options]
  * @returns {Promise<T>}
  */
-export async function withStore(path, use, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true } = {}) {
+export async function withStore(path, use, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true, messageProjections = [] } = {}) {
   const absolute = resolve(path)
-  const store = await acquire(absolute, { durability, walRecycling, blobFiles, directIo })
+  const store = await acquire(absolute, { durability, walRecycling, blobFiles, directIo, messageProjections })
   try {
     return await use(store)
   } finally {
@@ -91,6 +92,7 @@ export class SessionlogPersistence extends SessionPersistence {
   /**
    * @param {import('@deepseek-ai/cordis').Context} ctx
    * @param {{path: string, durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean,
+   *   messageProjections?: string[],
    *   encoding?: 'jsonl' | 'jsonl.zstd', preparedSessionCacheSize?: number,
    *   writeBatchMaxDelayMs?: number}} config
    */
@@ -107,6 +109,7 @@ export class SessionlogPersistence extends SessionPersistence {
       walRecycling: config.walRecycling ?? true,
       blobFiles: config.blobFiles ?? false,
       directIo: config.directIo ?? true,
+      messageProjections: config.messageProjections ?? [],
     })
     // Open failures surface on first use; don't let them go unobserved meanwhile.
     this.store.catch(() => {})

@@ -66,6 +66,12 @@ export interface StoreOptions {
   blobFiles?: boolean
   /** Flush and compact with direct I/O where the filesystem takes `O_DIRECT`; false is the CLI's `--no-direct-io`. Default: true. */
   directIo?: boolean
+  /**
+   * Built-in message projections to register: `['image/offload']` for a host that loads DSH's
+   * image-offload plugin (a V4 log holding `image/offload` events is otherwise refused, as DSH's
+   * own `SessionStore` refuses it); the CLI's `--message-projection`. Default: none.
+   */
+  messageProjections?: readonly 'image/offload'[]
 }
 
 export declare class Store {

@@ -53,7 +53,8 @@ export class Store {
   /**
    * Open (creating if needed) the store in `dir`.
    * @param {string} dir store directory
-   * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean}} [options]
+   * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean,
+   *   messageProjections?: string[]}} [options]
    *   `walRecycling` (default true, under 'sync'): reuse WAL files in place (one device write
    *   fewer per synced commit; the WAL is audited before every open, docs/RELIABILITY.md);
    *   false is the CLI's --no-wal-recycling
@@ -63,10 +64,13 @@ export class Store {
    *   `directIo` (default true): flush and compact with direct I/O where the filesystem takes
    *   O_DIRECT (less CPU per batch; reads of just-written data start cold); false is the CLI's
    *   --no-direct-io
+   *   `messageProjections` (default none, as DSH's own SessionStore starts): built-in message
+   *   projections to register, `['image/offload']` for a host that loads DSH's image-offload
+   *   plugin; the CLI's --message-projection
    */
-  static async open(dir, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true } = {}) {
+  static async open(dir, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true, messageProjections = [] } = {}) {
     const native = new NativeStore()
-    settled(await native.open(dir, durability, walRecycling, blobFiles, directIo))
+    settled(await native.open(dir, durability, { walRecycling, blobFiles, directIo, messageProjections }))
     return new Store(native)
   }
 

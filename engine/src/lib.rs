@@ -43,7 +43,7 @@ pub use ops::repair::RepairReport;
 pub use ops::retention::PurgeReport;
 pub use ops::root::{is_session_root, scan_root, RootScan};
 pub use ops::verify::{VerifyProblem, VerifyReport};
-pub use options::{Durability, Options, V0Reads};
+pub use options::{BuiltinProjection, Durability, Options, V0Reads};
 pub use read::surface::SurfaceView;
 pub use store::{direct_io_supported, CommitHook, CommitRecord, CreatedSession, Store};
 pub use write::indexer::CHECKPOINT_EVERY;

@@ -21,6 +21,47 @@ pub enum V0Reads {
     Migrated,
 }
 
+/// A message projection the engine has built in, registered at open when
+/// [`Options::message_projections`] names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuiltinProjection {
+    /// DSH's first-party `image/offload` (its image-offload plugin's projection): marks the
+    /// selected images of current user and tool messages `offloaded`.
+    ImageOffload,
+}
+
+impl BuiltinProjection {
+    /// Every built-in projection.
+    pub const ALL: [BuiltinProjection; 1] = [BuiltinProjection::ImageOffload];
+
+    /// The built-in projection of event type `ty`, if there is one.
+    pub fn of_event_type(ty: &str) -> Option<BuiltinProjection> {
+        Self::ALL.into_iter().find(|b| b.event_type() == ty)
+    }
+
+    /// The event type the projection interprets.
+    pub fn event_type(self) -> &'static str {
+        match self {
+            BuiltinProjection::ImageOffload => "image/offload",
+        }
+    }
+}
+
+impl std::str::FromStr for BuiltinProjection {
+    type Err = String;
+
+    /// The built-in projection of an event type; `Err` names the built-in ones.
+    fn from_str(ty: &str) -> std::result::Result<Self, String> {
+        Self::of_event_type(ty).ok_or_else(|| {
+            let known: Vec<&str> = Self::ALL.iter().map(|b| b.event_type()).collect();
+            format!(
+                "\"{ty}\" is not a built-in message projection (built in: {})",
+                known.join(", ")
+            )
+        })
+    }
+}
+
 /// Options for [`crate::store::Store::open`].
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -103,6 +144,14 @@ pub struct Options {
     /// RocksDB syncs every flushed and compacted file as before; the WAL and reads stay
     /// buffered. Default: true.
     pub direct_io: bool,
+    /// Built-in message projections registered when the store opens (more, of any type, with
+    /// [`crate::Store::register_message_projection`]). A V4 log holding a projection event
+    /// whose type has no registered projection is judged as DSH 0.2 judges it at load:
+    /// `corrupt`, "session event "T" requires a message projection; load its owning plugin or
+    /// supply its projection definition", and appending one is refused with that message.
+    /// Default: none, as DSH 0.2's `SessionStore` starts; a DSH host that loads the
+    /// image-offload plugin has `[BuiltinProjection::ImageOffload]`.
+    pub message_projections: Vec<BuiltinProjection>,
 }
 
 impl Default for Options {
@@ -121,6 +170,7 @@ impl Default for Options {
             wal_recycling: true,
             blob_files: false,
             direct_io: true,
+            message_projections: Vec::new(),
         }
     }
 }
@@ -144,6 +194,14 @@ impl Options {
             return Err(Error::Options(
                 "import_batch_bytes and tail_chunk_bytes must be positive".into(),
             ));
+        }
+        for (i, p) in self.message_projections.iter().enumerate() {
+            if self.message_projections[..i].contains(p) {
+                return Err(Error::Options(format!(
+                    "message_projections names \"{}\" twice",
+                    p.event_type()
+                )));
+            }
         }
         if self.background_jobs < 1 {
             return Err(Error::Options(format!(

@@ -16,7 +16,7 @@ use std::sync::{Arc, RwLock};
 use napi::bindgen_prelude::Buffer;
 use napi::{Env, JsObject};
 use napi_derive::napi;
-use sessionlog_engine::{AppendQueue, Durability, ExportFormat, Options, Store};
+use sessionlog_engine::{AppendQueue, BuiltinProjection, Durability, ExportFormat, Options, Store};
 
 use commit::{AppendRequest, Creation};
 use reply::{Pending, Reply};
@@ -116,6 +116,22 @@ impl NativeStore {
     }
 }
 
+/// How a store is opened, beyond its directory and durability.
+#[napi(object)]
+#[derive(Default)]
+pub struct OpenOptions {
+    /// Reuse WAL files in place (`Options::wal_recycling`). Default: true.
+    pub wal_recycling: Option<bool>,
+    /// Keep the events' blocks in blob files (`Options::blob_files`). Default: false.
+    pub blob_files: Option<bool>,
+    /// Flush and compact with direct I/O where the filesystem takes it (`Options::direct_io`).
+    /// Default: true.
+    pub direct_io: Option<bool>,
+    /// Built-in message projections to register, by event type (`Options::message_projections`:
+    /// `"image/offload"`). Default: none.
+    pub message_projections: Option<Vec<String>>,
+}
+
 #[napi]
 impl NativeStore {
     /// A handle with no store open yet (call `open`).
@@ -129,19 +145,15 @@ impl NativeStore {
         }
     }
 
-    /// Open (creating if needed) the store at `dir`; `durability` is `sync` or `buffered`;
-    /// `wal_recycling` reuses WAL files in place (`Options::wal_recycling`, default true); `blob_files` keeps
-    /// the events' blocks in blob files (`Options::blob_files`); `direct_io` flushes and compacts
-    /// with direct I/O where the filesystem takes it (`Options::direct_io`, default true).
+    /// Open (creating if needed) the store at `dir`; `durability` is `sync` or `buffered`; the
+    /// other options are [`OpenOptions`].
     #[napi]
     pub fn open(
         &self,
         env: Env,
         dir: String,
         durability: String,
-        wal_recycling: Option<bool>,
-        blob_files: Option<bool>,
-        direct_io: Option<bool>,
+        options: Option<OpenOptions>,
     ) -> napi::Result<JsObject> {
         let durability = match durability.as_str() {
             "sync" => Durability::Sync,
@@ -155,6 +167,22 @@ impl NativeStore {
                 )
             }
         };
+        let OpenOptions {
+            wal_recycling,
+            blob_files,
+            direct_io,
+            message_projections,
+        } = options.unwrap_or_default();
+        let mut projections = Vec::new();
+        for ty in message_projections.unwrap_or_default() {
+            let builtin = match ty.parse::<BuiltinProjection>() {
+                Ok(builtin) => builtin,
+                Err(e) => return Self::refuse(&env, bad(format!("messageProjections: {e}"))),
+            };
+            if !projections.contains(&builtin) {
+                projections.push(builtin);
+            }
+        }
         let (pending, promise) = Pending::new(&env)?;
         let shared = Arc::clone(&self.shared);
         let spawned = std::thread::Builder::new()
@@ -165,6 +193,7 @@ impl NativeStore {
                     wal_recycling: wal_recycling.unwrap_or(true),
                     blob_files: blob_files.unwrap_or(false),
                     direct_io: direct_io.unwrap_or(true),
+                    message_projections: projections,
                     ..Options::default()
                 };
                 let reply = match (Store::open(&dir, options), shared.write()) {

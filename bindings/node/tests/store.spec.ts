@@ -187,4 +187,37 @@ describe('sessionlog Store', () => {
     await store.close()
     expect(await store.metrics().catch((e: unknown) => e)).toMatchObject({ code: 'SESSIONLOG_CLOSED' })
   })
+
+  it('registers image/offload only when asked, and judges a log holding one as DSH does', async () => {
+    const v4 = { type: 'session', version: 4, id: 'img', createdAt: 1, isSeeded: false, delegationDepth: 0 }
+    const image = { type: 'image', attachment: { attachmentId: 'sha256:aa', mediaType: 'image/png', bytes: 1, width: 1, height: 1 } }
+    const events = [
+      { type: 'turn/start', time: 1, data: { turn: 1 } },
+      { type: 'step/start', time: 1, data: { turn: 1, step: 1 } },
+      { type: 'system/message', time: 1, data: { turn: 1, step: 1, message: { id: 's', role: 'system', content: [], source: { kind: 'system-prompt' } } }, surfaceOp: 'append' },
+      { type: 'user/message', time: 1, data: { id: 'u', role: 'user', content: [{ type: 'text', text: 'look' }, image], source: { kind: 'user' } }, surfaceOp: 'append' },
+      { type: 'image/offload', time: 2, data: { targets: [{ seq: 3, imageIndexes: [0] }] } },
+    ]
+    const host = await Store.open(dir, { messageProjections: ['image/offload'] })
+    await host.createSession(JSON.stringify(v4))
+    await host.append('img', 0, events)
+    const log = await host.exportBytes('img')
+    await host.close()
+
+    const plainDir = await freshDir()
+    try {
+      const plain = await Store.open(plainDir)
+      const report = await plain.importBytes('img.v4.jsonl', log)
+      expect(report.verdict).toBe('corrupt: invalid seed event at index 4: session event "image/offload" requires a message projection; load its owning plugin or supply its projection definition')
+      await plain.close()
+      await removeDir(plainDir)
+      const withIt = await Store.open(plainDir, { messageProjections: ['image/offload'] })
+      expect((await withIt.importBytes('img.v4.jsonl', log)).verdict).toBe('clean')
+      await withIt.close()
+      const unknown = await Store.open(plainDir, { messageProjections: ['image/blur' as 'image/offload'] }).catch((e: unknown) => e)
+      expect(String(unknown)).toContain('"image/blur" is not a built-in message projection')
+    } finally {
+      await removeDir(plainDir)
+    }
+  })
 })

@@ -18,8 +18,7 @@ use std::sync::Arc;
 use sessionlog_codec::format::event::event_type;
 use sessionlog_codec::json::{self, Value};
 use sessionlog_codec::rules::surface::{
-    missing_projection, removed_projection, MessageProjection, ProjectionContext,
-    MESSAGE_PROJECTION_EVENT_TYPES,
+    missing_projection, MessageProjection, ProjectionContext, MESSAGE_PROJECTION_EVENT_TYPES,
 };
 
 use crate::error::{Error, Result};
@@ -131,7 +130,8 @@ impl Store {
     }
 
     /// The projection state after event `at` (walking a fork's segments, newest first). Fails
-    /// if a projection the session used is no longer registered.
+    /// with DSH's text if a projection the session used by then is not registered (removed
+    /// since the store opened, or never registered in this store's life).
     pub(crate) fn projection_state_at(
         &self,
         meta: &SessionMeta,
@@ -158,7 +158,7 @@ impl Store {
         {
             return Err(Error::SurfaceFailed {
                 id,
-                reason: removed_projection(ty),
+                reason: self.projection_registry.unregistered(ty),
             });
         }
         Ok(state)

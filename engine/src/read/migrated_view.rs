@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use sessionlog_codec::json::Value;
-use sessionlog_codec::rules::surface::{replay_with, Replay, SurfaceModel};
+use sessionlog_codec::rules::surface::{replay_projected, MessageProjection, Replay, SurfaceModel};
 
 use crate::error::{Error, Result};
 use crate::layout::meta::SessionMeta;
@@ -65,10 +65,17 @@ impl Store {
         let Some(end) = migrated_at(meta, &events, at)? else {
             return Ok(Some(None));
         };
+        // The successor's projection events are read with the store's registered projections,
+        // as DSH 0.2 reads them with its host's.
+        let registered = self.projection_registry.list();
+        let projections: Vec<&dyn MessageProjection> =
+            registered.iter().map(|p| p.as_ref()).collect();
         let replay =
-            replay_with(SurfaceModel::V4, &events[..=end]).map_err(|e| Error::SurfaceFailed {
-                id: meta.id_lossy(),
-                reason: e.to_string(),
+            replay_projected(SurfaceModel::V4, &events[..=end], &projections).map_err(|e| {
+                Error::SurfaceFailed {
+                    id: meta.id_lossy(),
+                    reason: e.to_string(),
+                }
             })?;
         Ok(Some(Some(replay)))
     }

@@ -91,8 +91,14 @@ impl Store {
     /// The store's live SST and blob file bytes, over all column families (memtables and the
     /// WAL not counted).
     pub fn file_bytes(&self) -> Result<u64> {
-        let mut total = 0;
+        Ok(self.column_family_bytes()?.iter().map(|(_, n)| n).sum())
+    }
+
+    /// The live SST and blob file bytes of each column family, by name.
+    pub fn column_family_bytes(&self) -> Result<Vec<(&'static str, u64)>> {
+        let mut sizes = Vec::with_capacity(ALL_CFS.len());
         for name in ALL_CFS {
+            let mut total = 0;
             for property in ["rocksdb.live-sst-files-size", "rocksdb.live-blob-file-size"] {
                 total += self
                     .db
@@ -100,7 +106,8 @@ impl Store {
                     .map_err(Error::storage("reading SST and blob file sizes"))?
                     .unwrap_or(0);
             }
+            sizes.push((name, total));
         }
-        Ok(total)
+        Ok(sizes)
     }
 }

@@ -121,6 +121,7 @@ impl Store {
             }
         })?;
         let write_states = WriteStateCache::new(options.hot_sessions);
+        let projection_registry = Registry::with(&options.message_projections);
         let store = Store {
             db,
             options,
@@ -129,7 +130,7 @@ impl Store {
             write_states,
             poisoned: AtomicBool::new(false),
             claims: Mutex::new(HashSet::new()),
-            projection_registry: Registry::default(),
+            projection_registry,
             successors: SuccessorCache::default(),
             commits: CommitQueue::default(),
             recorder: Recorder::default(),

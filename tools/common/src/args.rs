@@ -2,7 +2,7 @@
 //! log-format flag's values. Doc comments are the help text.
 
 use clap::{Args, ValueEnum};
-use sessionlog_engine::{Durability, Options, V0Reads};
+use sessionlog_engine::{BuiltinProjection, Durability, Options, V0Reads};
 
 /// How the store is opened: flattened into a binary's top-level arguments
 /// (`#[command(flatten)]`), so every subcommand takes them.
@@ -29,6 +29,12 @@ pub struct StoreArgs {
     /// (the default uses it there: less CPU per batch; docs/PERFORMANCE.md, "Direct I/O").
     #[arg(long, global = true)]
     pub no_direct_io: bool,
+    /// Register a built-in message projection (repeatable): `image/offload`, the projection of
+    /// DSH's image-offload plugin. Without it, a V4 log holding `image/offload` events is judged
+    /// as DSH 0.2's own `SessionStore` judges it (`corrupt: … requires a message projection …`)
+    /// and appending one is refused.
+    #[arg(long, global = true, value_name = "TYPE", value_parser = str::parse::<BuiltinProjection>)]
+    pub message_projection: Vec<BuiltinProjection>,
 }
 
 impl StoreArgs {
@@ -51,9 +57,21 @@ impl StoreArgs {
             wal_recycling: !self.no_wal_recycling,
             blob_files: self.blob_files,
             direct_io: !self.no_direct_io,
+            message_projections: dedup(&self.message_projection),
             ..Options::default()
         }
     }
+}
+
+/// `list` without repeats, in first-seen order (naming a projection twice asks for it once).
+fn dedup(list: &[BuiltinProjection]) -> Vec<BuiltinProjection> {
+    let mut out = Vec::new();
+    for p in list {
+        if !out.contains(p) {
+            out.push(*p);
+        }
+    }
+    out
 }
 
 /// `--durability` values.
@@ -83,4 +101,45 @@ pub enum LogFormatArg {
     /// DSH 0.2's format (`session.v4.jsonl`).
     #[value(name = "v4")]
     V4,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use sessionlog_engine::BuiltinProjection;
+
+    use super::StoreArgs;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        store: StoreArgs,
+    }
+
+    #[test]
+    fn message_projections_are_none_unless_named_and_named_once() {
+        let none = Flags::try_parse_from(["x"]).expect("parse");
+        assert!(none.store.options().message_projections.is_empty());
+        let twice = Flags::try_parse_from([
+            "x",
+            "--message-projection",
+            "image/offload",
+            "--message-projection",
+            "image/offload",
+        ])
+        .expect("parse");
+        assert_eq!(
+            twice.store.options().message_projections,
+            [BuiltinProjection::ImageOffload]
+        );
+        let unknown = Flags::try_parse_from(["x", "--message-projection", "image/blur"])
+            .err()
+            .expect("refused");
+        assert!(
+            unknown.to_string().contains(
+                "\"image/blur\" is not a built-in message projection (built in: image/offload)"
+            ),
+            "{unknown}"
+        );
+    }
 }

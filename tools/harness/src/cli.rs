@@ -157,6 +157,27 @@ pub enum BenchWorkload {
         #[arg(long)]
         json: bool,
     },
+    /// The disk a compacted store takes for S generated sessions, V0 and V4, against DSH's own
+    /// `.jsonl.zstd` root of the same sessions and `zstd -3` of the corpus as one stream; for V0
+    /// also after `migrate --all` (two generations kept).
+    Space {
+        /// Sessions per format.
+        #[arg(long, default_value_t = 300)]
+        sessions: u64,
+        /// Mean events per generated session.
+        #[arg(long, default_value_t = 2000)]
+        events: u64,
+        /// The formats to measure, comma-separated.
+        #[arg(long, value_enum, value_delimiter = ',', default_values_t = [LogFormatArg::V0, LogFormatArg::V4])]
+        formats: Vec<LogFormatArg>,
+        /// Working directory (default: a temp dir, removed after).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print one JSON object with the raw figures and a `ratios` map (peer bytes over the
+        /// store's: higher is better).
+        #[arg(long)]
+        json: bool,
+    },
     /// Import and export a generated corpus, side by side with `cat` of the same files (or
     /// `zstd -dc` with --zstd).
     ImportExport {

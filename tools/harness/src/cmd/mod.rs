@@ -6,6 +6,7 @@ mod lineage;
 mod node_hosting;
 mod pit;
 mod power;
+mod space;
 mod stress;
 
 use std::process::ExitCode;
@@ -104,6 +105,20 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 dir,
                 json,
             } => pit::run(&sizes, queries, log_format(format), dir, json),
+            BenchWorkload::Space {
+                sessions,
+                events,
+                formats,
+                dir,
+                json,
+            } => space::run(space::SpaceBench {
+                sessions,
+                events,
+                formats: formats.into_iter().map(log_format).collect(),
+                store: cli.store.options(),
+                dir,
+                as_json: json,
+            }),
             BenchWorkload::ImportExport {
                 zstd,
                 mb,

@@ -22,7 +22,9 @@ use sessionlog_codec::format::rows::decode_line;
 use sessionlog_codec::json::{self, JsString, Object, Value};
 use sessionlog_codec::rules::surface::{replay_with, SurfaceModel};
 use sessionlog_engine::{ImportOptions, Options, Store};
-use sessionlog_harness::gen::{session_bytes, session_v4_each, GenOptions, LogFormat};
+use sessionlog_harness::gen::{
+    host_options, session_bytes, session_v4_each, GenOptions, LogFormat,
+};
 use sessionlog_tools_common::output::json_line;
 
 /// The generator writes V0 sessions, whose chunk events V4 folds away: about this many V0
@@ -98,7 +100,7 @@ pub fn run(
     };
     let (work, remove_after) = crate::cmd::work_dir(dir, "pit");
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    let store = Store::open(work.join("store"), Options::default())?;
+    let store = Store::open(work.join("store"), host_options(Options::default()))?;
     let mut rows = Vec::new();
     let mut out = std::io::stdout().lock();
     for (i, &size) in sizes.iter().enumerate() {

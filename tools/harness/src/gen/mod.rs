@@ -34,6 +34,19 @@ use rng::Rng;
 pub(crate) use text::uuid_from_bits;
 pub use v4::{session_batches_v4, session_v4_each};
 
+/// The store options of a host of the generated sessions: `options` with the message
+/// projections their events need registered. The V4 generator writes `image/offload` events, as
+/// a DSH 0.2 host with its image-offload plugin loaded does, and the store judges a log holding
+/// them by its registered projections, as DSH does.
+pub fn host_options(options: sessionlog_engine::Options) -> sessionlog_engine::Options {
+    let offload = sessionlog_engine::BuiltinProjection::ImageOffload;
+    let mut options = options;
+    if !options.message_projections.contains(&offload) {
+        options.message_projections.push(offload);
+    }
+    options
+}
+
 /// The log format a generated session is written in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LogFormat {

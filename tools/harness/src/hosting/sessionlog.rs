@@ -16,7 +16,7 @@ use sessionlog_codec::json::Value;
 use sessionlog_engine::{AppendItem, Metrics, Options, SourceEncoding, Store};
 
 use super::{Host, Item, PendingSessions, SessionStart};
-use crate::gen::Batch;
+use crate::gen::{host_options, Batch};
 
 /// The store under test.
 pub struct SessionlogHost {
@@ -26,9 +26,10 @@ pub struct SessionlogHost {
 }
 
 impl SessionlogHost {
-    /// Open a fresh store in `dir` with `options` (their durability is the run's).
+    /// Open a fresh store in `dir` with `options` (their durability is the run's), and the
+    /// projections the generated sessions need ([`host_options`]).
     pub fn open(dir: &Path, options: Options) -> anyhow::Result<Self> {
-        let store = Store::open(dir, options)?;
+        let store = Store::open(dir, host_options(options))?;
         Ok(SessionlogHost {
             store,
             pending: PendingSessions::new(),
