@@ -105,7 +105,7 @@ fn export_session(
                         ))
                     })?;
                 let mut fetched = Vec::with_capacity(usize::try_from(archived.bytes).unwrap_or(0));
-                sources.fetch(root, archived, &mut fetched)?;
+                sources.fetch_file(root, archived, &mut fetched)?;
                 bucket.store_object(&key, there, |out| {
                     out.write_all(&fetched)
                         .map_err(|source| sessionlog_engine::Error::Io {

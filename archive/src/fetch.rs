@@ -33,7 +33,7 @@ pub fn fetch_session(
         let what = || format!("writing {}", path.display());
         let out = std::fs::File::create(&path).map_err(Error::io(what()))?;
         let mut out = BufWriter::with_capacity(1 << 20, out);
-        sources.fetch(root, file, &mut out)?;
+        sources.fetch_file(root, file, &mut out)?;
         std::io::Write::flush(&mut out).map_err(Error::io(what()))?;
     }
     let dir = scan_session_dir(tmp.path())?.ok_or_else(|| {

@@ -46,7 +46,7 @@ impl ArchiveSources {
     }
 
     /// Write archived `file` of archive root `root` to `out`, checked against its record.
-    pub(crate) fn fetch(&self, root: &str, file: &ArchivedFile, out: &mut dyn Write) -> Result<()> {
+    pub fn fetch_file(&self, root: &str, file: &ArchivedFile, out: &mut dyn Write) -> Result<()> {
         let bucket = self.bucket(root)?;
         let key = bucket.root.key(&file.key)?;
         bucket.fetch_checked(&key, recorded(file), out)

@@ -196,9 +196,11 @@ fn root_dirs(meta: &SessionMeta) -> Result<(String, String)> {
     let cwd = match header.object.get("cwd") {
         None => None,
         Some(sessionlog_codec::json::Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(Error::Identity(format!(
+        Some(_) => {
+            return Err(Error::Identity(format!(
             "session \"{id}\": header cwd is not a string, so it names no DSH project directory"
-        ))),
+        )))
+        }
     };
     log_path_components(cwd.as_ref(), &JsString::from(id.as_str())).map_err(|e| {
         Error::Identity(format!(
