@@ -15,6 +15,8 @@ mod hostile;
 mod hostile_props;
 mod listing;
 mod migrate;
+mod objects;
+mod objects_kill;
 mod power;
 mod projections;
 mod reader;

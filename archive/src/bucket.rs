@@ -132,7 +132,7 @@ impl Bucket {
     }
 
     /// Every object below the root: its name relative to the root, and its size.
-    pub(crate) fn list(&self) -> Result<BTreeMap<String, u64>> {
+    pub fn list(&self) -> Result<BTreeMap<String, u64>> {
         let prefix = match self.root.prefix.as_str() {
             "" => None,
             prefix => Some(Path::parse(prefix).map_err(|e| Error::Location(e.to_string()))?),
@@ -180,6 +180,16 @@ impl Bucket {
     /// Read object `key` back: its size and SHA-256.
     pub(crate) fn digest(&self, key: &Path) -> Result<Digest> {
         self.fetch_to(key, &mut std::io::sink())
+    }
+
+    /// The digest of the object named `name` below the root, read back whole (`None` when
+    /// there is none).
+    pub fn object_digest(&self, name: &str) -> Result<Option<Digest>> {
+        let key = self.root.key(name)?;
+        if !self.exists(&key)? {
+            return Ok(None);
+        }
+        self.digest(&key).map(Some)
     }
 
     /// Read object `key` into `out`, refusing it unless it is `expected`.

@@ -11,10 +11,13 @@
 //! - [`stress`]: the kill -9 crash harness behind `sessionlog-harness stress` and the crash test.
 //! - [`power`]: the power-loss harness (LazyFS) behind `sessionlog-harness stress --power-loss`
 //!   and the power test.
+//! - [`seaweed`]: a throwaway S3-compatible server (SeaweedFS) for the object-storage tests and
+//!   benchmark.
 #![forbid(unsafe_code)]
 
 pub mod disk_cgroup;
 pub mod gen;
 pub mod hosting;
 pub mod power;
+pub mod seaweed;
 pub mod stress;
