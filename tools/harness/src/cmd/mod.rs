@@ -6,6 +6,7 @@ mod lineage;
 mod node_hosting;
 mod pit;
 mod power;
+mod s3_export;
 mod stress;
 
 use std::process::ExitCode;
@@ -84,6 +85,19 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 seconds,
                 write_iops,
                 script,
+                dir,
+                as_json: json,
+            }),
+            BenchWorkload::S3Export {
+                mb,
+                events,
+                rounds,
+                dir,
+                json,
+            } => s3_export::run(&s3_export::S3ExportBench {
+                mb,
+                events,
+                rounds: usize::try_from(rounds).unwrap_or(usize::MAX),
                 dir,
                 as_json: json,
             }),
