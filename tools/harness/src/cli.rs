@@ -104,6 +104,14 @@ pub enum Command {
         #[arg(last = true)]
         host: Vec<String>,
     },
+    /// Start a throwaway SeaweedFS server (S3 on loopback, in a temp dir) with bucket BUCKET,
+    /// print `{"endpoint","region","accessKeyId","secretAccessKey"}` on one line, and stop it
+    /// when standard input closes: for test suites in other languages (the Node binding's).
+    Seaweed {
+        /// The bucket to create.
+        #[arg(long, default_value = "sessionlog")]
+        bucket: String,
+    },
     /// Run a benchmark workload and print its figures (and ratios against peers).
     Bench {
         #[command(subcommand)]

@@ -72,6 +72,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             stress::run(&opts, cycles, max_kill_ms, dir, json, worker)
         }
+        Command::Seaweed { bucket } => seaweed(&bucket),
         Command::Bench { workload } => match workload {
             BenchWorkload::NodeHosting {
                 sessions,
@@ -181,4 +182,19 @@ pub fn work_dir(dir: Option<std::path::PathBuf>, workload: &str) -> (std::path::
             true,
         ),
     }
+}
+
+/// `sessionlog-harness seaweed`: a server until standard input closes.
+fn seaweed(bucket: &str) -> anyhow::Result<ExitCode> {
+    let server = sessionlog_harness::seaweed::SeaweedServer::start()?;
+    server.create_bucket(bucket)?;
+    let line = sessionlog_codec::json::Object::new()
+        .with("endpoint", server.endpoint().as_str())
+        .with("region", "us-east-1")
+        .with("accessKeyId", server.access_key_id.as_str())
+        .with("secretAccessKey", server.secret_access_key.as_str());
+    sessionlog_tools_common::output::json_line(&mut std::io::stdout().lock(), line)?;
+    std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink())?;
+    drop(server);
+    Ok(ExitCode::SUCCESS)
 }
