@@ -115,9 +115,12 @@ pub fn options() -> Options {
     }
 }
 
+/// What [`exports`] gives for one session: each export's bytes, or its error's text.
+pub type Exports = Vec<Result<Vec<u8>, String>>;
+
 /// Everything a session exports as: kept, as `.jsonl`, as `.jsonl.zstd` (or why not), and each
 /// generation as stored.
-pub fn exports(store: &Store, id: &str) -> Vec<Result<Vec<u8>, String>> {
+pub fn exports(store: &Store, id: &str) -> Exports {
     let mut out = Vec::new();
     for format in [
         None,
@@ -146,7 +149,7 @@ pub fn exports(store: &Store, id: &str) -> Vec<Result<Vec<u8>, String>> {
 }
 
 /// Every session's [`exports`], by id.
-pub fn all_exports(store: &Store) -> Vec<(String, Vec<Result<Vec<u8>, String>>)> {
+pub fn all_exports(store: &Store) -> Vec<(String, Exports)> {
     store
         .ids()
         .expect("ids")

@@ -15,7 +15,7 @@ use sha2::{Digest as _, Sha256};
 use crate::fixtures::{import_bytes, temp_store};
 use crate::objects::{
     all_exports, assert_verifies, bucket, cli_command, config, options, server_with_bucket,
-    transfer, varied_store,
+    transfer, varied_store, Exports,
 };
 
 /// Kill cycles of each command.
@@ -87,7 +87,7 @@ fn assert_objects_whole(target: &Bucket, store: &Store) {
 fn assert_none_half_archived(
     store: &Store,
     sources: &ArchiveSources,
-    before: &[(String, Vec<Result<Vec<u8>, String>>)],
+    before: &[(String, Exports)],
 ) {
     assert_verifies(store);
     for (id, exports) in before {

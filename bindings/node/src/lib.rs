@@ -428,7 +428,7 @@ impl NativeStore {
         endpoint: Option<String>,
         region: Option<String>,
     ) -> napi::Result<JsObject> {
-        if !(older_than_ms >= 0.0 && older_than_ms <= 9_007_199_254_740_991.0) {
+        if !(0.0..=9_007_199_254_740_991.0).contains(&older_than_ms) {
             return Self::refuse(
                 &env,
                 bad(format!(

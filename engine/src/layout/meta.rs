@@ -610,6 +610,41 @@ mod tests {
         );
     }
 
+    /// An archived session's record is version 7 (its fields, then where its bytes went) and
+    /// reads back whole; without an archive a record stays version 6, so a binary from before
+    /// archives still reads every other session.
+    #[test]
+    fn an_archived_record_is_version_7_and_reads_back() {
+        let mut meta = meta();
+        assert_eq!(meta.encode().expect("encode")[0], 6);
+        meta.archived = Some(super::ArchivedCopy {
+            root: "s3://b/p".into(),
+            archived_at_ms: 5,
+            files: vec![super::ArchivedFile {
+                key: "--w--/a/session.jsonl".into(),
+                version: 0,
+                zstd: false,
+                bytes: 9,
+                sha256: [3; 32],
+            }],
+        });
+        let bytes = meta.encode().expect("encode");
+        assert_eq!(bytes[0], 7);
+        let read = SessionMeta::decode(b"a", &bytes).expect("decode");
+        assert_eq!(read, meta);
+        assert!(!read.legacy_record);
+        assert_eq!(
+            read.archived
+                .as_ref()
+                .map(super::ArchivedCopy::location)
+                .as_deref(),
+            Some("s3://b/p/--w--/a/session.jsonl")
+        );
+        let mut cut = bytes.clone();
+        cut.truncate(bytes.len() - 3);
+        assert!(SessionMeta::decode(b"a", &cut).is_err());
+    }
+
     /// A counters record is encoded without regrowing whatever its values: the largest fits
     /// the room [`encode_record`] starts with.
     #[test]

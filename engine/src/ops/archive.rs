@@ -233,3 +233,73 @@ impl Store {
             .unwrap_or(meta.imported_at_ms))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+    use crate::layout::meta::ArchivedFile;
+    use crate::test_support::{ev, seeded};
+
+    /// The files of `plan`, as if uploaded (their digests do not matter to the store).
+    fn uploaded(plan: &super::ArchivePlan) -> Vec<ArchivedFile> {
+        plan.files()
+            .iter()
+            .map(|f| ArchivedFile {
+                key: f.key.clone(),
+                version: f.version,
+                zstd: f.zstd,
+                bytes: 1,
+                sha256: [7; 32],
+            })
+            .collect()
+    }
+
+    /// A session appended to after its plan was taken keeps its bytes; one unchanged gives
+    /// them up in one commit, after which every read of its ranges is refused, listing and
+    /// lineage still know it, and `verify` is clean.
+    #[test]
+    fn only_a_session_unchanged_since_its_plan_gives_its_bytes_up() {
+        let (_dir, store) = seeded();
+        let plan = store.archive_plan("a").expect("plan");
+        let prompt = r#"{"type":"user/message","time":9,"data":{"content":[],"source":{"kind":"user"},"role":"user","id":"u2"},"surfaceOp":"append"}"#;
+        store
+            .append("a", Some(3), vec![ev(prompt)])
+            .expect("append");
+        let refused = store.commit_archive(&plan, "s3://b/p", uploaded(&plan));
+        assert!(
+            matches!(&refused, Err(Error::Archive { reason, .. }) if reason.contains("changed")),
+            "{refused:?}"
+        );
+        assert_eq!(store.archived_copy("a").expect("record"), None);
+        assert_eq!(store.summary("a").expect("summary").events, 4);
+
+        let plan = store.archive_plan("a").expect("plan");
+        let mut wrong = uploaded(&plan);
+        wrong[0].version += 1;
+        assert!(store.commit_archive(&plan, "s3://b/p", wrong).is_err());
+        store
+            .commit_archive(&plan, "s3://b/p", uploaded(&plan))
+            .expect("archive");
+        let copy = store.archived_copy("a").expect("record").expect("archived");
+        assert_eq!(copy.root, "s3://b/p");
+        for read in [
+            store.export("a", None, &mut Vec::new()).map(|_| ()),
+            store.messages_at("a", None).map(|_| ()),
+            store.append("a", Some(4), vec![ev(prompt)]).map(|_| ()),
+            store.delete("a"),
+        ] {
+            assert!(matches!(read, Err(Error::Archived { .. })), "{read:?}");
+        }
+        assert_eq!(
+            store.summary("a").expect("summary").archived,
+            Some(copy.location())
+        );
+        assert_eq!(store.lineage("a").expect("lineage").len(), 1);
+        let report = store.verify(&[]).expect("verify");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert!(
+            store.archive_plan("a").is_err(),
+            "an archived session was planned again"
+        );
+    }
+}

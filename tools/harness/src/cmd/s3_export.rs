@@ -47,7 +47,13 @@ pub fn run(bench: &S3ExportBench) -> anyhow::Result<ExitCode> {
         torn_fraction: 0.0,
         ..GenOptions::default()
     };
-    let estimate = session_bytes(0, &opts).len().max(1) as u64;
+    // Sessions vary in length: size the corpus by the mean of a sample.
+    let sample = 16;
+    let estimate = ((0..sample)
+        .map(|i| session_bytes(i, &opts).len() as u64)
+        .sum::<u64>()
+        / sample)
+        .max(1);
     let opts = GenOptions {
         sessions: (bench.mb * 1_000_000).div_ceil(estimate) + 1,
         ..opts
