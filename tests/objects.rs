@@ -60,10 +60,7 @@ pub fn varied_store(dir: &Path) -> Store {
         seed: 11,
         torn_fraction: 0.3,
     };
-    for i in 0..plain.sessions {
-        let s = session(i, &plain);
-        import_bytes(&store, &s.id, &s.bytes, false).expect("import plain");
-    }
+    import_generated(&store, &plain);
     let (_scratch_dir, scratch) = temp_store();
     let framed = GenOptions {
         sessions: 3,
@@ -101,6 +98,14 @@ pub fn varied_store(dir: &Path) -> Store {
         assert!(migrated, "no session of {ids:?} migrates");
     }
     store
+}
+
+/// Import the sessions `opts` generates, as `.jsonl`.
+pub fn import_generated(store: &Store, opts: &GenOptions) {
+    for i in 0..opts.sessions {
+        let s = session(i, opts);
+        import_bytes(store, &s.id, &s.bytes, false).expect("import");
+    }
 }
 
 fn plain_ids(opts: &GenOptions) -> Vec<String> {

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 
 use sessionlog::engine::Store;
 use sessionlog_archive::{import_root, restore, ArchiveSources, Bucket};
-use sessionlog_harness::gen::{session, GenOptions};
+use sessionlog_harness::gen::GenOptions;
 use sha2::{Digest as _, Sha256};
 
-use crate::fixtures::{import_bytes, temp_store};
+use crate::fixtures::temp_store;
 use crate::objects::{
-    all_exports, assert_verifies, bucket, cli_command, config, options, server_with_bucket,
-    transfer, varied_store, Exports,
+    all_exports, assert_verifies, bucket, cli_command, config, import_generated, options,
+    server_with_bucket, transfer, varied_store, Exports,
 };
 
 /// Kill cycles of each command.
@@ -208,10 +208,7 @@ fn the_s3_server_killed_mid_run_then_a_rerun_completes() {
             seed: 21,
             torn_fraction: 0.0,
         };
-        for i in 0..opts.sessions {
-            let s = session(i, &opts);
-            import_bytes(&store, &s.id, &s.bytes, false).expect("import");
-        }
+        import_generated(&store, &opts);
         all_exports(&store)
     };
     let sources = ArchiveSources::new(config(&server), transfer());

@@ -406,10 +406,7 @@ impl NativeStore {
         endpoint: Option<String>,
         region: Option<String>,
     ) -> napi::Result<JsObject> {
-        let endpoint = Endpoint {
-            url: endpoint,
-            region,
-        };
+        let endpoint = Endpoint::new(endpoint, region);
         match format_arg(format) {
             Ok(format) => self.run(&env, move |s| {
                 objects::export_all(s, &endpoint, &to, format)
@@ -436,10 +433,7 @@ impl NativeStore {
                 )),
             );
         }
-        let endpoint = Endpoint {
-            url: endpoint,
-            region,
-        };
+        let endpoint = Endpoint::new(endpoint, region);
         self.run(&env, move |s| {
             objects::archive(s, &endpoint, &to, older_than_ms as i64)
         })
@@ -454,10 +448,7 @@ impl NativeStore {
         endpoint: Option<String>,
         region: Option<String>,
     ) -> napi::Result<JsObject> {
-        let endpoint = Endpoint {
-            url: endpoint,
-            region,
-        };
+        let endpoint = Endpoint::new(endpoint, region);
         self.run(&env, move |s| objects::restore(s, &endpoint, &id))
     }
 

@@ -19,6 +19,11 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// The call's endpoint and region (each over the environment's when given).
+    pub fn new(url: Option<String>, region: Option<String>) -> Self {
+        Endpoint { url, region }
+    }
+
     fn config(&self) -> S3Config {
         let mut config = S3Config::from_env();
         if self.url.is_some() {
