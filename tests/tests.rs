@@ -17,6 +17,8 @@ mod hostile_props;
 mod listing;
 mod metrics;
 mod migrate;
+mod objects;
+mod objects_kill;
 mod power;
 mod projections;
 mod reader;

@@ -104,5 +104,25 @@ export declare class Store {
    * open of the store.
    */
   metrics(): Promise<string>
+  exportAll(options: { to: string; format?: 'jsonl' | 'jsonl.zstd'; endpoint?: string; region?: string }): Promise<{
+    sessions: number
+    created: number
+    alreadyThere: number
+    bytesUploaded: number
+    bytes: number
+    failed: { id: string; error: string }[]
+  }>
+  archive(options: { to: string; olderThanMs?: number; endpoint?: string; region?: string }): Promise<{
+    archived: { id: string; bytes: number }[]
+    kept: { id: string; reason: string }[]
+    failed: { id: string; error: string }[]
+  }>
+  restore(id: string, options?: { endpoint?: string; region?: string }): Promise<{
+    id: string
+    verdict: string
+    events: number
+    deleted: number
+    notDeleted: { id: string; error: string }[]
+  }>
   commitStats(): { writes: number; appends: number }
 }

@@ -239,6 +239,23 @@ pub enum Error {
         /// The known units.
         known: String,
     },
+    /// The session's bytes are in object storage, not in the store: a host reads it through
+    /// its archive (the `sessionlog` CLI does), and `restore` brings it back for writing.
+    #[error("session \"{id}\" is archived at {location}: its bytes are not in the store (restore it to write to it)")]
+    Archived {
+        /// The session id.
+        id: String,
+        /// Where its served generation's object is, `s3://BUCKET/KEY`.
+        location: String,
+    },
+    /// An archive or a restore of the session was refused; nothing was changed.
+    #[error("session \"{id}\": {reason}; nothing was changed")]
+    Archive {
+        /// The session id.
+        id: String,
+        /// Why.
+        reason: String,
+    },
     /// Invalid options.
     #[error("invalid options: {0}")]
     Options(String),

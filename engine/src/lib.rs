@@ -27,12 +27,13 @@ mod layering;
 mod test_support;
 
 pub use error::{Error, Refusal, RefusalKind, Result};
-pub use layout::meta::{FrozenGeneration, SourceEncoding, Verdict};
+pub use layout::meta::{ArchivedCopy, ArchivedFile, FrozenGeneration, SourceEncoding, Verdict};
 pub use metrics::{
     AppendMetrics, ColumnFamilyMetrics, CommitDistributions, CommitStats, HistogramSnapshot,
     Metrics, RefusalReason, RocksDbMetrics,
 };
 pub use ops::append::{AppendItem, AppendQueue, AppendReceipt, NewSession, StoreAccess};
+pub use ops::archive::{ArchiveCandidates, ArchivePlan};
 pub use ops::export::ExportFormat;
 pub use ops::fork::{ForkReport, LineageEntry};
 pub use ops::generations::{scan_session_dir, GenerationFile, SessionDir};
@@ -41,7 +42,7 @@ pub use ops::list::{ListOrder, ListPage, SessionSummary};
 pub use ops::migrate::{MigrateOptions, MigrationOutcome, MigrationReport};
 pub use ops::repair::RepairReport;
 pub use ops::retention::PurgeReport;
-pub use ops::root::{is_session_root, scan_root, RootScan};
+pub use ops::root::{is_session_root, scan_root, RootFile, RootScan};
 pub use ops::verify::{VerifyProblem, VerifyReport};
 pub use options::{BuiltinProjection, Durability, Options, V0Reads};
 pub use read::surface::SurfaceView;

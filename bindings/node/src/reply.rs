@@ -122,6 +122,8 @@ pub fn code_of(e: &Error) -> &'static str {
         Error::NoSuchStep { .. } => "SESSIONLOG_NO_SUCH_STEP",
         Error::Fork { .. } => "SESSIONLOG_FORK",
         Error::UnknownUnit { .. } => "SESSIONLOG_UNKNOWN_UNIT",
+        Error::Archived { .. } => "SESSIONLOG_ARCHIVED",
+        Error::Archive { .. } => "SESSIONLOG_ARCHIVE",
         Error::Options(_) => "SESSIONLOG_OPTIONS",
         Error::Internal(_) => "SESSIONLOG_INTERNAL",
         _ => "SESSIONLOG_ERROR",

@@ -252,13 +252,27 @@ impl Store {
         self.read_meta(id, None)
     }
 
-    /// Metadata of `id`, or `UnknownSession`.
+    /// Metadata of `id`, whose bytes are in the store: `UnknownSession`, or `Archived` for a
+    /// session whose bytes are in object storage. Every read or write of a session's ranges
+    /// starts here (or at [`Store::meta_at`]).
     pub(crate) fn require_meta(&self, id: &[u8]) -> Result<SessionMeta> {
+        self.require_record(id)?.held()
+    }
+
+    /// Metadata of `id`, archived or not, or `UnknownSession`: for what reads no range
+    /// (listing, lineage, archive and restore themselves).
+    pub(crate) fn require_record(&self, id: &[u8]) -> Result<SessionMeta> {
         self.meta(id)?.ok_or_else(|| unknown(id))
     }
 
-    /// Metadata of `id` as of `snap`, or `UnknownSession`.
+    /// Metadata of `id` as of `snap`, whose bytes are in the store (see
+    /// [`Store::require_meta`]).
     pub(crate) fn meta_at(&self, id: &[u8], snap: &Snapshot<'_>) -> Result<SessionMeta> {
+        self.record_at(id, snap)?.held()
+    }
+
+    /// Metadata of `id` as of `snap`, archived or not, or `UnknownSession`.
+    pub(crate) fn record_at(&self, id: &[u8], snap: &Snapshot<'_>) -> Result<SessionMeta> {
         self.read_meta(id, Some(snap))?.ok_or_else(|| unknown(id))
     }
 
@@ -300,8 +314,15 @@ impl Store {
         })
     }
 
-    /// Where `meta`'s events live, in seq order.
+    /// Where `meta`'s events live, in seq order; an archived session's live nowhere in the store,
+    /// and is refused (every logical read of a range goes through here).
     pub(crate) fn segments(&self, meta: &SessionMeta) -> Result<Vec<Segment>> {
+        if let Some(copy) = &meta.archived {
+            return Err(Error::Archived {
+                id: meta.id_lossy(),
+                location: copy.location(),
+            });
+        }
         let own_from = meta.fork_of.as_ref().map_or(0, |b| b.seed);
         let mut segs = match &meta.fork_of {
             None => Vec::new(),

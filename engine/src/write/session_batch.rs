@@ -189,6 +189,15 @@ impl<'s> SessionBatch<'s> {
             .delete(CF_SESSIONS, &keys::created_key(meta.created_at, number))
     }
 
+    /// Session `archived`'s bytes given up for the record of where they went: every range of
+    /// its number emptied, then its `S` and counters records (`archived` set) written again, in
+    /// this one batch (a later write in a batch wins over its range deletes). Its `N`, `A`, `R`
+    /// and `F` keys stay, so listings and lineage still know it.
+    pub(crate) fn replace_with_archive(&mut self, archived: &SessionMeta) -> Result<()> {
+        self.batch.delete_number_range(archived.number)?;
+        self.put_meta(archived)
+    }
+
     /// Mark an import of `number` in progress (its partial writes are removed at open).
     pub(crate) fn mark_pending(&mut self, number: u64) -> Result<()> {
         self.put_session_key(&keys::pending_key(number), &[])

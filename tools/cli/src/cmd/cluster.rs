@@ -128,7 +128,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             fleet.sync(&id)?;
             inspect::values(&[store.request(&id, turn, step)?])
         }
-        Command::Verify { ids, json } => inspect::verify(store, &ids, json),
+        Command::Verify {
+            ids,
+            json,
+            objects: false,
+        } => inspect::verify(store, &ids, Vec::new(), json),
         other => bail!(
             "`{}` is not available with --cluster: the fleet takes creations, appends, reads, \
              exports, deletion and purge; run it on a store without --cluster",
