@@ -206,7 +206,12 @@ impl Store {
 
     /// Queue `parts` and return once the group holding them was written (leading that group
     /// when no write is under way); the outcome of each part.
-    fn commit_in_group(&self, parts: Vec<Part>, wants_sync: bool, context: &str) -> Vec<Result<()>> {
+    fn commit_in_group(
+        &self,
+        parts: Vec<Part>,
+        wants_sync: bool,
+        context: &str,
+    ) -> Vec<Result<()>> {
         let queue = &self.commits;
         let mut state = queue.state();
         let group = state.next_group;

@@ -6,8 +6,8 @@ mod export;
 mod import;
 mod inspect;
 mod migrate;
-mod stats;
 mod objects;
+mod stats;
 
 use std::process::ExitCode;
 

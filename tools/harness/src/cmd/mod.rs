@@ -6,8 +6,8 @@ mod lineage;
 mod node_hosting;
 mod pit;
 mod power;
-mod space;
 mod s3_export;
+mod space;
 mod stress;
 
 use std::process::ExitCode;
