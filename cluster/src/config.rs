@@ -90,12 +90,6 @@ impl Config {
     pub fn shown(&self) -> &str {
         &self.shown
     }
-
-    /// A connection to this PostgreSQL, as a host or an operator makes one (`during` names what
-    /// for, in an error).
-    pub fn connect(&self, during: &str) -> Result<postgres::Client> {
-        crate::pg::connect(self, during)
-    }
 }
 
 /// `url` without this module's own parameters, and those parameters (decoded).

@@ -98,25 +98,30 @@ impl Pg {
 
     /// A new connection.
     fn connect(&self, during: &str) -> Result<Client> {
-        connect(&self.config, during)
+        self.config.connect(during)
     }
 }
 
-/// A new connection to `config`'s PostgreSQL (`during` names what for, in an error).
-pub(crate) fn connect(config: &Config, during: &str) -> Result<Client> {
-    let mut pg = config.pg.clone();
-    if pg.get_connect_timeout().is_none() {
-        pg.connect_timeout(CONNECT_TIMEOUT);
-    }
-    pg.ssl_mode(config.tls.negotiation());
-    let connected = match config.tls {
-        TlsMode::Disable => pg.connect(NoTls),
-        mode => {
-            let tls = client_config(mode, config.root_cert.as_deref())?;
-            pg.connect(MakeRustlsConnect::new(tls))
+// Connecting lives here, beside the reconnecting client, so that `config.rs` stays a parser
+// that imports nothing of the crate's PostgreSQL code.
+impl Config {
+    /// A connection to this PostgreSQL, as a host or an operator makes one (`during` names what
+    /// for, in an error).
+    pub fn connect(&self, during: &str) -> Result<Client> {
+        let mut pg = self.pg.clone();
+        if pg.get_connect_timeout().is_none() {
+            pg.connect_timeout(CONNECT_TIMEOUT);
         }
-    };
-    connected.map_err(|e| Pg::new(config.clone()).pg_error(&format!("connecting ({during})"), &e))
+        pg.ssl_mode(self.tls.negotiation());
+        let connected = match self.tls {
+            TlsMode::Disable => pg.connect(NoTls),
+            mode => {
+                let tls = client_config(mode, self.root_cert.as_deref())?;
+                pg.connect(MakeRustlsConnect::new(tls))
+            }
+        };
+        connected.map_err(|e| Pg::new(self.clone()).pg_error(&format!("connecting ({during})"), &e))
+    }
 }
 
 /// Whether `e` left nothing done and may pass: the connection failed or closed, or PostgreSQL

@@ -80,7 +80,7 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 /// | | [`import_jsonl`](Store::import_jsonl) | `ops/import/jsonl.rs` |
 /// | | [`import_zstd`](Store::import_zstd) | `ops/import/zstd.rs` |
 /// | export | [`export`](Store::export), [`export_generation`](Store::export_generation), [`export_jsonl`](Store::export_jsonl) | `ops/export.rs` |
-/// | | [`export_to_root`](Store::export_to_root), [`root_path`](Store::root_path) | `ops/root.rs` |
+/// | | [`export_to_root`](Store::export_to_root), [`root_path`](Store::root_path), [`root_files`](Store::root_files) | `ops/root.rs` |
 /// | | [`events_as_written`](Store::events_as_written) | `ops/events_as_written.rs` |
 /// | point-in-time reads | [`events`](Store::events) | `read/events.rs` |
 /// | | [`messages_at`](Store::messages_at), [`surface_at`](Store::surface_at), [`transcript`](Store::transcript) | `read/surface.rs` |
@@ -91,8 +91,10 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 /// | migration to V4 | [`migrate`](Store::migrate), [`migrate_all`](Store::migrate_all) | `ops/migrate.rs` |
 /// | listing | [`list_page`](Store::list_page), [`list`](Store::list), [`summary`](Store::summary), [`ids`](Store::ids) | `ops/list.rs` |
 /// | retention | [`delete`](Store::delete), [`undelete`](Store::undelete), [`purge`](Store::purge), [`compact`](Store::compact) | `ops/retention.rs` |
+/// | archive to object storage | [`archive_candidates`](Store::archive_candidates), [`archive_plan`](Store::archive_plan), [`commit_archive`](Store::commit_archive), [`archived_copy`](Store::archived_copy), [`restore_archived`](Store::restore_archived) | `ops/archive.rs` |
 /// | checks and sizes | [`verify`](Store::verify) | `ops/verify.rs` |
-/// | | [`file_bytes`](Store::file_bytes) | `store/maintenance.rs` |
+/// | | [`file_bytes`](Store::file_bytes), [`column_family_bytes`](Store::column_family_bytes) | `store/maintenance.rs` |
+/// | metrics | [`metrics`](Store::metrics) | `store/metrics.rs` |
 ///
 /// A host without a thread per waiting append uses an [`AppendQueue`](crate::AppendQueue)
 /// (`ops/append/queue.rs`), which calls [`append_many`](Store::append_many).
