@@ -66,6 +66,49 @@ export interface StoreOptions {
   blobFiles?: boolean
   /** Flush and compact with direct I/O where the filesystem takes `O_DIRECT`; false is the CLI's `--no-direct-io`. Default: true. */
   directIo?: boolean
+  /** Open the store as a host of a fleet on PostgreSQL (README.md, "Cluster mode"). Default: a store of its own. */
+  cluster?: ClusterOptions
+}
+
+/** How a store joins a fleet. */
+export interface ClusterOptions {
+  /** PostgreSQL's connection URL, as libpq takes it (`sslmode`, `sslrootcert`; password from the URL, `PGPASSWORD` or the password file). Required. */
+  url: string
+  /** This host's name in the fleet. Required. */
+  host: string
+  /** How long an acquisition keeps the session from other hosts without force, in ms; renewed while the store is open. Default: 30000. */
+  lease?: number
+}
+
+/** The fleet's refusal codes (cluster mode), on {@link SessionlogError.code}. */
+export type ClusterErrorCode =
+  /** Another host took the session over (or this host never acquired it): nothing was written. */
+  | 'SESSIONLOG_FENCED'
+  /** PostgreSQL's log of the session does not continue where the batch starts (another writer), or the session exists, is deleted or is missing there: nothing was written. */
+  | 'SESSIONLOG_STALE'
+  /** PostgreSQL could not be reached for a minute: the batch is known not to be committed. */
+  | 'SESSIONLOG_UNAVAILABLE'
+  /** Another host holds a live lease on the session: acquire with force, or later. */
+  | 'SESSIONLOG_OWNED'
+  /** A write the fleet does not carry (import, fork, repair). */
+  | 'SESSIONLOG_NOT_IN_FLEET'
+  /** A cluster operation on a store not opened in cluster mode. */
+  | 'SESSIONLOG_NOT_CLUSTER'
+  | 'SESSIONLOG_CLUSTER_CONFIG'
+  | 'SESSIONLOG_CLUSTER_SCHEMA'
+  /** The local store and PostgreSQL disagree in a way catching up cannot mend. */
+  | 'SESSIONLOG_DIVERGED'
+
+/** A session as acquired by this host. */
+export interface Acquired {
+  /** This host. */
+  owner: string
+  /** The owner epoch this host holds it at: every append names it. */
+  epoch: number
+  /** The seq the session's next batch starts at. */
+  nextSeq: number
+  /** Batches the local store caught up with. */
+  caughtUp: number
 }
 
 export declare class Store {
@@ -93,4 +136,12 @@ export declare class Store {
   remove(id: string): Promise<void>
   verify(ids?: string[]): Promise<{ sessions: number; events: number; problems: { session: string; detail: string }[] }>
   commitStats(): { writes: number; appends: number }
+  /** This host's name in the fleet (cluster mode), else `undefined`. */
+  readonly host: string | undefined
+  /** Cluster mode: take the session for this host and catch the store up (`force`: from a host whose lease runs). */
+  acquire(id: string, options?: { force?: boolean }): Promise<Acquired>
+  /** Cluster mode: give up the session; whether this host held it. */
+  release(id: string): Promise<boolean>
+  /** Cluster mode: catch the store up on `ids` (all of the fleet's when empty), but for the sessions this host holds; the batches applied. */
+  sync(ids?: string[]): Promise<number>
 }

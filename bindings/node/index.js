@@ -53,7 +53,8 @@ export class Store {
   /**
    * Open (creating if needed) the store in `dir`.
    * @param {string} dir store directory
-   * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean}} [options]
+   * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean,
+   *   cluster?: {url: string, host: string, lease?: number}}} [options]
    *   `walRecycling` (default true, under 'sync'): reuse WAL files in place (one device write
    *   fewer per synced commit; the WAL is audited before every open, docs/RELIABILITY.md);
    *   false is the CLI's --no-wal-recycling
@@ -63,10 +64,14 @@ export class Store {
    *   `directIo` (default true): flush and compact with direct I/O where the filesystem takes
    *   O_DIRECT (less CPU per batch; reads of just-written data start cold); false is the CLI's
    *   --no-direct-io
+   *   `cluster`: open the store as host `host` of the fleet whose PostgreSQL `url` reaches
+   *   (README.md, "Cluster mode"): every append is committed to PostgreSQL first, fenced by this
+   *   host's ownership of the session; `lease` in ms (default 30000); `durability` is then moot
    */
-  static async open(dir, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true } = {}) {
+  static async open(dir, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true, cluster } = {}) {
     const native = new NativeStore()
-    settled(await native.open(dir, durability, walRecycling, blobFiles, directIo))
+    const fleet = cluster === undefined ? undefined : { url: cluster.url, host: cluster.host, lease: cluster.lease }
+    settled(await native.open(dir, { durability, walRecycling, blobFiles, directIo, cluster: fleet }))
     return new Store(native)
   }
 
@@ -189,6 +194,34 @@ export class Store {
   /** Check stored bytes and indexes (all sessions when `ids` is empty). */
   async verify(ids = []) {
     return parsed(await this.#native.verify(ids))
+  }
+
+  /**
+   * Cluster mode: take session `id` for this host and catch the store up with PostgreSQL (a
+   * session this host holds already is only caught up). Refused with `SESSIONLOG_OWNED` while
+   * another host's lease on it runs, unless `force` (that host is then fenced).
+   * @returns {Promise<{owner: string, epoch: number, nextSeq: number, caughtUp: number}>}
+   */
+  async acquire(id, { force = false } = {}) {
+    return parsed(await this.#native.acquire(id, force))
+  }
+
+  /** Cluster mode: give up session `id`; whether this host held it. */
+  async release(id) {
+    return parsed(await this.#native.release(id))
+  }
+
+  /**
+   * Cluster mode: catch the store up with PostgreSQL on `ids` (every session of the fleet when
+   * empty), leaving the sessions this host holds as they are; the batches applied.
+   */
+  async sync(ids = []) {
+    return parsed(await this.#native.sync(ids))
+  }
+
+  /** This host's name in the fleet (cluster mode), else `undefined`. */
+  get host() {
+    return this.#native.clusterHost() ?? undefined
   }
 
   /** Whether this open flushes and compacts with direct I/O (asked, and the filesystem takes it). */
