@@ -104,6 +104,12 @@ pub enum Command {
         #[arg(last = true)]
         host: Vec<String>,
     },
+    /// Start a throwaway PostgreSQL with the fleet's schema, for suites in other languages (the
+    /// Node binding's): prints `{"url": ...}` (a host role's URL to database `postgres`), then
+    /// answers each line read on stdin, a database name, by creating that database with the
+    /// schema and printing its `{"url": ...}` (or `{"error": ...}`). Stops the server and removes
+    /// it when stdin closes.
+    Pg,
     /// Run a benchmark workload and print its figures (and ratios against peers).
     Bench {
         #[command(subcommand)]
