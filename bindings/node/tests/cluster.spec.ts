@@ -1,0 +1,191 @@
+// Cluster mode on a real PostgreSQL (a throwaway server, tests/pg.ts): DSH's own contract suites
+// against SessionlogPersistence as a host of a fleet, and fencing: a host whose session another
+// host took over can never write it again, and the fleet holds exactly what was acknowledged.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Context } from '@deepseek-ai/cordis'
+import SessionStore from '@deepseek-ai/dsh-session'
+import { meta, oneTurnLog, runPersistenceContract } from '../../../../shared/dsh-contract/contract.ts'
+import { runCoordinatorContract } from '../../../../shared/dsh-contract/coordinator-contract.ts'
+import { SessionlogPersistence } from '../dsh.js'
+import { Store, type SessionlogError } from '../index.js'
+import { freshDir, removeDir } from './fixture.ts'
+import { Postgres, clusterSpecsRun } from './pg.ts'
+
+let pg: Postgres
+
+/** What the cluster-mode plugin config takes besides the directory. */
+interface Fleet {
+  url: string
+  host: string
+  lease?: number
+  takeover?: 'wait' | 'force'
+}
+
+/** Mount the backend on `dir` as a host of `fleet`. */
+function mount(ctx: Context, dir: string, fleet: Fleet) {
+  return ctx.plugin(SessionlogPersistence, { path: dir, cluster: fleet })
+}
+
+/** A context with DSH's SessionStore and the backend mounted on `dir` as a host of `fleet`. */
+async function host(dir: string, fleet: Fleet) {
+  const ctx = new Context()
+  await ctx.plugin(SessionStore)
+  const fiber = await mount(ctx, dir, fleet)
+  return { persistence: ctx.sessionPersistence as SessionlogPersistence, fiber }
+}
+
+/** The code of the rejection of `promise` (fails the test when it resolves). */
+async function rejectionCode(promise: Promise<unknown>): Promise<string | undefined> {
+  const error = await promise.then(() => undefined, (e: unknown) => e as SessionlogError)
+  expect(error, 'expected a rejection').toBeDefined()
+  return error?.code
+}
+
+describe.runIf(clusterSpecsRun())('cluster mode', () => {
+  beforeAll(async () => {
+    pg = await Postgres.start()
+  }, 120_000)
+
+  afterAll(async () => {
+    await pg?.stop()
+  })
+
+  // Every test: its own store directory, on a fleet (a database) of its own.
+  runPersistenceContract('sessionlog, cluster mode', async () => {
+    const dir = await freshDir()
+    const url = await pg.database()
+    const { persistence, fiber } = await host(dir, { url, host: 'a' })
+    return {
+      persistence,
+      dispose: async () => {
+        await fiber.dispose()
+        await removeDir(dir)
+      },
+    }
+  })
+
+  // No `corruptTail`: the fleet cannot leave a torn tail. Every batch is committed whole to
+  // PostgreSQL (one transaction) before the local store writes it, and a local copy is rebuilt
+  // from PostgreSQL's batches, so no never-committed fragment is ever stored.
+  runCoordinatorContract('sessionlog, cluster mode', async () => {
+    const dir = await freshDir()
+    const url = await pg.database()
+    return {
+      mount: async ctx => mount(ctx, dir, { url, host: 'a' }),
+      cleanup: async () => removeDir(dir),
+    }
+  })
+
+  describe('fencing', () => {
+    it('a host whose session was taken over by force is fenced; the fleet holds what was acknowledged', async () => {
+      const url = await pg.database()
+      const [dirA, dirB, dirC] = await Promise.all([freshDir(), freshDir(), freshDir()])
+      const a = await host(dirA, { url, host: 'a' })
+      const b = await host(dirB, { url, host: 'b', takeover: 'force' })
+      try {
+        const m = meta('fenced', '/w')
+        await a.persistence.create(m)
+        await a.persistence.append(m.id, oneTurnLog())
+        const acknowledgedByA = (await a.persistence.readRaw(m.id))!.content
+
+        // B takes the session over while A's lease runs.
+        const taken = await b.persistence.load(m.id)
+        expect(taken.events).toHaveLength(6)
+
+        // A's next appends are refused as fenced, and write nothing anywhere.
+        const late = [
+          { type: 'turn/start', seq: 6, time: 7, data: { turn: 2 } },
+          { type: 'step/start', seq: 7, time: 8, data: { turn: 2, step: 1 } },
+        ] as const
+        expect(await rejectionCode(a.persistence.append(m.id, [...late]))).toBe('SESSIONLOG_FENCED')
+        expect(await rejectionCode(a.persistence.append(m.id, [...late]))).toBe('SESSIONLOG_FENCED')
+        expect((await b.persistence.readRaw(m.id))!.content).toBe(acknowledgedByA)
+
+        // B continues at seq 6: PostgreSQL's log of the session ends where A's acknowledged ended.
+        const closers = [
+          { type: 'turn/start', seq: 6, time: 9, data: { turn: 2 } },
+          { type: 'turn/end', seq: 7, time: 10, data: { turn: 2, reason: { kind: 'completed' } } },
+        ] as const
+        await b.persistence.append(m.id, [...closers])
+        const acknowledged = (await b.persistence.readRaw(m.id))!.content
+        expect(acknowledged.startsWith(acknowledgedByA)).toBe(true)
+        expect(acknowledged.split('\n')).toHaveLength(1 + 8 + 1)
+
+        // A host with an empty disk rebuilds the session from PostgreSQL alone, byte for byte.
+        const c = await host(dirC, { url, host: 'c', takeover: 'force' })
+        try {
+          const reloaded = await c.persistence.load(m.id)
+          expect(reloaded.events.map(e => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7])
+          expect((await c.persistence.readRaw(m.id))!.content).toBe(acknowledged)
+        } finally {
+          await c.fiber.dispose()
+        }
+      } finally {
+        await a.fiber.dispose()
+        await b.fiber.dispose()
+        await Promise.all([dirA, dirB, dirC].map(removeDir))
+      }
+    })
+
+    it('a store acquires, is refused a session under another host\'s live lease, and takes it by force', async () => {
+      const url = await pg.database()
+      const [dirA, dirB] = await Promise.all([freshDir(), freshDir()])
+      const a = await Store.open(dirA, { cluster: { url, host: 'a' } })
+      const b = await Store.open(dirB, { cluster: { url, host: 'b' } })
+      try {
+        expect(a.host).toBe('a')
+        const header = { version: 0, id: 'owned', createdAt: 1, cwd: '/w' }
+        await a.createAsWritten(header, oneTurnLog())
+        expect(await rejectionCode(b.acquire('owned'))).toBe('SESSIONLOG_OWNED')
+
+        const acquired = await b.acquire('owned', { force: true })
+        expect(acquired).toMatchObject({ owner: 'b', epoch: 2, nextSeq: 6, caughtUp: 1 })
+        expect(await rejectionCode(a.append('owned', 6, [{ type: 'turn/start', data: { turn: 2 } }]))).toBe('SESSIONLOG_FENCED')
+        expect(await b.append('owned', 6, [{ type: 'turn/start', data: { turn: 2 } }])).toEqual({ firstSeq: 6, count: 1 })
+
+        // A catches up on a session it no longer holds; writes the fleet does not carry are refused.
+        expect(await a.sync(['owned'])).toBe(1)
+        expect(await a.exportBytes('owned')).toEqual(await b.exportBytes('owned'))
+        expect(await rejectionCode(a.importBytes('x.jsonl', await b.exportBytes('owned')))).toBe('SESSIONLOG_NOT_IN_FLEET')
+        expect(await rejectionCode(b.fork('owned', 'child'))).toBe('SESSIONLOG_NOT_IN_FLEET')
+
+        // Given up, it is A's again without force.
+        expect(await b.release('owned')).toBe(true)
+        expect(await a.acquire('owned')).toMatchObject({ owner: 'a', epoch: 3, nextSeq: 7, caughtUp: 0 })
+      } finally {
+        await a.close()
+        await b.close()
+        await Promise.all([dirA, dirB].map(removeDir))
+      }
+    })
+
+    it('takeover \'wait\' takes a session once its holder gives it up, and refuses while a live holder keeps it', async () => {
+      const url = await pg.database()
+      const [dirA, dirB] = await Promise.all([freshDir(), freshDir()])
+      const a = await host(dirA, { url, host: 'a', lease: 1000 })
+      const b = await host(dirB, { url, host: 'b', lease: 1000 })
+      let aMounted = true
+      try {
+        const m = meta('waited', '/w')
+        await a.persistence.create(m)
+        await a.persistence.append(m.id, oneTurnLog())
+
+        // A renews its lease while mounted: B's wait ends (one lease and 5 s) without the session.
+        const started = Date.now()
+        expect(await rejectionCode(b.persistence.load(m.id))).toBe('SESSIONLOG_OWNED')
+        expect(Date.now() - started).toBeGreaterThanOrEqual(1000)
+
+        // A unmounts (gives the session up) while B waits: B then takes it.
+        const loading = b.persistence.load(m.id)
+        await new Promise(done => setTimeout(done, 300))
+        await a.fiber.dispose()
+        aMounted = false
+        expect((await loading).events).toHaveLength(6)
+      } finally {
+        if (aMounted) await a.fiber.dispose()
+        await b.fiber.dispose()
+        await Promise.all([dirA, dirB].map(removeDir))
+      }
+    }, 30_000)
+  })
+})
