@@ -290,14 +290,15 @@ export class SessionlogPersistence extends SessionPersistence {
   async claim(id, signal) {
     const store = await this.store
     const force = this.cluster.takeover === 'force'
-    const deadline = Date.now() + this.cluster.lease + TAKEOVER_GRACE_MS
+    // A monotonic clock: a wall clock stepped back would stretch the wait.
+    const deadline = performance.now() + this.cluster.lease + TAKEOVER_GRACE_MS
     for (;;) {
       try {
         await store.acquire(id, { force })
         return true
       } catch (error) {
         if (isUnknown(error)) return false
-        if (error?.code !== 'SESSIONLOG_OWNED' || Date.now() >= deadline) throw error
+        if (error?.code !== 'SESSIONLOG_OWNED' || performance.now() >= deadline) throw error
       }
       signal?.throwIfAborted()
       await new Promise(done => setTimeout(done, TAKEOVER_POLL_MS))
