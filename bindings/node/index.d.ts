@@ -86,7 +86,7 @@ export type ClusterErrorCode =
   | 'SESSIONLOG_FENCED'
   /** PostgreSQL's log of the session does not continue where the batch starts (another writer), or the session exists, is deleted or is missing there: nothing was written. */
   | 'SESSIONLOG_STALE'
-  /** PostgreSQL could not be reached for a minute: the batch is known not to be committed. */
+  /** PostgreSQL could not be reached, or did not commit, for a minute: the append is not acknowledged; appending it again is safe (had it committed after all, the retry is refused as stale, never written twice). */
   | 'SESSIONLOG_UNAVAILABLE'
   /** Another host holds a live lease on the session: acquire with force, or later. */
   | 'SESSIONLOG_OWNED'
