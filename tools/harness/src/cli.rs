@@ -7,7 +7,7 @@ use sessionlog_harness::gen::LogFormat;
 use sessionlog_tools_common::args::{LogFormatArg, StoreArgs};
 
 /// sessionlog-harness: sessionlog's workload generator, benchmarks (side by side with their
-/// peers) and crash and power-cut harnesses.
+/// peers), crash and power-cut harnesses, and a throwaway PostgreSQL for the fleet's tests.
 #[derive(Parser, Debug)]
 #[command(name = "sessionlog-harness", version, about)]
 pub struct Cli {
