@@ -159,6 +159,24 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
       }
     })
 
+    it('a URL PostgreSQL refuses fails the open at once, with the reason and without the password', async () => {
+      const dir = await freshDir()
+      try {
+        const port = new URL(pg.url).port
+        for (const [url, reason] of [
+          [`postgres://host:s3cret-pw@127.0.0.1:${port}/nosuchdb`, 'database "nosuchdb" does not exist'],
+          [`postgres://host:s3cret-pw@127.0.0.1:${port}/postgres?sslmode=bogus`, 'sslmode "bogus"'],
+        ] as const) {
+          const error = await Store.open(dir, { cluster: { url, host: 'a' } }).then(() => undefined, (e: unknown) => e as SessionlogError)
+          expect(error?.code).toMatch(/^SESSIONLOG_(UNAVAILABLE|CLUSTER_CONFIG)$/)
+          expect(error?.message).toContain(reason)
+          expect(error?.message).not.toContain('s3cret-pw')
+        }
+      } finally {
+        await removeDir(dir)
+      }
+    })
+
     it('takeover \'wait\' takes a session once its holder gives it up, and refuses while a live holder keeps it', async () => {
       const url = await pg.database()
       const [dirA, dirB] = await Promise.all([freshDir(), freshDir()])
