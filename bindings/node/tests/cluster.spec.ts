@@ -1,14 +1,15 @@
 // Cluster mode on a real PostgreSQL (a throwaway server, tests/pg.ts): DSH's own contract suites
-// against SessionlogPersistence as a host of a fleet, and fencing: a host whose session another
-// host took over can never write it again, and the fleet holds exactly what was acknowledged.
+// against SessionlogPersistence as a host of a fleet; fencing: a host whose session another host
+// took over can never write it again, and the fleet holds exactly what was acknowledged; and host
+// failover: a host SIGKILLed mid-append, its sessions taken over and continued by another.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Context } from '@deepseek-ai/cordis'
-import SessionStore from '@deepseek-ai/dsh-session'
+import SessionStore, { SessionId } from '@deepseek-ai/dsh-session'
 import { meta, oneTurnLog, runPersistenceContract } from '../../../../shared/dsh-contract/contract.ts'
 import { runCoordinatorContract } from '../../../../shared/dsh-contract/coordinator-contract.ts'
-import { SessionlogPersistence } from '../dsh.js'
+import { SessionlogPersistence, withStore } from '../dsh.js'
 import { Store, type SessionlogError } from '../index.js'
-import { freshDir, removeDir } from './fixture.ts'
+import { freshDir, removeDir, runAndKill } from './fixture.ts'
 import { Postgres, clusterSpecsRun } from './pg.ts'
 
 let pg: Postgres
@@ -205,5 +206,57 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
         await Promise.all([dirA, dirB].map(removeDir))
       }
     }, 30_000)
+  })
+
+  describe('host failover', () => {
+    it('a SIGKILLed host\'s sessions are taken over and continued by another; every acknowledged append is there, on every host', async () => {
+      const url = await pg.database()
+      const dirs: string[] = []
+      const fresh = async () => {
+        const dir = await freshDir()
+        dirs.push(dir)
+        return dir
+      }
+      try {
+        for (let round = 0; round < 4; round += 1) {
+          // Host A, a DSH host process, is killed mid-append with its leases live.
+          const acked = await runAndKill(await fresh(), 4, `f${round}`, 150 + round * 60, { url, host: 'a', lease: 1000 })
+          expect(acked.size).toBeGreaterThan(0)
+
+          // Host B takes A's sessions: waiting out A's lease, or by force (A is fenced either way).
+          const dirB = await fresh()
+          const b = await host(dirB, { url, host: 'b', lease: 1000, takeover: round % 2 === 0 ? 'wait' : 'force' })
+          const served = new Map<string, string>()
+          try {
+            for (const [id, events] of acked) {
+              const loaded = await b.persistence.load(SessionId(id))
+              expect(loaded.events.length).toBeGreaterThanOrEqual(events)
+              expect(loaded.events.map(e => e.seq)).toEqual(loaded.events.map((_, i) => i))
+              expect(loaded.events.at(-1)?.type).toBe('turn/end')
+              const next = loaded.events.length
+              const turn = loaded.events.filter(e => e.type === 'turn/start').length + 1
+              await b.persistence.append(SessionId(id), [
+                { type: 'turn/start', seq: next, time: 1, data: { turn } },
+                { type: 'turn/end', seq: next + 1, time: 2, data: { turn, reason: { kind: 'completed' } } },
+              ])
+              served.set(id, (await b.persistence.readRaw(SessionId(id)))!.content)
+            }
+            const report = await withStore(dirB, store => store.verify(), { cluster: { url, host: 'b' } })
+            expect(report.problems).toEqual([])
+          } finally {
+            await b.fiber.dispose()
+          }
+
+          // A host with an empty disk serves the same bytes, from PostgreSQL alone.
+          await withStore(await fresh(), async (c) => {
+            await c.sync([...served.keys()])
+            for (const [id, content] of served) expect((await c.exportBytes(id)).toString('utf8')).toBe(content)
+            expect((await c.verify()).problems).toEqual([])
+          }, { cluster: { url, host: 'c' } })
+        }
+      } finally {
+        await Promise.all(dirs.map(removeDir))
+      }
+    }, 120_000)
   })
 })
