@@ -1,7 +1,8 @@
 // Cluster mode on a real PostgreSQL (a throwaway server, tests/pg.ts): DSH's own contract suites
 // against SessionlogPersistence as a host of a fleet; fencing: a host whose session another host
-// took over can never write it again, and the fleet holds exactly what was acknowledged; and host
-// failover: a host SIGKILLed mid-append, its sessions taken over and continued by another.
+// took over can never write it again (also a host process paused past its lease and resumed),
+// and the fleet holds exactly what was acknowledged; and host failover: a host SIGKILLed
+// mid-append, its sessions taken over and continued by another.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Context } from '@deepseek-ai/cordis'
 import SessionStore, { SessionId } from '@deepseek-ai/dsh-session'
@@ -9,7 +10,7 @@ import { meta, oneTurnLog, runPersistenceContract } from '../../../../shared/dsh
 import { runCoordinatorContract } from '../../../../shared/dsh-contract/coordinator-contract.ts'
 import { SessionlogPersistence, withStore } from '../dsh.js'
 import { Store, type SessionlogError } from '../index.js'
-import { freshDir, removeDir, runAndKill } from './fixture.ts'
+import { crashHost, freshDir, removeDir, runAndKill } from './fixture.ts'
 import { Postgres, clusterSpecsRun } from './pg.ts'
 
 let pg: Postgres
@@ -159,6 +160,58 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
         await Promise.all([dirA, dirB].map(removeDir))
       }
     })
+
+    it('a host paused past its lease and taken over is fenced when it resumes; PostgreSQL holds nothing it wrote after', async () => {
+      const url = await pg.database()
+      const [dirA, dirB, dirC] = await Promise.all([freshDir(), freshDir(), freshDir()])
+      const sessions = ['p-0', 'p-1', 'p-2']
+      const acked = new Map<string, number>()
+      const ackedAfterResume = new Map<string, number>()
+      const refused = new Map<string, string>()
+      let resumed = false
+      const a = crashHost(dirA, sessions.length, 'p', { url, host: 'a', lease: 1000 }, ([tag, id, value]) => {
+        if (tag === 'ack') (resumed ? ackedAfterResume : acked).set(id!, Number(value))
+        if (tag === 'refused') refused.set(id!, value!)
+      })
+      const exited = new Promise(resolve => a.once('exit', resolve))
+      const until = async (done: () => boolean) => {
+        while (!done()) await new Promise(resolve => setTimeout(resolve, 20))
+      }
+      const b = await host(dirB, { url, host: 'b' })
+      try {
+        await until(() => acked.size === sessions.length)
+        a.kill('SIGSTOP')
+        // Past A's lease: B takes the sessions without force (its takeover policy is to wait).
+        await new Promise(resolve => setTimeout(resolve, 1500))
+        const taken = new Map<string, string>()
+        for (const id of sessions) {
+          const loaded = await b.persistence.load(SessionId(id))
+          expect(loaded.events.length).toBeGreaterThanOrEqual(acked.get(id)!)
+          taken.set(id, (await b.persistence.readRaw(SessionId(id)))!.content)
+        }
+
+        resumed = true
+        a.kill('SIGCONT')
+        await until(() => refused.size === sessions.length)
+        expect([...refused.values()]).toEqual(sessions.map(() => 'SESSIONLOG_FENCED'))
+        // An ack heard after the resume is of a flush committed before the takeover.
+        for (const [id, events] of ackedAfterResume) {
+          expect(events).toBeLessThanOrEqual(taken.get(id)!.split('\n').length - 2)
+        }
+
+        // PostgreSQL holds what B found at the takeover, and nothing more: a host with an empty
+        // disk serves exactly that.
+        await withStore(dirC, async (c) => {
+          await c.sync(sessions)
+          for (const id of sessions) expect((await c.exportBytes(id)).toString('utf8')).toBe(taken.get(id))
+        }, { cluster: { url, host: 'c' } })
+      } finally {
+        a.kill('SIGKILL')
+        await exited
+        await b.fiber.dispose()
+        await Promise.all([dirA, dirB, dirC].map(removeDir))
+      }
+    }, 60_000)
 
     it('a URL PostgreSQL refuses fails the open at once, with the reason and without the password', async () => {
       const dir = await freshDir()

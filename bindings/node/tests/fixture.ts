@@ -1,6 +1,6 @@
 // A sessionlog store directory for one test, a real torn tail in it, and a DSH host process to
 // SIGKILL mid-run.
-import { spawn } from 'node:child_process'
+import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -66,28 +66,37 @@ export interface CrashHostFleet {
 }
 
 /**
- * Run the crash host on `dir` (`sessions` sessions named `<prefix>-<i>`; a host of `fleet` when
- * given) until `ms` milliseconds after its first acknowledgement, then SIGKILL it; the events
- * acknowledged per session.
+ * Start the crash host on `dir` (`sessions` sessions named `<prefix>-<i>`; a host of `fleet` when
+ * given); `heard` gets each line it prints, split: `ack <session> <events>` or `refused <session>
+ * <code>`.
+ */
+export function crashHost(dir: string, sessions: number, prefix: string, fleet: CrashHostFleet | undefined, heard: (line: string[]) => void): ChildProcess {
+  const cluster = fleet === undefined ? [] : ['sync', fleet.url, fleet.host, String(fleet.lease)]
+  const child = spawn(process.execPath, [CRASH_HOST, dir, String(sessions), prefix, ...cluster], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  let buffered = ''
+  child.stdout!.on('data', (chunk: Buffer) => {
+    buffered += chunk.toString('utf8')
+    const lines = buffered.split('\n')
+    buffered = lines.pop() ?? ''
+    for (const line of lines) heard(line.split(' '))
+  })
+  return child
+}
+
+/**
+ * Run the crash host until `ms` milliseconds after its first acknowledgement, then SIGKILL it;
+ * the events acknowledged per session. A refused flush fails the run: nothing here refuses one.
  */
 export function runAndKill(dir: string, sessions: number, prefix: string, ms: number, fleet?: CrashHostFleet): Promise<Map<string, number>> {
   return new Promise((resolve, reject) => {
-    const cluster = fleet === undefined ? [] : ['sync', fleet.url, fleet.host, String(fleet.lease)]
-    const child = spawn(process.execPath, [CRASH_HOST, dir, String(sessions), prefix, ...cluster], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    })
     const acked = new Map<string, number>()
-    let buffered = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString('utf8')
-      const lines = buffered.split('\n')
-      buffered = lines.pop() ?? ''
-      for (const line of lines) {
-        const [tag, id, events] = line.split(' ')
-        if (tag === 'ack' && id !== undefined) {
-          if (acked.size === 0) setTimeout(() => child.kill('SIGKILL'), ms)
-          acked.set(id, Math.max(acked.get(id) ?? 0, Number(events)))
-        }
+    const child = crashHost(dir, sessions, prefix, fleet, ([tag, id, value]) => {
+      if (tag === 'refused') reject(new Error(`the host's flush of ${id} was refused: ${value}`))
+      if (tag === 'ack' && id !== undefined) {
+        if (acked.size === 0) setTimeout(() => child.kill('SIGKILL'), ms)
+        acked.set(id, Math.max(acked.get(id) ?? 0, Number(value)))
       }
     })
     child.on('error', reject)
