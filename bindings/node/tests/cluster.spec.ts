@@ -48,9 +48,10 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
     pg = await Postgres.start()
   }, 120_000)
 
+  // Stopping removes the server's directory, a database per test: give it time on a busy disk.
   afterAll(async () => {
     await pg?.stop()
-  })
+  }, 120_000)
 
   // Every test: its own store directory, on a fleet (a database) of its own.
   runPersistenceContract('sessionlog, cluster mode', async () => {

@@ -227,9 +227,10 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
   beforeAll(async () => {
     pg = await Postgres.start()
   }, 120_000)
+  // Stopping removes the server's directory, a database per test: give it time on a busy disk.
   afterAll(async () => {
     await pg?.stop()
-  })
+  }, 120_000)
 
   for (const compression of ['none', 'zstd'] as const) {
     describe(`the fleet holds DSH's bytes (${EXTENSION[compression]})`, () => {

@@ -3,6 +3,8 @@
 //! each line read names a database to create with the schema, so every test can have a fleet
 //! of its own on one server.
 //!
+//! The server does not fsync: what it holds need not survive the machine, only the test.
+//!
 //! Output: one JSON object per line, `{"url": ...}` (the login role `host`, a member of the
 //! fleet's host role, no password: the server trusts loopback) or `{"error": ...}`.
 
@@ -14,12 +16,19 @@ use sessionlog_cluster::schema;
 use sessionlog_codec::json::{stringify, Value};
 use sessionlog_harness::postgres::{PgSetup, TempPostgres};
 
+/// Server settings for a server no test cuts the power of: no fsync (a database per test, each a
+/// copy of the template, would otherwise be flushed to a disk shared with the rest of the suite).
+const THROWAWAY: [&str; 1] = ["fsync = off"];
+
 /// The login role the URLs name.
 const HOST_ROLE: &str = "host";
 
 /// Start the server, answer stdin's lines, stop when stdin closes.
 pub fn run() -> anyhow::Result<ExitCode> {
-    let pg = TempPostgres::start(&PgSetup::default())?;
+    let pg = TempPostgres::start(&PgSetup {
+        settings: THROWAWAY.iter().map(|s| (*s).to_owned()).collect(),
+        ..PgSetup::default()
+    })?;
     pg.psql(&format!("CREATE ROLE {HOST_ROLE} LOGIN"))?;
     let url = with_schema(&pg, "postgres")?;
     say("url", &url)?;
