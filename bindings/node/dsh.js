@@ -18,7 +18,7 @@
 //   (`loadStored`: load, resume, create's existence check, adoption) is first acquired for this
 //   host, by the takeover policy, so every batch it then appends is fenced by this host's epoch;
 //   the other reads catch the store up with PostgreSQL first (but for sessions this host holds,
-//   which only it writes).
+//   which only it writes), and listing lists the fleet's live sessions.
 import { resolve } from 'node:path'
 import {
   DEFAULT_PREPARED_SESSION_CACHE_SIZE,
@@ -205,7 +205,7 @@ export class SessionlogPersistence extends SessionPersistence {
   /** The session's revision without reading its events. */
   async readStoredRevision(id, signal) {
     signal?.throwIfAborted()
-    await this.catchUp([id])
+    await this.catchUp(id)
     const summary = await this.summary(id)
     signal?.throwIfAborted()
     return summary === undefined ? undefined : SessionPersistenceRevision(summary.revision)
@@ -214,7 +214,7 @@ export class SessionlogPersistence extends SessionPersistence {
   /** Header and the events from `fromSeq` on: the store seeks to the seq. */
   async loadStoredFrom(id, fromSeq, signal) {
     signal?.throwIfAborted()
-    await this.catchUp([id])
+    await this.catchUp(id)
     const store = await this.store
     const stored = await store.readFrom(id, fromSeq)
     signal?.throwIfAborted()
@@ -248,7 +248,6 @@ export class SessionlogPersistence extends SessionPersistence {
   /** Every stored session's header and revision. */
   async listSnapshots(signal) {
     signal?.throwIfAborted()
-    await this.catchUp([])
     const all = await (await this.store).list()
     signal?.throwIfAborted()
     return all
@@ -259,7 +258,7 @@ export class SessionlogPersistence extends SessionPersistence {
   /** The session's file text, exactly as stored (a torn tail included), or undefined. */
   async readRaw(id, signal) {
     signal?.throwIfAborted()
-    await this.catchUp([id])
+    await this.catchUp(id)
     if ((await this.summary(id)) === undefined) return undefined
     let bytes
     try {
@@ -285,7 +284,8 @@ export class SessionlogPersistence extends SessionPersistence {
    * Cluster mode: acquire session `id` for this host, by the takeover policy: `'force'` takes
    * it at once, fencing the host that held it; `'wait'` waits while another host's lease runs
    * (a crashed host's runs out within one lease; a live host renews its own, so the wait ends
-   * after a lease and a grace period with `SESSIONLOG_OWNED`). Whether the fleet has the session.
+   * after a lease and a grace period with `SESSIONLOG_OWNED`). Whether the fleet has the session
+   * (not deleted).
    */
   async claim(id, signal) {
     const store = await this.store
@@ -294,8 +294,7 @@ export class SessionlogPersistence extends SessionPersistence {
     const deadline = performance.now() + this.cluster.lease + TAKEOVER_GRACE_MS
     for (;;) {
       try {
-        await store.acquire(id, { force })
-        return true
+        return !(await store.acquire(id, { force })).deleted
       } catch (error) {
         if (isUnknown(error)) return false
         if (error?.code !== 'SESSIONLOG_OWNED' || performance.now() >= deadline) throw error
@@ -305,9 +304,9 @@ export class SessionlogPersistence extends SessionPersistence {
     }
   }
 
-  /** Cluster mode: catch the store up on `ids` (all of the fleet's when empty); else nothing. */
-  async catchUp(ids) {
-    if (this.cluster !== undefined) await (await this.store).sync(ids)
+  /** Cluster mode: catch the store up on session `id` (unless this host holds it); else nothing. */
+  async catchUp(id) {
+    if (this.cluster !== undefined) await (await this.store).sync([id])
   }
 
   /** The stored session's summary, or undefined when absent or without a body line. */

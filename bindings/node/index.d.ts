@@ -107,6 +107,8 @@ export interface Acquired {
   epoch: number
   /** The seq the session's next batch starts at. */
   nextSeq: number
+  /** The session is deleted in the fleet (its local copy is kept as it was). */
+  deleted: boolean
   /** Batches the local store caught up with. */
   caughtUp: number
 }
@@ -125,6 +127,7 @@ export declare class Store {
   readFrom(id: string, fromSeq: number): Promise<StoredSession | undefined>
   revision(id: string): Promise<string | undefined>
   summary(id: string): Promise<{ events: number; lines: number; bytes: number; verdict: string; revision: string } | undefined>
+  /** Every live session; in cluster mode every live session of the fleet, the store caught up on each first. */
   list(): Promise<SessionSummary[]>
   exportBytes(id: string, options?: { format?: 'jsonl' | 'jsonl.zstd'; generation?: number }): Promise<Buffer>
   repair(id: string): Promise<{ cutBytes: number; recovered: number; closers: number; endSeed: boolean }>

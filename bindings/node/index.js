@@ -138,7 +138,10 @@ export class Store {
     return parsed(await this.#native.summary(id))
   }
 
-  /** Every live session: `{id, header, events, lines, bytes, verdict, revision}`. */
+  /**
+   * Every live session: `{id, header, events, lines, bytes, verdict, revision}`; in cluster
+   * mode every live session of the fleet, the store caught up on each first.
+   */
   async list() {
     return parsed(await this.#native.list()).map(stored)
   }
@@ -200,7 +203,7 @@ export class Store {
    * Cluster mode: take session `id` for this host and catch the store up with PostgreSQL (a
    * session this host holds already is only caught up). Refused with `SESSIONLOG_OWNED` while
    * another host's lease on it runs, unless `force` (that host is then fenced).
-   * @returns {Promise<{owner: string, epoch: number, nextSeq: number, caughtUp: number}>}
+   * @returns {Promise<{owner: string, epoch: number, nextSeq: number, deleted: boolean, caughtUp: number}>}
    */
   async acquire(id, { force = false } = {}) {
     return parsed(await this.#native.acquire(id, force))

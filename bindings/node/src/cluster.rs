@@ -14,7 +14,7 @@ use napi_derive::napi;
 use sessionlog_cluster::{Acquired, Config, Error, Fleet, FleetOptions, LeaseKeeper};
 use sessionlog_engine::Options;
 
-use crate::ops::quoted;
+use crate::ops::{self, quoted};
 use crate::reply::{code_of, Reply};
 use crate::workers::Opened;
 
@@ -110,14 +110,15 @@ pub fn local_only(opened: &Opened, what: &str, job: impl FnOnce() -> Reply) -> R
 }
 
 /// Take session `id` for this host (`force`: even from a host with a live lease) and catch the
-/// store up: `{owner, epoch, nextSeq, caughtUp}`.
+/// store up: `{owner, epoch, nextSeq, deleted, caughtUp}`.
 pub fn acquire(fleet: &Fleet, id: &str, force: bool) -> Reply {
     match fleet.acquire(id, force) {
         Ok(Acquired { row, caught_up }) => Reply::Json(format!(
-            "{{\"owner\":{},\"epoch\":{},\"nextSeq\":{},\"caughtUp\":{caught_up}}}",
+            "{{\"owner\":{},\"epoch\":{},\"nextSeq\":{},\"deleted\":{},\"caughtUp\":{caught_up}}}",
             quoted(row.owner.as_deref().unwrap_or_default()),
             row.epoch,
-            row.next_seq
+            row.next_seq,
+            row.deleted
         )),
         Err(e) => failure(e),
     }
@@ -128,24 +129,55 @@ pub fn acquire(fleet: &Fleet, id: &str, force: bool) -> Reply {
 pub fn sync(fleet: &Fleet, ids: Vec<String>) -> Reply {
     let ids = match ids.is_empty() {
         false => ids,
-        true => match fleet.sessions() {
-            Ok(rows) => rows
-                .into_iter()
-                .filter(|r| !r.deleted)
-                .map(|r| r.id)
-                .collect(),
+        true => match live(fleet) {
+            Ok(ids) => ids,
             Err(e) => return failure(e),
         },
     };
+    match catch_up(fleet, &ids) {
+        Ok(applied) => Reply::Json(applied.to_string()),
+        Err(e) => failure(e),
+    }
+}
+
+/// Every live session of the fleet, as the store lists them, caught up first. The fleet decides
+/// which: a session deleted or purged elsewhere is not listed, whatever copy this store keeps.
+pub fn list(fleet: &Fleet) -> Reply {
+    let listed = live(fleet).and_then(|ids| {
+        catch_up(fleet, &ids)?;
+        let store = fleet.store();
+        Ok(ids
+            .iter()
+            .filter_map(|id| store.summary(id).ok())
+            .collect::<Vec<_>>())
+    });
+    match listed {
+        Ok(summaries) => ops::list_of(&summaries),
+        Err(e) => failure(e),
+    }
+}
+
+/// The ids of the fleet's sessions that are not deleted.
+fn live(fleet: &Fleet) -> Result<Vec<String>, Error> {
+    Ok(fleet
+        .sessions()?
+        .into_iter()
+        .filter(|r| !r.deleted)
+        .map(|r| r.id)
+        .collect())
+}
+
+/// Catch the store up on `ids` but for the sessions this host holds; the batches applied.
+fn catch_up(fleet: &Fleet, ids: &[String]) -> Result<u64, Error> {
     let mut applied = 0;
     for id in ids.iter().filter(|id| !fleet.holds(id)) {
         match fleet.sync(id) {
             Ok(n) => applied += n,
             Err(Error::UnknownSession(_)) => {}
-            Err(e) => return failure(e),
+            Err(e) => return Err(e),
         }
     }
-    Reply::Json(applied.to_string())
+    Ok(applied)
 }
 
 /// Remove session `id` (which this host holds) from the fleet: delete it, then purge every

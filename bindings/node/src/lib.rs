@@ -346,10 +346,14 @@ impl NativeStore {
         self.run(&env, move |s| ops::summary_of(s, &id))
     }
 
-    /// Every live session's summary.
+    /// Every live session's summary; in cluster mode, every live session of the fleet, the
+    /// store caught up on each first.
     #[napi]
     pub fn list(&self, env: Env) -> napi::Result<JsObject> {
-        self.run(&env, ops::list)
+        self.run_opened(&env, |o| match &o.host {
+            Some(host) => cluster::list(host.fleet()),
+            None => ops::list(&o.store),
+        })
     }
 
     /// Session `id`'s bytes (`format`: `jsonl` or `jsonl.zstd`; `generation`: a format version).

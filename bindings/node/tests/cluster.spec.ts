@@ -214,6 +214,27 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
       }
     }, 60_000)
 
+    it('listing is the fleet\'s: a session removed on one host is gone from every host\'s list and load', async () => {
+      const url = await pg.database()
+      const [dirA, dirB] = await Promise.all([freshDir(), freshDir()])
+      const a = await Store.open(dirA, { cluster: { url, host: 'a' } })
+      const b = await host(dirB, { url, host: 'b' })
+      try {
+        for (const id of ['kept', 'removed']) await a.createAsWritten({ version: 0, id, createdAt: 1, cwd: '/w' }, oneTurnLog())
+        const listed = async () => (await b.persistence.list()).map(h => h.id).sort()
+        expect(await listed()).toEqual(['kept', 'removed'])
+        // B's store now keeps a copy of both; A removes one from the fleet.
+        await a.remove('removed')
+        expect(await listed()).toEqual(['kept'])
+        expect((await a.list()).map(s => s.id)).toEqual(['kept'])
+        await expect(b.persistence.load(SessionId('removed'))).rejects.toThrow(/"removed" not found/)
+      } finally {
+        await a.close()
+        await b.fiber.dispose()
+        await Promise.all([dirA, dirB].map(removeDir))
+      }
+    })
+
     it('a URL PostgreSQL refuses fails the open at once, with the reason and without the password', async () => {
       const dir = await freshDir()
       try {
