@@ -3,7 +3,7 @@
 // took over can never write it again (also a host process paused past its lease and resumed),
 // and the fleet holds exactly what was acknowledged; and host failover: a host SIGKILLed
 // mid-append, its sessions taken over and continued by another.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { Context } from '@deepseek-ai/cordis'
 import SessionStore, { SessionId } from '@deepseek-ai/dsh-session'
 import { meta, oneTurnLog, runPersistenceContract } from '../../../../shared/dsh-contract/contract.ts'
@@ -11,9 +11,7 @@ import { runCoordinatorContract } from '../../../../shared/dsh-contract/coordina
 import { SessionlogPersistence, withStore } from '../dsh.js'
 import { Store, type SessionlogError } from '../index.js'
 import { crashHost, freshDir, removeDir, runAndKill } from './fixture.ts'
-import { Postgres, clusterSpecsRun } from './pg.ts'
-
-let pg: Postgres
+import { clusterSpecsRun, postgresForSuite } from './pg.ts'
 
 /** What the cluster-mode plugin config takes besides the directory. */
 interface Fleet {
@@ -44,19 +42,12 @@ async function rejectionCode(promise: Promise<unknown>): Promise<string | undefi
 }
 
 describe.runIf(clusterSpecsRun())('cluster mode', () => {
-  beforeAll(async () => {
-    pg = await Postgres.start()
-  }, 120_000)
-
-  // Stopping removes the server's directory, a database per test: give it time on a busy disk.
-  afterAll(async () => {
-    await pg?.stop()
-  }, 120_000)
+  const postgres = postgresForSuite()
 
   // Every test: its own store directory, on a fleet (a database) of its own.
   runPersistenceContract('sessionlog, cluster mode', async () => {
     const dir = await freshDir()
-    const url = await pg.database()
+    const url = await postgres().database()
     const { persistence, fiber } = await host(dir, { url, host: 'a' })
     return {
       persistence,
@@ -72,7 +63,7 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
   // from PostgreSQL's batches, so no never-committed fragment is ever stored.
   runCoordinatorContract('sessionlog, cluster mode', async () => {
     const dir = await freshDir()
-    const url = await pg.database()
+    const url = await postgres().database()
     return {
       mount: async ctx => mount(ctx, dir, { url, host: 'a' }),
       cleanup: async () => removeDir(dir),
@@ -81,7 +72,7 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
 
   describe('fencing', () => {
     it('a host whose session was taken over by force is fenced; the fleet holds what was acknowledged', async () => {
-      const url = await pg.database()
+      const url = await postgres().database()
       const [dirA, dirB, dirC] = await Promise.all([freshDir(), freshDir(), freshDir()])
       const a = await host(dirA, { url, host: 'a' })
       const b = await host(dirB, { url, host: 'b', takeover: 'force' })
@@ -131,7 +122,7 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
     })
 
     it('a store acquires, is refused a session under another host\'s live lease, and takes it by force', async () => {
-      const url = await pg.database()
+      const url = await postgres().database()
       const [dirA, dirB] = await Promise.all([freshDir(), freshDir()])
       const a = await Store.open(dirA, { cluster: { url, host: 'a' } })
       const b = await Store.open(dirB, { cluster: { url, host: 'b' } })
@@ -163,7 +154,7 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
     })
 
     it('a host paused past its lease and taken over is fenced when it resumes; PostgreSQL holds nothing it wrote after', async () => {
-      const url = await pg.database()
+      const url = await postgres().database()
       const [dirA, dirB, dirC] = await Promise.all([freshDir(), freshDir(), freshDir()])
       const sessions = ['p-0', 'p-1', 'p-2']
       const acked = new Map<string, number>()
@@ -215,7 +206,7 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
     }, 60_000)
 
     it('listing is the fleet\'s: a session removed on one host is gone from every host\'s list and load', async () => {
-      const url = await pg.database()
+      const url = await postgres().database()
       const [dirA, dirB] = await Promise.all([freshDir(), freshDir()])
       const a = await Store.open(dirA, { cluster: { url, host: 'a' } })
       const b = await host(dirB, { url, host: 'b' })
@@ -238,7 +229,7 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
     it('a URL PostgreSQL refuses fails the open at once, with the reason and without the password', async () => {
       const dir = await freshDir()
       try {
-        const port = new URL(pg.url).port
+        const port = new URL(postgres().url).port
         for (const [url, reason] of [
           [`postgres://host:s3cret-pw@127.0.0.1:${port}/nosuchdb`, 'database "nosuchdb" does not exist'],
           [`postgres://host:s3cret-pw@127.0.0.1:${port}/postgres?sslmode=bogus`, 'sslmode "bogus"'],
@@ -254,7 +245,7 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
     })
 
     it('takeover \'wait\' takes a session once its holder gives it up, and refuses while a live holder keeps it', async () => {
-      const url = await pg.database()
+      const url = await postgres().database()
       const [dirA, dirB] = await Promise.all([freshDir(), freshDir()])
       const a = await host(dirA, { url, host: 'a', lease: 1000 })
       const b = await host(dirB, { url, host: 'b', lease: 1000 })
@@ -285,7 +276,7 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
 
   describe('host failover', () => {
     it('a SIGKILLed host\'s sessions are taken over and continued by another; every acknowledged append is there, on every host', async () => {
-      const url = await pg.database()
+      const url = await postgres().database()
       const dirs: string[] = []
       const fresh = async () => {
         const dir = await freshDir()

@@ -3,14 +3,14 @@
 // sessionlog's export), and the sessionlog store verifies clean. In cluster mode the bytes are
 // read back by a host with an empty disk, rebuilt from PostgreSQL alone.
 import { appendFile, readFile } from 'node:fs/promises'
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { Context } from '@deepseek-ai/cordis'
 import SessionStore, { SessionId, type Session } from '@deepseek-ai/dsh-session'
 import { CallId, MessageId, freezeMessage } from '@deepseek-ai/dsh-llm'
 import JsonlSessionPersistence from '@deepseek-ai/dsh-session-persistence-jsonl'
 import { SessionlogPersistence, withStore } from '../dsh.js'
 import { corruptTail, freshDir, removeDir, tornFragment } from './fixture.ts'
-import { Postgres, clusterSpecsRun } from './pg.ts'
+import { clusterSpecsRun, postgresForSuite } from './pg.ts'
 
 type Encoding = 'none' | 'zstd'
 
@@ -223,19 +223,12 @@ for (const compression of ['none', 'zstd'] as const) {
 }
 
 describe.runIf(clusterSpecsRun())('cluster mode', () => {
-  let pg: Postgres
-  beforeAll(async () => {
-    pg = await Postgres.start()
-  }, 120_000)
-  // Stopping removes the server's directory, a database per test: give it time on a busy disk.
-  afterAll(async () => {
-    await pg?.stop()
-  }, 120_000)
+  const postgres = postgresForSuite()
 
   for (const compression of ['none', 'zstd'] as const) {
     describe(`the fleet holds DSH's bytes (${EXTENSION[compression]})`, () => {
       for (const scenario of Object.keys(scenarios)) {
-        it(scenario, async () => expectIdentical(clusterSide(await pg.database()), compression, scenario))
+        it(scenario, async () => expectIdentical(clusterSide(await postgres().database()), compression, scenario))
       }
     })
   }

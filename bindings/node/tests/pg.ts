@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
+import { afterAll, beforeAll } from 'vitest'
 
 const HARNESS = join(process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'sessionlog-target'), 'release', 'sessionlog-harness')
 const INITDB = join(process.env.SESSIONLOG_PG_BIN ?? '/usr/lib/postgresql/15/bin', 'initdb')
@@ -73,6 +74,25 @@ export class Postgres {
   /** The next line the harness prints. */
   #answer(): Promise<string> {
     return new Promise(resolve => this.#waiting.push(resolve))
+  }
+}
+
+/**
+ * A server for the enclosing `describe`: started before its tests, stopped after them. The
+ * returned function gives the running server.
+ */
+export function postgresForSuite(): () => Postgres {
+  let pg: Postgres | undefined
+  beforeAll(async () => {
+    pg = await Postgres.start()
+  }, 120_000)
+  // Stopping removes the server's directory, a database per test: give it time on a busy disk.
+  afterAll(async () => {
+    await pg?.stop()
+  }, 120_000)
+  return () => {
+    if (pg === undefined) throw new Error('the PostgreSQL for this suite did not start')
+    return pg
   }
 }
 
