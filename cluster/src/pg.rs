@@ -98,7 +98,7 @@ impl Pg {
     pub(crate) fn pg_error(&self, during: &str, e: &postgres::Error) -> Error {
         let detail = match e.as_db_error() {
             Some(db) => format!("{} ({})", db.message(), db.code().code()),
-            None => e.to_string(),
+            None => message_with_causes(e),
         };
         self.error(during, crate::config::redact(&detail))
     }
@@ -140,10 +140,71 @@ fn connect_once(config: &Config, during: &str) -> std::result::Result<Client, No
             pg.connect(MakeRustlsConnect::new(tls))
         }
     };
-    connected.map_err(|e| NoConnection {
-        error: Pg::new(config.clone()).pg_error(&format!("connecting ({during})"), &e),
-        may_pass: is_transient(&e),
+    let during = format!("connecting ({during})");
+    connected.map_err(|e| match certificate_refusal(&e) {
+        Some(refusal) => NoConnection {
+            error: Pg::new(config.clone()).error(
+                &during,
+                format!(
+                    "certificate verification failed: the server's certificate does not verify \
+                     against the CA in {}: {refusal}",
+                    config
+                        .root_cert
+                        .as_deref()
+                        .map_or_else(|| "(none)".into(), |p| p.display().to_string())
+                ),
+            ),
+            may_pass: false,
+        },
+        None => {
+            let mut error = Pg::new(config.clone()).pg_error(&during, &e);
+            if let (Error::Postgres { detail, .. }, TlsMode::Disable) = (&mut error, config.tls) {
+                if e.code() == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION)
+                    && detail.contains("no encryption")
+                {
+                    detail.push_str(
+                        "; the server refuses unencrypted connections: connect over TLS \
+                         (sslmode=verify-full with sslrootcert, or require)",
+                    );
+                }
+            }
+            NoConnection {
+                error,
+                may_pass: is_transient(&e),
+            }
+        }
     })
+}
+
+/// Why the TLS handshake of `e` failed, when it failed on the server's certificate (untrusted
+/// issuer, wrong name, expired): a refusal that stays, unlike a handshake the network cut.
+fn certificate_refusal(e: &postgres::Error) -> Option<&rustls::Error> {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let tls = s
+            .downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::get_ref)
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            .or_else(|| s.downcast_ref::<rustls::Error>());
+        if let Some(refusal @ rustls::Error::InvalidCertificate(_)) = tls {
+            return Some(refusal);
+        }
+        source = s.source();
+    }
+    None
+}
+
+/// `e`'s message and those of the errors it wraps (the client library words a failed TLS
+/// handshake or connection without its cause).
+fn message_with_causes(e: &postgres::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
 }
 
 /// Whether `e` left nothing done and may pass: the connection failed or closed, or PostgreSQL

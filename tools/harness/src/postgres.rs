@@ -29,7 +29,8 @@ pub fn available() -> bool {
 #[derive(Clone, Debug, Default)]
 pub struct PgSetup {
     /// Accept TCP connections only over TLS (`hostssl`), with a self-signed certificate for
-    /// `127.0.0.1` and `localhost` signed by a CA whose PEM file is [`TempPostgres::ca`].
+    /// `127.0.0.1` and `localhost` signed by a CA whose PEM file is [`TempPostgres::ca`]; the
+    /// superuser is trusted there, every other role needs its password (scram-sha-256).
     pub tls_only: bool,
     /// Lines added to `postgresql.conf`.
     pub settings: Vec<String>,
@@ -93,15 +94,15 @@ impl TempPostgres {
             conf.push("ssl = on".to_owned());
             conf.push("ssl_cert_file = 'server.crt'".to_owned());
             conf.push("ssl_key_file = 'server.key'".to_owned());
-            hba.push("hostssl all all 127.0.0.1/32 scram-sha-256".to_owned());
+            // pg_hba's first match wins: the superuser's line before every other role's.
             hba.push("hostssl all postgres 127.0.0.1/32 trust".to_owned());
+            hba.push("hostssl all all 127.0.0.1/32 scram-sha-256".to_owned());
         } else {
             hba.push("host all all 127.0.0.1/32 trust".to_owned());
             hba.push("host replication all 127.0.0.1/32 trust".to_owned());
         }
         conf.extend(setup.settings.iter().cloned());
         append(&pg.data().join("postgresql.conf"), &conf)?;
-        // The scram line must come first for ordinary roles: pg_hba's first match wins.
         let hba_path = pg.data().join("pg_hba.conf");
         std::fs::write(&hba_path, hba.join("\n") + "\n")
             .with_context(|| format!("writing {}", hba_path.display()))?;
@@ -172,66 +173,46 @@ impl TempPostgres {
     fn make_certificates(&self) -> anyhow::Result<()> {
         let d = self.dir.path();
         let data = self.data();
-        let openssl = |args: &[&str]| -> anyhow::Result<()> {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(d)
-                .stdout(Stdio::null())
-                .output()
-                .context("running openssl (install Debian's openssl)")?;
-            if !out.status.success() {
-                bail!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-            }
-            Ok(())
-        };
-        openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=sessionlog test CA",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-        ])?;
+        self_signed_ca(d, "sessionlog test CA")?;
         std::fs::write(
             d.join("san.ext"),
             "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
         )?;
-        openssl(&[
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-keyout",
-            "server.key",
-            "-out",
-            "server.csr",
-        ])?;
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-extfile",
-            "san.ext",
-            "-out",
-            "server.crt",
-        ])?;
+        openssl(
+            d,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+            ],
+        )?;
+        openssl(
+            d,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                "san.ext",
+                "-out",
+                "server.crt",
+            ],
+        )?;
         for f in ["server.crt", "server.key"] {
             std::fs::copy(d.join(f), data.join(f))?;
         }
@@ -285,6 +266,44 @@ impl Drop for TempPostgres {
             &["-D", &data, "-m", "immediate", "-w", "stop"],
         );
     }
+}
+
+/// A new self-signed CA named `name`: its certificate `ca.crt` (PEM, the path returned) and key
+/// `ca.key` in `dir`. Also what a client that trusts the wrong CA is given.
+pub fn self_signed_ca(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={name}"),
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+        ],
+    )?;
+    Ok(dir.join("ca.crt"))
+}
+
+/// Run the `openssl` command with `args` in `dir`, failing with its stderr.
+fn openssl(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .output()
+        .context("running openssl (install Debian's openssl)")?;
+    if !out.status.success() {
+        bail!("openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
 }
 
 /// A loopback port nothing listens on now.
