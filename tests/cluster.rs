@@ -40,13 +40,13 @@ fn join(pg: &TempPostgres, dir: &Path, host: &str) -> Fleet {
     Fleet::open(dir.join(host), config, FleetOptions::new(host)).expect("join the fleet")
 }
 
-fn header(id: &str) -> String {
+pub fn header(id: &str) -> String {
     format!(
         r#"{{"type":"session","version":0,"id":"{id}","createdAt":1,"cwd":"/w","delegationDepth":0}}"#
     )
 }
 
-fn prompt(n: u64) -> sessionlog::codec::format::event::NewEvent {
+pub fn prompt(n: u64) -> sessionlog::codec::format::event::NewEvent {
     ev(&format!(
         r#"{{"type":"user/message","time":{n},"data":{{"content":[{{"type":"text","text":"m{n}"}}],"source":{{"kind":"user"}},"role":"user","id":"u{n}"}},"surfaceOp":"append"}}"#
     ))
