@@ -254,6 +254,12 @@ pub enum BenchWorkload {
         /// Mean events per generated session (a session that runs out restarts under a new id).
         #[arg(long, default_value_t = 2000)]
         events: u64,
+        /// Also run sessionlog as one host of a fleet (`fleet`, after sessionlog): its group
+        /// commits go to a throwaway PostgreSQL 15 first, which the bench starts in the system's
+        /// temp directory and stops; durable in PostgreSQL whatever `--durability` says. Its CPU
+        /// figure is the host process's alone, PostgreSQL's not counted.
+        #[arg(long)]
+        cluster: bool,
         /// Peers to run beside sessionlog, comma-separated.
         #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PeerArg::Jsonl, PeerArg::Sqlite])]
         peers: Vec<PeerArg>,

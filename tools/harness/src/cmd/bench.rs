@@ -17,6 +17,7 @@ use sessionlog_codec::json::{JsString, Object, Value};
 use sessionlog_engine::{ImportOptions, Options, Store};
 use sessionlog_harness::disk_cgroup::{DiskCgroup, Limit};
 use sessionlog_harness::gen::{generate, session_batches, session_bytes, GenOptions, LogFormat};
+use sessionlog_harness::hosting::fleet::FleetHost;
 use sessionlog_harness::hosting::sessionlog::SessionlogHost;
 use sessionlog_harness::hosting::{self, output, peers::Peer, FeedPool, Host, Workload};
 use sessionlog_tools_common::import::{collect_inputs, import_all};
@@ -174,6 +175,8 @@ pub struct HostingBench {
     pub format: LogFormat,
     /// sessionlog's store options (the global flags); their durability is every system's.
     pub store: Options,
+    /// Whether to run sessionlog as a host of a fleet on PostgreSQL after sessionlog.
+    pub cluster: bool,
     /// The peers run after sessionlog.
     pub peers: Vec<Peer>,
     /// The disk's write-IOPS limit, or `None` for the raw disk.
@@ -189,9 +192,10 @@ pub struct HostingBench {
     pub metrics: Option<PathBuf>,
 }
 
-/// The multi-session hosting benchmark: each system in turn (sessionlog, then the peers) runs
-/// the same workload on the same generated sessions (in `format`), in its own subdirectory of
-/// the work dir; `rounds` times over, each round in fresh directories.
+/// The multi-session hosting benchmark: each system in turn (sessionlog, with `cluster` a fleet
+/// host on PostgreSQL, then the peers) runs the same workload on the same generated sessions (in
+/// `format`), in its own subdirectory of the work dir; `rounds` times over, each round in fresh
+/// directories.
 ///
 /// The whole benchmark runs inside a disk cgroup on the work dir's disk: with `write_iops`, one
 /// limiting the disk to that many write requests per second (refused, never run unthrottled,
@@ -202,6 +206,7 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
         events,
         format,
         ref store,
+        cluster,
         ref peers,
         write_iops,
         dir,
@@ -260,6 +265,10 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("writing the metrics to {}", path.display()))?;
         }
         drop(host);
+        if cluster {
+            let host = FleetHost::start(&dir("fleet")?, store.clone())?;
+            reports.push(run_host(&host, &pool, workload, &work, disk.as_ref())?);
+        }
         for peer in peers {
             // Each system runs alone: opened just before its run, closed right after.
             let host = peer.open(&dir(peer.name())?, durability, pool.format())?;

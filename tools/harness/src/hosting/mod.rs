@@ -11,11 +11,13 @@
 //!
 //! Module map: [`driver`] (threads, rounds, counting), [`feeds`] (the generated sessions and how
 //! slots replay them), [`histogram`] (latency), [`cpu`] (process CPU time), [`peers`] (DSH's JSONL
-//! and SQLite backends, modelled), [`output`] (the JSON object and the table).
+//! and SQLite backends, modelled), [`fleet`] (sessionlog as a host of a fleet on PostgreSQL),
+//! [`output`] (the JSON object and the table).
 
 mod cpu;
 mod driver;
 mod feeds;
+pub mod fleet;
 mod histogram;
 pub mod output;
 pub mod peers;

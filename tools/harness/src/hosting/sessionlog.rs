@@ -13,7 +13,7 @@ use std::path::Path;
 use anyhow::Context;
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::Value;
-use sessionlog_engine::{AppendItem, Metrics, Options, SourceEncoding, Store};
+use sessionlog_engine::{AppendItem, AppendReceipt, Metrics, Options, SourceEncoding, Store};
 
 use super::{Host, Item, PendingSessions, SessionStart};
 use crate::gen::{host_options, Batch};
@@ -92,19 +92,29 @@ impl Host for SessionlogHost {
     }
 
     fn append(&self, items: Vec<Item<'_>>, _acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
-        let headers = items
-            .iter()
-            .map(|i| self.pending.take_first(i))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let ids: Vec<&str> = items.iter().map(|i| i.id).collect();
-        let batch: Vec<AppendItem> = items
-            .into_iter()
-            .zip(&headers)
-            .map(|(i, header)| append_built(i.id, i.batch.first_seq, i.events, header.as_deref()))
-            .collect::<anyhow::Result<_>>()?;
-        for (id, result) in ids.into_iter().zip(self.store.append_many(batch)) {
-            result.with_context(|| format!("appending to session {id}"))?;
-        }
-        Ok(())
+        append_items(&self.pending, items, |batch| self.store.append_many(batch))
     }
+}
+
+/// Append `items` in one call of `append_many` (a store's, or a fleet host's), the first batch
+/// of each session creating it with the header `pending` kept for it.
+pub(crate) fn append_items(
+    pending: &PendingSessions<String>,
+    items: Vec<Item<'_>>,
+    append_many: impl FnOnce(Vec<AppendItem>) -> Vec<sessionlog_engine::Result<AppendReceipt>>,
+) -> anyhow::Result<()> {
+    let headers = items
+        .iter()
+        .map(|i| pending.take_first(i))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let ids: Vec<&str> = items.iter().map(|i| i.id).collect();
+    let batch: Vec<AppendItem> = items
+        .into_iter()
+        .zip(&headers)
+        .map(|(i, header)| append_built(i.id, i.batch.first_seq, i.events, header.as_deref()))
+        .collect::<anyhow::Result<_>>()?;
+    for (id, result) in ids.into_iter().zip(append_many(batch)) {
+        result.with_context(|| format!("appending to session {id}"))?;
+    }
+    Ok(())
 }
