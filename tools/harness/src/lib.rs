@@ -12,6 +12,7 @@
 //! - [`power`]: the power-loss harness (LazyFS) behind `sessionlog-harness stress --power-loss`
 //!   and the power test.
 //! - [`postgres`]: throwaway PostgreSQL clusters for the fleet's tests and benchmarks.
+//! - [`process_tree`]: a process's descendants and the CPU time of a whole tree (a server's).
 //! - [`requirement`]: how a test whose requirement is missing fails under CI and says what it
 //!   skipped elsewhere.
 //! - [`seaweed`]: a throwaway S3-compatible server (SeaweedFS) for the object-storage tests and
@@ -23,6 +24,7 @@ pub mod gen;
 pub mod hosting;
 pub mod postgres;
 pub mod power;
+pub mod process_tree;
 pub mod requirement;
 pub mod seaweed;
 pub mod stress;

@@ -159,6 +159,14 @@ impl TempPostgres {
         )
     }
 
+    /// The CPU time the server's processes (the postmaster, its backends and helpers, and those
+    /// of them that ended) have used so far, if the server runs.
+    pub fn cpu_time(&self) -> Option<std::time::Duration> {
+        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid")).ok()?;
+        let pid = pid_file.lines().next()?.trim().parse().ok()?;
+        crate::process_tree::tree_cpu_time(pid)
+    }
+
     /// The server's log so far (for a failure's report).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()

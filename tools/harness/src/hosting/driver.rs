@@ -90,6 +90,9 @@ pub struct Report {
     pub wall: Duration,
     /// Process CPU time used meanwhile (user + system), if known.
     pub cpu: Option<Duration>,
+    /// CPU time the system's server processes used meanwhile ([`Host::server_cpu_time`]), for a
+    /// system with a server.
+    pub server_cpu: Option<Duration>,
     /// The host threads' CPU time building the submitted events ([`Item::built`]), part of
     /// `cpu`.
     pub feed_cpu: Duration,
@@ -113,6 +116,13 @@ impl Report {
     /// Process CPU microseconds per durable batch, if CPU time is known.
     pub fn cpu_us_per_batch(&self) -> Option<f64> {
         self.cpu
+            .map(|c| c.as_secs_f64() * 1e6 / self.batches.max(1) as f64)
+    }
+
+    /// Microseconds of the system's server processes' CPU per durable batch, for a system with
+    /// a server.
+    pub fn server_cpu_us_per_batch(&self) -> Option<f64> {
+        self.server_cpu
             .map(|c| c.as_secs_f64() * 1e6 / self.batches.max(1) as f64)
     }
 
@@ -232,11 +242,15 @@ pub fn run(
     }
     let writes_before = disk.map(DiskCgroup::write_requests).transpose()?;
     let cpu_before = process_cpu_time();
+    let server_cpu_before = host.server_cpu_time();
     let start = Instant::now();
     let tallies = phase(host, &mut per_thread, start + workload.duration, &failed);
     let wall = start.elapsed();
     let cpu = cpu_before
         .zip(process_cpu_time())
+        .map(|(before, after)| after.saturating_sub(before));
+    let server_cpu = server_cpu_before
+        .zip(host.server_cpu_time())
         .map(|(before, after)| after.saturating_sub(before));
     let writes_after = disk.map(DiskCgroup::write_requests).transpose()?;
     let device_writes = writes_before
@@ -259,6 +273,7 @@ pub fn run(
         sessions_started: total.sessions_started,
         wall,
         cpu,
+        server_cpu,
         feed_cpu: total.feed_cpu,
         latency: total.latency,
         device_writes,

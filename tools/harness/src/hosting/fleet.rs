@@ -23,7 +23,7 @@ pub struct FleetHost {
     /// Header lines of created sessions, until their first batch.
     pending: PendingSessions<String>,
     /// Declared last, so dropped last: the server stops once the host has let go of it.
-    _postgres: TempPostgres,
+    postgres: TempPostgres,
 }
 
 impl FleetHost {
@@ -56,7 +56,7 @@ impl FleetHost {
         Ok(FleetHost {
             fleet,
             pending: PendingSessions::new(),
-            _postgres: postgres,
+            postgres,
         })
     }
 }
@@ -72,5 +72,9 @@ impl Host for FleetHost {
 
     fn append(&self, items: Vec<Item<'_>>, _acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
         append_items(&self.pending, items, |batch| self.fleet.append_many(batch))
+    }
+
+    fn server_cpu_time(&self) -> Option<std::time::Duration> {
+        self.postgres.cpu_time()
     }
 }

@@ -102,6 +102,12 @@ pub trait Host: Sync {
     /// A system that learns of an item's durability before returning may call `acked(i)` for
     /// `items[i]` (at most once); items not reported are acknowledged when this returns.
     fn append(&self, items: Vec<Item<'_>>, acked: &mut dyn FnMut(usize)) -> anyhow::Result<()>;
+
+    /// CPU time used so far by the system's server processes outside this process (a database
+    /// server's), or `None` for a system that has none.
+    fn server_cpu_time(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// Created sessions whose first batch has not been written, by id. DSH's backends publish a

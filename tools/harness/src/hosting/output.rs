@@ -240,6 +240,10 @@ fn system(r: &Report) -> Object {
         )
         .with("cpu_us_per_event", optional(r.cpu_us_per_event()))
         .with(
+            "server_cpu_us_per_batch",
+            optional(r.server_cpu_us_per_batch()),
+        )
+        .with(
             "device_writes",
             r.device_writes
                 .map_or(Value::Null, |w| Value::from(w as i64)),
@@ -331,6 +335,15 @@ pub fn table(
             dash(r.cpu_us_per_event(), 2),
             dash(r.device_writes_per_batch(), 2),
         );
+    }
+    for r in reports {
+        if let Some(server) = r.server_cpu_us_per_batch() {
+            let _ = writeln!(
+                s,
+                "{}: its server processes used {server:.1} µs of CPU per batch besides the host's",
+                r.system
+            );
+        }
     }
     match ratios(reports) {
         Some(r) => ratio_lines(&mut s, &r, ""),

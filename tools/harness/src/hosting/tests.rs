@@ -237,6 +237,7 @@ fn report(system: &'static str, batches: u64) -> Report {
         sessions_started: 0,
         wall: Duration::from_secs(2),
         cpu: None,
+        server_cpu: None,
         feed_cpu: Duration::ZERO,
         latency,
         device_writes: None,
@@ -295,7 +296,13 @@ fn cpu_and_device_writes_are_per_durable_batch() {
     let all = [
         measured("sessionlog", 400, 40, 20, 100),
         measured("jsonl", 100, 30, 5, 300),
+        Report {
+            server_cpu: Some(Duration::from_millis(50)),
+            ..measured("fleet", 200, 30, 10, 100)
+        },
     ];
+    assert_eq!(all[2].server_cpu_us_per_batch(), Some(250.0));
+    assert_eq!(all[0].server_cpu_us_per_batch(), None);
     assert_eq!(all[0].cpu_us_per_batch(), Some(100.0));
     assert_eq!(all[0].feed_cpu_us_per_batch(), 50.0);
     assert_eq!(all[0].store_cpu_us_per_batch(), Some(50.0));
@@ -323,7 +330,19 @@ fn cpu_and_device_writes_are_per_durable_batch() {
         .and_then(|d| d.get("write_iops"))
         .and_then(|v| v.as_f64());
     assert_eq!(iops, Some(3000.0));
+    let server = o
+        .get("systems")
+        .and_then(|s| s.as_object())
+        .and_then(|s| s.get("fleet"))
+        .and_then(|f| f.as_object())
+        .and_then(|f| f.get("server_cpu_us_per_batch"))
+        .and_then(|v| v.as_f64());
+    assert_eq!(server, Some(250.0));
     let table = output::table(&workload, Durability::Sync, &pool, Some(&disk), &all);
+    assert!(
+        table.contains("fleet: its server processes used 250.0 µs of CPU per batch"),
+        "{table}"
+    );
     assert!(table.contains("limited to 3000 write IOPS"), "{table}");
     assert!(table.contains("3.00"), "{table}");
     assert!(
