@@ -136,7 +136,11 @@ impl FleetHook {
                     Ok(outcomes) => return outcomes,
                     // PostgreSQL refused the call for good (a privilege, a missing function).
                     Err(e) if e.code().is_some() && !is_transient(&e) => {
-                        return unavailable(rows, &pg.pg_error(DURING, &e).to_string())
+                        return unavailable(
+                            rows,
+                            "not committed",
+                            &pg.pg_error(DURING, &e).to_string(),
+                        )
                     }
                     // Rolled back before anything was done (a deadlock, a standby): again.
                     Err(e) if e.code().is_some() => pg.pg_error(DURING, &e).to_string(),
@@ -169,7 +173,15 @@ impl FleetHook {
                 }
             }
             if Instant::now() >= deadline {
-                return unavailable(rows, &failure);
+                let outcome = match uncertain {
+                    false => "not committed",
+                    true => {
+                        "outcome unknown: the connection dropped during the commit and PostgreSQL \
+                         could not be read back (appending the batch again commits it once, or is \
+                         refused as stale if it was committed)"
+                    }
+                };
+                return unavailable(rows, outcome, &failure);
             }
             std::thread::sleep(Duration::from_millis(250));
         }
@@ -322,15 +334,15 @@ fn outcome_of(outcome: &str, row: &Row<'_>) -> Result<(), Refusal> {
     }
 }
 
-/// Every row refused as unavailable, with `message`.
-fn unavailable(rows: &[Row<'_>], message: &str) -> Outcomes {
+/// Every row refused as unavailable: `outcome` (not committed, or unknown), for `message`.
+fn unavailable(rows: &[Row<'_>], outcome: &str, message: &str) -> Outcomes {
     rows.iter()
         .map(|r| {
             (
                 r.at,
                 Err(refusal(
                     RefusalKind::Unavailable,
-                    format!("session \"{}\": not committed: {message}", r.record.session),
+                    format!("session \"{}\": {outcome}: {message}", r.record.session),
                 )),
             )
         })
