@@ -1,7 +1,8 @@
-//! I/O faults: a full disk during append, import and export (a small tmpfs the test mounts, when
-//! it may), a read-only store directory, and a store already open in this process or locked by
-//! another. Each fault gives a clear error; after it the store reopens with every acknowledged
-//! batch, without the failed one, and `verify` is clean.
+//! I/O faults: a full disk during append, import and export (a small tmpfs the test mounts: it
+//! needs root, and without it fails under CI and says what it skipped elsewhere), a read-only
+//! store directory, and a store already open in this process or locked by another. Each fault
+//! gives a clear error; after it the store reopens with every acknowledged batch, without the
+//! failed one, and `verify` is clean.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -15,6 +16,7 @@ use sessionlog::engine::{
     Durability, Error, ExportFormat, ImportOptions, Options, SourceEncoding, Store,
 };
 use sessionlog_harness::gen::{session, session_batches, GenOptions};
+use sessionlog_harness::requirement::missing;
 
 use crate::crash::worker_command;
 use crate::fixtures::{append_feed, export_bytes, listed_ids, temp_store};
@@ -26,19 +28,24 @@ struct Tmpfs {
 }
 
 impl Tmpfs {
-    /// Mount one, or `None` (with a note) where mounting is not permitted.
+    /// Mount one, or `None` where mounting is not permitted: then the calling test fails under
+    /// CI and says on stderr what it skipped elsewhere (`requirement::missing`).
     fn mount(bytes: u64) -> Option<Tmpfs> {
         let parent = tempfile::tempdir().expect("temp dir");
         let dir = parent.path().join("fs");
         std::fs::create_dir(&dir).expect("mount point");
-        let ok = Command::new("mount")
+        let mounted = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
             .arg(&dir)
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("note: cannot mount a tmpfs here (needs root); full-disk case skipped");
+            .stderr(std::process::Stdio::piped())
+            .output();
+        let why = match mounted {
+            Ok(out) if out.status.success() => None,
+            Ok(out) => Some(String::from_utf8_lossy(&out.stderr).trim().to_owned()),
+            Err(e) => Some(format!("running mount: {e}")),
+        };
+        if let Some(why) = why {
+            missing("root, to mount a small tmpfs (the full-disk cases)", &why);
             return None;
         }
         Some(Tmpfs {

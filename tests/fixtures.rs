@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sessionlog::engine::{Options, Store};
+use sessionlog_harness::requirement::missing;
 
 /// The checkout cargo runs these tests for (its `CARGO_MANIFEST_DIR` at run time), else the one
 /// they were compiled in: a target directory shared between checkouts may hand this checkout a
@@ -13,19 +14,18 @@ pub fn checkout() -> PathBuf {
         .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }
 
-/// `<repo>/../shared/fixtures`, or `None` (with a note) when absent outside CI.
-/// Under CI (`CI` set) a missing directory fails the test loudly: CI must never skip silently.
+/// `<repo>/../shared/fixtures`, or `None` where it is missing: then the calling test fails under
+/// CI (`CI` set) and says on stderr what it skipped elsewhere (`requirement::missing`).
+#[track_caller]
 pub fn fixtures() -> Option<PathBuf> {
     let dir = checkout().join("../shared/fixtures");
     if dir.is_dir() {
         return Some(dir);
     }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but the shared fixtures are missing at {}",
-        dir.display()
+    missing(
+        "the shared DSH fixtures",
+        &format!("{} is missing", dir.display()),
     );
-    eprintln!("note: {} is missing; fixture tests skipped", dir.display());
     None
 }
 

@@ -1,6 +1,7 @@
 //! sessionlog's integration tests: one binary, one module per area.
 
 mod append;
+mod cluster;
 mod concurrency;
 mod corpus;
 mod corruption;
@@ -14,10 +15,14 @@ mod generations;
 mod hostile;
 mod hostile_props;
 mod listing;
+mod metrics;
 mod migrate;
+mod objects;
+mod objects_kill;
 mod power;
 mod projections;
 mod reader;
+mod readme;
 mod repair;
 mod root;
 mod roundtrip;

@@ -67,6 +67,8 @@ export declare class SessionlogPersistence extends SessionPersistence implements
   loadStoredFrom(id: SessionId, fromSeq: number, signal?: AbortSignal): Promise<StoredSuffix | undefined>
   appendBatch(meta: SessionHeader, events: readonly SessionEvent[], isMaterialized: boolean): Promise<void>
   commitRepair(meta: SessionHeader, tornMarker: TornTail | undefined, closers: readonly SessionEvent[]): Promise<void>
+  /** The store's metrics as Prometheus text exposition (`Store.metrics`), for the host's `/metrics` handler to append. */
+  metrics(): Promise<string>
   /** Release the store (the last mount of its directory closes it). */
   close(): Promise<void>
 }

@@ -234,6 +234,15 @@ export class SessionlogPersistence extends SessionPersistence {
     return { meta, filename: 'session.jsonl', content }
   }
 
+  /**
+   * The store's metrics as Prometheus text exposition (`Store.metrics`), for the host's `/metrics`
+   * handler to append to its own.
+   * @returns {Promise<string>}
+   */
+  async metrics() {
+    return (await this.store).metrics()
+  }
+
   /** Release the store (the last mount of its directory closes it). */
   async close() {
     await release(this.path)

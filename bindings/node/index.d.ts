@@ -98,5 +98,31 @@ export declare class Store {
   importBytes(name: string, bytes: Uint8Array): Promise<{ id: string; verdict: string }>
   remove(id: string): Promise<void>
   verify(ids?: string[]): Promise<{ sessions: number; events: number; problems: { session: string; detail: string }[] }>
+  /**
+   * The store's metrics as Prometheus text exposition (format 0.0.4, names under `sessionlog_`, no
+   * `# EOF` line), for a host's `/metrics` handler to append to its own. Counters count from this
+   * open of the store.
+   */
+  metrics(): Promise<string>
+  exportAll(options: { to: string; format?: 'jsonl' | 'jsonl.zstd'; endpoint?: string; region?: string }): Promise<{
+    sessions: number
+    created: number
+    alreadyThere: number
+    bytesUploaded: number
+    bytes: number
+    failed: { id: string; error: string }[]
+  }>
+  archive(options: { to: string; olderThanMs?: number; endpoint?: string; region?: string }): Promise<{
+    archived: { id: string; bytes: number }[]
+    kept: { id: string; reason: string }[]
+    failed: { id: string; error: string }[]
+  }>
+  restore(id: string, options?: { endpoint?: string; region?: string }): Promise<{
+    id: string
+    verdict: string
+    events: number
+    deleted: number
+    notDeleted: { id: string; error: string }[]
+  }>
   commitStats(): { writes: number; appends: number }
 }

@@ -195,9 +195,44 @@ export class Store {
     return parsed(await this.#native.verify(ids))
   }
 
+  /**
+   * Export every session to object storage as a DSH session root: `to` is `s3://BUCKET/PREFIX`;
+   * `format` `jsonl` or `jsonl.zstd` (default: each session's own); `endpoint` and `region` over
+   * the AWS environment's (credentials come from it alone). Objects are never overwritten; one
+   * already there with the same bytes counts as done. Resolves to the summary.
+   */
+  async exportAll({ to, format, endpoint, region } = {}) {
+    return parsed(await this.#native.exportAll(to, format, endpoint, region))
+  }
+
+  /**
+   * Move the sessions with no activity for `olderThanMs` to object storage at `to`: each is
+   * uploaded, read back and compared before the store gives its bytes up. Reads of an archived
+   * session fetch it back (from the AWS environment's endpoint); `restore` brings it back for
+   * writing. Resolves to `{archived, kept, failed}`.
+   */
+  async archive({ to, olderThanMs = 0, endpoint, region } = {}) {
+    return parsed(await this.#native.archive(to, olderThanMs, endpoint, region))
+  }
+
+  /** Bring archived session `id` back into the store (its objects are then deleted). */
+  async restore(id, { endpoint, region } = {}) {
+    return parsed(await this.#native.restore(id, endpoint, region))
+  }
+
   /** Whether this open flushes and compacts with direct I/O (asked, and the filesystem takes it). */
   get directIo() {
     return this.#native.directIo()
+  }
+
+  /**
+   * The store's metrics as Prometheus text exposition (format 0.0.4: `# HELP` and `# TYPE` lines,
+   * names under `sessionlog_`, no `# EOF`), for a host's `/metrics` handler to append to its own.
+   * Counters count from this open of the store. Every metric: docs/METRICS.md.
+   * @returns {Promise<string>}
+   */
+  async metrics() {
+    return settled(await this.#native.metrics()).text
   }
 
   /** How appends were grouped: `writes` (one fsync each under sync) and `appends`. */

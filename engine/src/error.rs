@@ -176,6 +176,10 @@ pub enum Error {
     /// The store (or the queue the operation went through) was closed.
     #[error("the store is closed")]
     Closed,
+
+    /// The store's commit hook (its system of record) refused the batch; nothing was written.
+    #[error("{}; nothing was appended", .0.message)]
+    Refused(Refusal),
     /// One failure reported to every append that shared its group commit.
     #[error(transparent)]
     Shared(std::sync::Arc<Error>),
@@ -235,6 +239,23 @@ pub enum Error {
         /// The known units.
         known: String,
     },
+    /// The session's bytes are in object storage, not in the store: a host reads it through
+    /// its archive (the `sessionlog` CLI does), and `restore` brings it back for writing.
+    #[error("session \"{id}\" is archived at {location}: its bytes are not in the store (restore it to write to it)")]
+    Archived {
+        /// The session id.
+        id: String,
+        /// Where its served generation's object is, `s3://BUCKET/KEY`.
+        location: String,
+    },
+    /// An archive or a restore of the session was refused; nothing was changed.
+    #[error("session \"{id}\": {reason}; nothing was changed")]
+    Archive {
+        /// The session id.
+        id: String,
+        /// Why.
+        reason: String,
+    },
     /// Invalid options.
     #[error("invalid options: {0}")]
     Options(String),
@@ -249,6 +270,7 @@ impl Error {
         match self {
             Error::Poisoned => Error::Poisoned,
             Error::Closed => Error::Closed,
+            Error::Refused(r) => Error::Refused(r.clone()),
             Error::Shared(e) => Error::Shared(std::sync::Arc::clone(e)),
             Error::Storage { context, source } => Error::Storage {
                 context: context.clone(),
@@ -288,4 +310,24 @@ impl FirstError {
             None => Ok(()),
         }
     }
+}
+
+/// Why the hook refused a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// Another owner holds the session now: this host's ownership was taken over.
+    Fenced,
+    /// The system of record's log of the session is not where the batch expects it.
+    Stale,
+    /// The system of record could not be reached, or did not commit the batch.
+    Unavailable,
+}
+
+/// The hook's refusal of one batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// Why.
+    pub kind: RefusalKind,
+    /// What happened, for the error the caller gets (naming no secret).
+    pub message: String,
 }

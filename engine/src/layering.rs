@@ -1,20 +1,21 @@
 //! The layer rule, checked: every `crate::` path in `engine/src` names its own layer or a lower
-//! one (`layout` → `store` → `read` → `write` → `ops`, with `error` and `options` beneath all),
-//! through the module path (not a crate-root re-export), and the files import each other in no
-//! circle. And the write path's rules: only `store/` names the RocksDB handle or builds a
+//! one (`layout` → `store` → `read` → `write` → `ops`, with `error`, `options` and `metrics`
+//! beneath all), through the module path (not a crate-root re-export), and the files import
+//! each other in no circle. And the write path's rules: only `store/` names the RocksDB handle or builds a
 //! WriteBatch, and a session's keys are first written by one function, from the two writers
-//! that create sessions.
+//! that create sessions. And `Store`'s method map (its type doc, `store/mod.rs`) names every
+//! public method of `Store` with the file that holds it, and nothing else.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The layers, lowest first; `error` and `options` are the base every layer may use.
+/// The layers, lowest first; `error`, `options` and `metrics` are the base every layer may use.
 const LAYERS: [&str; 6] = ["base", "layout", "store", "read", "write", "ops"];
 
 /// The layer of a module path's first segment, if it is one.
 fn layer_of_module(first: &str) -> Option<usize> {
     match first {
-        "error" | "options" => Some(0),
+        "error" | "options" | "metrics" => Some(0),
         other => LAYERS.iter().position(|l| *l == other),
     }
 }
@@ -97,16 +98,22 @@ fn target_module(path: &str, modules: &BTreeSet<String>) -> Option<String> {
         .find(|m| modules.contains(m))
 }
 
-#[test]
-fn every_crate_path_goes_down_the_layers_and_no_files_import_in_a_circle() {
-    // The directory cargo runs the test for, not the one it was compiled in: a target directory
-    // shared between checkouts may hand this checkout a test binary built in another.
+/// The engine's `src` directory and every `.rs` file under it, sorted. The directory is the one
+/// cargo runs the test for, not the one it was compiled in: a target directory shared between
+/// checkouts may hand this checkout a test binary built in another.
+fn engine_sources() -> (PathBuf, Vec<PathBuf>) {
     let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
         .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
     let src = crate_dir.join("src");
     let mut files = Vec::new();
     sources(&src, &mut files);
     files.sort();
+    (src, files)
+}
+
+#[test]
+fn every_crate_path_goes_down_the_layers_and_no_files_import_in_a_circle() {
+    let (src, files) = engine_sources();
     let mut modules = BTreeSet::new();
     for f in &files {
         modules.insert(module_of(f.strip_prefix(&src).expect("under src")));
@@ -186,12 +193,7 @@ fn every_crate_path_goes_down_the_layers_and_no_files_import_in_a_circle() {
 
 /// Every source file under `src`, relative, with its text.
 fn sources_with_text() -> Vec<(PathBuf, String)> {
-    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
-    let src = crate_dir.join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
-    files.sort();
+    let (src, files) = engine_sources();
     files
         .into_iter()
         .map(|f| {
@@ -280,4 +282,57 @@ fn the_checker_sees_what_it_must_refuse() {
     );
     assert_eq!(layer_of_module("ops"), Some(5));
     assert_eq!(layer_of_module("Store"), None);
+}
+
+/// Every `pub fn` of an `impl Store {` block in `text` (rustfmt's layout: methods at four
+/// spaces, the block closed by a `}` in column 0).
+fn store_methods(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line == "impl Store {" {
+            inside = true;
+        } else if line.starts_with('}') {
+            inside = false;
+        } else if let Some(rest) = line.strip_prefix("    pub fn ").filter(|_| inside) {
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            out.push(rest[..end].to_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_store_method_map_names_every_public_method_where_it_lives() {
+    let sources = sources_with_text();
+    let mut methods = BTreeSet::new();
+    for (rel, text) in &sources {
+        for name in store_methods(text) {
+            methods.insert((name, rel.display().to_string()));
+        }
+    }
+    // The map: the rows of `Store`'s doc table, `| concern | methods | file |`.
+    let (_, store) = sources
+        .iter()
+        .find(|(rel, _)| rel == Path::new("store/mod.rs"))
+        .expect("store/mod.rs");
+    let mut mapped = BTreeSet::new();
+    for row in store.lines().filter_map(|l| l.strip_prefix("/// |")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let [_, names, file, ..] = cells[..] else {
+            continue;
+        };
+        let file = file.trim_matches('`');
+        for link in names.split("(Store::").skip(1) {
+            let end = link.find(')').unwrap_or(link.len());
+            mapped.insert((link[..end].to_owned(), file.to_owned()));
+        }
+    }
+    assert!(methods.len() > 40, "found only {methods:?}");
+    assert_eq!(
+        mapped, methods,
+        "Store's method map (store/mod.rs) and its public methods (name, file) differ"
+    );
 }

@@ -8,11 +8,13 @@
 //! `layering` test checks every `crate::` path): `layout` (keys, value framing, metadata) →
 //! `store` (the handle and its primitives) → `read` (events, surface, checkpoints, message
 //! projections, migrated views) → `write` (the one session batch, line authoring, indexing) →
-//! `ops` (the public operations). `error` and `options` sit beneath them all.
+//! `ops` (the public operations). `error`, `options` and `metrics` (the counters every layer
+//! records, and their Prometheus rendering) sit beneath them all.
 #![deny(unsafe_code)]
 
 mod error;
 mod layout;
+mod metrics;
 mod ops;
 mod options;
 mod read;
@@ -24,9 +26,14 @@ mod layering;
 #[cfg(test)]
 mod test_support;
 
-pub use error::{Error, Result};
-pub use layout::meta::{FrozenGeneration, SourceEncoding, Verdict};
+pub use error::{Error, Refusal, RefusalKind, Result};
+pub use layout::meta::{ArchivedCopy, ArchivedFile, FrozenGeneration, SourceEncoding, Verdict};
+pub use metrics::{
+    AppendMetrics, ColumnFamilyMetrics, CommitDistributions, CommitStats, HistogramSnapshot,
+    Metrics, RefusalReason, RocksDbMetrics,
+};
 pub use ops::append::{AppendItem, AppendQueue, AppendReceipt, NewSession, StoreAccess};
+pub use ops::archive::{ArchiveCandidates, ArchivePlan};
 pub use ops::export::ExportFormat;
 pub use ops::fork::{ForkReport, LineageEntry};
 pub use ops::generations::{scan_session_dir, GenerationFile, SessionDir};
@@ -35,9 +42,9 @@ pub use ops::list::{ListOrder, ListPage, SessionSummary};
 pub use ops::migrate::{MigrateOptions, MigrationOutcome, MigrationReport};
 pub use ops::repair::RepairReport;
 pub use ops::retention::PurgeReport;
-pub use ops::root::{is_session_root, scan_root, RootScan};
+pub use ops::root::{is_session_root, scan_root, RootFile, RootScan};
 pub use ops::verify::{VerifyProblem, VerifyReport};
 pub use options::{BuiltinProjection, Durability, Options, V0Reads};
 pub use read::surface::SurfaceView;
-pub use store::{direct_io_supported, CommitStats, Store};
+pub use store::{direct_io_supported, CommitHook, CommitRecord, CreatedSession, Store};
 pub use write::indexer::CHECKPOINT_EVERY;

@@ -73,7 +73,7 @@ pub struct Options {
     /// keys of every active session, so every compaction of the newest level rewrites the active
     /// sessions' blocks below it: a larger memtable brings more new bytes to each such rewrite.
     /// Against 64 MiB it cut compaction's CPU by 12–42% and, with 10,000 sessions appending,
-    /// most of RocksDB's write slowdowns (docs/performance-rounds.md, thirteenth round), for up to
+    /// most of RocksDB's write slowdowns (docs/PERFORMANCE.md, "Memtable size"), for up to
     /// twice the memory while a full memtable flushes, twice the WAL to replay after a crash,
     /// and twice the appends after each open before the first reused WAL file.
     pub write_buffer_bytes: usize,
@@ -129,7 +129,7 @@ pub struct Options {
     /// compactions); the store takes 1.4-1.5x the disk at rest; point-in-time queries read 5-35%
     /// slower and plain exports ~7% slower (a blob lookup per block); and the space of purged
     /// sessions' blocks returns only with [`crate::Store::compact`]
-    /// (docs/performance-rounds.md, ninth and twenty-sixth rounds). A store written with it
+    /// (docs/PERFORMANCE.md, "Blob files"). A store written with it
     /// opens and reads the same without it.
     /// Default: false.
     pub blob_files: bool,
@@ -140,7 +140,7 @@ pub struct Options {
     /// copying it into the page cache buys nothing; on a VM whose balloon hands free pages back
     /// to the host, the flush's copy into fresh page-cache pages was the largest single cost of a
     /// hosting run. Measured at 1,000 sessions and 32 threads: CPU per durable batch -12% (V0)
-    /// and -24% (V4) (docs/performance-rounds.md, twelfth round). Durability is unchanged:
+    /// and -24% (V4) (docs/PERFORMANCE.md, "Direct I/O"). Durability is unchanged:
     /// RocksDB syncs every flushed and compacted file as before; the WAL and reads stay
     /// buffered. Default: true.
     pub direct_io: bool,

@@ -7,6 +7,7 @@
 //! which is much cheaper than building values property by property through N-API.
 
 mod commit;
+mod objects;
 mod ops;
 mod reply;
 mod workers;
@@ -19,6 +20,7 @@ use napi_derive::napi;
 use sessionlog_engine::{AppendQueue, BuiltinProjection, Durability, ExportFormat, Options, Store};
 
 use commit::{AppendRequest, Creation};
+use objects::Endpoint;
 use reply::{Pending, Reply};
 use workers::{Shared, Workers};
 
@@ -339,7 +341,11 @@ impl NativeStore {
         generation: Option<u32>,
     ) -> napi::Result<JsObject> {
         match format_arg(format) {
-            Ok(format) => self.run(&env, move |s| ops::export(s, &id, format, generation)),
+            Ok(format) => self.run(&env, move |s| {
+                objects::read_through(s, &Endpoint::default(), &id, |s| {
+                    ops::export(s, &id, format, generation)
+                })
+            }),
             Err(reply) => Self::refuse(&env, reply),
         }
     }
@@ -376,7 +382,9 @@ impl NativeStore {
     #[napi]
     pub fn messages_at(&self, env: Env, id: String, at: Option<f64>) -> napi::Result<JsObject> {
         self.run_at(&env, "seq", at, move |s, at| {
-            reply::reply(s.messages_at(&id, at), ops::values_json)
+            objects::read_through(s, &Endpoint::default(), &id, |s| {
+                reply::reply(s.messages_at(&id, at), ops::values_json)
+            })
         })
     }
 
@@ -390,8 +398,10 @@ impl NativeStore {
         at: Option<f64>,
     ) -> napi::Result<JsObject> {
         self.run_at(&env, "seq", at, move |s, at| {
-            reply::reply(s.state_at(&id, &unit, at), |v| {
-                Reply::Json(sessionlog_codec::json::stringify(&v))
+            objects::read_through(s, &Endpoint::default(), &id, |s| {
+                reply::reply(s.state_at(&id, &unit, at), |v| {
+                    Reply::Json(sessionlog_codec::json::stringify(&v))
+                })
             })
         })
     }
@@ -413,6 +423,64 @@ impl NativeStore {
         })
     }
 
+    /// Export every session to object storage at `to` (`s3://BUCKET/PREFIX`) as a DSH session
+    /// root, in `format` (default: each session's own encoding); `endpoint` and `region` over
+    /// the AWS environment's.
+    #[napi]
+    pub fn export_all(
+        &self,
+        env: Env,
+        to: String,
+        format: Option<String>,
+        endpoint: Option<String>,
+        region: Option<String>,
+    ) -> napi::Result<JsObject> {
+        let endpoint = Endpoint::new(endpoint, region);
+        match format_arg(format) {
+            Ok(format) => self.run(&env, move |s| {
+                objects::export_all(s, &endpoint, &to, format)
+            }),
+            Err(reply) => Self::refuse(&env, reply),
+        }
+    }
+
+    /// Archive to `to` every session with no activity for `older_than_ms`.
+    #[napi]
+    pub fn archive(
+        &self,
+        env: Env,
+        to: String,
+        older_than_ms: f64,
+        endpoint: Option<String>,
+        region: Option<String>,
+    ) -> napi::Result<JsObject> {
+        if !(0.0..=9_007_199_254_740_991.0).contains(&older_than_ms) {
+            return Self::refuse(
+                &env,
+                bad(format!(
+                    "olderThanMs must be a non-negative number, got {older_than_ms}"
+                )),
+            );
+        }
+        let endpoint = Endpoint::new(endpoint, region);
+        self.run(&env, move |s| {
+            objects::archive(s, &endpoint, &to, older_than_ms as i64)
+        })
+    }
+
+    /// Bring archived session `id` back into the store.
+    #[napi]
+    pub fn restore(
+        &self,
+        env: Env,
+        id: String,
+        endpoint: Option<String>,
+        region: Option<String>,
+    ) -> napi::Result<JsObject> {
+        let endpoint = Endpoint::new(endpoint, region);
+        self.run(&env, move |s| objects::restore(s, &endpoint, &id))
+    }
+
     /// Verify the given sessions (all when empty).
     #[napi]
     pub fn verify(&self, env: Env, ids: Vec<String>) -> napi::Result<JsObject> {
@@ -426,6 +494,15 @@ impl NativeStore {
         self.shared
             .read()
             .is_ok_and(|slot| slot.as_ref().is_some_and(Store::direct_io))
+    }
+
+    /// The store's metrics as Prometheus text exposition (`Store::metrics`, rendered), read on
+    /// a worker thread: RocksDB's figures take its locks.
+    #[napi]
+    pub fn metrics(&self, env: Env) -> napi::Result<JsObject> {
+        self.run(&env, |s| {
+            reply::reply(s.metrics(), |m| Reply::Text(m.to_prometheus()))
+        })
     }
 
     /// How appends were grouped into writes so far (zeros when no store is open).

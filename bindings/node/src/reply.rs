@@ -18,6 +18,8 @@ pub struct Outcome {
     pub message: Option<String>,
     /// The result as JSON text.
     pub json: Option<String>,
+    /// The result as plain text (the metrics' exposition).
+    pub text: Option<String>,
     /// The result as bytes (exports).
     pub bytes: Option<Buffer>,
 }
@@ -28,6 +30,8 @@ pub enum Reply {
     Done,
     /// JSON text.
     Json(String),
+    /// Plain text, handed over as it is.
+    Text(String),
     /// Bytes.
     Bytes(Vec<u8>),
     /// A failure with its stable code.
@@ -53,11 +57,13 @@ impl Reply {
             code: None,
             message: None,
             json: None,
+            text: None,
             bytes: None,
         };
         match self {
             Reply::Done => {}
             Reply::Json(text) => o.json = Some(text),
+            Reply::Text(text) => o.text = Some(text),
             Reply::Bytes(bytes) => o.bytes = Some(bytes.into()),
             Reply::Failed { code, message } => {
                 o.code = Some(code.to_owned());
@@ -116,6 +122,8 @@ pub fn code_of(e: &Error) -> &'static str {
         Error::NoSuchStep { .. } => "SESSIONLOG_NO_SUCH_STEP",
         Error::Fork { .. } => "SESSIONLOG_FORK",
         Error::UnknownUnit { .. } => "SESSIONLOG_UNKNOWN_UNIT",
+        Error::Archived { .. } => "SESSIONLOG_ARCHIVED",
+        Error::Archive { .. } => "SESSIONLOG_ARCHIVE",
         Error::Options(_) => "SESSIONLOG_OPTIONS",
         Error::Internal(_) => "SESSIONLOG_INTERNAL",
         _ => "SESSIONLOG_ERROR",

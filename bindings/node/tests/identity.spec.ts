@@ -185,3 +185,23 @@ for (const compression of ['none', 'zstd'] as const) {
     }
   })
 }
+
+describe('a DSH host serves the store\'s metrics', () => {
+  it('counts the events and bytes DSH appended through the backend', async () => {
+    const dir = await freshDir()
+    try {
+      const ctx = await host(sessionlogSide(dir, 'none'))
+      await scenarios.turns!(ctx, sessionlogSide(dir, 'none'))
+      const text = await (ctx.sessionPersistence as unknown as SessionlogPersistence).metrics()
+      const sample = (name: string) => Number(text.split('\n').find(l => l.startsWith(`${name} `))?.split(' ')[1])
+      const log = (await withStore(dir, store => store.exportBytes('turns'))).toString('utf8')
+      const events = log.trimEnd().split('\n').length - 1
+      expect(sample('sessionlog_appended_events_total')).toBe(events)
+      expect(sample('sessionlog_appended_bytes_total')).toBe(Buffer.byteLength(log) - (log.indexOf('\n') + 1))
+      expect(sample('sessionlog_sessions_created_total')).toBe(1)
+      await ctx.fiber.dispose()
+    } finally {
+      await removeDir(dir)
+    }
+  })
+})

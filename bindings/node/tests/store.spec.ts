@@ -150,6 +150,44 @@ describe('sessionlog Store', () => {
     await store.close()
   })
 
+  it('serves its metrics as Prometheus text, counting the appends made and refused', async () => {
+    const store = await Store.open(dir)
+    const ids = ['m1', 'm2', 'm3']
+    for (const id of ids) await store.createSession(header(id))
+    await Promise.all(ids.map(id => store.append(id, 0, turn(1, 10))))
+    const stale = await store.append('m1', 0, turn(2, 20)).catch((e: unknown) => e)
+    expect(stale).toMatchObject({ code: 'SESSIONLOG_STALE_SEQ' })
+    const text = await store.metrics()
+    const lines = text.trimEnd().split('\n')
+    const samples = new Map(lines.filter(l => !l.startsWith('#')).map(l => {
+      const at = l.lastIndexOf(' ')
+      return [l.slice(0, at), Number(l.slice(at + 1))] as const
+    }))
+    // Each creation is an append of an empty first batch.
+    expect(samples.get('sessionlog_appends_total')).toBe(6)
+    expect(samples.get('sessionlog_sessions_created_total')).toBe(3)
+    expect(samples.get('sessionlog_appended_events_total')).toBe(6)
+    let bytes = 0
+    for (const id of ids) {
+      const log = (await store.exportBytes(id, { format: 'jsonl' })).toString('utf8')
+      bytes += Buffer.byteLength(log) - (log.indexOf('\n') + 1)
+    }
+    expect(samples.get('sessionlog_appended_bytes_total')).toBe(bytes)
+    expect(samples.get('sessionlog_append_refusals_total{reason="stale_seq"}')).toBe(1)
+    expect(samples.get('sessionlog_append_refusals_total{reason="rejected"}')).toBe(0)
+    // Every metric is introduced by its help, then its type; the text ends without `# EOF`, so a
+    // host can append it to its own exposition.
+    const types = lines.filter(l => l.startsWith('# TYPE '))
+    expect(types.length).toBeGreaterThan(20)
+    for (const type of types) {
+      const name = type.split(' ')[2]
+      expect(lines[lines.indexOf(type) - 1]).toMatch(new RegExp(`^# HELP ${name} \\S`))
+    }
+    expect(text).not.toContain('# EOF')
+    await store.close()
+    expect(await store.metrics().catch((e: unknown) => e)).toMatchObject({ code: 'SESSIONLOG_CLOSED' })
+  })
+
   it('registers image/offload only when asked, and judges a log holding one as DSH does', async () => {
     const v4 = { type: 'session', version: 4, id: 'img', createdAt: 1, isSeeded: false, delegationDepth: 0 }
     const image = { type: 'image', attachment: { attachmentId: 'sha256:aa', mediaType: 'image/png', bytes: 1, width: 1, height: 1 } }

@@ -23,7 +23,7 @@ pub fn event_type(event: &Value) -> &str {
 /// Held as the envelope it will be authored as, so that authoring fills in its seq (and time)
 /// in place: an event a host built in DSH's logged shape is taken over whole, with no entry or
 /// string copied (rebuilding it took three quarters of authoring's time:
-/// docs/performance-rounds.md, sixteenth round).
+/// docs/PERFORMANCE.md, "Events taken over whole").
 ///
 /// Invariant: `envelope` is `type` (a string), `seq` (a placeholder until authored), `time`
 /// (a safe integer, or `null` until authored when the host gave none), `data`, then those of

@@ -1,7 +1,10 @@
 //! What the codec's fixture tests share: locating `<repo>/../shared/fixtures` in place (override
-//! with `SESSIONLOG_FIXTURES`). When it is missing the tests print a note and pass, except under
-//! CI (`CI` set), where a missing fixture directory fails loudly.
+//! with `SESSIONLOG_FIXTURES`), and what a test does when they are missing: under CI (`CI` set)
+//! it fails with the reason; elsewhere it writes one line naming itself and the missing fixtures
+//! to stderr (past the test harness's capture) and passes. The workspace's other tests do the
+//! same through `sessionlog_harness::requirement`, which the codec's tests cannot depend on.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 /// The codec crate's directory as cargo runs the test (`CARGO_MANIFEST_DIR` at run time), else
@@ -12,18 +15,23 @@ fn crate_dir() -> PathBuf {
         .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }
 
-/// The fixtures directory when it holds `probe`, else `None` (outside CI).
+/// The fixtures directory when it holds `probe`, else `None` (outside CI, with a `SKIPPED` line).
 pub fn fixtures_with(probe: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("SESSIONLOG_FIXTURES")
         .map_or_else(|| crate_dir().join("../../shared/fixtures"), PathBuf::from);
     if dir.join(probe).exists() {
         return Some(dir);
     }
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
+    let why = format!("{} is missing", dir.join(probe).display());
     assert!(
         std::env::var_os("CI").is_none(),
-        "fixtures missing at {}",
-        dir.display()
+        "CI: {test} needs the shared DSH fixtures: {why}"
     );
-    eprintln!("note: fixtures missing at {}; skipping", dir.display());
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "SKIPPED {test}: needs the shared DSH fixtures: {why}"
+    );
     None
 }

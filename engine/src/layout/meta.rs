@@ -12,7 +12,7 @@
 //! the session's `A` key). An append thus rewrites a few dozen bytes under the session's own
 //! key range (whose memtable insert starts from the session's previous key) instead of the
 //! whole record under a key of the `sessions` column family, where a memtable insert searches
-//! from the top (performance-rounds.md, nineteenth round).
+//! from the top (docs/PERFORMANCE.md, "Counters record").
 
 use serde::{Deserialize, Serialize};
 use sessionlog_codec::rules::scanner::BodyVerdict;
@@ -25,8 +25,14 @@ use crate::error::{Error, Result};
 /// their session's next append ([`SessionMeta::legacy_record`]).
 const META_VERSION: u8 = 6;
 
-/// Versions of [`SessionMeta`] records a reader accepts.
-const META_VERSIONS_READ: [u8; 2] = [5, META_VERSION];
+/// The format version of the record of an archived session: a version 6 record's fields
+/// followed by its [`ArchivedCopy`]. Only archived sessions are written at this version, so a
+/// binary from before archives refuses them (rather than read their emptied ranges) and reads
+/// every other session as before.
+const ARCHIVED_META_VERSION: u8 = 7;
+
+/// The version of the records written before counters records (see [`META_VERSION`]).
+const LEGACY_META_VERSION: u8 = 5;
 
 /// The format version of [`SessionCounters`] records.
 const COUNTERS_VERSION: u8 = 2;
@@ -149,6 +155,10 @@ pub struct SessionMeta {
     pub inherited_cut: Option<u64>,
     /// Lower generations of the session, frozen: byte logs kept exactly and never changed.
     pub frozen: Vec<FrozenGeneration>,
+    /// Where the session's bytes are when it is archived: its own ranges then hold nothing but
+    /// its counters record (see `ops/archive.rs`). Stored after the other fields (version 7).
+    #[serde(skip)]
+    pub archived: Option<ArchivedCopy>,
     /// Read from a version 5 `S` record, which a binary from before counters records reads
     /// without them: the session's next append rewrites it as version 6, so that such a binary
     /// refuses the session rather than read its stale counters. Not stored.
@@ -213,6 +223,49 @@ impl FrozenGeneration {
     }
 }
 
+/// Where an archived session's bytes went: one object per generation file, under an archive
+/// root laid out as a DSH session root, each with the size and SHA-256 that were read back from
+/// object storage before the store let go of the bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchivedCopy {
+    /// The archive root the keys are under, `s3://BUCKET[/PREFIX]`.
+    pub root: String,
+    /// When the session was archived, epoch ms.
+    pub archived_at_ms: i64,
+    /// Its generation files, lowest version first; the last is the served one.
+    pub files: Vec<ArchivedFile>,
+}
+
+impl ArchivedCopy {
+    /// The served generation's file (the last one).
+    pub fn served(&self) -> Option<&ArchivedFile> {
+        self.files.last()
+    }
+
+    /// Where the served generation's object is, `root/key`, for messages and listings.
+    pub fn location(&self) -> String {
+        match self.served() {
+            Some(file) => format!("{}/{}", self.root.trim_end_matches('/'), file.key),
+            None => self.root.clone(),
+        }
+    }
+}
+
+/// One generation file of an archived session, as an object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchivedFile {
+    /// Its key below the archive root: `--<project>--/<session dir>/session[.vN].jsonl[.zstd]`.
+    pub key: String,
+    /// The generation's format version (the N of its name).
+    pub version: u32,
+    /// Whether it is a `.jsonl.zstd` file.
+    pub zstd: bool,
+    /// Its size.
+    pub bytes: u64,
+    /// The SHA-256 of its bytes.
+    pub sha256: [u8; 32],
+}
+
 /// Where a fork's inherited prefix lives.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForkBase {
@@ -265,6 +318,7 @@ impl SessionMeta {
             version: header.version.unwrap_or(0),
             inherited_cut: None,
             frozen: Vec::new(),
+            archived: None,
             legacy_record: false,
         }
     }
@@ -286,6 +340,19 @@ impl SessionMeta {
     ) -> Result<sessionlog_codec::rules::surface::SurfaceModel> {
         sessionlog_codec::rules::surface::SurfaceModel::for_version(self.version)
             .ok_or_else(|| self.not_served(what))
+    }
+
+    /// This metadata, if the session's bytes are in the store; an archived session's are not,
+    /// and reading its emptied ranges would answer wrongly, so it is refused naming where they
+    /// are.
+    pub(crate) fn held(self) -> Result<Self> {
+        match &self.archived {
+            None => Ok(self),
+            Some(copy) => Err(Error::Archived {
+                id: self.id_lossy(),
+                location: copy.location(),
+            }),
+        }
     }
 
     /// Refuse a write that adds events to a deleted session (append, repair, resume): it must
@@ -343,19 +410,31 @@ impl SessionMeta {
         String::from_utf8_lossy(&self.id).into_owned()
     }
 
-    /// Encode: `[version][crc32 BE of the bincode][bincode]`.
+    /// Encode: `[version][crc32 BE of the bincode][bincode]`; an archived session's bincode is
+    /// its fields followed by its [`ArchivedCopy`] (version 7).
     pub(crate) fn encode(&self) -> Result<Vec<u8>> {
-        encode_record(META_VERSION, self).map_err(|e| self.corrupt(format!("session metadata {e}")))
+        match &self.archived {
+            None => encode_record(META_VERSION, self),
+            Some(copy) => encode_record(ARCHIVED_META_VERSION, &(self, copy)),
+        }
+        .map_err(|e| self.corrupt(format!("session metadata {e}")))
     }
 
     /// Decode and verify a record stored under `S ‖ id`.
     pub(crate) fn decode(id: &[u8], bytes: &[u8]) -> Result<Self> {
-        let mut meta: Self =
-            decode_record(&META_VERSIONS_READ, bytes).map_err(|e| Error::Corrupt {
-                id: String::from_utf8_lossy(id).into_owned(),
-                detail: format!("session metadata {e}"),
-            })?;
-        meta.legacy_record = bytes.first() != Some(&META_VERSION);
+        let decoded = if bytes.first() == Some(&ARCHIVED_META_VERSION) {
+            decode_record(&[ARCHIVED_META_VERSION], bytes).map(|(mut meta, copy): (Self, _)| {
+                meta.archived = Some(copy);
+                meta
+            })
+        } else {
+            decode_record(&[LEGACY_META_VERSION, META_VERSION], bytes)
+        };
+        let mut meta: Self = decoded.map_err(|e| Error::Corrupt {
+            id: String::from_utf8_lossy(id).into_owned(),
+            detail: format!("session metadata {e}"),
+        })?;
+        meta.legacy_record = bytes.first() == Some(&LEGACY_META_VERSION);
         Ok(meta)
     }
 
@@ -529,6 +608,41 @@ mod tests {
             err.to_string().contains("version 4 is not one of [5, 6]"),
             "{err}"
         );
+    }
+
+    /// An archived session's record is version 7 (its fields, then where its bytes went) and
+    /// reads back whole; without an archive a record stays version 6, so a binary from before
+    /// archives still reads every other session.
+    #[test]
+    fn an_archived_record_is_version_7_and_reads_back() {
+        let mut meta = meta();
+        assert_eq!(meta.encode().expect("encode")[0], 6);
+        meta.archived = Some(super::ArchivedCopy {
+            root: "s3://b/p".into(),
+            archived_at_ms: 5,
+            files: vec![super::ArchivedFile {
+                key: "--w--/a/session.jsonl".into(),
+                version: 0,
+                zstd: false,
+                bytes: 9,
+                sha256: [3; 32],
+            }],
+        });
+        let bytes = meta.encode().expect("encode");
+        assert_eq!(bytes[0], 7);
+        let read = SessionMeta::decode(b"a", &bytes).expect("decode");
+        assert_eq!(read, meta);
+        assert!(!read.legacy_record);
+        assert_eq!(
+            read.archived
+                .as_ref()
+                .map(super::ArchivedCopy::location)
+                .as_deref(),
+            Some("s3://b/p/--w--/a/session.jsonl")
+        );
+        let mut cut = bytes.clone();
+        cut.truncate(bytes.len() - 3);
+        assert!(SessionMeta::decode(b"a", &cut).is_err());
     }
 
     /// A counters record is encoded without regrowing whatever its values: the largest fits

@@ -15,8 +15,8 @@ use crate::store::Store;
 
 impl Store {
     /// Call `put` with each event of session `id`'s lines from the `from`-th on, whatever DSH's
-    /// reader makes of them (see [`Store::append_as_written`]). Reads the whole log: for logs
-    /// the reader refuses, whose events are not indexed.
+    /// reader makes of them (see [`AppendItem::as_written`](crate::AppendItem::as_written)).
+    /// Reads the whole log: for logs the reader refuses, whose events are not indexed.
     pub fn events_as_written(
         &self,
         id: &str,

@@ -70,10 +70,13 @@ impl Store {
         // The child shares the parent's prefix in DSH 0.2's model: an older parent is migrated
         // first (its successor published, as DSH's next write-open would).
         self.write_open(source)?;
-        let parent = self.meta(source.as_bytes())?.ok_or_else(|| Error::Fork {
-            code: "SESSION_NOT_FOUND",
-            message: format!("session \"{source}\" not found"),
-        })?;
+        let parent = self
+            .meta(source.as_bytes())?
+            .ok_or_else(|| Error::Fork {
+                code: "SESSION_NOT_FOUND",
+                message: format!("session \"{source}\" not found"),
+            })?
+            .held()?;
         parent.require_surface_model("fork")?;
         if parent.verdict != Verdict::Clean || parent.surface_error.is_some() {
             return fail(
@@ -346,7 +349,7 @@ impl Store {
 
     /// `id`'s ancestors (negative depth, nearest first) and descendants (positive depth).
     pub fn lineage(&self, id: &str) -> Result<Vec<LineageEntry>> {
-        let meta = self.require_meta(id.as_bytes())?;
+        let meta = self.require_record(id.as_bytes())?;
         let entry = |m: &SessionMeta, depth: i64| LineageEntry {
             id: m.id_lossy(),
             parent: m
@@ -360,13 +363,13 @@ impl Store {
         let (mut cursor, mut depth) = (meta.clone(), 0);
         while let Some(base) = cursor.fork_of.clone() {
             depth -= 1;
-            cursor = self.require_meta(&base.id)?;
+            cursor = self.require_record(&base.id)?;
             out.push(entry(&cursor, depth));
         }
         let mut frontier = vec![(meta.number, 0i64)];
         while let Some((number, d)) = frontier.pop() {
             for child in self.children(number)? {
-                let m = self.require_meta(&child)?;
+                let m = self.require_record(&child)?;
                 frontier.push((m.number, d + 1));
                 out.push(entry(&m, d + 1));
             }

@@ -34,6 +34,8 @@ pub struct SessionSummary {
     pub generations: Vec<u32>,
     /// The exact header record, without its `\n` (lossy UTF-8).
     pub header: String,
+    /// Where its bytes are when it is archived (`s3://BUCKET/KEY` of its served generation).
+    pub archived: Option<String>,
     /// Write batches committed so far (the header is batch 0): it moves with every append or
     /// repair, so with `events`, `bytes` and `verdict` it names the stored revision.
     pub batches: u64,
@@ -60,6 +62,10 @@ impl From<&SessionMeta> for SessionSummary {
                 .collect(),
             header: String::from_utf8_lossy(m.header.strip_suffix(b"\n").unwrap_or(&m.header))
                 .into_owned(),
+            archived: m
+                .archived
+                .as_ref()
+                .map(crate::layout::meta::ArchivedCopy::location),
             batches: m.next_batch,
         }
     }
@@ -132,9 +138,9 @@ impl Store {
         Ok(page)
     }
 
-    /// The summary of session `id` (deleted or not), or `UnknownSession`.
+    /// The summary of session `id` (deleted or archived or not), or `UnknownSession`.
     pub fn summary(&self, id: &str) -> Result<SessionSummary> {
-        self.require_meta(id.as_bytes())
+        self.require_record(id.as_bytes())
             .map(|m| SessionSummary::from(&m))
     }
 

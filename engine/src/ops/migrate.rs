@@ -77,7 +77,8 @@ impl Store {
         self.migrate_with(id, options, children.get(id).cloned().unwrap_or_default())
     }
 
-    /// Migrate every session below the current format; `each` hears every outcome as it
+    /// Migrate every session below the current format (archived ones stay as archived; restore
+    /// one to migrate it); `each` hears every outcome as it
     /// happens (for progress). A refusal does not stop the run; a storage error (an unreadable
     /// or corrupt stored value) does, and is returned as itself.
     pub fn migrate_all(
@@ -101,7 +102,7 @@ impl Store {
         };
         let mut ids: Vec<(usize, String, u32)> = metas
             .values()
-            .filter(|m| m.deleted_at_ms.is_none())
+            .filter(|m| m.deleted_at_ms.is_none() && m.archived.is_none())
             .map(|m| (depth(m), m.id_lossy(), m.version))
             .collect();
         ids.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));

@@ -1,9 +1,10 @@
 //! Operations, the engine's top layer: the public API of [`Store`](crate::store::Store) —
 //! import, create and append, repair and resume, fork and lineage, migrate, delete and purge,
-//! export and roots, verify, listing and request reconstruction. Each decides what to read and
+//! archive and restore, export and roots, verify, listing and request reconstruction. Each decides what to read and
 //! write through the layers below and owns its operation's rules.
 
 pub(crate) mod append;
+pub(crate) mod archive;
 pub(crate) mod events_as_written;
 pub(crate) mod export;
 pub(crate) mod fork;

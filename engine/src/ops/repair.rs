@@ -146,12 +146,12 @@ impl Store {
         };
         if !repaired.is_empty() {
             let folded = self.fold_for_repair(&meta, &mut fold, &repaired)?;
-            meta = write_records(&meta, &repaired, &folded, batch)?;
+            meta = write_records(&meta, &repaired, &folded, batch)?.0;
         }
         if seeds {
             let seed = [end_seed(meta.events, now_ms())];
             let folded = self.fold_for_repair(&meta, &mut fold, &seed)?;
-            meta = write_records(&meta, &seed, &folded, batch)?;
+            meta = write_records(&meta, &seed, &folded, batch)?.0;
             report.end_seed = true;
         }
         // The repair's own changes (verdict, tail) and its batches' counters, written once.

@@ -15,7 +15,7 @@ use sessionlog_codec::format::dsh_path::{log_path_components, NO_CWD_DIR};
 use sessionlog_codec::json::JsString;
 
 use crate::error::{Error, Result};
-use crate::layout::meta::SourceEncoding;
+use crate::layout::meta::{SessionMeta, SourceEncoding};
 use crate::ops::export::ExportFormat;
 use crate::ops::generations::{scan_session_dir, SessionDir};
 use crate::ops::import::RootLocation;
@@ -101,7 +101,25 @@ fn file_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// One file of a session in a DSH session root, named relative to the root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RootFile {
+    /// `--<project>--/<session dir>/session[.vN].jsonl[.zstd]`, `/`-separated.
+    pub key: String,
+    /// The generation's format version (the N of its name).
+    pub version: u32,
+    /// Whether it is a `.jsonl.zstd` file.
+    pub zstd: bool,
+}
+
 impl Store {
+    /// The files session `id` is in a DSH root, lowest generation first, the served one last
+    /// (in `format`, default its source encoding; frozen ones as stored): the names
+    /// [`Store::export_to_root`] writes, as object keys.
+    pub fn root_files(&self, id: &str, format: Option<ExportFormat>) -> Result<Vec<RootFile>> {
+        root_files_of(&self.require_record(id.as_bytes())?, format)
+    }
+
     /// Where session `id` goes in a DSH root at `root`, in `format` (default: its source encoding).
     pub fn root_path(
         &self,
@@ -110,27 +128,11 @@ impl Store {
         format: Option<ExportFormat>,
     ) -> Result<PathBuf> {
         let meta = self.require_meta(id.as_bytes())?;
-        let header = meta.parsed_header()?;
-        let cwd = match header.object.get("cwd") {
-            None => None,
-            Some(sessionlog_codec::json::Value::String(s)) => Some(s.clone()),
-            Some(_) => return Err(Error::Identity(format!("session \"{id}\": header cwd is not a string, so it names no DSH project directory"))),
-        };
-        let (project, session) =
-            log_path_components(cwd.as_ref(), &JsString::from(id)).map_err(|e| {
-                Error::Identity(format!(
-                    "session \"{id}\" cannot be placed in a DSH root: {e}"
-                ))
-            })?;
-        let encoding = match format {
-            Some(ExportFormat::JsonlZstd) => SourceEncoding::JsonlZstd,
-            Some(ExportFormat::Jsonl) => SourceEncoding::Jsonl,
-            None => meta.source,
-        };
+        let (project, session) = root_dirs(&meta)?;
         Ok(root
             .join(project)
             .join(session)
-            .join(meta.file_name(encoding)))
+            .join(meta.file_name(served_encoding(&meta, format))))
     }
 
     /// Export session `id` into the DSH root at `root`: every generation under its own name,
@@ -159,6 +161,60 @@ impl Store {
         }
         written += publish(&path, &mut |out| self.export(id, format, out))?;
         Ok((path, written))
+    }
+}
+
+/// [`Store::root_files`] of the session `meta` describes.
+pub(crate) fn root_files_of(
+    meta: &SessionMeta,
+    format: Option<ExportFormat>,
+) -> Result<Vec<RootFile>> {
+    let (project, session) = root_dirs(meta)?;
+    let served = served_encoding(meta, format);
+    let file = |version, zstd, name: String| RootFile {
+        key: format!("{project}/{session}/{name}"),
+        version,
+        zstd,
+    };
+    Ok(meta
+        .frozen
+        .iter()
+        .map(|g| file(g.version, g.zstd, g.file_name()))
+        .chain([file(
+            meta.version,
+            served == SourceEncoding::JsonlZstd,
+            meta.file_name(served),
+        )])
+        .collect())
+}
+
+/// The project and session directory names of `meta`'s session in a DSH root (DSH's
+/// `logPath`).
+fn root_dirs(meta: &SessionMeta) -> Result<(String, String)> {
+    let id = meta.id_lossy();
+    let header = meta.parsed_header()?;
+    let cwd = match header.object.get("cwd") {
+        None => None,
+        Some(sessionlog_codec::json::Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            return Err(Error::Identity(format!(
+            "session \"{id}\": header cwd is not a string, so it names no DSH project directory"
+        )))
+        }
+    };
+    log_path_components(cwd.as_ref(), &JsString::from(id.as_str())).map_err(|e| {
+        Error::Identity(format!(
+            "session \"{id}\" cannot be placed in a DSH root: {e}"
+        ))
+    })
+}
+
+/// The encoding `format` asks of `meta`'s served generation (default: its source encoding).
+fn served_encoding(meta: &SessionMeta, format: Option<ExportFormat>) -> SourceEncoding {
+    match format {
+        Some(ExportFormat::JsonlZstd) => SourceEncoding::JsonlZstd,
+        Some(ExportFormat::Jsonl) => SourceEncoding::Jsonl,
+        None => meta.source,
     }
 }
 

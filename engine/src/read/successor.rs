@@ -10,7 +10,7 @@ use sessionlog_codec::format::generation::NEWEST_VERSION;
 use sessionlog_codec::json::{parse, Object, Value};
 use sessionlog_codec::migrate::{ChildFacts, MigrationCheck};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::layout::meta::{SessionMeta, SourceEncoding, Verdict};
 use crate::store::Store;
 
@@ -166,6 +166,15 @@ impl Store {
         }
         let mut out: std::collections::HashMap<String, Vec<ChildFacts>> = Default::default();
         for (parent, child, header) in found {
+            if child.archived.is_some() {
+                return Err(Error::Migration {
+                    reason: format!(
+                        "its subagent session \"{}\" is archived and its descriptors cannot be read; restore it first",
+                        child.id_lossy()
+                    ),
+                    id: parent,
+                });
+            }
             let cut = child.inherited_cut.unwrap_or(0);
             let mut descriptors = Vec::new();
             self.events_of(child, cut, None, &mut |_, e| {

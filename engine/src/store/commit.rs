@@ -11,20 +11,29 @@
 //! every thread waiting. So concurrent writers share fsyncs without any batching code of their
 //! own, and a single writer pays nothing for the queue.
 //!
+//! A commit is made of parts (one per session batch when a commit hook is set, else one): with a
+//! hook (`commit_hook.rs`), the leader hands the group's records to it first and writes only the
+//! parts it accepted; each caller learns the outcome of each of its parts.
+//!
 //! Invariants: a commit returns only after the write holding its batch returned, so a returned
 //! durable commit is durable; batches are written in the order they were queued (a group keeps
 //! the queue's order, and groups are written one at a time); a failed write fails every batch in
 //! its group and poisons the store, which then refuses writes until it is reopened (the WAL's
 //! state after a failed write or fsync is unknown).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Instant;
 
 use rocksdb::{WriteBatch, WriteOptions};
 
+use super::commit_hook::{CommitHook, CommitRecord};
 use super::Store;
 use crate::error::{Error, Result};
+use crate::error::{Refusal, RefusalKind};
 use crate::layout::keys::{self, SESSION_RANGE_CFS};
+use crate::metrics::{CommitStats, GroupWrite};
 use crate::options::Durability;
 
 /// The changes of one commit, in order. Built by the write layer's `SessionBatch`.
@@ -87,6 +96,15 @@ impl<'s> Batch<'s> {
         Ok(())
     }
 
+    /// This batch as one part of a commit, with `record` for the commit hook.
+    pub(crate) fn into_part(self, record: Option<CommitRecord>) -> Part {
+        Part {
+            changes: self.inner,
+            record,
+            appends: 0,
+        }
+    }
+
     /// Take what is staged, leaving this batch empty.
     pub(crate) fn take(&mut self) -> Batch<'s> {
         Batch {
@@ -109,41 +127,37 @@ pub(crate) enum Sync {
     Deferred,
 }
 
-/// What the group-commit queue has done since the store opened.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CommitStats {
-    /// RocksDB writes made (one WAL record each).
-    pub writes: u64,
-    /// Of those, the ones fsynced before they returned.
-    pub synced_writes: u64,
-    /// Batches those writes carried (each the commit of one or more sessions' changes).
-    pub batches: u64,
-    /// Bytes of the batches written.
-    pub bytes: u64,
-    /// Session batches appended (live appends and creations, each one session's batch).
-    pub appends: u64,
-}
-
 /// The group-commit queue (see the module docs).
 #[derive(Default)]
 pub(crate) struct CommitQueue {
     state: Mutex<QueueState>,
-    stats: Counters,
+    /// The step each group takes before its write, once set.
+    hook: OnceLock<Arc<dyn CommitHook>>,
 }
 
-#[derive(Default)]
-struct Counters {
-    writes: AtomicU64,
-    synced_writes: AtomicU64,
-    batches: AtomicU64,
-    bytes: AtomicU64,
-    appends: AtomicU64,
+/// One part of a commit: its changes, and its record for the commit hook (none: the hook does
+/// not see it).
+pub(crate) struct Part {
+    pub(crate) changes: WriteBatch,
+    pub(crate) record: Option<CommitRecord>,
+    /// Session batches appended by its changes (for the group-commit metrics).
+    pub(crate) appends: u64,
 }
+
+/// How one part of a commit failed (cloned for each part a failure covers).
+#[derive(Clone, Debug)]
+enum PartFailure {
+    Storage(rocksdb::Error),
+    Refused(Refusal),
+}
+
+/// The outcome of each part of each member of a group, in order.
+type GroupOutcome = Vec<Vec<std::result::Result<(), PartFailure>>>;
 
 #[derive(Default)]
 struct QueueState {
-    /// Batches queued for the next group, in order.
-    waiting: Vec<WriteBatch>,
+    /// The parts of each commit queued for the next group, in order.
+    waiting: Vec<Vec<Part>>,
     /// Whether any of them asks for an fsync.
     sync: bool,
     /// Whether a leader is writing a group now.
@@ -152,8 +166,9 @@ struct QueueState {
     next_group: u64,
     /// How many groups have been written (so groups `0..written` are done).
     written: u64,
-    /// The groups whose write failed, with RocksDB's error.
-    failed: Vec<(u64, rocksdb::Error)>,
+    /// The outcomes of written groups whose members have not all read theirs yet, and how many
+    /// have not.
+    outcomes: HashMap<u64, (GroupOutcome, usize)>,
     /// The condition variable of the group being filled (`next_group`): its members wait on
     /// it, to be woken when their group is written or when one of them is to lead it.
     open: Arc<Condvar>,
@@ -165,41 +180,52 @@ impl CommitQueue {
     fn state(&self) -> MutexGuard<'_, QueueState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
-
-    /// Counters of what the queue has written.
-    pub(crate) fn stats(&self) -> CommitStats {
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        CommitStats {
-            writes: load(&self.stats.writes),
-            synced_writes: load(&self.stats.synced_writes),
-            batches: load(&self.stats.batches),
-            bytes: load(&self.stats.bytes),
-            appends: load(&self.stats.appends),
-        }
-    }
 }
 
 impl Store {
-    /// Commit `batch` through the group-commit queue (see the module docs); `context` names the
-    /// write in an error. A failed write poisons the store.
-    pub(crate) fn commit_batch(&self, batch: Batch<'_>, sync: Sync, context: &str) -> Result<()> {
-        self.check_writable()?;
+    /// Commit `parts` together through the group-commit queue; the outcome of each, in order.
+    /// With a commit hook set, each part with a record is offered to it first.
+    pub(crate) fn commit_parts(
+        &self,
+        parts: Vec<Part>,
+        sync: Sync,
+        context: &str,
+    ) -> Vec<Result<()>> {
+        if let Err(e) = self.check_writable() {
+            return parts.iter().map(|_| Err(e.duplicate())).collect();
+        }
         let wants_sync = match sync {
             Sync::AsConfigured => self.options.durability == Durability::Sync,
             Sync::Deferred => self.options.recycles_wal(),
         };
+        let queued = Instant::now();
+        let committed = self.commit_in_group(parts, wants_sync, context);
+        self.recorder.committed(queued.elapsed());
+        committed
+    }
+
+    /// Queue `parts` and return once the group holding them was written (leading that group
+    /// when no write is under way); the outcome of each part.
+    fn commit_in_group(
+        &self,
+        parts: Vec<Part>,
+        wants_sync: bool,
+        context: &str,
+    ) -> Vec<Result<()>> {
         let queue = &self.commits;
         let mut state = queue.state();
         let group = state.next_group;
+        let member = state.waiting.len();
         let members_wait = Arc::clone(&state.open);
-        state.waiting.push(batch.inner);
+        state.waiting.push(parts);
         state.sync |= wants_sync;
         loop {
             if state.written > group {
-                return match state.failed.iter().find(|(g, _)| *g == group) {
-                    Some((_, e)) => Err(Error::storage(context)(e.clone())),
-                    None => Ok(()),
-                };
+                let outcome = take_outcome(&mut state, group, member);
+                return outcome
+                    .into_iter()
+                    .map(|r| r.map_err(|failure| part_error(failure, context)))
+                    .collect();
             }
             if !state.leading {
                 // No group is being written, so this thread's group is the one being filled.
@@ -214,10 +240,8 @@ impl Store {
                 state = queue.state();
                 state.leading = false;
                 state.written = number + 1;
-                if let Err(e) = outcome {
-                    self.poisoned.store(true, Ordering::SeqCst);
-                    state.failed.push((number, e));
-                }
+                let readers = outcome.len();
+                state.outcomes.insert(number, (outcome, readers));
                 taken.notify_all();
                 state.open.notify_one();
                 continue;
@@ -228,44 +252,95 @@ impl Store {
         }
     }
 
-    /// Write one group's batches as one WriteBatch (fsynced when `sync`).
-    fn write_group(
-        &self,
-        mut members: Vec<WriteBatch>,
-        sync: bool,
-    ) -> std::result::Result<(), rocksdb::Error> {
-        let stats = &self.commits.stats;
-        stats
-            .batches
-            .fetch_add(members.len() as u64, Ordering::Relaxed);
-        let batch = match members.len() {
-            1 => members.pop().unwrap_or_default(),
-            _ => merged(&members),
+    /// Write one group: offer its records to the commit hook, then write the parts it accepted
+    /// as one WriteBatch (fsynced when `sync`). The outcome of every part.
+    fn write_group(&self, members: Vec<Vec<Part>>, sync: bool) -> GroupOutcome {
+        let mut verdicts = {
+            let records: Vec<&CommitRecord> = members
+                .iter()
+                .flatten()
+                .filter_map(|p| p.record.as_ref())
+                .collect();
+            match (self.commits.hook.get(), records.is_empty()) {
+                (Some(hook), false) => hook.commit(&records),
+                _ => Vec::new(),
+            }
+        }
+        .into_iter();
+        let mut outcome: GroupOutcome = Vec::with_capacity(members.len());
+        let mut accepted = Vec::new();
+        let mut appends = 0;
+        for parts in members {
+            let mut of_member = Vec::with_capacity(parts.len());
+            for part in parts {
+                let verdict = match part.record {
+                    None => Ok(()),
+                    Some(_) => verdicts.next().unwrap_or_else(|| {
+                        Err(Refusal {
+                            kind: RefusalKind::Unavailable,
+                            message: "the commit hook gave no outcome for the batch".into(),
+                        })
+                    }),
+                };
+                match verdict {
+                    Ok(()) => {
+                        appends += part.appends;
+                        accepted.push(part.changes);
+                        of_member.push(Ok(()));
+                    }
+                    Err(refusal) => of_member.push(Err(PartFailure::Refused(refusal))),
+                }
+            }
+            outcome.push(of_member);
+        }
+        if accepted.is_empty() {
+            return outcome;
+        }
+        let batches = accepted.len() as u64;
+        let batch = match accepted.len() {
+            1 => accepted.pop().unwrap_or_default(),
+            _ => merged(&accepted),
         };
-        stats
-            .bytes
-            .fetch_add(batch.size_in_bytes() as u64, Ordering::Relaxed);
+        let bytes = batch.size_in_bytes() as u64;
         let mut options = WriteOptions::default();
         options.set_sync(sync);
+        let began = Instant::now();
         let written = self.db.write_opt(batch, &options);
-        stats.writes.fetch_add(1, Ordering::Relaxed);
-        if sync {
-            stats.synced_writes.fetch_add(1, Ordering::Relaxed);
+        self.recorder.wrote_group(&GroupWrite {
+            batches,
+            appends,
+            bytes,
+            synced: sync,
+            took: began.elapsed(),
+        });
+        if let Err(e) = written {
+            self.poisoned.store(true, Ordering::SeqCst);
+            for r in outcome.iter_mut().flatten().filter(|r| r.is_ok()) {
+                *r = Err(PartFailure::Storage(e.clone()));
+            }
         }
-        written
+        outcome
     }
 
-    /// Counters of the group-commit queue: writes made and the batches they carried.
-    pub fn commit_stats(&self) -> CommitStats {
-        self.commits.stats()
-    }
-
-    /// Count `n` session batches appended by a commit that returned.
-    pub(crate) fn count_appends(&self, n: usize) {
+    /// Set the step every group commit takes before its local write (see `commit_hook.rs`). A
+    /// store has at most one, for its whole life: a second is refused.
+    pub fn set_commit_hook(&self, hook: Arc<dyn CommitHook>) -> Result<()> {
         self.commits
-            .stats
-            .appends
-            .fetch_add(n as u64, Ordering::Relaxed);
+            .hook
+            .set(hook)
+            .map_err(|_| Error::Options("the store already has a commit hook".into()))
+    }
+
+    /// Whether a commit hook is set: appends then commit each session's batch as a part of its
+    /// own, with its record.
+    pub(crate) fn has_commit_hook(&self) -> bool {
+        self.commits.hook.get().is_some()
+    }
+
+    /// Counters of the group-commit queue: writes made, the batches they carried, and the
+    /// session batches appended.
+    pub fn commit_stats(&self) -> CommitStats {
+        self.recorder.commit_stats()
     }
 
     /// How durable a commit is when it returns (the store's [`Options::durability`]).
@@ -280,6 +355,35 @@ impl Store {
         self.db
             .flush_wal(true)
             .map_err(Error::storage("syncing the write-ahead log"))
+    }
+}
+
+/// Member `member`'s outcome of written group `group`; the last member to read it removes the
+/// group's outcomes.
+fn take_outcome(
+    state: &mut QueueState,
+    group: u64,
+    member: usize,
+) -> Vec<std::result::Result<(), PartFailure>> {
+    let Some((outcome, readers)) = state.outcomes.get_mut(&group) else {
+        return Vec::new();
+    };
+    let mine = outcome
+        .get_mut(member)
+        .map(std::mem::take)
+        .unwrap_or_default();
+    *readers -= 1;
+    if *readers == 0 {
+        state.outcomes.remove(&group);
+    }
+    mine
+}
+
+/// The error a failed part's caller gets.
+fn part_error(failure: PartFailure, context: &str) -> Error {
+    match failure {
+        PartFailure::Storage(e) => Error::storage(context)(e),
+        PartFailure::Refused(refusal) => Error::Refused(refusal),
     }
 }
 
@@ -314,6 +418,13 @@ mod tests {
     use crate::store::Store;
     use crate::test_support::empty;
 
+    /// Commit `batch` alone, expecting success.
+    fn commit(store: &Store, batch: Batch<'_>) {
+        for outcome in store.commit_parts(vec![batch.into_part(None)], Sync::AsConfigured, "test") {
+            outcome.expect("commit");
+        }
+    }
+
     /// A merged batch holds every member's records, in order: a later member's put of a key
     /// wins over an earlier one's.
     #[test]
@@ -330,9 +441,7 @@ mod tests {
         assert_eq!(joined.len(), 5);
         let mut batch = Batch::with_capacity(&store, 0);
         batch.inner = joined;
-        store
-            .commit_batch(batch, Sync::AsConfigured, "test")
-            .expect("commit");
+        commit(&store, batch);
         assert_eq!(store.raw_get(CF_EVENTS, b"k1"), None);
         assert_eq!(store.raw_get(CF_EVENTS, b"k2").as_deref(), Some(&b"b"[..]));
         assert_eq!(
@@ -358,9 +467,7 @@ mod tests {
                         let mut batch = Batch::with_capacity(&store, 64);
                         let key = format!("t{t:02}-{i:03}");
                         batch.put(CF_EVENTS, key.as_bytes(), b"v").expect("put");
-                        store
-                            .commit_batch(batch, Sync::AsConfigured, "test")
-                            .expect("commit");
+                        commit(&store, batch);
                     }
                 });
             }

@@ -1,6 +1,7 @@
 //! The store handle, the engine's second layer, and the only code that touches RocksDB: opening
 //! it (`open.rs`, with the tuned options of `tuning.rs`), committing through the group-commit
-//! queue (`commit.rs`), maintenance (`maintenance.rs`: flushes, compactions, sizes), and the
+//! queue (`commit.rs`), maintenance (`maintenance.rs`: flushes, compactions, sizes), the
+//! metrics it reports (`metrics.rs`: the write path's counters and RocksDB's figures), and the
 //! primitives every layer above needs: the one metadata reader, session segments and lineage,
 //! snapshots, bounded iterators and the one forward-scan helper ([`visit`]). The caches it holds
 //! are plain types that do not know the store (`session_cache.rs`, `successor_cache.rs`,
@@ -10,8 +11,10 @@
 //! through [`commit::Batch`] and the queue, and every read through the methods here.
 
 mod commit;
+mod commit_hook;
 mod direct_io;
 mod maintenance;
+mod metrics;
 mod open;
 mod projection_registry;
 mod session_cache;
@@ -21,7 +24,7 @@ mod test_seam;
 mod tuning;
 mod wal_audit;
 
-pub use commit::CommitStats;
+pub use commit_hook::{CommitHook, CommitRecord, CreatedSession};
 pub use direct_io::supported as direct_io_supported;
 
 use std::collections::HashSet;
@@ -32,7 +35,7 @@ use std::sync::Mutex;
 use rocksdb::{ColumnFamily, DBRawIteratorWithThreadMode, SnapshotWithThreadMode, DB};
 use sessionlog_codec::format::header::Header;
 
-pub(crate) use commit::{Batch, Sync};
+pub(crate) use commit::{Batch, Part, Sync};
 pub(crate) use maintenance::BlobGc;
 
 pub(crate) use projection_registry::Registry;
@@ -45,6 +48,7 @@ use crate::error::{Error, Result};
 use crate::layout::counter;
 use crate::layout::keys::{self, CF_EVENTS, CF_SESSIONS};
 use crate::layout::meta::{SessionCounters, SessionMeta};
+use crate::metrics::Recorder;
 use crate::options::Options;
 
 /// A raw RocksDB iterator over the store.
@@ -59,7 +63,41 @@ pub(crate) type VisitEntry<'f> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'f;
 /// A visitor of every record of a kind: (id, stored value).
 type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 
-/// An open sessionlog store.
+/// An open sessionlog store: one RocksDB database holding any number of sessions, shared by
+/// every thread of a host (`Store` is `Send + Sync`; hosts hold it in an `Arc`).
+///
+/// Its methods live beside the code they drive, so they are spread over the engine's layers;
+/// this is their map, by concern (a test keeps it complete):
+///
+/// | concern | methods | file |
+/// |---|---|---|
+/// | open | [`open`](Store::open) | `ops/open.rs` |
+/// | the open store | [`path`](Store::path), [`direct_io`](Store::direct_io) | `store/open.rs` |
+/// | durability, the commit queue | [`durability`](Store::durability), [`sync`](Store::sync), [`commit_stats`](Store::commit_stats), [`set_commit_hook`](Store::set_commit_hook) | `store/commit.rs` |
+/// | live writes (group-committed) | [`append_many`](Store::append_many), [`append`](Store::append), [`create_session`](Store::create_session) | `ops/append/mod.rs` |
+/// | crash repair | [`repair`](Store::repair), [`resume`](Store::resume), [`cut_torn_tail`](Store::cut_torn_tail) | `ops/repair.rs` |
+/// | import | [`import_path`](Store::import_path) | `ops/import/mod.rs` |
+/// | | [`import_jsonl`](Store::import_jsonl) | `ops/import/jsonl.rs` |
+/// | | [`import_zstd`](Store::import_zstd) | `ops/import/zstd.rs` |
+/// | export | [`export`](Store::export), [`export_generation`](Store::export_generation), [`export_jsonl`](Store::export_jsonl) | `ops/export.rs` |
+/// | | [`export_to_root`](Store::export_to_root), [`root_path`](Store::root_path), [`root_files`](Store::root_files) | `ops/root.rs` |
+/// | | [`events_as_written`](Store::events_as_written) | `ops/events_as_written.rs` |
+/// | point-in-time reads | [`events`](Store::events) | `read/events.rs` |
+/// | | [`messages_at`](Store::messages_at), [`surface_at`](Store::surface_at), [`transcript`](Store::transcript) | `read/surface.rs` |
+/// | | [`state_at`](Store::state_at) | `read/checkpoints.rs` |
+/// | | [`request`](Store::request), [`check_request`](Store::check_request), [`dispatch_point`](Store::dispatch_point) | `ops/request.rs` |
+/// | message projections | [`register_message_projection`](Store::register_message_projection), [`remove_message_projection`](Store::remove_message_projection) | `read/message_projections.rs` |
+/// | forks and lineage | [`fork`](Store::fork), [`lineage`](Store::lineage), [`stored_bytes`](Store::stored_bytes) | `ops/fork.rs` |
+/// | migration to V4 | [`migrate`](Store::migrate), [`migrate_all`](Store::migrate_all) | `ops/migrate.rs` |
+/// | listing | [`list_page`](Store::list_page), [`list`](Store::list), [`summary`](Store::summary), [`ids`](Store::ids) | `ops/list.rs` |
+/// | retention | [`delete`](Store::delete), [`undelete`](Store::undelete), [`purge`](Store::purge), [`compact`](Store::compact) | `ops/retention.rs` |
+/// | archive to object storage | [`archive_candidates`](Store::archive_candidates), [`archive_plan`](Store::archive_plan), [`commit_archive`](Store::commit_archive), [`archived_copy`](Store::archived_copy), [`restore_archived`](Store::restore_archived) | `ops/archive.rs` |
+/// | checks and sizes | [`verify`](Store::verify) | `ops/verify.rs` |
+/// | | [`file_bytes`](Store::file_bytes), [`column_family_bytes`](Store::column_family_bytes) | `store/maintenance.rs` |
+/// | metrics | [`metrics`](Store::metrics) | `store/metrics.rs` |
+///
+/// A host without a thread per waiting append uses an [`AppendQueue`](crate::AppendQueue)
+/// (`ops/append/queue.rs`), which calls [`append_many`](Store::append_many).
 pub struct Store {
     db: DB,
     pub(crate) options: Options,
@@ -78,6 +116,12 @@ pub struct Store {
     pub(crate) successors: SuccessorCache,
     /// The group-commit queue every write goes through (`commit.rs`).
     commits: commit::CommitQueue,
+    /// The write path's counters and histograms (`metrics.rs`).
+    pub(crate) recorder: Recorder,
+    /// The options RocksDB was opened with, kept for its statistics tickers (`metrics.rs`).
+    statistics: rocksdb::Options,
+    /// The block cache every column family shares.
+    block_cache: rocksdb::Cache,
     /// Whether flush and compaction run with direct I/O (`Options::direct_io` where the
     /// filesystem takes it).
     direct_io: bool,
@@ -210,13 +254,27 @@ impl Store {
         self.read_meta(id, None)
     }
 
-    /// Metadata of `id`, or `UnknownSession`.
+    /// Metadata of `id`, whose bytes are in the store: `UnknownSession`, or `Archived` for a
+    /// session whose bytes are in object storage. Every read or write of a session's ranges
+    /// starts here (or at [`Store::meta_at`]).
     pub(crate) fn require_meta(&self, id: &[u8]) -> Result<SessionMeta> {
+        self.require_record(id)?.held()
+    }
+
+    /// Metadata of `id`, archived or not, or `UnknownSession`: for what reads no range
+    /// (listing, lineage, archive and restore themselves).
+    pub(crate) fn require_record(&self, id: &[u8]) -> Result<SessionMeta> {
         self.meta(id)?.ok_or_else(|| unknown(id))
     }
 
-    /// Metadata of `id` as of `snap`, or `UnknownSession`.
+    /// Metadata of `id` as of `snap`, whose bytes are in the store (see
+    /// [`Store::require_meta`]).
     pub(crate) fn meta_at(&self, id: &[u8], snap: &Snapshot<'_>) -> Result<SessionMeta> {
+        self.record_at(id, snap)?.held()
+    }
+
+    /// Metadata of `id` as of `snap`, archived or not, or `UnknownSession`.
+    pub(crate) fn record_at(&self, id: &[u8], snap: &Snapshot<'_>) -> Result<SessionMeta> {
         self.read_meta(id, Some(snap))?.ok_or_else(|| unknown(id))
     }
 
@@ -258,8 +316,15 @@ impl Store {
         })
     }
 
-    /// Where `meta`'s events live, in seq order.
+    /// Where `meta`'s events live, in seq order; an archived session's live nowhere in the store,
+    /// and is refused (every logical read of a range goes through here).
     pub(crate) fn segments(&self, meta: &SessionMeta) -> Result<Vec<Segment>> {
+        if let Some(copy) = &meta.archived {
+            return Err(Error::Archived {
+                id: meta.id_lossy(),
+                location: copy.location(),
+            });
+        }
         let own_from = meta.fork_of.as_ref().map_or(0, |b| b.seed);
         let mut segs = match &meta.fork_of {
             None => Vec::new(),

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use rocksdb::statistics::StatsLevel;
 use rocksdb::{Cache, ColumnFamilyDescriptor, DB};
 
 use super::commit::CommitQueue;
@@ -14,6 +15,7 @@ use super::tuning::{cf_options, set_wal_policy};
 use super::{direct_io, wal_audit, Registry, Store, SuccessorCache, WriteStateCache};
 use crate::error::{Error, Result};
 use crate::layout::keys::ALL_CFS;
+use crate::metrics::Recorder;
 use crate::options::Options;
 
 /// The store's own lock file in its directory.
@@ -88,6 +90,10 @@ impl Store {
         db_opts.set_bytes_per_sync(1 << 20);
         db_opts.set_wal_bytes_per_sync(1 << 20);
         set_wal_policy(&mut db_opts, &options);
+        // The tickers the metrics report (write stalls, block cache hits, flush and compaction
+        // bytes): per-core counters, without the timers and histograms that cost the write path.
+        db_opts.enable_statistics();
+        db_opts.set_statistics_level(StatsLevel::ExceptHistogramOrTimers);
         let dir_lock = lock_dir(&path)?;
         let direct_io = options.direct_io && direct_io::supported(&path);
         db_opts.set_use_direct_io_for_flush_and_compaction(direct_io);
@@ -127,6 +133,9 @@ impl Store {
             projection_registry,
             successors: SuccessorCache::default(),
             commits: CommitQueue::default(),
+            recorder: Recorder::default(),
+            statistics: db_opts,
+            block_cache: cache,
             direct_io,
             _dir_lock: dir_lock,
         };

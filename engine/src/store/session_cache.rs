@@ -145,6 +145,20 @@ impl WriteStateCache {
         }
     }
 
+    /// How many sessions' handles are held now (each shard locked in turn, so the count is not
+    /// one moment's).
+    pub(crate) fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| {
+                shard
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .len()
+            })
+            .sum()
+    }
+
     /// The handle for `id`, created empty (`None` inside) when absent. When the shard is full,
     /// entries nobody holds are evicted first; an evicted session is simply reloaded later.
     pub(crate) fn handle(&self, id: &[u8]) -> WriteLock {

@@ -12,7 +12,7 @@ use crate::layout::keys::{
 use crate::options::Options;
 
 /// WAL files kept for reuse when `Options::wal_recycling` is set (one is live at a time, and
-/// another while its memtables flush).
+/// another while its memtables flush; docs/PERFORMANCE.md, "WAL recycling").
 const RECYCLED_WAL_FILES: usize = 4;
 
 /// How the WAL is recovered, and whether its files are reused (`Options::wal_recycling`).
@@ -57,8 +57,8 @@ pub(crate) fn set_wal_policy(db_opts: &mut rocksdb::Options, options: &Options) 
 /// compressing small values one at a time at flush cost more CPU than their compaction saved
 /// (measured with 256 bytes: compaction CPU fell further, the total did not). Zstd level 1 per
 /// value keeps a store of appended blocks at 1.4-1.5x the size of Zstd over 64 KiB SST blocks; LZ4
-/// per value, 1.8-2.0x, was cheaper in some runs and dearer in others (ninth and twenty-sixth
-/// rounds). Blob garbage collection stays off while the store runs: appends make no garbage, and
+/// per value, 1.8-2.0x, was cheaper in some runs and dearer in others (docs/PERFORMANCE.md, "Blob
+/// files"). Blob garbage collection stays off while the store runs: appends make no garbage, and
 /// with it on every compaction of the active sessions' keys relocated their blobs held in older
 /// files, which gave back most of the saving. The blocks of purged or replaced sessions are
 /// collected by `Store::compact` (`maintenance.rs`, `BlobGc::Full`). Set through RocksDB's options string:
@@ -75,7 +75,7 @@ const ZSTD_DEFAULT_WINDOW_BITS: i32 = -14;
 /// ([`LastLevel::Archive`]). Level 19 over 1 MiB blocks with a dictionary stores generated V0
 /// sessions' lines in 6.9x fewer bytes where level 1 over 64 KiB blocks did 4.1x, at 2.3-3.5 MB/s
 /// of one core instead of hundreds: affordable once, for sessions compacted for keeps, not for
-/// every background compaction of a running host (docs/PERFORMANCE.md, "On disk").
+/// every background compaction of a running host (docs/PERFORMANCE.md, "Compaction for keeps").
 const ARCHIVE_ZSTD_LEVEL: i32 = 19;
 /// The Zstd dictionary a full compaction trains for each last-level SST of the column families
 /// keyed by session number: JSON lines repeat their keys, type names and ids from block to
@@ -92,7 +92,8 @@ const ARCHIVE_EVENTS_BLOCK_BYTES: usize = 1 << 20;
 /// Per-session memtable insert hints, as an options string (RocksDB has no setter for them): a
 /// memtable remembers where each session's last key went, so the next one (a session's keys only
 /// grow) is placed from there instead of searched for from the skiplist's head; that halved the
-/// skiplist search's CPU. Costs ~250 bytes per session in each memtable.
+/// skiplist search's CPU. Costs ~250 bytes per session in each memtable (docs/PERFORMANCE.md,
+/// "Memtable insert hints").
 fn insert_hint_options() -> String {
     format!("memtable_insert_with_hint_prefix_extractor=rocksdb.FixedPrefix.{SESSION_PREFIX_LEN}")
 }
@@ -102,7 +103,8 @@ fn insert_hint_options() -> String {
 /// keep its false positives under 1e-3 up to 100,000 sessions per memtable. The 10% of a 128 MiB
 /// memtable it was before (12.8 MiB in each column family keyed by session) was allocated and
 /// zeroed at every memtable switch: 3% of the append path's CPU samples in the bloom's
-/// constructor, and most of its page faults (5.7% of the samples before, 0.8% after).
+/// constructor, and most of its page faults (5.7% of the samples before, 0.8% after;
+/// docs/PERFORMANCE.md, "Memtable bloom").
 const MEMTABLE_BLOOM_BYTES: usize = 256 << 10;
 /// The largest memtable bloom ratio RocksDB takes.
 const MAX_MEMTABLE_BLOOM_RATIO: f64 = 0.25;
@@ -113,7 +115,7 @@ const MAX_MEMTABLE_BLOOM_RATIO: f64 = 0.25;
 /// The level below is sized to match ([`events_level_base_bytes`]), as RocksDB's tuning guide
 /// has it (L0 about the size of the base level). With 8 files and a 1 GiB base instead of 4 and
 /// 256 MiB, V0 hosting at (1000,32) spent 30-32% less compaction CPU in 45- and 90-second runs
-/// and 7-11% less CPU per durable batch (docs/performance-rounds.md, twenty-third round). The
+/// and 7-11% less CPU per durable batch (docs/PERFORMANCE.md, "L0 compaction trigger"). The
 /// price: a read of a session appended to lately may merge up to twice the L0 files (`bench
 /// pit`, whose stores are imported, measured no slower; reads beside a full L0 were not
 /// measured apart), and L0 holds up to twice the bytes before they are compacted.
@@ -133,7 +135,8 @@ const FILE_BYTES: u64 = 64 << 20;
 /// newest numbers, and a compaction into a level rewrites only that level's files overlapping
 /// them. In [`FILE_BYTES`] files the last level of these column families stayed one file for a
 /// long time (1 to 3 after 45 s of V4 hosting), which every L0 compaction rewrote whole: a cost
-/// that grew with the store. Smaller files leave the finished sessions' keys alone.
+/// that grew with the store. Smaller files leave the finished sessions' keys alone
+/// (docs/PERFORMANCE.md, "Small column families' files").
 const SMALL_CF_FILE_BYTES: u64 = 4 << 20;
 
 /// The SST block size of the column families keyed by session number (`events`, `surface`,
@@ -143,7 +146,7 @@ const SMALL_CF_FILE_BYTES: u64 = 4 << 20;
 /// 454 MB/s and decompresses at 1,874 MB/s, over 16 KiB blocks 3.42x, 407 and 1,235 MB/s. A
 /// compacted hosting store took 15-21% less disk, and cold point-in-time reads (fewer, larger
 /// reads) got faster; warm reads and the append path's CPU did not move
-/// (docs/performance-rounds.md, twentieth round). Imported blocks are single values of ~64 KiB,
+/// (docs/PERFORMANCE.md, "Block size"). Imported blocks are single values of ~64 KiB,
 /// so this changes little for them. SSTs keep the block size they were written with.
 const SESSION_RANGE_BLOCK_BYTES: usize = 64 << 10;
 /// The SST block size of `sessions`, read by point lookups of one small record.
@@ -196,7 +199,8 @@ pub(crate) fn cf_options(
     o.set_level_compaction_dynamic_level_bytes(true);
     // Flushes write L0 uncompressed: an L0 file lives until its first compaction, so compressing
     // it costs CPU on every appended byte (LZ4 at flush, again on the compaction's read) for
-    // space held only briefly; the levels below keep LZ4, the last one Zstd.
+    // space held only briefly; the levels below keep LZ4, the last one Zstd (docs/PERFORMANCE.md,
+    // "Flush compression").
     o.set_compression_per_level(&[
         DBCompressionType::None,
         DBCompressionType::Lz4,
@@ -208,7 +212,8 @@ pub(crate) fn cf_options(
     ]);
     o.set_bottommost_compression_type(DBCompressionType::Zstd);
     // Zstd level 1 instead of its default 3 at the last level: compaction Zstd-compresses every
-    // appended byte there, and level 1 takes ~10% less compaction CPU for ~5% more disk.
+    // appended byte there, and level 1 takes ~10% less compaction CPU for ~5% more disk
+    // (docs/PERFORMANCE.md, "Bottommost Zstd level").
     let (strategy, max_dict_bytes) = (0, 0);
     o.set_bottommost_compression_options(
         ZSTD_DEFAULT_WINDOW_BITS,

@@ -22,7 +22,8 @@ use sessionlog_codec::format::lines::author_lines;
 const MAX_PRESIZE: u64 = 1 << 20;
 
 /// Author and stage `authored` (seqs from `meta.events` on, folded into `surface`) as the
-/// session's next batch, and return the session metadata as it will be once `batch` commits.
+/// session's next batch, and return the session metadata as it will be once `batch` commits,
+/// with the bytes the batch adds to the log file (its lines, or its zstd frame).
 /// The caller stages that metadata once: [`SessionBatch::advance`] from `meta` for a stored
 /// session's append (the batch moves only its counters), [`SessionBatch::insert_session`] for a
 /// session the batch creates, which has no stored keys to move, [`SessionBatch::update_meta`]
@@ -32,7 +33,7 @@ pub(crate) fn write_records(
     authored: &[Value],
     surface: &Folded,
     batch: &mut SessionBatch<'_>,
-) -> Result<SessionMeta> {
+) -> Result<(SessionMeta, Vec<u8>)> {
     for (key, value) in &surface.puts {
         batch.put_surface(key, value)?;
     }
@@ -61,8 +62,11 @@ pub(crate) fn write_records(
     next.committed_bytes += text.len() as u64;
     next.plaintext_bytes += text.len() as u64;
     next.next_batch += 1;
-    match meta.source {
-        SourceEncoding::Jsonl => next.total_bytes += text.len() as u64,
+    let file_bytes = match meta.source {
+        SourceEncoding::Jsonl => {
+            next.total_bytes += text.len() as u64;
+            text
+        }
         SourceEncoding::JsonlZstd => {
             let mut frame = Vec::new();
             FrameCompressor::new()?.compress_into(&text, &mut frame)?;
@@ -70,11 +74,12 @@ pub(crate) fn write_records(
             batch.put_event_record(&key, &checked_value(&frame))?;
             next.frames += 1;
             next.total_bytes += frame.len() as u64;
+            frame
         }
-    }
+    };
     // Whatever the caller writes of the `S` record is version 6.
     next.legacy_record = false;
-    Ok(next)
+    Ok((next, file_bytes))
 }
 
 /// Fold `events` (seqs from `first` on) into the session's projection state, staging the

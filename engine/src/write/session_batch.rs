@@ -13,12 +13,19 @@ use crate::layout::keys::{
     self, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE, EVENT_KEY_LEN,
 };
 use crate::layout::meta::SessionMeta;
-use crate::store::{Batch, Store, Sync};
+use crate::store::{Batch, CommitRecord, Part, Store, Sync};
 
-/// One or more sessions' changes, committed at once.
+/// One or more sessions' changes, committed at once: in one part, or, for a store with a commit
+/// hook, in parts the hook answers for one by one ([`SessionBatch::end_part`]).
 pub(crate) struct SessionBatch<'s> {
     store: &'s Store,
     batch: Batch<'s>,
+    /// The parts closed so far (the changes staged since are the last part).
+    parts: Vec<Part>,
+    /// Updates staged in the closed parts.
+    closed: usize,
+    /// Session batches the open part appends (for the group-commit metrics).
+    appends: u64,
 }
 
 impl<'s> SessionBatch<'s> {
@@ -33,17 +40,31 @@ impl<'s> SessionBatch<'s> {
         SessionBatch {
             store,
             batch: Batch::with_capacity(store, bytes),
+            parts: Vec::new(),
+            closed: 0,
+            appends: 0,
         }
     }
 
     /// Whether nothing was staged.
     pub(crate) fn is_empty(&self) -> bool {
-        self.batch.is_empty()
+        self.len() == 0
     }
 
     /// How many updates are staged.
     pub(crate) fn len(&self) -> usize {
-        self.batch.len()
+        self.closed + self.batch.len()
+    }
+
+    /// Close the changes staged since the last part as one part of the commit, with `record` for
+    /// the store's commit hook: the hook accepts or refuses it alone, and
+    /// [`SessionBatch::commit_parts`] gives its outcome alone.
+    pub(crate) fn end_part(&mut self, record: Option<CommitRecord>) {
+        let part = self.batch.take();
+        self.closed += part.len();
+        let mut part = part.into_part(record);
+        part.appends = std::mem::take(&mut self.appends);
+        self.parts.push(part);
     }
 
     /// Stage a record of the `events` CF: a block of lines, a zstd frame, a tail chunk, a chunk
@@ -168,6 +189,15 @@ impl<'s> SessionBatch<'s> {
             .delete(CF_SESSIONS, &keys::created_key(meta.created_at, number))
     }
 
+    /// Session `archived`'s bytes given up for the record of where they went: every range of
+    /// its number emptied, then its `S` and counters records (`archived` set) written again, in
+    /// this one batch (a later write in a batch wins over its range deletes). Its `N`, `A`, `R`
+    /// and `F` keys stay, so listings and lineage still know it.
+    pub(crate) fn replace_with_archive(&mut self, archived: &SessionMeta) -> Result<()> {
+        self.batch.delete_number_range(archived.number)?;
+        self.put_meta(archived)
+    }
+
     /// Mark an import of `number` in progress (its partial writes are removed at open).
     pub(crate) fn mark_pending(&mut self, number: u64) -> Result<()> {
         self.put_session_key(&keys::pending_key(number), &[])
@@ -188,17 +218,35 @@ impl<'s> SessionBatch<'s> {
         self.batch.put(CF_SESSIONS, key, value)
     }
 
+    /// Say that the open part appends `n` session batches (the group-commit metrics count them).
+    pub(crate) fn carries_appends(&mut self, n: u64) {
+        self.appends = n;
+    }
+
     /// Commit with the configured durability (`context` names the write in errors), through
     /// the store's group-commit queue.
     pub(crate) fn commit(self, context: &str) -> Result<()> {
+        self.commit_parts(context).into_iter().collect()
+    }
+
+    /// [`SessionBatch::commit`], with the outcome of each part closed by
+    /// [`SessionBatch::end_part`], in order, then of the changes staged after the last (if any).
+    pub(crate) fn commit_parts(mut self, context: &str) -> Vec<Result<()>> {
+        if !self.batch.is_empty() || self.parts.is_empty() {
+            self.end_part(None);
+        }
         self.store
-            .commit_batch(self.batch, Sync::AsConfigured, context)
+            .commit_parts(self.parts, Sync::AsConfigured, context)
     }
 
     /// Commit without an fsync of its own (an import's intermediate batches, a bulk import's
     /// sessions made durable together by one `Store::sync`).
-    pub(crate) fn commit_unsynced(self, context: &str) -> Result<()> {
-        self.store.commit_batch(self.batch, Sync::Deferred, context)
+    pub(crate) fn commit_unsynced(mut self, context: &str) -> Result<()> {
+        self.end_part(None);
+        self.store
+            .commit_parts(self.parts, Sync::Deferred, context)
+            .into_iter()
+            .collect()
     }
 
     /// Take what is staged, leaving this batch empty.
@@ -206,6 +254,9 @@ impl<'s> SessionBatch<'s> {
         SessionBatch {
             store: self.store,
             batch: self.batch.take(),
+            parts: std::mem::take(&mut self.parts),
+            closed: std::mem::take(&mut self.closed),
+            appends: std::mem::take(&mut self.appends),
         }
     }
 }

@@ -20,8 +20,40 @@ pub struct Cli {
     pub db: PathBuf,
     #[command(flatten)]
     pub store: StoreArgs,
+    /// Run as a host of a fleet whose system of record is this PostgreSQL (a libpq URL:
+    /// `postgres://user@host[:port][,host2…]/db?sslmode=verify-full&sslrootcert=ca.pem`; the
+    /// password from the URL, PGPASSWORD or the password file). The store is then this host's
+    /// index: reads catch it up from PostgreSQL first, writes commit there first.
+    #[arg(
+        long,
+        global = true,
+        env = "SESSIONLOG_CLUSTER",
+        hide_env_values = true
+    )]
+    pub cluster: Option<String>,
+    /// This host's name in the fleet (with `--cluster`). Default: $SESSIONLOG_HOST, else the
+    /// machine's host name.
+    #[arg(long, global = true, env = "SESSIONLOG_HOST")]
+    pub host: Option<String>,
+    #[command(flatten)]
+    pub s3: S3Args,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How to reach object storage for `s3://` URLs. Credentials are read as AWS's tools read them,
+/// from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN` (never from the
+/// command line, where the process list would show them).
+#[derive(clap::Args, Debug)]
+pub struct S3Args {
+    /// The S3-compatible service's URL. Default: $AWS_ENDPOINT_URL_S3, else $AWS_ENDPOINT_URL,
+    /// else AWS for the region.
+    #[arg(long, global = true)]
+    pub endpoint_url: Option<String>,
+    /// The region requests are signed for. Default: $AWS_REGION, else $AWS_DEFAULT_REGION,
+    /// else us-east-1.
+    #[arg(long, global = true)]
+    pub region: Option<String>,
 }
 
 /// `ls --order` values.
@@ -48,7 +80,7 @@ pub enum FormatArg {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Import DSH session logs (files, or directories searched recursively for *.jsonl and
-    /// *.jsonl.zstd).
+    /// *.jsonl.zstd), or the DSH session root at an s3://BUCKET/PREFIX URL.
     Import {
         /// Refuse any log DSH's strict reader would not load cleanly (nothing is written).
         #[arg(long)]
@@ -56,7 +88,7 @@ pub enum Command {
         /// Print one JSON object per input file.
         #[arg(long)]
         json: bool,
-        /// Files or directories.
+        /// Files, directories or s3://BUCKET/PREFIX URLs.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
@@ -135,14 +167,45 @@ pub enum Command {
         generation: Option<u32>,
     },
     /// Export every session into a DSH session root (`<out>/--<project>--/<id>/session.*`),
-    /// each with all its generations.
+    /// each with all its generations: a directory, or object storage.
+    #[command(group = clap::ArgGroup::new("root").required(true))]
     ExportAll {
         /// The root directory to write (existing session files are never overwritten).
-        #[arg(long)]
-        out: PathBuf,
+        #[arg(long, group = "root")]
+        out: Option<PathBuf>,
+        /// The root in object storage, s3://BUCKET/PREFIX: objects uploaded in parallel and never
+        /// overwritten; one already there with the same bytes counts as done, so a rerun
+        /// resumes.
+        #[arg(long, group = "root")]
+        to: Option<String>,
         /// Output encoding (default: each session's imported encoding).
         #[arg(long, value_enum)]
         format: Option<FormatArg>,
+        /// Print a summary as one JSON object (with --to).
+        #[arg(long, requires = "to")]
+        json: bool,
+    },
+    /// Move sessions with no activity for a while to object storage: each is uploaded, read
+    /// back and compared, then its bytes in the store are replaced by the record of where they
+    /// are. Reads fetch an archived session back; `restore` brings it back for writing.
+    Archive {
+        /// Only sessions whose last event (else creation) is at least this old, e.g. `30d`.
+        #[arg(long)]
+        older_than: String,
+        /// The archive root, s3://BUCKET/PREFIX (laid out as a DSH session root).
+        #[arg(long)]
+        to: String,
+        /// Print a summary as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring an archived session back into the store (its objects are then deleted).
+    Restore {
+        /// Session id.
+        id: String,
+        /// Print the outcome as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Print a session's logical events, one JSON.stringify per line.
     Events {
@@ -268,6 +331,14 @@ pub enum Command {
     /// Flush and fully compact the store: afterwards no background work is pending, and the
     /// space of purged sessions is free, in blob files too.
     Compact,
+    /// The store's metrics: RocksDB's state (memtable, SST and blob bytes per column family,
+    /// compaction debt, the block cache, write stalls) and the write path's counters, which count
+    /// from this command's open of the store (a host serves its own: docs/METRICS.md).
+    Stats {
+        /// Print the Prometheus text exposition (format 0.0.4) instead of the summary.
+        #[arg(long)]
+        prometheus: bool,
+    },
     /// Re-check crc32s and index consistency (all sessions, or the named ones).
     Verify {
         /// Session ids (default: the whole store).
@@ -275,5 +346,44 @@ pub enum Command {
         /// Print the report as one JSON object.
         #[arg(long)]
         json: bool,
+        /// Also read every archived session's objects back and check their sizes and SHA-256s.
+        #[arg(long)]
+        objects: bool,
+    },
+    /// The fleet's PostgreSQL (with `--cluster`): its schema, the sessions' owners, ownership.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+}
+
+/// `sessionlog cluster` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// Create (or bring up to date) the schema, as the URL's role (its owner), and grant the
+    /// host role what hosts need; prints the privilege statements applied.
+    Init {
+        /// Login roles to make hosts (granted the host role).
+        #[arg(long = "host-role")]
+        host_roles: Vec<String>,
+    },
+    /// The schema's version, the sessions and who owns them.
+    Status {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take a session for this host (bumping its owner epoch) and catch the store up.
+    Acquire {
+        /// Session id.
+        id: String,
+        /// Take it even while another host's lease is live.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Give a session up: the next host takes it without force.
+    Release {
+        /// Session id.
+        id: String,
     },
 }

@@ -22,11 +22,11 @@ pub struct StoreArgs {
     pub no_wal_recycling: bool,
     /// Keep the events' blocks in RocksDB's blob files: compaction no longer rewrites them (for
     /// hosts whose compaction falls behind), for ~1.5x the disk, slower point-in-time reads and
-    /// no CPU saved per batch (docs/performance-rounds.md, ninth and twenty-sixth rounds).
+    /// no CPU saved per batch (docs/PERFORMANCE.md, "Blob files").
     #[arg(long, global = true)]
     pub blob_files: bool,
     /// Flush and compact through the page cache even where the filesystem takes direct I/O
-    /// (the default uses it there: less CPU per batch; docs/performance-rounds.md, twelfth round).
+    /// (the default uses it there: less CPU per batch; docs/PERFORMANCE.md, "Direct I/O").
     #[arg(long, global = true)]
     pub no_direct_io: bool,
     /// Register a built-in message projection (repeatable): `image/offload`, the projection of

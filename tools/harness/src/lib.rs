@@ -11,10 +11,18 @@
 //! - [`stress`]: the kill -9 crash harness behind `sessionlog-harness stress` and the crash test.
 //! - [`power`]: the power-loss harness (LazyFS) behind `sessionlog-harness stress --power-loss`
 //!   and the power test.
+//! - [`postgres`]: throwaway PostgreSQL clusters for the fleet's tests and benchmarks.
+//! - [`requirement`]: how a test whose requirement is missing fails under CI and says what it
+//!   skipped elsewhere.
+//! - [`seaweed`]: a throwaway S3-compatible server (SeaweedFS) for the object-storage tests and
+//!   benchmark.
 #![forbid(unsafe_code)]
 
 pub mod disk_cgroup;
 pub mod gen;
 pub mod hosting;
+pub mod postgres;
 pub mod power;
+pub mod requirement;
+pub mod seaweed;
 pub mod stress;

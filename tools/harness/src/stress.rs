@@ -212,7 +212,7 @@ fn worker_thread(
                 active.push(a);
             }
         }
-        // Mostly single appends; every fourth round one group commit over all open sessions.
+        // Mostly single appends; one pass in four, one group commit over all open sessions.
         let picks: Vec<usize> = if rng.range(0, 4) == 0 {
             (0..active.len()).collect()
         } else {

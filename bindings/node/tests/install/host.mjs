@@ -54,6 +54,10 @@ try {
   session.append('turn/end', { turn: 1, reason: { kind: 'completed' } })
   await ctx.sessions.flush(session)
   const written = JSON.parse(JSON.stringify(session.events))
+  // The host's /metrics handler appends the store's exposition to its own.
+  const exposition = await ctx.sessionPersistence.metrics()
+  check(exposition.includes('\n# TYPE sessionlog_appended_events_total counter\nsessionlog_appended_events_total 6\n'),
+    'the metrics count the 6 events appended', exposition.slice(0, 600))
   await ctx.fiber.dispose()
   check(written.length === 6, 'the session holds the 6 events appended', written.length)
 

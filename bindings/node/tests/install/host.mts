@@ -20,7 +20,9 @@ export async function run(path: string): Promise<number> {
   const store = await Store.open(path, options)
   const stored: StoredSession | undefined = await store.load('typed')
   const bytes: Buffer = await store.exportBytes('typed', { format: 'jsonl.zstd' })
+  const exposition: string = await store.metrics()
   await store.close()
+  const served: string = await (ctx.sessionPersistence as SessionlogPersistence).metrics()
   const count: number = await withStore(path, async s => (await s.list()).length)
   try {
     await Store.open(path)
@@ -36,7 +38,9 @@ export async function run(path: string): Promise<number> {
   const odd: Config = { path, encoding: 'gzip' }
   // @ts-expect-error: exportBytes resolves to a Buffer
   const text: string = await store.exportBytes('typed')
+  // @ts-expect-error: metrics resolve to the exposition text
+  const figures: { appends: number } = await store.metrics()
 
-  void [inspection, config, same, stored, bytes, wrong, odd, text]
+  void [inspection, config, same, stored, bytes, exposition, served, wrong, odd, text, figures]
   return count
 }

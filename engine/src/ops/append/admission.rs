@@ -14,7 +14,7 @@ use sessionlog_codec::json::Value;
 use super::AppendReceipt;
 use crate::error::{Error, FirstError, Result};
 use crate::layout::meta::{now_ms, SessionMeta, Verdict};
-use crate::store::{RelationRules, Store, WriteState};
+use crate::store::{CommitRecord, CreatedSession, RelationRules, Store, WriteState};
 use crate::write::appended_batch::{stage_checkpoints, write_records};
 use crate::write::indexer::fold_batch;
 use crate::write::session_batch::SessionBatch;
@@ -22,6 +22,8 @@ use crate::write::session_batch::SessionBatch;
 /// A batch staged into the session batch, waiting for its commit.
 pub(crate) struct Staged {
     pub(super) receipt: AppendReceipt,
+    /// The JSONL bytes the batch adds to the session's log (its lines and their newlines).
+    pub(super) bytes: u64,
     /// The session's metadata once the batch commits (`None` for an empty batch).
     pub(super) meta: Option<SessionMeta>,
     /// The relationship state after the batch (strict mode).
@@ -33,12 +35,39 @@ pub(crate) struct Staged {
     /// Whether the batch changes the metadata beyond its counters (a verdict, a tail, a surface
     /// refusal: a batch written as DSH's writer wrote it), so its `S` record is written too.
     pub(super) rewrites_record: bool,
+    /// The bytes the batch adds to the log file, kept for the store's commit hook (none
+    /// without one, or for an empty batch).
+    pub(super) file_bytes: Option<Vec<u8>>,
 }
 
 impl Staged {
     /// The session's metadata once the batch commits (`None` for an empty batch).
     pub(crate) fn meta(&self) -> Option<&SessionMeta> {
         self.meta.as_ref()
+    }
+
+    /// The batch's record for the store's commit hook, as session `id` (its metadata before
+    /// the batch: `before`) stages it; `creates`: the session the batch creates. `None` for an
+    /// empty batch of a stored session (it writes nothing).
+    pub(crate) fn record(
+        &mut self,
+        id: &str,
+        before: &SessionMeta,
+        creates: Option<CreatedSession>,
+    ) -> Option<CommitRecord> {
+        let after = self.meta.as_ref();
+        if after.is_none() && creates.is_none() {
+            return None;
+        }
+        Some(CommitRecord {
+            session: id.to_owned(),
+            first_seq: self.receipt.first_seq,
+            events: self.receipt.count,
+            batch: before.next_batch,
+            bytes: self.file_bytes.take().unwrap_or_default(),
+            creates,
+            verdict: after.unwrap_or(before).verdict.to_string(),
+        })
     }
 
     /// Stage the change of the stored session's metadata this batch makes, from the cached
@@ -124,10 +153,12 @@ pub(crate) fn stage(
         // DSH writes nothing for an empty batch: no line, no frame, no newline.
         return Ok(Staged {
             receipt,
+            bytes: 0,
             meta: None,
             relations: None,
             reload: false,
             rewrites_record: false,
+            file_bytes: None,
         });
     }
     let reject = |seq: u64, rule: String| Error::Rejected {
@@ -185,8 +216,8 @@ pub(crate) fn stage(
     };
     let folded = fold_batch(store, &state.meta, surface, &authored)?
         .map_err(|r| reject(r.seq, r.message))?;
-    let meta = match write_records(&state.meta, &authored, &folded, batch) {
-        Ok(meta) => meta,
+    let (meta, file_bytes) = match write_records(&state.meta, &authored, &folded, batch) {
+        Ok(written) => written,
         Err(e) => {
             for change in folded.changes.iter().rev() {
                 surface.undo(change);
@@ -203,10 +234,14 @@ pub(crate) fn stage(
     match checkpointed {
         Ok(()) => Ok(Staged {
             receipt,
+            bytes: meta
+                .plaintext_bytes
+                .saturating_sub(state.meta.plaintext_bytes),
             meta: Some(meta),
             relations,
             reload: false,
             rewrites_record: false,
+            file_bytes: store.has_commit_hook().then_some(file_bytes),
         }),
         Err(e) => {
             *slot = None;

@@ -40,14 +40,23 @@ use crate::write::appended_batch::stage_checkpoints;
 use crate::write::indexer::{fold_batch, Refusal};
 use crate::write::session_batch::SessionBatch;
 
-/// Stage `events` for session `id` (its write state in `slot`) as DSH's writer would write
-/// them, whatever DSH's reader will say of the result.
+/// What a batch written as DSH's writer wrote it is given as.
+pub(super) enum Written {
+    /// Events, authored here as DSH's writer authors them.
+    Events(Vec<NewEvent>),
+    /// The bytes the batch adds to the log file: its lines (`.jsonl`), or its one zstd frame
+    /// (`.jsonl.zstd`), kept verbatim (a batch its system of record already holds).
+    Bytes(Vec<u8>),
+}
+
+/// Stage `written` for session `id` (its write state in `slot`) as DSH's writer would write it,
+/// whatever DSH's reader will say of the result.
 pub(super) fn stage(
     store: &Store,
     slot: &mut Option<WriteState>,
     id: &str,
     expected_next_seq: Option<u64>,
-    events: Vec<NewEvent>,
+    written: Written,
     batch: &mut SessionBatch<'_>,
 ) -> Result<Staged> {
     let Some(state) = slot.as_mut() else {
@@ -65,35 +74,85 @@ pub(super) fn stage(
         }
         (_, expected) => expected.unwrap_or(state.meta.events),
     };
-    let receipt = AppendReceipt {
-        first_seq,
-        count: events.len() as u64,
-    };
-    let unchanged = Staged {
-        receipt,
+    let mut staged = Staged {
+        receipt: AppendReceipt {
+            first_seq,
+            count: 0,
+        },
+        bytes: 0,
         meta: None,
         relations: None,
         reload: false,
         rewrites_record: false,
+        file_bytes: None,
     };
-    if events.is_empty() {
-        return Ok(unchanged);
-    }
-    let text = authored_lines(id, state.meta.version, first_seq, events)?;
+    let (text, frame) = match written {
+        Written::Events(events) if events.is_empty() => return Ok(staged),
+        Written::Events(events) => {
+            staged.receipt.count = events.len() as u64;
+            (
+                authored_lines(id, state.meta.version, first_seq, events)?,
+                None,
+            )
+        }
+        Written::Bytes(bytes) if bytes.is_empty() => return Ok(staged),
+        Written::Bytes(bytes) => written_lines(id, state.meta.source, bytes)?,
+    };
     if state.reader.is_none() {
         state.reader = Some(store.seam_reader(&state.meta)?);
     }
-    let staged = stage_lines(store, state, &text, batch);
-    if staged.is_err() {
-        *slot = None;
+    let events_before = state.meta.events;
+    let (meta, file_bytes) = match stage_lines(store, state, &text, frame, batch) {
+        Ok(done) => done,
+        Err(e) => {
+            *slot = None;
+            return Err(e);
+        }
+    };
+    if staged.receipt.count == 0 {
+        staged.receipt.count = meta.events - events_before;
     }
     Ok(Staged {
-        meta: Some(staged?),
+        bytes: text.len() as u64,
+        meta: Some(meta),
         // The strict store's relationship rules did not see this batch: rebuilt from the log.
         reload: store.options.strict_appends,
         rewrites_record: true,
-        ..unchanged
+        file_bytes: store.has_commit_hook().then_some(file_bytes),
+        ..staged
     })
+}
+
+/// The lines of a batch given as the bytes it adds to a log kept as `source` (and its frame,
+/// for `.jsonl.zstd`); refused unless they are whole lines of text.
+fn written_lines(
+    id: &str,
+    source: SourceEncoding,
+    bytes: Vec<u8>,
+) -> Result<(String, Option<Vec<u8>>)> {
+    let refuse = |rule: String| Error::Rejected {
+        id: id.into(),
+        seq: None,
+        rule,
+    };
+    let (plain, frame) = match source {
+        SourceEncoding::Jsonl => (bytes, None),
+        SourceEncoding::JsonlZstd => {
+            let mut plain = Vec::new();
+            FrameDecoder::new()?
+                .decode_frame(&bytes, 0, &mut plain)
+                .map_err(|e| refuse(format!("the batch's frame does not decode: {e}")))?;
+            (plain, Some(bytes))
+        }
+    };
+    if plain.last() != Some(&b'\n') {
+        return Err(refuse(
+            "the batch's bytes do not end with a whole line".into(),
+        ));
+    }
+    let text =
+        String::from_utf8(plain).map_err(|e| refuse(format!("the batch is not text: {e}")))?;
+    Ok((text, frame))
 }
 
 /// The lines of `events` written from seq `first_seq` into a log of format `version`, with
@@ -130,14 +189,16 @@ struct ReadBatch {
 }
 
 /// Read `text` (the batch's lines) on from the cached reader and stage what it stores: the
-/// committed lines as a block with their indexes, the rest as tail, a `.jsonl.zstd` log's frame.
-/// Returns the session's metadata once the batch commits.
+/// committed lines as a block with their indexes, the rest as tail, a `.jsonl.zstd` log's frame
+/// (`frame`, or compressed here). Returns the session's metadata once the batch commits, and the
+/// bytes the batch adds to the log file.
 fn stage_lines(
     store: &Store,
     state: &mut WriteState,
     text: &str,
+    frame: Option<Vec<u8>>,
     batch: &mut SessionBatch<'_>,
-) -> Result<SessionMeta> {
+) -> Result<(SessionMeta, Vec<u8>)> {
     let mut next = state.meta.clone();
     let seam = state
         .reader
@@ -186,7 +247,7 @@ fn stage_lines(
         .as_mut()
         .ok_or_else(|| Error::Internal("no reader state".into()))?;
     let text = text.as_bytes();
-    match next.source {
+    let file_bytes = match next.source {
         SourceEncoding::Jsonl => {
             next.total_bytes += text.len() as u64;
             if !read.tail.is_empty() {
@@ -195,16 +256,24 @@ fn stage_lines(
                 next.tail_chunks += 1;
                 next.tail_bytes += read.tail.len() as u64;
             }
+            text.to_vec()
         }
         SourceEncoding::JsonlZstd => {
-            let mut frame = Vec::new();
-            FrameCompressor::new()?.compress_into(text, &mut frame)?;
+            let frame = match frame {
+                Some(frame) => frame,
+                None => {
+                    let mut frame = Vec::new();
+                    FrameCompressor::new()?.compress_into(text, &mut frame)?;
+                    frame
+                }
+            };
             let key = keys::event_key(next.number, keys::FRAME, next.frames);
             batch.put_event_record(&key, &checked_value(&frame))?;
             next.frames += 1;
             next.total_bytes += frame.len() as u64;
+            frame
         }
-    }
+    };
     let scanner = &seam.reader.scanner;
     next.events = scanner.events();
     next.body_lines += scanner.lines() - lines_before;
@@ -229,7 +298,7 @@ fn stage_lines(
         .verdict(&seam.header, container, body_len)
         .into();
     next.legacy_record = false;
-    Ok(next)
+    Ok((next, file_bytes))
 }
 
 /// Index the batch's committed events (seqs from `first` on): the surface (stopping at the

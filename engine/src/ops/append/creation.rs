@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::layout::keys;
 use crate::layout::meta::{SessionMeta, SourceEncoding};
 use crate::layout::values::checked_value;
-use crate::store::{Claim, SeamReader, Store};
+use crate::store::{Claim, CreatedSession, SeamReader, Store};
 use crate::write::session_batch::SessionBatch;
 
 /// A header line that passed the checks, with the bytes stored for it.
@@ -68,6 +68,20 @@ impl NewHeader {
             frame,
             encoding,
         })
+    }
+
+    /// The session as its creation's record for the store's commit hook shows it.
+    pub(crate) fn created(&self) -> CreatedSession {
+        let zstd = self.encoding == SourceEncoding::JsonlZstd;
+        CreatedSession {
+            header: if zstd {
+                self.frame.clone()
+            } else {
+                self.record.clone()
+            },
+            zstd,
+            version: self.header.version.unwrap_or(0),
+        }
     }
 
     /// The session id the header names.

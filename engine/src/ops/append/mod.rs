@@ -18,6 +18,8 @@ mod admission;
 mod as_written;
 mod creation;
 mod queue;
+#[cfg(test)]
+mod tests;
 
 pub use queue::{AppendQueue, StoreAccess};
 
@@ -30,8 +32,11 @@ use sessionlog_codec::format::header::parse_header;
 
 use crate::error::{Error, Result};
 use crate::layout::meta::{SessionMeta, SourceEncoding, Verdict};
+use crate::metrics::{AppendTally, RefusalReason};
 use crate::ops::migrate::opens_by_migrating;
-use crate::store::{lock_session, Claim, ProjectionCheckpoints, RelationRules, Store, WriteState};
+use crate::store::{
+    lock_session, Claim, CreatedSession, ProjectionCheckpoints, RelationRules, Store, WriteState,
+};
 use crate::write::session_batch::SessionBatch;
 
 /// One session's batch in an append.
@@ -48,6 +53,9 @@ pub struct AppendItem {
     /// Keep the batch as DSH's writer writes it even where DSH's append rules refuse it (see
     /// [`AppendItem::as_written`]).
     pub as_written: bool,
+    /// The batch given as the bytes it adds to the log file (see [`AppendItem::replicated`]),
+    /// instead of `events`.
+    pub written: Option<Vec<u8>>,
 }
 
 /// A session an [`AppendItem`] creates: its header line (without `\n`), as DSH's writer authors
@@ -74,6 +82,23 @@ impl AppendItem {
             events,
             create: None,
             as_written: false,
+            written: None,
+        }
+    }
+
+    /// A batch its system of record already holds, given as the bytes it adds to the log file
+    /// (its lines for a `.jsonl` log, its zstd frame for a `.jsonl.zstd` one): a store that is
+    /// the index of a fleet's system of record catches up with these. They are kept verbatim
+    /// and read by DSH's reader as [`AppendItem::as_written`] batches are, and not offered to
+    /// the store's commit hook.
+    pub fn replicated(
+        id: impl Into<String>,
+        expected_next_seq: Option<u64>,
+        bytes: Vec<u8>,
+    ) -> Self {
+        AppendItem {
+            written: Some(bytes),
+            ..AppendItem::new(id, expected_next_seq, Vec::new())
         }
     }
 
@@ -143,7 +168,18 @@ impl Store {
     /// committing at the same moment: one WAL write, one fsync). Each item succeeds or fails on
     /// its own rules; a storage failure fails them all. A session may appear once per call (an
     /// [`AppendQueue`] orders several batches of one session into successive calls).
-    pub fn append_many(&self, mut items: Vec<AppendItem>) -> Vec<Result<AppendReceipt>> {
+    pub fn append_many(&self, items: Vec<AppendItem>) -> Vec<Result<AppendReceipt>> {
+        let results = self.append_items(items);
+        if results.iter().any(Result::is_err) {
+            for e in results.iter().filter_map(|r| r.as_ref().err()) {
+                self.recorder.refused(RefusalReason::of(e), 1);
+            }
+        }
+        results
+    }
+
+    /// [`Store::append_many`] without counting its refusals.
+    fn append_items(&self, mut items: Vec<AppendItem>) -> Vec<Result<AppendReceipt>> {
         if let Err(e) = self.check_writable() {
             return items.iter().map(|_| Err(e.duplicate())).collect();
         }
@@ -191,10 +227,14 @@ impl Store {
             }
             guards = handles.iter().map(lock_session).collect();
         }
-        let mut staged: Vec<(usize, Staged)> = Vec::new();
+        let mut staged: Vec<(usize, Staged, bool)> = Vec::new();
+        let mut tally = AppendTally::default();
         let mut claims = Vec::new();
         let mut batch =
             SessionBatch::with_capacity(self, expected_batch_bytes(&items, &guards, &order));
+        // With a commit hook, each staged batch is a part of its own, which the hook (the
+        // system of record) accepts or refuses alone.
+        let parts = self.has_commit_hook();
         let mut broken = None;
         for (slot, &i) in order.iter().enumerate() {
             if let Some(e) = opened[i].take() {
@@ -202,25 +242,38 @@ impl Store {
                 continue;
             }
             let item = &mut items[i];
+            // A replicated batch is its system of record's already: the hook never sees it.
+            let replicated = item.written.is_some();
             let keys_before = batch.len();
             let outcome = match item.create.take() {
                 Some(new) => self
                     .stage_creation(&mut guards[slot], item, &new, &mut batch)
-                    .map(|(staged, claim)| {
+                    .map(|(staged, claim, created)| {
                         claims.push(claim);
-                        staged
+                        (staged, Some(created))
                     }),
-                None => self
-                    .load_write_state(&item.id, &mut guards[slot])
-                    .map(|_| ())
-                    .and_then(|()| self.stage_item(&mut guards[slot], item, &mut batch))
-                    .and_then(|staged| {
-                        staged.advance(&mut guards[slot], &mut batch)?;
-                        Ok(staged)
-                    }),
+                None => {
+                    match guards[slot].is_some() {
+                        true => tally.write_state_hits += 1,
+                        false => tally.write_state_misses += 1,
+                    }
+                    self.stage_loaded(&mut guards[slot], item, &mut batch)
+                        .map(|staged| (staged, None))
+                }
             };
             match outcome {
-                Ok(s) => staged.push((slot, s)),
+                Ok((mut s, created)) => {
+                    let creates = created.is_some();
+                    if parts {
+                        let record = match (guards[slot].as_ref(), replicated) {
+                            (Some(state), false) => s.record(&item.id, &state.meta, created),
+                            _ => None,
+                        };
+                        batch.carries_appends(1);
+                        batch.end_part(record);
+                    }
+                    staged.push((slot, s, creates));
+                }
                 // Refusals come before anything is staged. A failure after part of an item was
                 // staged (a storage or encoding fault) leaves the batch unfit to commit.
                 Err(e) if batch.len() != keys_before => {
@@ -230,31 +283,74 @@ impl Store {
                 Err(e) => results[i] = Some(Err(e)),
             }
         }
-        let committed = match broken {
-            Some(e) => Err(e),
-            None if batch.is_empty() => Ok(()),
-            None => batch.commit("committing appended batches"),
-        };
-        if let Err(e) = committed {
-            // Nothing was written, but the staged sessions' cached states ran ahead of the
-            // store: dropped, they are reloaded from the store.
-            for (slot, _) in staged.drain(..) {
-                *guards[slot] = None;
-                results[order[slot]] = Some(Err(e.duplicate()));
+        // One outcome for every staged batch (`single`), or, with parts, one each.
+        let (single, mut outcomes) = match broken {
+            Some(e) => (Some(Err(e)), Vec::new().into_iter()),
+            None if staged.is_empty() => (None, Vec::new().into_iter()),
+            None => {
+                if !parts {
+                    batch.carries_appends(staged.len() as u64);
+                }
+                let mut outcomes = batch
+                    .commit_parts("committing appended batches")
+                    .into_iter();
+                match parts {
+                    true => (None, outcomes),
+                    false => (outcomes.next(), outcomes),
+                }
             }
+        };
+        for (slot, s, creates) in staged {
+            let outcome = match &single {
+                Some(Err(e)) => Err(e.duplicate()),
+                Some(Ok(())) => Ok(()),
+                None => outcomes.next().unwrap_or_else(|| {
+                    Err(Error::Internal(
+                        "a staged batch has no commit outcome".into(),
+                    ))
+                }),
+            };
+            results[order[slot]] = Some(match outcome {
+                Ok(()) => {
+                    tally.appends += 1;
+                    tally.created += u64::from(creates);
+                    tally.events += s.receipt.count;
+                    tally.bytes += s.bytes;
+                    Ok(s.publish(&mut guards[slot]))
+                }
+                Err(e) => {
+                    // Nothing of the batch was written, but the session's cached state ran
+                    // ahead of the store: dropped, it is reloaded from the store.
+                    *guards[slot] = None;
+                    Err(e)
+                }
+            });
+        }
+        if let Some(Err(e)) = &single {
             for result in results.iter_mut().filter(|r| r.is_none()) {
                 *result = Some(Err(e.duplicate()));
             }
         }
-        self.count_appends(staged.len());
-        for (slot, s) in staged {
-            results[order[slot]] = Some(Ok(s.publish(&mut guards[slot])));
-        }
+        self.recorder.appended(&tally);
         drop(claims);
         results
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(Error::Internal("append produced no result".into()))))
             .collect()
+    }
+
+    /// Stage `item`, appended to a stored session, loading its write state into `slot` first
+    /// when it is not in memory.
+    fn stage_loaded(
+        &self,
+        slot: &mut Option<WriteState>,
+        item: &mut AppendItem,
+        batch: &mut SessionBatch<'_>,
+    ) -> Result<Staged> {
+        self.load_write_state(&item.id, slot)?;
+        let staged = self.stage_item(slot, item, batch)?;
+        staged.advance(slot, batch)?;
+        Ok(staged)
     }
 
     /// Stage `item`'s batch against its session's loaded state: by DSH's append rules, or, for
@@ -266,6 +362,10 @@ impl Store {
         item: &mut AppendItem,
         batch: &mut SessionBatch<'_>,
     ) -> Result<Staged> {
+        if let Some(bytes) = item.written.take() {
+            let written = as_written::Written::Bytes(bytes);
+            return as_written::stage(self, slot, &item.id, item.expected_next_seq, written, batch);
+        }
         let events = std::mem::take(&mut item.events);
         if !item.as_written {
             return admission::stage(self, slot, &item.id, item.expected_next_seq, events, batch);
@@ -281,7 +381,8 @@ impl Store {
             batch,
         ) {
             Err(Error::Rejected { .. } | Error::NotAppendable { .. }) => {
-                as_written::stage(self, slot, &item.id, item.expected_next_seq, events, batch)
+                let written = as_written::Written::Events(events);
+                as_written::stage(self, slot, &item.id, item.expected_next_seq, written, batch)
             }
             outcome => outcome,
         }
@@ -296,8 +397,9 @@ impl Store {
         item: &mut AppendItem,
         new: &NewSession,
         batch: &mut SessionBatch<'_>,
-    ) -> Result<(Staged, Claim<'_>)> {
-        let header = NewHeader::check(&new.header_line, new.encoding, item.as_written)?;
+    ) -> Result<(Staged, Claim<'_>, CreatedSession)> {
+        let written = item.as_written || item.written.is_some();
+        let header = NewHeader::check(&new.header_line, new.encoding, written)?;
         let named = header.id();
         if named != item.id {
             return Err(Error::Rejected {
@@ -308,9 +410,9 @@ impl Store {
         }
         // A stored session is refused here, so `slot` holds no state (the cache's invariant).
         let claim = header.claim(self)?;
-        let empty = header.empty_meta(self, item.as_written);
+        let empty = header.empty_meta(self, written);
         let mut state = self.write_state_of(empty.clone())?;
-        if item.as_written {
+        if written {
             state.reader = Some(header.seam_reader());
         }
         *slot = Some(state);
@@ -321,7 +423,7 @@ impl Store {
         if staged.is_err() {
             *slot = None;
         }
-        Ok((staged?, claim))
+        Ok((staged?, claim, header.created()))
     }
 
     /// Fill an empty write-state slot from the store.

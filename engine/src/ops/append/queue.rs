@@ -24,6 +24,7 @@ use sessionlog_codec::json::{parse, Value};
 
 use super::{AppendItem, AppendReceipt};
 use crate::error::{Error, Result};
+use crate::metrics::RefusalReason;
 use crate::store::Store;
 
 /// Where an [`AppendQueue`]'s thread finds the store: an `Arc<Store>`, or a host's own handle
@@ -180,19 +181,26 @@ fn run(shared: &Shared, store: &dyn StoreAccess) {
             std::mem::take(&mut waiting.entries)
         };
         let mut ready = Vec::with_capacity(group.len());
+        let mut unparsed = 0;
         for mut entry in group {
             match entry
                 .json
                 .take()
                 .map(|text| parse_batch(&entry.item.id, &text))
             {
-                Some(Err(e)) => (entry.done)(Err(e)),
+                Some(Err(e)) => {
+                    unparsed += 1;
+                    (entry.done)(Err(e));
+                }
                 Some(Ok(events)) => {
                     entry.item.events = events;
                     ready.push(entry);
                 }
                 None => ready.push(entry),
             }
+        }
+        if unparsed > 0 {
+            store.with_store(&mut |s| s.recorder.refused(RefusalReason::Rejected, unparsed));
         }
         for round in rounds(ready) {
             commit_round(round, store);

@@ -33,6 +33,9 @@ pub struct ImportOptions {
     /// When the file was found in a DSH session root: where, so DSH's identity rule can be
     /// checked (the header's id and cwd must name this location). Default: none.
     pub location: Option<RootLocation>,
+    /// What errors and reports call the input (a file fetched from object storage is named by
+    /// its URL, not its temporary path). Default: none (its path).
+    pub name: Option<String>,
     /// When the file is the served generation of a session directory: that directory's
     /// generations. The served file's name must agree with its header's version; the lower
     /// generations are stored frozen with the session. Default: none (a lone file).
@@ -86,8 +89,22 @@ impl Store {
         options: &ImportOptions,
         progress: &mut dyn FnMut(u64),
     ) -> Result<ImportReport> {
+        self.land_path(path, options, Landing::default(), progress)
+    }
+
+    /// [`Store::import_path`], landing as `landing` says.
+    pub(crate) fn land_path(
+        &self,
+        path: &std::path::Path,
+        options: &ImportOptions,
+        landing: Landing,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ImportReport> {
         use std::io::Read;
-        let name = path.display().to_string();
+        let name = options
+            .name
+            .clone()
+            .unwrap_or_else(|| path.display().to_string());
         let io = |source| Error::Io {
             path: path.into(),
             source,
@@ -99,11 +116,11 @@ impl Store {
             let mut bytes = magic.to_vec();
             file.read_to_end(&mut bytes).map_err(io)?;
             progress(bytes.len() as u64);
-            return self.import_zstd(&name, &bytes, options);
+            return self.land_zstd(&name, &bytes, options, landing);
         }
         let reader =
             std::io::BufReader::with_capacity(1 << 20, std::io::Read::chain(&magic[..n], file));
-        self.import_jsonl(&name, reader, options, progress)
+        self.land_jsonl(&name, reader, options, landing, progress)
     }
 
     /// Claim `header`'s id, refuse duplicates, allocate a number and run `body`; on failure,

@@ -9,7 +9,7 @@ use sessionlog_engine::{ExportFormat, Store};
 
 use crate::cli::FormatArg;
 
-fn engine_format(format: Option<FormatArg>) -> Option<ExportFormat> {
+pub fn engine_format(format: Option<FormatArg>) -> Option<ExportFormat> {
     format.map(|f| match f {
         FormatArg::Jsonl => ExportFormat::Jsonl,
         FormatArg::JsonlZstd => ExportFormat::JsonlZstd,

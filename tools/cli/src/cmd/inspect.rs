@@ -4,7 +4,7 @@ use std::io::{BufWriter, Write};
 use std::process::ExitCode;
 
 use sessionlog_codec::json::{self, Object, Value};
-use sessionlog_engine::{ListOrder, Store};
+use sessionlog_engine::{ListOrder, Store, VerifyProblem};
 use sessionlog_tools_common::output::{json_line, opt};
 
 use crate::cli::OrderArg;
@@ -63,11 +63,21 @@ pub fn values(values: &[json::Value]) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn check_request(store: &Store, id: &str, turn: i64, step: i64) -> anyhow::Result<ExitCode> {
+/// The recorded request `check-request` reads from standard input.
+pub fn read_request() -> anyhow::Result<json::Value> {
     let mut input = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut input)?;
-    let recorded = json::parse(input.trim())?;
-    store.check_request(id, turn, step, &recorded)?;
+    Ok(json::parse(input.trim())?)
+}
+
+pub fn check_request(
+    store: &Store,
+    id: &str,
+    turn: i64,
+    step: i64,
+    recorded: &json::Value,
+) -> anyhow::Result<ExitCode> {
+    store.check_request(id, turn, step, recorded)?;
     println!("request of turn {turn} step {step} matches the log");
     Ok(ExitCode::SUCCESS)
 }
@@ -97,6 +107,7 @@ pub fn ls(
                 .with("events", s.events as i64)
                 .with("bytes", s.bytes as i64)
                 .with("format", i64::from(s.format))
+                .with("archived", opt(s.archived.as_deref()))
                 .with(
                     "generations",
                     Value::Array(
@@ -201,7 +212,7 @@ pub fn compact(store: &Store) -> anyhow::Result<ExitCode> {
 }
 
 /// `30d`, `12h`, `15m`, `10s` → milliseconds.
-fn parse_duration_ms(s: &str) -> anyhow::Result<i64> {
+pub fn parse_duration_ms(s: &str) -> anyhow::Result<i64> {
     let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
     let n: i64 = n
         .parse()
@@ -216,8 +227,15 @@ fn parse_duration_ms(s: &str) -> anyhow::Result<i64> {
     Ok(n.saturating_mul(per))
 }
 
-pub fn verify(store: &Store, ids: &[String], as_json: bool) -> anyhow::Result<ExitCode> {
-    let report = store.verify(ids)?;
+/// `verify`: the store's report, with `objects`' problems (`--objects`) added.
+pub fn verify(
+    store: &Store,
+    ids: &[String],
+    objects: Vec<VerifyProblem>,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut report = store.verify(ids)?;
+    report.problems.extend(objects);
     let mut out = std::io::stdout().lock();
     if as_json {
         let problems = report

@@ -1,10 +1,13 @@
 //! One module per subcommand; `run` opens the store and dispatches.
 
 mod append;
+mod cluster;
 mod export;
 mod import;
 mod inspect;
 mod migrate;
+mod objects;
+mod stats;
 
 use std::process::ExitCode;
 
@@ -15,6 +18,9 @@ use crate::cli::{Cli, Command};
 
 /// Run one parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if cli.cluster.is_some() {
+        return cluster::run(cli);
+    }
     let store_options = cli.store.options();
     let open_with = |strict_appends: bool| -> anyhow::Result<Store> {
         let options = Options {
@@ -25,19 +31,50 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("opening the store at {}", cli.db.display()))
     };
     let open = || open_with(false);
+    let objects = objects::ObjectStorage::new(&cli.s3);
+    // A read of a session archived in the store is answered by a scratch store holding it.
+    let read = |id: &str, run: &dyn Fn(&Store) -> anyhow::Result<ExitCode>| {
+        objects.read(&open()?, &store_options, id, run)
+    };
     match cli.command {
         Command::Import {
             strict,
             json,
             paths,
-        } => import::run(&open()?, &paths, strict, json),
+        } => import::run(&open()?, &objects, &paths, strict, json),
         Command::Export {
             id,
             format,
             output,
             generation,
-        } => export::run(&open()?, &id, format, generation, output.as_deref()),
-        Command::ExportAll { out, format } => export::run_all(&open()?, &out, format),
+        } => read(&id, &|store| {
+            export::run(store, &id, format, generation, output.as_deref())
+        }),
+        Command::ExportAll {
+            out: Some(out),
+            format,
+            ..
+        } => export::run_all(&open()?, &out, format),
+        Command::ExportAll {
+            to: Some(to),
+            format,
+            json,
+            ..
+        } => objects.export_all(&open()?, &to, export::engine_format(format), json),
+        Command::ExportAll { .. } => {
+            anyhow::bail!("export-all takes --out DIR or --to s3://BUCKET/PREFIX")
+        }
+        Command::Archive {
+            older_than,
+            to,
+            json,
+        } => objects.archive(
+            &open()?,
+            &to,
+            inspect::parse_duration_ms(&older_than)?,
+            json,
+        ),
+        Command::Restore { id, json } => objects.restore(&open()?, &id, json),
         Command::Create {
             id,
             cwd,
@@ -58,16 +95,29 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => migrate::run(&open()?, id.as_deref(), all, dry_run, json),
         Command::Repair { id } => append::repair(&open()?, &id, false),
         Command::Resume { id } => append::repair(&open()?, &id, true),
-        Command::Events { id, from, to } => inspect::events(&open()?, &id, from, to),
-        Command::Surface { id, at, json } => inspect::surface(&open()?, &id, at, json),
-        Command::Messages { id, at } => inspect::values(&open()?.messages_at(&id, at)?),
-        Command::Transcript { id, at } => inspect::values(&open()?.transcript(&id, at)?),
-        Command::State { id, unit, at } => inspect::values(&[open()?.state_at(&id, &unit, at)?]),
-        Command::Request { id, turn, step } => {
-            inspect::values(&[open()?.request(&id, turn, step)?])
+        Command::Events { id, from, to } => {
+            read(&id, &|store| inspect::events(store, &id, from, to))
         }
+        Command::Surface { id, at, json } => {
+            read(&id, &|store| inspect::surface(store, &id, at, json))
+        }
+        Command::Messages { id, at } => {
+            read(&id, &|store| inspect::values(&store.messages_at(&id, at)?))
+        }
+        Command::Transcript { id, at } => {
+            read(&id, &|store| inspect::values(&store.transcript(&id, at)?))
+        }
+        Command::State { id, unit, at } => read(&id, &|store| {
+            inspect::values(&[store.state_at(&id, &unit, at)?])
+        }),
+        Command::Request { id, turn, step } => read(&id, &|store| {
+            inspect::values(&[store.request(&id, turn, step)?])
+        }),
         Command::CheckRequest { id, turn, step } => {
-            inspect::check_request(&open()?, &id, turn, step)
+            let recorded = inspect::read_request()?;
+            read(&id, &|store| {
+                inspect::check_request(store, &id, turn, step, &recorded)
+            })
         }
         Command::Ls {
             order,
@@ -84,7 +134,23 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dry_run,
         } => inspect::purge(&open()?, &older_than, dry_run),
         Command::Compact => inspect::compact(&open()?),
-        Command::Verify { ids, json } => inspect::verify(&open()?, &ids, json),
+        Command::Stats { prometheus } => stats::run(&open()?, prometheus),
+        Command::Cluster { .. } => anyhow::bail!(
+            "`sessionlog cluster` needs --cluster URL (or SESSIONLOG_CLUSTER): the fleet's PostgreSQL"
+        ),
+        Command::Verify {
+            ids,
+            json,
+            objects: with_objects,
+        } => {
+            let store = open()?;
+            let archived = if with_objects {
+                objects.verify_objects(&store, &ids)?
+            } else {
+                Vec::new()
+            };
+            inspect::verify(&store, &ids, archived, json)
+        }
     }
 }
 

@@ -186,6 +186,8 @@ pub struct HostingBench {
     /// Times the whole sequence (sessionlog, then the peers) runs; figures and ratios are
     /// reported per round and as medians over the rounds.
     pub rounds: usize,
+    /// Where to write sessionlog's metrics (Prometheus text) after its run.
+    pub metrics: Option<PathBuf>,
 }
 
 /// The multi-session hosting benchmark: each system in turn (sessionlog, then the peers) runs
@@ -206,6 +208,7 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
         dir,
         as_json,
         rounds,
+        ref metrics,
     } = bench;
     workload.validate()?;
     anyhow::ensure!(rounds >= 1, "rounds must be at least 1");
@@ -253,6 +256,10 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
         let host = SessionlogHost::open(&dir("sessionlog")?, store.clone())?;
         direct_io = host.direct_io();
         reports.push(run_host(&host, &pool, workload, &work, disk.as_ref())?);
+        if let Some(path) = metrics {
+            std::fs::write(path, host.metrics()?.to_prometheus())
+                .with_context(|| format!("writing the metrics to {}", path.display()))?;
+        }
         drop(host);
         for peer in peers {
             // Each system runs alone: opened just before its run, closed right after.

@@ -6,6 +6,7 @@ mod lineage;
 mod node_hosting;
 mod pit;
 mod power;
+mod s3_export;
 mod space;
 mod stress;
 
@@ -72,6 +73,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             stress::run(&opts, cycles, max_kill_ms, dir, json, worker)
         }
+        Command::Seaweed { bucket } => seaweed(&bucket),
         Command::Bench { workload } => match workload {
             BenchWorkload::NodeHosting {
                 sessions,
@@ -85,6 +87,19 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 seconds,
                 write_iops,
                 script,
+                dir,
+                as_json: json,
+            }),
+            BenchWorkload::S3Export {
+                mb,
+                events,
+                rounds,
+                dir,
+                json,
+            } => s3_export::run(&s3_export::S3ExportBench {
+                mb,
+                events,
+                rounds: usize::try_from(rounds).unwrap_or(usize::MAX),
                 dir,
                 as_json: json,
             }),
@@ -139,6 +154,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 dir,
                 json,
                 rounds,
+                metrics,
             } => {
                 let seconds_arg = |flag: &str, s: f64| {
                     std::time::Duration::try_from_secs_f64(s)
@@ -167,6 +183,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     dir,
                     as_json: json,
                     rounds: usize::try_from(rounds).unwrap_or(usize::MAX),
+                    metrics,
                 })
             }
         },
@@ -183,4 +200,19 @@ pub fn work_dir(dir: Option<std::path::PathBuf>, workload: &str) -> (std::path::
             true,
         ),
     }
+}
+
+/// `sessionlog-harness seaweed`: a server until standard input closes.
+fn seaweed(bucket: &str) -> anyhow::Result<ExitCode> {
+    let server = sessionlog_harness::seaweed::SeaweedServer::start()?;
+    server.create_bucket(bucket)?;
+    let line = sessionlog_codec::json::Object::new()
+        .with("endpoint", server.endpoint().as_str())
+        .with("region", "us-east-1")
+        .with("accessKeyId", server.access_key_id.as_str())
+        .with("secretAccessKey", server.secret_access_key.as_str());
+    sessionlog_tools_common::output::json_line(&mut std::io::stdout().lock(), line)?;
+    std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink())?;
+    drop(server);
+    Ok(ExitCode::SUCCESS)
 }

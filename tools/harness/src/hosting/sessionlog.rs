@@ -13,7 +13,7 @@ use std::path::Path;
 use anyhow::Context;
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::Value;
-use sessionlog_engine::{AppendItem, Options, SourceEncoding, Store};
+use sessionlog_engine::{AppendItem, Metrics, Options, SourceEncoding, Store};
 
 use super::{Host, Item, PendingSessions, SessionStart};
 use crate::gen::{host_options, Batch};
@@ -39,6 +39,11 @@ impl SessionlogHost {
     /// Whether the store flushes and compacts with direct I/O ([`Store::direct_io`]).
     pub fn direct_io(&self) -> bool {
         self.store.direct_io()
+    }
+
+    /// The store's metrics ([`Store::metrics`]): what the run appended, as the store counted it.
+    pub fn metrics(&self) -> sessionlog_engine::Result<Metrics> {
+        self.store.metrics()
     }
 }
 

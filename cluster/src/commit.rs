@@ -1,0 +1,347 @@
+//! The fleet's step in the engine's group commit (`CommitHook`): the group's session batches
+//! go to PostgreSQL in one call of `sessionlog.append_batches` (one transaction, one WAL flush
+//! for all), each fenced by the owner epoch this host holds its session at and by its expected
+//! next seq and batch, and each refused alone; only the accepted ones are then written locally.
+//!
+//! A commit whose outcome is unknown (the connection dropped before PostgreSQL answered) is read
+//! back from a new connection before anything is said: a batch PostgreSQL holds with the bytes'
+//! crc is committed; when none of the group is there, the call is made again (it changed
+//! nothing, since a transaction commits whole). A refusal as stale after such a retry is read
+//! back too, in case the first call's commit landed after the read.
+//!
+//! Invariant: a batch is reported committed only when PostgreSQL said so, or holds it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use postgres::Client;
+use sessionlog_engine::{CommitHook, CommitRecord, Refusal, RefusalKind};
+
+use crate::ownership::{lease_seconds, Held, Holding};
+use crate::pg::{is_transient, Pg};
+
+/// How long the hook keeps trying PostgreSQL (reconnecting, reading back) before it reports a
+/// group unavailable: longer than a failover of the primary.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The fleet's commit hook.
+pub(crate) struct FleetHook {
+    pub(crate) pg: Mutex<Pg>,
+    pub(crate) host: String,
+    pub(crate) lease: Duration,
+    pub(crate) held: Arc<Held>,
+}
+
+/// The outcome of each batch of a group, by its index in the group.
+type Outcomes = Vec<(usize, Result<(), Refusal>)>;
+
+/// One batch as PostgreSQL's arrays take it.
+struct Row<'r> {
+    /// Its index in the group.
+    at: usize,
+    record: &'r CommitRecord,
+    root: String,
+    epoch: i64,
+    crc: i64,
+}
+
+impl CommitHook for FleetHook {
+    fn commit(&self, records: &[&CommitRecord]) -> Vec<Result<(), Refusal>> {
+        let mut outcomes: Vec<Option<Result<(), Refusal>>> = vec![None; records.len()];
+        let mut rows = Vec::with_capacity(records.len());
+        for (at, record) in records.iter().enumerate() {
+            let holding = match &record.creates {
+                // A session created here is its own lineage root, held at the first epoch.
+                Some(_) => Some(Holding {
+                    root: record.session.clone(),
+                    epoch: 1,
+                }),
+                None => self.held.get(&record.session),
+            };
+            match holding {
+                Some(h) => rows.push(Row {
+                    at,
+                    record,
+                    root: h.root,
+                    epoch: h.epoch,
+                    crc: i64::from(crc32fast::hash(&record.bytes)),
+                }),
+                None => {
+                    outcomes[at] = Some(Err(refusal(
+                        RefusalKind::Fenced,
+                        format!(
+                            "session \"{}\" is not held by host \"{}\" (never acquired here, or taken over)",
+                            record.session, self.host
+                        ),
+                    )))
+                }
+            }
+        }
+        // One lock order for every transaction: two hosts' groups overlapping during a
+        // takeover then cannot deadlock.
+        rows.sort_by(|a, b| (&a.root, &a.record.session).cmp(&(&b.root, &b.record.session)));
+        let mut pg = self.pg.lock().unwrap_or_else(PoisonError::into_inner);
+        for (at, outcome) in self.commit_rows(&mut pg, &rows) {
+            outcomes[at] = Some(outcome);
+        }
+        for row in &rows {
+            if let Some(Err(r)) = &outcomes[row.at] {
+                if r.kind == RefusalKind::Fenced {
+                    // Taken over: further batches are refused here, without asking PostgreSQL.
+                    self.held.remove(&row.record.session);
+                }
+            }
+            if let (Some(Ok(())), Some(_)) = (&outcomes[row.at], &row.record.creates) {
+                self.held.insert(
+                    &row.record.session,
+                    Holding {
+                        root: row.root.clone(),
+                        epoch: row.epoch,
+                    },
+                );
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Err(refusal(
+                        RefusalKind::Unavailable,
+                        "PostgreSQL gave no outcome for the batch".into(),
+                    ))
+                })
+            })
+            .collect()
+    }
+}
+
+impl FleetHook {
+    /// Commit `rows` (see the module docs); the outcome of each, by its index in the group.
+    fn commit_rows(&self, pg: &mut Pg, rows: &[Row<'_>]) -> Outcomes {
+        if rows.is_empty() {
+            return Vec::new();
+        }
+        const DURING: &str = "committing a group of batches";
+        let deadline = Instant::now() + PATIENCE;
+        // Whether an earlier call's outcome was unknown (it may have committed).
+        let mut uncertain = false;
+        loop {
+            let failure = match pg.client(DURING) {
+                Err(e) => e.to_string(),
+                Ok(client) => match self.call(client, rows) {
+                    Ok(outcomes) if uncertain => {
+                        return self.settle_after_retry(pg, rows, outcomes)
+                    }
+                    Ok(outcomes) => return outcomes,
+                    // PostgreSQL refused the call for good (a privilege, a missing function).
+                    Err(e) if e.code().is_some() && !is_transient(&e) => {
+                        return unavailable(rows, &pg.pg_error(DURING, &e).to_string())
+                    }
+                    // Rolled back before anything was done (a deadlock, a standby): again.
+                    Err(e) if e.code().is_some() => pg.pg_error(DURING, &e).to_string(),
+                    // The connection dropped: the call may have committed.
+                    Err(e) => {
+                        uncertain = true;
+                        pg.pg_error(DURING, &e).to_string()
+                    }
+                },
+            };
+            pg.reset();
+            if uncertain {
+                if let Ok(present) = read_back(pg, rows) {
+                    if present.iter().any(|&p| p) {
+                        return rows
+                            .iter()
+                            .zip(present)
+                            .map(|(r, p)| {
+                                let outcome = match p {
+                                    true => Ok(()),
+                                    false => Err(refusal(
+                                        RefusalKind::Unavailable,
+                                        format!("session \"{}\": {failure}; PostgreSQL holds other batches of its group, not this one", r.record.session),
+                                    )),
+                                };
+                                (r.at, outcome)
+                            })
+                            .collect();
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                return unavailable(rows, &failure);
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// Outcomes of a call made again after an unknown outcome: a batch refused as stale may be
+    /// the first call's, committed after the read back.
+    fn settle_after_retry(&self, pg: &mut Pg, rows: &[Row<'_>], outcomes: Outcomes) -> Outcomes {
+        let present = read_back(pg, rows).unwrap_or_default();
+        let by_index: HashMap<usize, bool> = rows
+            .iter()
+            .zip(present.iter().chain(std::iter::repeat(&false)))
+            .map(|(r, &p)| (r.at, p))
+            .collect();
+        outcomes
+            .into_iter()
+            .map(|(at, o)| match o {
+                Err(r) if r.kind == RefusalKind::Stale && by_index.get(&at) == Some(&true) => {
+                    (at, Ok(()))
+                }
+                other => (at, other),
+            })
+            .collect()
+    }
+
+    /// One call of `sessionlog.append_batches` for `rows`.
+    fn call(
+        &self,
+        client: &mut Client,
+        rows: &[Row<'_>],
+    ) -> std::result::Result<Outcomes, postgres::Error> {
+        let roots: Vec<&str> = rows.iter().map(|r| r.root.as_str()).collect();
+        let ids: Vec<&str> = rows.iter().map(|r| r.record.session.as_str()).collect();
+        let epochs: Vec<i64> = rows.iter().map(|r| r.epoch).collect();
+        let batches: Vec<i64> = rows.iter().map(|r| as_i64(r.record.batch)).collect();
+        let first_seqs: Vec<i64> = rows.iter().map(|r| as_i64(r.record.first_seq)).collect();
+        let events: Vec<i64> = rows.iter().map(|r| as_i64(r.record.events)).collect();
+        let bytes: Vec<&[u8]> = rows.iter().map(|r| r.record.bytes.as_slice()).collect();
+        let crcs: Vec<i64> = rows.iter().map(|r| r.crc).collect();
+        let verdicts: Vec<&str> = rows.iter().map(|r| r.record.verdict.as_str()).collect();
+        let headers: Vec<Option<&[u8]>> = rows
+            .iter()
+            .map(|r| r.record.creates.as_ref().map(|c| c.header.as_slice()))
+            .collect();
+        let zstds: Vec<bool> = rows
+            .iter()
+            .map(|r| r.record.creates.as_ref().is_some_and(|c| c.zstd))
+            .collect();
+        let versions: Vec<i32> = rows
+            .iter()
+            .map(|r| {
+                r.record
+                    .creates
+                    .as_ref()
+                    .map_or(0, |c| i32::try_from(c.version).unwrap_or(i32::MAX))
+            })
+            .collect();
+        let answer = client.query(
+            "SELECT idx, outcome FROM sessionlog.append_batches($1, $2, $3, $4, $5, $6, $7, $8, \
+             $9, $10, $11, $12, $13, $14)",
+            &[
+                &self.host,
+                &lease_seconds(self.lease),
+                &roots,
+                &ids,
+                &epochs,
+                &batches,
+                &first_seqs,
+                &events,
+                &bytes,
+                &crcs,
+                &verdicts,
+                &headers,
+                &zstds,
+                &versions,
+            ],
+        );
+        Ok(answer?
+            .iter()
+            .filter_map(|row| {
+                let idx: i32 = row.get(0);
+                let outcome: &str = row.get(1);
+                let r = rows.get(usize::try_from(idx).ok()?.checked_sub(1)?)?;
+                Some((r.at, outcome_of(outcome, r)))
+            })
+            .collect())
+    }
+}
+
+/// Which of `rows` PostgreSQL holds, with the same bytes (by crc).
+fn read_back(pg: &mut Pg, rows: &[Row<'_>]) -> crate::error::Result<Vec<bool>> {
+    let roots: Vec<&str> = rows.iter().map(|r| r.root.as_str()).collect();
+    let ids: Vec<&str> = rows.iter().map(|r| r.record.session.as_str()).collect();
+    let batches: Vec<i64> = rows.iter().map(|r| as_i64(r.record.batch)).collect();
+    let found = pg.retrying("reading back a group of batches", PATIENCE, |client| {
+        client.query(
+            "SELECT b.session_id, b.batch, b.crc FROM sessionlog.batches b \
+             JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS t(root_id, id, batch) \
+               ON b.root_id = t.root_id AND b.session_id = t.id AND b.batch = t.batch",
+            &[&roots, &ids, &batches],
+        )
+    })?;
+    let held: HashMap<(String, i64), i64> = found
+        .iter()
+        .map(|r| {
+            (
+                (r.get::<_, String>(0), r.get::<_, i64>(1)),
+                r.get::<_, i64>(2),
+            )
+        })
+        .collect();
+    Ok(rows
+        .iter()
+        .map(|r| held.get(&(r.record.session.clone(), as_i64(r.record.batch))) == Some(&r.crc))
+        .collect())
+}
+
+/// The refusal (or acceptance) PostgreSQL's outcome word means for `row`.
+fn outcome_of(outcome: &str, row: &Row<'_>) -> Result<(), Refusal> {
+    let id = &row.record.session;
+    match outcome {
+        "ok" => Ok(()),
+        "fenced" => Err(refusal(
+            RefusalKind::Fenced,
+            format!("session \"{id}\" was taken over by another host (this host held it at epoch {}); it is fenced", row.epoch),
+        )),
+        "stale" => Err(refusal(
+            RefusalKind::Stale,
+            format!(
+                "session \"{id}\": the fleet's log does not continue at seq {} (batch {})",
+                row.record.first_seq, row.record.batch
+            ),
+        )),
+        "exists" => Err(refusal(
+            RefusalKind::Stale,
+            format!("session \"{id}\" already exists in the fleet"),
+        )),
+        "deleted" => Err(refusal(
+            RefusalKind::Stale,
+            format!("session \"{id}\" is deleted in the fleet"),
+        )),
+        "missing" => Err(refusal(
+            RefusalKind::Stale,
+            format!("session \"{id}\" is not in the fleet"),
+        )),
+        other => Err(refusal(
+            RefusalKind::Unavailable,
+            format!("session \"{id}\": PostgreSQL answered \"{other}\""),
+        )),
+    }
+}
+
+/// Every row refused as unavailable, with `message`.
+fn unavailable(rows: &[Row<'_>], message: &str) -> Outcomes {
+    rows.iter()
+        .map(|r| {
+            (
+                r.at,
+                Err(refusal(
+                    RefusalKind::Unavailable,
+                    format!("session \"{}\": not committed: {message}", r.record.session),
+                )),
+            )
+        })
+        .collect()
+}
+
+fn refusal(kind: RefusalKind, message: String) -> Refusal {
+    Refusal { kind, message }
+}
+
+/// A count or number as PostgreSQL's bigint (never past `i64::MAX` in practice).
+fn as_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

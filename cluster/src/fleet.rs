@@ -1,0 +1,338 @@
+//! A host of the fleet: its embedded store as the index of the sessions it holds, PostgreSQL as
+//! the system of record. Appends go through the store's group commit, whose hook (`commit.rs`)
+//! commits them to PostgreSQL first; acquiring a session takes it (bumping its owner epoch) and
+//! catches the store up; leases are renewed in bulk.
+
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
+
+use sessionlog_engine::{AppendItem, AppendReceipt, Durability, Options, Store};
+
+use crate::catch_up::catch_up;
+use crate::commit::FleetHook;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::ownership::{self, Held, Holding};
+use crate::pg::Pg;
+use crate::schema;
+
+pub use crate::ownership::SessionRow;
+
+/// How long reads and control statements keep trying PostgreSQL.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// How a host joins the fleet.
+#[derive(Clone, Debug)]
+pub struct FleetOptions {
+    /// This host's name in the fleet: the owner PostgreSQL records. Default: none (required).
+    pub host: String,
+    /// How long an acquisition or renewal keeps a session from being taken over without
+    /// force. Default: 30 s.
+    pub lease: Duration,
+    /// The local store's options. Its durability is `Buffered` whatever is given here:
+    /// PostgreSQL holds durability. Default: `Options::default()`.
+    pub store: Options,
+}
+
+impl FleetOptions {
+    /// The options of host `host`, every other one its default.
+    pub fn new(host: impl Into<String>) -> Self {
+        FleetOptions {
+            host: host.into(),
+            lease: Duration::from_secs(30),
+            store: Options::default(),
+        }
+    }
+}
+
+/// A session this host acquired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Acquired {
+    /// The session's row in PostgreSQL once acquired.
+    pub row: SessionRow,
+    /// Batches the local store caught up with.
+    pub caught_up: u64,
+}
+
+/// The thread renewing a host's leases ([`Fleet::keep_leases`]); dropped, it stops.
+pub struct LeaseKeeper {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for LeaseKeeper {
+    fn drop(&mut self) {
+        let (lock, wake) = &*self.stop;
+        *lock.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        wake.notify_all();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One host of the fleet (see the module docs).
+pub struct Fleet {
+    store: Arc<Store>,
+    /// The connection for acquisitions, catch-up and listings (the hook has its own).
+    control: Mutex<Pg>,
+    held: Arc<Held>,
+    options: FleetOptions,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("host", &self.options.host)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fleet {
+    /// Join the fleet whose system of record `config` reaches, with the local store at `path`.
+    /// The schema must be this build's (`sessionlog cluster init`).
+    pub fn open(path: impl AsRef<Path>, config: Config, options: FleetOptions) -> Result<Fleet> {
+        if options.host.is_empty() {
+            return Err(Error::Config("a host needs a name in the fleet".into()));
+        }
+        let mut control = Pg::new(config.clone());
+        control.retrying("checking the schema", PATIENCE, schema::check)??;
+        let store = Store::open(
+            path,
+            Options {
+                durability: Durability::Buffered,
+                ..options.store.clone()
+            },
+        )?;
+        let held = Arc::new(Held::default());
+        let hook = Arc::new(FleetHook {
+            pg: Mutex::new(Pg::new(config)),
+            host: options.host.clone(),
+            lease: options.lease,
+            held: Arc::clone(&held),
+        });
+        store.set_commit_hook(hook)?;
+        Ok(Fleet {
+            store: Arc::new(store),
+            control: Mutex::new(control),
+            held,
+            options,
+        })
+    }
+
+    /// The local store: every read, and appends (through the fleet's commit hook).
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// This host's name in the fleet.
+    pub fn host(&self) -> &str {
+        &self.options.host
+    }
+
+    /// Take session `id` for this host and catch the local store up with PostgreSQL. A session
+    /// this host holds already is only caught up (its epoch stays); one another host holds
+    /// under a live lease is refused unless `force`.
+    pub fn acquire(&self, id: &str, force: bool) -> Result<Acquired> {
+        let mut pg = self.control();
+        if let Some(holding) = self.held.get(id) {
+            let row = pg
+                .retrying("reading a session", PATIENCE, |c| ownership::row(c, id))?
+                .ok_or_else(|| Error::UnknownSession(id.to_owned()))?;
+            if row.owner.as_deref() == Some(self.options.host.as_str())
+                && row.epoch == holding.epoch
+            {
+                let caught_up = catch_up(&mut pg, &self.store, &row)?;
+                return Ok(Acquired { row, caught_up });
+            }
+            // Taken over since: this host acquires it anew.
+            self.held.remove(id);
+        }
+        let host = &self.options.host;
+        let lease = self.options.lease;
+        let row = pg.retrying("acquiring a session", PATIENCE, |c| {
+            ownership::acquire(c, host, id, lease, force)
+        })??;
+        // Held from here on: appends name this epoch, and every earlier one is fenced.
+        self.held.insert(
+            id,
+            Holding {
+                root: row.root.clone(),
+                epoch: row.epoch,
+            },
+        );
+        let caught_up = catch_up(&mut pg, &self.store, &row)?;
+        Ok(Acquired { row, caught_up })
+    }
+
+    /// Give up session `id`: the next acquisition by any host needs no force. Whether this host
+    /// still held it.
+    pub fn release(&self, id: &str) -> Result<bool> {
+        let Some(holding) = self.held.get(id) else {
+            return Ok(false);
+        };
+        let host = &self.options.host;
+        let released = self
+            .control()
+            .retrying("releasing a session", PATIENCE, |c| {
+                ownership::release(c, host, id, &holding)
+            })?;
+        self.held.remove(id);
+        Ok(released)
+    }
+
+    /// Renew the leases of every held session in one statement; the sessions this host lost
+    /// (taken over since), which it no longer holds.
+    pub fn renew(&self) -> Result<Vec<String>> {
+        let held = self.held.all();
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let host = &self.options.host;
+        let lease = self.options.lease;
+        let renewed = self.control().retrying("renewing leases", PATIENCE, |c| {
+            ownership::renew(c, host, lease, &held)
+        })?;
+        let lost: Vec<String> = held
+            .into_iter()
+            .map(|(id, _)| id)
+            .filter(|id| !renewed.contains(id))
+            .collect();
+        for id in &lost {
+            self.held.remove(id);
+        }
+        Ok(lost)
+    }
+
+    /// Renew this host's leases in the background, every third of the lease, until the
+    /// returned keeper is dropped. A session found taken over is forgotten (its appends are then
+    /// refused as not held); a renewal that fails (PostgreSQL unreachable) is tried again at the
+    /// next tick, the leases running out meanwhile only allowing a takeover without force.
+    pub fn keep_leases(self: &Arc<Self>) -> Result<LeaseKeeper> {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let thread = {
+            let (fleet, stop) = (Arc::clone(self), Arc::clone(&stop));
+            let every = self.options.lease / 3;
+            std::thread::Builder::new()
+                .name("sessionlog-leases".into())
+                .spawn(move || {
+                    let (lock, wake) = &*stop;
+                    let mut stopped = lock.lock().unwrap_or_else(PoisonError::into_inner);
+                    while !*stopped {
+                        let (guard, _) = wake
+                            .wait_timeout(stopped, every)
+                            .unwrap_or_else(PoisonError::into_inner);
+                        stopped = guard;
+                        if !*stopped {
+                            drop(stopped);
+                            let _lost = fleet.renew();
+                            stopped = lock.lock().unwrap_or_else(PoisonError::into_inner);
+                        }
+                    }
+                })
+                .map_err(|e| Error::Config(format!("starting the lease thread: {e}")))?
+        };
+        Ok(LeaseKeeper {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Append through the group commit: each item's batch is committed to PostgreSQL (fenced
+    /// by the epoch this host holds its session at), then to the local store. A session is
+    /// created by an item carrying its header and held by this host from then on.
+    pub fn append_many(
+        &self,
+        items: Vec<AppendItem>,
+    ) -> Vec<sessionlog_engine::Result<AppendReceipt>> {
+        self.store.append_many(items)
+    }
+
+    /// Whether this host holds session `id`.
+    pub fn holds(&self, id: &str) -> bool {
+        self.held.get(id).is_some()
+    }
+
+    /// The sessions this host holds.
+    pub fn held(&self) -> Vec<String> {
+        self.held.all().into_iter().map(|(id, _)| id).collect()
+    }
+
+    /// Every session in the fleet, as PostgreSQL records it, in id order.
+    pub fn sessions(&self) -> Result<Vec<SessionRow>> {
+        let rows = self.control().retrying("listing sessions", PATIENCE, |c| {
+            c.query(
+                "SELECT id, root_id, owner, owner_epoch, next_seq, next_batch, version, zstd, \
+                 header, verdict, deleted_at IS NOT NULL FROM sessionlog.sessions ORDER BY id",
+                &[],
+            )
+        })?;
+        Ok(rows.iter().map(ownership::session_row).collect())
+    }
+
+    /// Catch the local store up with PostgreSQL on session `id` without taking it (for reads);
+    /// the batches applied.
+    pub fn sync(&self, id: &str) -> Result<u64> {
+        let mut pg = self.control();
+        let row = pg
+            .retrying("reading a session", PATIENCE, |c| ownership::row(c, id))?
+            .ok_or_else(|| Error::UnknownSession(id.to_owned()))?;
+        catch_up(&mut pg, &self.store, &row)
+    }
+
+    /// Mark session `id` (which this host holds) deleted in the fleet and in the local store,
+    /// or restore it (`deleted` false).
+    pub fn set_deleted(&self, id: &str, deleted: bool) -> Result<()> {
+        let holding = self
+            .held
+            .get(id)
+            .ok_or_else(|| Error::NotHeld(id.to_owned()))?;
+        let host = &self.options.host;
+        let done: bool = self
+            .control()
+            .retrying("deleting a session", PATIENCE, |c| {
+                c.query_one(
+                    "SELECT sessionlog.set_deleted($1, $2, $3, $4, $5)",
+                    &[host, &holding.root, &id, &holding.epoch, &deleted],
+                )
+            })?
+            .get(0);
+        if !done {
+            self.held.remove(id);
+            return Err(Error::NotHeld(id.to_owned()));
+        }
+        match deleted {
+            true => self.store.delete(id)?,
+            false => self.store.undelete(id)?,
+        }
+        Ok(())
+    }
+
+    /// Remove for good the sessions deleted in the fleet more than `older_than` ago (from
+    /// PostgreSQL and from the local store); the ids removed.
+    pub fn purge(&self, older_than: Duration) -> Result<Vec<String>> {
+        let seconds = i64::try_from(older_than.as_secs()).unwrap_or(i64::MAX);
+        let rows = self.control().retrying("purging sessions", PATIENCE, |c| {
+            c.query("SELECT id FROM sessionlog.purge($1)", &[&seconds])
+        })?;
+        let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        let mut local = false;
+        for id in &ids {
+            self.held.remove(id);
+            if self.store.summary(id).is_ok() {
+                self.store.delete(id)?;
+                local = true;
+            }
+        }
+        if local {
+            self.store.purge(0, false)?;
+        }
+        Ok(ids)
+    }
+
+    /// The control connection.
+    fn control(&self) -> std::sync::MutexGuard<'_, Pg> {
+        self.control.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

@@ -1,0 +1,33 @@
+//! sessionlog as a fleet: many hosts, each serving the sessions it owns from its own embedded
+//! store, over PostgreSQL as the system of record (as Temporal's history service keeps workflow
+//! histories in SQL, each shard owned by a host fenced by its `range_id`).
+//!
+//! - PostgreSQL holds every session's exact bytes, a row per committed batch, and a row per
+//!   session with its owner and owner epoch ([`schema`]: the tables, the fenced functions hosts
+//!   run, and the grants).
+//! - A host acquires a session by bumping its owner epoch ([`ownership`]); every batch it
+//!   commits names that epoch, checked in the statement that advances the session, so a host
+//!   whose session was taken over can never write it again. Leases only decide when a takeover
+//!   needs no force.
+//! - Appends are the engine's group commit with one more step ([`commit`]): the group's batches
+//!   go to PostgreSQL in one transaction before the local write, each refused alone; a commit
+//!   whose outcome is unknown (the connection dropped) is read back before anything is said.
+//! - Each host's store is the index: on acquire it catches up from PostgreSQL ([`catch_up`]), so
+//!   a host that restarts with an empty disk loses nothing; its own fsync is not needed.
+//!
+//! [`Fleet`] ties them together; [`Config`] says how to reach PostgreSQL (URL, TLS, password
+//! sources, with the password never shown).
+
+mod catch_up;
+mod commit;
+mod config;
+mod error;
+mod fleet;
+mod ownership;
+mod pg;
+pub mod schema;
+mod tls;
+
+pub use config::Config;
+pub use error::{Error, Result};
+pub use fleet::{Acquired, Fleet, FleetOptions, LeaseKeeper, SessionRow};

@@ -1,0 +1,159 @@
+//! The fleet on a real PostgreSQL (a throwaway cluster started here): two hosts' stores over one
+//! system of record. Sessions created and appended on one host are acquired by the other, which
+//! catches up byte for byte; the host taken over is fenced (its appends refused, PostgreSQL
+//! holding nothing of them); a host with an empty disk rebuilds every session; and a host's role
+//! can run the fenced functions and nothing else.
+//!
+//! Needs PostgreSQL 15's server binaries (Debian's `postgresql-15`, installed by `./x test`);
+//! without them each test fails under CI (`CI` set) and elsewhere prints a `SKIPPED` line.
+
+use std::path::Path;
+
+use sessionlog::engine::{AppendItem, Error, ExportFormat, RefusalKind, SourceEncoding};
+use sessionlog_cluster::{schema, Config, Fleet, FleetOptions};
+use sessionlog_harness::postgres::{PgSetup, TempPostgres};
+use sessionlog_harness::requirement::missing;
+
+use crate::fixtures::ev;
+
+/// A started cluster with the schema and a login role `host` for the hosts, or `None` when
+/// PostgreSQL is not installed: then the calling test fails under CI and says on stderr what it
+/// skipped elsewhere (`requirement::missing`).
+pub fn fleet_database() -> Option<TempPostgres> {
+    if !sessionlog_harness::postgres::available() {
+        missing(
+            "PostgreSQL 15's server binaries (Debian's postgresql-15)",
+            "they are not installed",
+        );
+        return None;
+    }
+    let pg = TempPostgres::start(&PgSetup::default()).expect("start PostgreSQL");
+    pg.psql("CREATE ROLE host LOGIN").expect("host role");
+    let mut admin = postgres::Client::connect(&pg.url("postgres", "postgres"), postgres::NoTls)
+        .expect("connect as the superuser");
+    schema::init(&mut admin, &["host".to_owned()]).expect("schema");
+    Some(pg)
+}
+
+fn join(pg: &TempPostgres, dir: &Path, host: &str) -> Fleet {
+    let config = Config::parse(&pg.url("host", "postgres")).expect("url");
+    Fleet::open(dir.join(host), config, FleetOptions::new(host)).expect("join the fleet")
+}
+
+fn header(id: &str) -> String {
+    format!(
+        r#"{{"type":"session","version":0,"id":"{id}","createdAt":1,"cwd":"/w","delegationDepth":0}}"#
+    )
+}
+
+fn prompt(n: u64) -> sessionlog::codec::format::event::NewEvent {
+    ev(&format!(
+        r#"{{"type":"user/message","time":{n},"data":{{"content":[{{"type":"text","text":"m{n}"}}],"source":{{"kind":"user"}},"role":"user","id":"u{n}"}},"surfaceOp":"append"}}"#
+    ))
+}
+
+fn exported(fleet: &Fleet, id: &str, format: ExportFormat) -> Vec<u8> {
+    let mut out = Vec::new();
+    fleet
+        .store()
+        .export(id, Some(format), &mut out)
+        .expect("export");
+    out
+}
+
+fn append(fleet: &Fleet, id: &str, at: u64, n: u64) -> sessionlog::engine::Result<()> {
+    let events = (at..at + n).map(prompt).collect();
+    fleet
+        .append_many(vec![AppendItem::new(id, Some(at), events)])
+        .pop()
+        .expect("an outcome")
+        .map(drop)
+}
+
+#[test]
+fn a_session_moves_between_hosts_and_the_host_taken_over_is_fenced() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    let b = join(&pg, dir.path(), "host-b");
+    for (id, encoding) in [
+        ("plain", SourceEncoding::Jsonl),
+        ("packed", SourceEncoding::JsonlZstd),
+    ] {
+        let created = a.append_many(vec![AppendItem::new(
+            id,
+            Some(0),
+            vec![prompt(0), prompt(1)],
+        )
+        .creating(header(id), encoding)]);
+        assert!(created.iter().all(Result::is_ok), "{created:?}");
+        append(&a, id, 2, 3).expect("append on its creator");
+
+        // Held by host-a under a live lease: host-b needs force.
+        let refused = b.acquire(id, false).expect_err("owned");
+        assert!(refused.to_string().contains("host-a"), "{refused}");
+        let taken = b.acquire(id, true).expect("taken over");
+        assert_eq!(taken.caught_up, 2, "two batches caught up");
+        for format in [ExportFormat::Jsonl, ExportFormat::JsonlZstd] {
+            assert_eq!(exported(&a, id, format), exported(&b, id, format), "{id}");
+        }
+
+        // host-a is fenced: refused, nothing written there or in PostgreSQL.
+        let before = exported(&a, id, ExportFormat::Jsonl);
+        let fenced = append(&a, id, 5, 1).expect_err("fenced");
+        assert!(
+            matches!(&fenced, Error::Refused(r) if r.kind == RefusalKind::Fenced),
+            "{fenced}"
+        );
+        assert_eq!(exported(&a, id, ExportFormat::Jsonl), before);
+        append(&b, id, 5, 2).expect("append on the new owner");
+
+        // Back to host-a, which catches up on what host-b wrote.
+        let back = a.acquire(id, true).expect("taken back");
+        assert_eq!(back.caught_up, 1);
+        assert_eq!(
+            exported(&a, id, ExportFormat::Jsonl),
+            exported(&b, id, ExportFormat::Jsonl)
+        );
+        assert_eq!(a.store().summary(id).expect("summary").events, 7);
+    }
+
+    // A host with an empty disk loses nothing: every session rebuilt from PostgreSQL.
+    let c = join(&pg, dir.path(), "host-c");
+    for row in c.sessions().expect("listing") {
+        c.acquire(&row.id, true).expect("rebuilt");
+        assert_eq!(
+            exported(&c, &row.id, ExportFormat::Jsonl),
+            exported(&a, &row.id, ExportFormat::Jsonl)
+        );
+    }
+    for fleet in [&a, &b, &c] {
+        let report = fleet.store().verify(&[]).expect("verify");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+}
+
+#[test]
+fn a_host_role_runs_the_fenced_functions_and_nothing_else() {
+    let Some(pg) = fleet_database() else { return };
+    let mut host = postgres::Client::connect(&pg.url("host", "postgres"), postgres::NoTls)
+        .expect("connect as the host role");
+    for statement in [
+        "DELETE FROM sessionlog.batches",
+        "UPDATE sessionlog.sessions SET owner_epoch = owner_epoch + 1",
+        "INSERT INTO sessionlog.lineage VALUES ('x', 'x')",
+        "CREATE TABLE sessionlog.mine (x int)",
+        "DROP TABLE sessionlog.batches",
+    ] {
+        let e = host.batch_execute(statement).expect_err(statement);
+        let code = e.code().map(|c| c.code().to_owned());
+        assert_eq!(code.as_deref(), Some("42501"), "{statement}: {e}");
+    }
+    host.query("SELECT count(*) FROM sessionlog.sessions", &[])
+        .expect("the host role reads");
+    host.query(
+        "SELECT * FROM sessionlog.renew('h', 5, '{}', '{}', '{}')",
+        &[],
+    )
+    .expect("and runs the functions");
+}

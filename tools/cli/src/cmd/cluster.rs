@@ -1,0 +1,276 @@
+//! The CLI as a host of a fleet (`--cluster URL`): the store in `--db` is this host's index of
+//! the fleet's sessions, PostgreSQL their system of record. A read catches the session up from
+//! PostgreSQL first; a write takes the session for this host (refused while another host's lease
+//! is live), commits through PostgreSQL, and gives it up again, as a one-shot host does. Plus
+//! `sessionlog cluster init|status|acquire|release`.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use sessionlog_cluster::{schema, Config, Fleet, FleetOptions, SessionRow};
+use sessionlog_codec::json::{JsString, Object, Value};
+use sessionlog_tools_common::output::{json_line, opt};
+
+use super::{append, export, inspect};
+use crate::cli::{Cli, ClusterCommand, Command};
+
+/// Run `cli` as a host of the fleet at `cli.cluster`.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let url = cli.cluster.clone().unwrap_or_default();
+    let config = Config::parse(&url)?;
+    if let Command::Cluster {
+        command: ClusterCommand::Init { host_roles },
+    } = &cli.command
+    {
+        return init(&config, host_roles);
+    }
+    let host = match cli.host.clone() {
+        Some(host) => host,
+        None => machine_name()?,
+    };
+    let options = FleetOptions {
+        store: cli.store.options(),
+        ..FleetOptions::new(host)
+    };
+    let fleet = Fleet::open(&cli.db, config.clone(), options)
+        .with_context(|| format!("joining the fleet with the store at {}", cli.db.display()))?;
+    let store = fleet.store().as_ref();
+    match cli.command {
+        Command::Cluster { command } => match command {
+            ClusterCommand::Init { host_roles } => init(&config, &host_roles),
+            ClusterCommand::Status { json } => status(&fleet, json),
+            ClusterCommand::Acquire { id, force } => {
+                let acquired = fleet.acquire(&id, force)?;
+                println!(
+                    "{} holds {id} at epoch {} (caught up {} batches; next seq {})",
+                    fleet.host(),
+                    acquired.row.epoch,
+                    acquired.caught_up,
+                    acquired.row.next_seq
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            ClusterCommand::Release { id } => {
+                let held = fleet.release(&id)?;
+                println!(
+                    "{id}: {}",
+                    if held {
+                        "released"
+                    } else {
+                        "not held by this host"
+                    }
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+        },
+        Command::Create {
+            id,
+            cwd,
+            created_at,
+            encoding,
+            format,
+        } => holding(&fleet, None, || {
+            append::create(store, id.clone(), cwd, created_at, encoding, format)
+        }),
+        Command::Append { id, expect_seq, .. } => {
+            holding(&fleet, Some(&id), || append::append(store, &id, expect_seq))
+        }
+        Command::Delete { id } => holding(&fleet, Some(&id), || {
+            fleet.set_deleted(&id, true)?;
+            println!("deleted {id} in the fleet");
+            Ok(ExitCode::SUCCESS)
+        }),
+        Command::Undelete { id } => holding(&fleet, Some(&id), || {
+            fleet.set_deleted(&id, false)?;
+            println!("restored {id} in the fleet");
+            Ok(ExitCode::SUCCESS)
+        }),
+        Command::Purge { older_than, .. } => {
+            let removed = fleet.purge(parse_age(&older_than)?)?;
+            println!("removed {} sessions from the fleet", removed.len());
+            for id in removed {
+                println!("  {id}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ls { json, .. } => list(&fleet, json),
+        Command::Export {
+            id,
+            format,
+            output,
+            generation,
+        } => {
+            fleet.sync(&id)?;
+            export::run(store, &id, format, generation, output.as_deref())
+        }
+        Command::Events { id, from, to } => {
+            fleet.sync(&id)?;
+            inspect::events(store, &id, from, to)
+        }
+        Command::Surface { id, at, json } => {
+            fleet.sync(&id)?;
+            inspect::surface(store, &id, at, json)
+        }
+        Command::Messages { id, at } => {
+            fleet.sync(&id)?;
+            inspect::values(&store.messages_at(&id, at)?)
+        }
+        Command::Transcript { id, at } => {
+            fleet.sync(&id)?;
+            inspect::values(&store.transcript(&id, at)?)
+        }
+        Command::State { id, unit, at } => {
+            fleet.sync(&id)?;
+            inspect::values(&[store.state_at(&id, &unit, at)?])
+        }
+        Command::Request { id, turn, step } => {
+            fleet.sync(&id)?;
+            inspect::values(&[store.request(&id, turn, step)?])
+        }
+        Command::Verify {
+            ids,
+            json,
+            objects: false,
+        } => inspect::verify(store, &ids, Vec::new(), json),
+        other => bail!(
+            "`{}` is not available with --cluster: the fleet takes creations, appends, reads, \
+             exports, deletion and purge; run it on a store without --cluster",
+            command_name(&other)
+        ),
+    }
+}
+
+/// Run `write` holding session `id` (acquired first, released after, whatever `write` did); a
+/// creation (`id` none) holds the session it creates, released after.
+fn holding(
+    fleet: &Fleet,
+    id: Option<&str>,
+    write: impl FnOnce() -> anyhow::Result<ExitCode>,
+) -> anyhow::Result<ExitCode> {
+    if let Some(id) = id {
+        fleet.acquire(id, false)?;
+    }
+    let outcome = write();
+    for s in fleet.held() {
+        fleet.release(&s)?;
+    }
+    outcome
+}
+
+/// `cluster init`: the schema and the grants, as the URL's role.
+fn init(config: &Config, host_roles: &[String]) -> anyhow::Result<ExitCode> {
+    let mut client = config.connect("creating the schema")?;
+    let grants = schema::init(&mut client, host_roles)
+        .map_err(|e| anyhow::anyhow!("creating the schema at {}: {e}", config.shown()))?;
+    println!(
+        "sessionlog schema version {} ready at {}",
+        schema::VERSION,
+        config.shown()
+    );
+    println!("privileges applied:");
+    for g in grants {
+        println!("  {g};");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cluster status`: the fleet's sessions by owner.
+fn status(fleet: &Fleet, as_json: bool) -> anyhow::Result<ExitCode> {
+    let rows = fleet.sessions()?;
+    let mut owners: std::collections::BTreeMap<String, u64> = Default::default();
+    for r in &rows {
+        *owners
+            .entry(r.owner.clone().unwrap_or_else(|| "(none)".into()))
+            .or_default() += 1;
+    }
+    if as_json {
+        let mut by_owner = Object::new();
+        for (owner, n) in &owners {
+            by_owner.insert(JsString::from(owner.as_str()), Value::Number(*n as f64));
+        }
+        let o = Object::new()
+            .with("schema_version", Value::Number(f64::from(schema::VERSION)))
+            .with("host", Value::String(fleet.host().into()))
+            .with("sessions", Value::Number(rows.len() as f64))
+            .with("owners", Value::Object(by_owner));
+        json_line(&mut std::io::stdout().lock(), o)?;
+    } else {
+        println!(
+            "schema version {}; this host: {}",
+            schema::VERSION,
+            fleet.host()
+        );
+        println!("{} sessions", rows.len());
+        for (owner, n) in owners {
+            println!("  {owner}: {n}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ls` in a fleet: every session as PostgreSQL records it.
+fn list(fleet: &Fleet, as_json: bool) -> anyhow::Result<ExitCode> {
+    for r in fleet.sessions()? {
+        if as_json {
+            json_line(&mut std::io::stdout().lock(), row_json(&r))?;
+        } else {
+            println!(
+                "{}\t{}\tnext seq {}\towner {} (epoch {}){}",
+                r.id,
+                r.verdict,
+                r.next_seq,
+                r.owner.as_deref().unwrap_or("-"),
+                r.epoch,
+                if r.deleted { "\tdeleted" } else { "" }
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn row_json(r: &SessionRow) -> Object {
+    Object::new()
+        .with("id", Value::String(r.id.as_str().into()))
+        .with("root", Value::String(r.root.as_str().into()))
+        .with(
+            "owner",
+            opt(r.owner.as_deref().map(|o| Value::String(o.into()))),
+        )
+        .with("epoch", Value::Number(r.epoch as f64))
+        .with("next_seq", Value::Number(r.next_seq as f64))
+        .with("verdict", Value::String(r.verdict.as_str().into()))
+        .with("deleted", Value::Bool(r.deleted))
+}
+
+/// The machine's host name (`/proc/sys/kernel/hostname`).
+fn machine_name() -> anyhow::Result<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .context("reading the machine's host name; give --host")?;
+    Ok(name.trim().to_owned())
+}
+
+/// `30d`, `12h`, `45m`, `10s` as a duration.
+fn parse_age(s: &str) -> anyhow::Result<Duration> {
+    let (n, unit) = s.split_at(s.len().saturating_sub(1));
+    let n: u64 = n
+        .parse()
+        .with_context(|| format!("--older-than {s}: a number and a unit (s, m, h, d)"))?;
+    let seconds = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => bail!("--older-than {s}: the unit is s, m, h or d"),
+    };
+    Ok(Duration::from_secs(seconds))
+}
+
+/// The subcommand's name, for a refusal.
+fn command_name(command: &Command) -> String {
+    format!("{command:?}")
+        .split([' ', '{', '('])
+        .next()
+        .unwrap_or_default()
+        .to_lowercase()
+}

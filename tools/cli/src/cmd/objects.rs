@@ -1,0 +1,279 @@
+//! Object storage: `export-all --to`, `import s3://…`, `archive`, `restore`, `verify --objects`,
+//! and reads of archived sessions (fetched into a scratch store), through
+//! `sessionlog-archive`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use sessionlog_archive::{ArchiveRoot, ArchiveSources, ArchivedView, Bucket, S3Config, Transfer};
+use sessionlog_codec::json::{Object, Value};
+use sessionlog_engine::{ExportFormat, ImportOptions, ImportReport, Options, Store, VerifyProblem};
+use sessionlog_tools_common::output::json_line;
+
+use crate::cli::S3Args;
+
+/// What reaching object storage takes: the configuration from the environment and the flags.
+pub struct ObjectStorage {
+    config: S3Config,
+}
+
+impl ObjectStorage {
+    /// `S3Config::from_env`, with the flags' endpoint and region over it.
+    pub fn new(args: &S3Args) -> Self {
+        let mut config = S3Config::from_env();
+        if let Some(endpoint) = &args.endpoint_url {
+            config.endpoint = Some(endpoint.clone());
+        }
+        if let Some(region) = &args.region {
+            config.region = Some(region.clone());
+        }
+        ObjectStorage { config }
+    }
+
+    fn bucket(&self, url: &str) -> anyhow::Result<Bucket> {
+        Ok(Bucket::open(
+            ArchiveRoot::parse(url)?,
+            &self.config,
+            Transfer::default(),
+        )?)
+    }
+
+    fn sources(&self) -> ArchiveSources {
+        ArchiveSources::new(self.config.clone(), Transfer::default())
+    }
+
+    /// Run `read` of session `id` on `store`, or, when it is archived there, on a scratch store
+    /// holding it, fetched from its archive.
+    pub fn read(
+        &self,
+        store: &Store,
+        options: &Options,
+        id: &str,
+        read: impl Fn(&Store) -> anyhow::Result<ExitCode>,
+    ) -> anyhow::Result<ExitCode> {
+        match read(store) {
+            Err(e) if is_archived(&e) => {
+                let view = ArchivedView::open(store, &self.sources(), id, options.clone())?;
+                read(view.store())
+            }
+            other => other,
+        }
+    }
+
+    /// `export-all --to URL`.
+    pub fn export_all(
+        &self,
+        store: &Store,
+        url: &str,
+        format: Option<ExportFormat>,
+        json: bool,
+    ) -> anyhow::Result<ExitCode> {
+        let bucket = self.bucket(url)?;
+        let started = std::time::Instant::now();
+        let bar = crate::cmd::session_bar(store.ids()?.len() as u64, "exporting");
+        let summary =
+            sessionlog_archive::export_all(store, &bucket, &self.sources(), format, &|n| {
+                bar.inc(n)
+            })?;
+        bar.finish_and_clear();
+        let seconds = started.elapsed().as_secs_f64();
+        for (id, error) in &summary.failures {
+            eprintln!("failed session \"{id}\": {error}");
+        }
+        let root = bucket.root().to_string();
+        if json {
+            let o = Object::new()
+                .with("to", root.as_str())
+                .with("sessions", summary.sessions as i64)
+                .with("created", summary.created as i64)
+                .with("alreadyThere", summary.already_there as i64)
+                .with("bytesUploaded", summary.bytes_uploaded as i64)
+                .with("bytes", summary.bytes as i64)
+                .with("seconds", seconds)
+                .with("failed", failures(&summary.failures, "error"));
+            json_line(&mut std::io::stdout().lock(), o)?;
+        } else {
+            println!(
+                "exported {} sessions ({} bytes) to {root}: {} objects created, {} already there, {} failed",
+                summary.sessions,
+                summary.bytes,
+                summary.created,
+                summary.already_there,
+                summary.failures.len()
+            );
+        }
+        Ok(exit(summary.failures.is_empty()))
+    }
+
+    /// `import s3://…`: every session of the root, reported as a local import reports.
+    pub fn import(
+        &self,
+        store: &Store,
+        url: &str,
+        options: &ImportOptions,
+    ) -> anyhow::Result<Vec<(String, Result<ImportReport, ImportFailure>)>> {
+        let bucket = self.bucket(url)?;
+        let bar = crate::cmd::progress_bar(0, "importing");
+        let outcomes = sessionlog_archive::import_root(store, &bucket, options, &|n| bar.inc(n))?;
+        bar.finish_and_clear();
+        Ok(outcomes
+            .into_iter()
+            .map(|(name, r)| {
+                let r = r.map_err(|e| match e {
+                    sessionlog_archive::Error::Engine(e) => ImportFailure::Engine(e),
+                    other => ImportFailure::Other(other.to_string()),
+                });
+                (name, r)
+            })
+            .collect())
+    }
+
+    /// `archive --older-than D --to URL`.
+    pub fn archive(
+        &self,
+        store: &Store,
+        url: &str,
+        older_than_ms: i64,
+        json: bool,
+    ) -> anyhow::Result<ExitCode> {
+        let bucket = self.bucket(url)?;
+        let bar = crate::cmd::session_bar(0, "archiving");
+        let summary = sessionlog_archive::archive(store, &bucket, older_than_ms, &|n| bar.inc(n))?;
+        bar.finish_and_clear();
+        for (id, error) in &summary.failures {
+            eprintln!("failed session \"{id}\": {error}");
+        }
+        let root = bucket.root().to_string();
+        if json {
+            let archived = summary
+                .archived
+                .iter()
+                .map(|(id, bytes)| {
+                    Object::new()
+                        .with("id", id.as_str())
+                        .with("bytes", *bytes as i64)
+                        .into()
+                })
+                .collect();
+            let o = Object::new()
+                .with("to", root.as_str())
+                .with("archived", Value::Array(archived))
+                .with("kept", failures(&summary.kept, "reason"))
+                .with("failed", failures(&summary.failures, "error"));
+            json_line(&mut std::io::stdout().lock(), o)?;
+        } else {
+            let mut out = std::io::stdout().lock();
+            for (id, bytes) in &summary.archived {
+                writeln!(out, "archived {id} ({bytes} bytes)")?;
+            }
+            for (id, reason) in &summary.kept {
+                writeln!(out, "kept {id}: {reason}")?;
+            }
+            let bytes: u64 = summary.archived.iter().map(|(_, b)| b).sum();
+            writeln!(
+                out,
+                "archived {} sessions ({bytes} bytes) to {root}, kept {}, {} failed",
+                summary.archived.len(),
+                summary.kept.len(),
+                summary.failures.len()
+            )?;
+        }
+        Ok(exit(summary.failures.is_empty()))
+    }
+
+    /// `restore ID`.
+    pub fn restore(&self, store: &Store, id: &str, json: bool) -> anyhow::Result<ExitCode> {
+        let report = sessionlog_archive::restore(store, &self.sources(), id)?;
+        for (key, error) in &report.not_deleted {
+            eprintln!("restored, but its object {key} was not deleted: {error}");
+        }
+        let r = &report.import;
+        if json {
+            let o = Object::new()
+                .with("id", r.id.as_str())
+                .with("verdict", r.verdict.to_string().as_str())
+                .with("events", r.events as i64)
+                .with("bytes", r.bytes as i64)
+                .with("deleted", report.deleted as i64)
+                .with("notDeleted", failures(&report.not_deleted, "error"));
+            json_line(&mut std::io::stdout().lock(), o)?;
+        } else {
+            println!(
+                "restored {}: {}, {} events, {} bytes; {} objects deleted from the archive",
+                r.id, r.verdict, r.events, r.bytes, report.deleted
+            );
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// `verify --objects`: every archived session's objects read back and checked against their
+    /// record; a problem each that fails.
+    pub fn verify_objects(
+        &self,
+        store: &Store,
+        ids: &[String],
+    ) -> anyhow::Result<Vec<VerifyProblem>> {
+        let sources = self.sources();
+        let ids = if ids.is_empty() {
+            store.ids()?
+        } else {
+            ids.to_vec()
+        };
+        let mut problems = Vec::new();
+        for id in ids {
+            let Some(copy) = store.archived_copy(&id)? else {
+                continue;
+            };
+            for file in &copy.files {
+                if let Err(e) = sources.fetch_file(&copy.root, file, &mut std::io::sink()) {
+                    problems.push(VerifyProblem {
+                        session: id.clone(),
+                        detail: format!("its archived object {}: {e}", file.key),
+                    });
+                }
+            }
+        }
+        Ok(problems)
+    }
+}
+
+/// Why one input of a bucket import was not imported.
+pub enum ImportFailure {
+    /// The store refused it (as it would a local file).
+    Engine(sessionlog_engine::Error),
+    /// It could not be fetched.
+    Other(String),
+}
+
+/// Whether an error is the engine's refusal of an archived session's bytes.
+fn is_archived(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<sessionlog_engine::Error>(),
+            Some(sessionlog_engine::Error::Archived { .. })
+        )
+    })
+}
+
+/// `[{"id", what}]` of (id, text) pairs.
+fn failures(pairs: &[(String, String)], what: &'static str) -> Value {
+    Value::Array(
+        pairs
+            .iter()
+            .map(|(id, text)| {
+                Object::new()
+                    .with("id", id.as_str())
+                    .with(what, text.as_str())
+                    .into()
+            })
+            .collect(),
+    )
+}
+
+fn exit(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
