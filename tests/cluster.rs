@@ -157,3 +157,34 @@ fn a_host_role_runs_the_fenced_functions_and_nothing_else() {
     )
     .expect("and runs the functions");
 }
+
+#[test]
+fn a_refusal_that_stays_fails_the_join_at_once_and_shows_no_password() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = pg.port();
+    for (url, refusal) in [
+        (
+            format!("postgres://host:s3cret-pw@127.0.0.1:{port}/nosuchdb"),
+            "database \"nosuchdb\" does not exist",
+        ),
+        (
+            format!("postgres://nobody:s3cret-pw@127.0.0.1:{port}/postgres"),
+            "role \"nobody\" does not exist",
+        ),
+    ] {
+        let config = Config::parse(&url).expect("url");
+        let started = std::time::Instant::now();
+        let e = Fleet::open(dir.path().join("h"), config, FleetOptions::new("h"))
+            .expect_err("PostgreSQL refuses the connection")
+            .to_string();
+        // Well inside the minute a failover may take: the refusal was not tried again.
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{url}: refused after {:?}: {e}",
+            started.elapsed()
+        );
+        assert!(e.contains(refusal), "{e}");
+        assert!(!e.contains("s3cret-pw"), "{e}");
+    }
+}

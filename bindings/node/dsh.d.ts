@@ -17,7 +17,7 @@ import {
   type StoredSuffix,
 } from '@deepseek-ai/dsh-session-persistence'
 import type { SessionEvent, SessionHeader, SessionId, SessionPreparation } from '@deepseek-ai/dsh-session'
-import type { Store, StoreOptions } from './index.js'
+import type { ClusterOptions, Store, StoreOptions } from './index.js'
 
 /** Plugin config: the store directory and how it keeps sessions. */
 export interface Config extends StoreOptions {
@@ -29,6 +29,19 @@ export interface Config extends StoreOptions {
   preparedSessionCacheSize?: number
   /** DSH's write-behind window for live events, in ms (DSH's coordinator option). Default: 200. */
   writeBatchMaxDelayMs?: number
+  /** Run as a host of a fleet on PostgreSQL (README.md, "Cluster mode"). Default: a store of its own. */
+  cluster?: ClusterConfig
+}
+
+/** How the backend joins a fleet. */
+export interface ClusterConfig extends ClusterOptions {
+  /**
+   * Loading (or resuming, or appending to) a session another host holds under a live lease:
+   * `'wait'` until that lease runs out (a crashed host's does within one lease; after a lease
+   * and 5 s more the load rejects with `SESSIONLOG_OWNED`), or `'force'` it over at once (the
+   * other host is fenced: its next append rejects with `SESSIONLOG_FENCED`). Default: `'wait'`.
+   */
+  takeover?: 'wait' | 'force'
 }
 
 /** The coordinator's torn-tail token: the revision that had the torn tail. */
@@ -46,6 +59,8 @@ export declare class SessionlogPersistence extends SessionPersistence implements
   /** The store directory, absolute. */
   readonly path: string
   readonly encoding: 'jsonl' | 'jsonl.zstd'
+  /** Cluster mode's settings with their defaults, or undefined. */
+  readonly cluster: Required<ClusterConfig> | undefined
   constructor(ctx: Context, config: Config)
 
   /** `{ kind: 'sessionlog', path: '<store directory>#<session id>' }`. */

@@ -13,6 +13,12 @@
 //   coordinator judges the log at load, with its own errors, as it does for its own backends.
 // - One store handle per directory in this process (RocksDB takes a lock): mounts of one path
 //   share it, and the last one to close closes it.
+// - In cluster mode (`cluster: { url, host }`) the store is this host's index of a fleet whose
+//   system of record is PostgreSQL: every stored session the coordinator reads in order to write
+//   (`loadStored`: load, resume, create's existence check, adoption) is first acquired for this
+//   host, by the takeover policy, so every batch it then appends is fenced by this host's epoch;
+//   the other reads catch the store up with PostgreSQL first (but for sessions this host holds,
+//   which only it writes), and listing lists the fleet's live sessions.
 import { resolve } from 'node:path'
 import {
   DEFAULT_PREPARED_SESSION_CACHE_SIZE,
@@ -54,17 +60,39 @@ async function release(path) {
  * @param {string} path store directory
  * @param {(store: Store) => Promise<T>} use
  * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean,
- *   messageProjections?: string[]}} [options]
+ *   messageProjections?: string[], cluster?: {url: string, host: string, lease?: number}}} [options]
  * @returns {Promise<T>}
  */
-export async function withStore(path, use, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true, messageProjections = [] } = {}) {
+export async function withStore(path, use, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true, messageProjections = [], cluster } = {}) {
   const absolute = resolve(path)
-  const store = await acquire(absolute, { durability, walRecycling, blobFiles, directIo, messageProjections })
+  const store = await acquire(absolute, { durability, walRecycling, blobFiles, directIo, messageProjections, cluster })
   try {
     return await use(store)
   } finally {
     await release(absolute)
   }
+}
+
+/** How often a `'wait'` takeover asks again while another host's lease runs, in ms. */
+const TAKEOVER_POLL_MS = 250
+
+/** How much longer than one lease a `'wait'` takeover waits for the owner's lease to run out. */
+const TAKEOVER_GRACE_MS = 5_000
+
+/** The default lease, in ms (the binding's). */
+const DEFAULT_LEASE_MS = 30_000
+
+/** Check a plugin config's `cluster` and fill its defaults (`undefined`: no cluster mode). */
+function clusterConfig(cluster) {
+  if (cluster === undefined) return undefined
+  const { url, host, lease = DEFAULT_LEASE_MS, takeover = 'wait' } = cluster
+  if (typeof url !== 'string' || url === '' || typeof host !== 'string' || host === '') {
+    throw new Error('SessionlogPersistence cluster mode needs PostgreSQL\'s URL and this host\'s name: { cluster: { url, host } }')
+  }
+  if (takeover !== 'wait' && takeover !== 'force') {
+    throw new Error(`SessionlogPersistence cluster.takeover must be 'wait' or 'force', got ${String(takeover)}`)
+  }
+  return { url, host, lease, takeover }
 }
 
 /** Whether `error` is the store saying it has no such session. */
@@ -94,7 +122,8 @@ export class SessionlogPersistence extends SessionPersistence {
    * @param {{path: string, durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean,
    *   messageProjections?: string[],
    *   encoding?: 'jsonl' | 'jsonl.zstd', preparedSessionCacheSize?: number,
-   *   writeBatchMaxDelayMs?: number}} config
+   *   writeBatchMaxDelayMs?: number,
+   *   cluster?: {url: string, host: string, lease?: number, takeover?: 'wait' | 'force'}}} config
    */
   constructor(ctx, config) {
     super(ctx)
@@ -104,12 +133,16 @@ export class SessionlogPersistence extends SessionPersistence {
     this.config = config
     this.path = resolve(config.path)
     this.encoding = config.encoding ?? 'jsonl'
+    this.cluster = clusterConfig(config.cluster)
     this.store = acquire(this.path, {
       durability: config.durability ?? 'sync',
       walRecycling: config.walRecycling ?? true,
       blobFiles: config.blobFiles ?? false,
       directIo: config.directIo ?? true,
       messageProjections: config.messageProjections ?? [],
+      ...this.cluster === undefined
+        ? {}
+        : { cluster: { url: this.cluster.url, host: this.cluster.host, lease: this.cluster.lease } },
     })
     // Open failures surface on first use; don't let them go unobserved meanwhile.
     this.store.catch(() => {})
@@ -152,9 +185,14 @@ export class SessionlogPersistence extends SessionPersistence {
 
   // --- PersistenceBackend hooks ---
 
-  /** The stored session (header, committed events, revision, torn marker), or undefined. */
+  /**
+   * The stored session (header, committed events, revision, torn marker), or undefined. In
+   * cluster mode the coordinator reads through here before it writes, so the session is first
+   * acquired for this host (undefined when the fleet has no such session).
+   */
   async loadStored(id, signal) {
     signal?.throwIfAborted()
+    if (this.cluster !== undefined && !(await this.claim(id, signal))) return undefined
     const stored = await (await this.store).load(id)
     signal?.throwIfAborted()
     if (stored === undefined || stored.events.length === 0) return undefined
@@ -169,6 +207,7 @@ export class SessionlogPersistence extends SessionPersistence {
   /** The session's revision without reading its events. */
   async readStoredRevision(id, signal) {
     signal?.throwIfAborted()
+    await this.catchUp(id)
     const summary = await this.summary(id)
     signal?.throwIfAborted()
     return summary === undefined ? undefined : SessionPersistenceRevision(summary.revision)
@@ -177,6 +216,7 @@ export class SessionlogPersistence extends SessionPersistence {
   /** Header and the events from `fromSeq` on: the store seeks to the seq. */
   async loadStoredFrom(id, fromSeq, signal) {
     signal?.throwIfAborted()
+    await this.catchUp(id)
     const store = await this.store
     const stored = await store.readFrom(id, fromSeq)
     signal?.throwIfAborted()
@@ -220,6 +260,7 @@ export class SessionlogPersistence extends SessionPersistence {
   /** The session's file text, exactly as stored (a torn tail included), or undefined. */
   async readRaw(id, signal) {
     signal?.throwIfAborted()
+    await this.catchUp(id)
     if ((await this.summary(id)) === undefined) return undefined
     let bytes
     try {
@@ -249,6 +290,35 @@ export class SessionlogPersistence extends SessionPersistence {
   }
 
   // --- helpers ---
+
+  /**
+   * Cluster mode: acquire session `id` for this host, by the takeover policy: `'force'` takes
+   * it at once, fencing the host that held it; `'wait'` waits while another host's lease runs
+   * (a crashed host's runs out within one lease; a live host renews its own, so the wait ends
+   * after a lease and a grace period with `SESSIONLOG_OWNED`). Whether the fleet has the session
+   * (not deleted).
+   */
+  async claim(id, signal) {
+    const store = await this.store
+    const force = this.cluster.takeover === 'force'
+    // A monotonic clock: a wall clock stepped back would stretch the wait.
+    const deadline = performance.now() + this.cluster.lease + TAKEOVER_GRACE_MS
+    for (;;) {
+      try {
+        return !(await store.acquire(id, { force })).deleted
+      } catch (error) {
+        if (isUnknown(error)) return false
+        if (error?.code !== 'SESSIONLOG_OWNED' || performance.now() >= deadline) throw error
+      }
+      signal?.throwIfAborted()
+      await new Promise(done => setTimeout(done, TAKEOVER_POLL_MS))
+    }
+  }
+
+  /** Cluster mode: catch the store up on session `id` (unless this host holds it); else nothing. */
+  async catchUp(id) {
+    if (this.cluster !== undefined) await (await this.store).sync([id])
+  }
 
   /** The stored session's summary, or undefined when absent or without a body line. */
   async summary(id) {

@@ -72,6 +72,51 @@ export interface StoreOptions {
    * own `SessionStore` refuses it); the CLI's `--message-projection`. Default: none.
    */
   messageProjections?: readonly 'image/offload'[]
+  /** Open the store as a host of a fleet on PostgreSQL (README.md, "Cluster mode"). Default: a store of its own. */
+  cluster?: ClusterOptions
+}
+
+/** How a store joins a fleet. */
+export interface ClusterOptions {
+  /** PostgreSQL's connection URL, as libpq takes it (`sslmode`, `sslrootcert`; password from the URL, `PGPASSWORD` or the password file). Required. */
+  url: string
+  /** This host's name in the fleet. Required. */
+  host: string
+  /** How long an acquisition keeps the session from other hosts without force, in ms; renewed while the store is open. Default: 30000. */
+  lease?: number
+}
+
+/** The fleet's refusal codes (cluster mode), on {@link SessionlogError.code}. */
+export type ClusterErrorCode =
+  /** Another host took the session over (or this host never acquired it): nothing was written. */
+  | 'SESSIONLOG_FENCED'
+  /** PostgreSQL's log of the session does not continue where the batch starts (another writer), or the session exists, is deleted or is missing there: nothing was written. */
+  | 'SESSIONLOG_STALE'
+  /** PostgreSQL could not be reached, or did not commit, for a minute: the append is not acknowledged; appending it again is safe (had it committed after all, the retry is refused as stale, never written twice). */
+  | 'SESSIONLOG_UNAVAILABLE'
+  /** Another host holds a live lease on the session: acquire with force, or later. */
+  | 'SESSIONLOG_OWNED'
+  /** A write the fleet does not carry (import, fork, repair, archive, restore). */
+  | 'SESSIONLOG_NOT_IN_FLEET'
+  /** A cluster operation on a store not opened in cluster mode. */
+  | 'SESSIONLOG_NOT_CLUSTER'
+  | 'SESSIONLOG_CLUSTER_CONFIG'
+  | 'SESSIONLOG_CLUSTER_SCHEMA'
+  /** The local store and PostgreSQL disagree in a way catching up cannot mend. */
+  | 'SESSIONLOG_DIVERGED'
+
+/** A session as acquired by this host. */
+export interface Acquired {
+  /** This host. */
+  owner: string
+  /** The owner epoch this host holds it at: every append names it. */
+  epoch: number
+  /** The seq the session's next batch starts at. */
+  nextSeq: number
+  /** The session is deleted in the fleet (its local copy is kept as it was). */
+  deleted: boolean
+  /** Batches the local store caught up with. */
+  caughtUp: number
 }
 
 export declare class Store {
@@ -88,6 +133,7 @@ export declare class Store {
   readFrom(id: string, fromSeq: number): Promise<StoredSession | undefined>
   revision(id: string): Promise<string | undefined>
   summary(id: string): Promise<{ events: number; lines: number; bytes: number; verdict: string; revision: string } | undefined>
+  /** Every live session; in cluster mode every live session of the fleet, the store caught up on each first. */
   list(): Promise<SessionSummary[]>
   exportBytes(id: string, options?: { format?: 'jsonl' | 'jsonl.zstd'; generation?: number }): Promise<Buffer>
   repair(id: string): Promise<{ cutBytes: number; recovered: number; closers: number; endSeed: boolean }>
@@ -125,4 +171,12 @@ export declare class Store {
     notDeleted: { id: string; error: string }[]
   }>
   commitStats(): { writes: number; appends: number }
+  /** This host's name in the fleet (cluster mode), else `undefined`. */
+  readonly host: string | undefined
+  /** Cluster mode: take the session for this host and catch the store up (`force`: from a host whose lease runs). */
+  acquire(id: string, options?: { force?: boolean }): Promise<Acquired>
+  /** Cluster mode: give up the session; whether this host held it. */
+  release(id: string): Promise<boolean>
+  /** Cluster mode: catch the store up on `ids` (all of the fleet's when empty), but for the sessions this host holds; the batches applied. */
+  sync(ids?: string[]): Promise<number>
 }

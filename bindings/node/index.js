@@ -54,7 +54,7 @@ export class Store {
    * Open (creating if needed) the store in `dir`.
    * @param {string} dir store directory
    * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean,
-   *   messageProjections?: string[]}} [options]
+   *   messageProjections?: string[], cluster?: {url: string, host: string, lease?: number}}} [options]
    *   `walRecycling` (default true, under 'sync'): reuse WAL files in place (one device write
    *   fewer per synced commit; the WAL is audited before every open, docs/RELIABILITY.md);
    *   false is the CLI's --no-wal-recycling
@@ -67,10 +67,14 @@ export class Store {
    *   `messageProjections` (default none, as DSH's own SessionStore starts): built-in message
    *   projections to register, `['image/offload']` for a host that loads DSH's image-offload
    *   plugin; the CLI's --message-projection
+   *   `cluster`: open the store as host `host` of the fleet whose PostgreSQL `url` reaches
+   *   (README.md, "Cluster mode"): every append is committed to PostgreSQL first, fenced by this
+   *   host's ownership of the session; `lease` in ms (default 30000); `durability` is then moot
    */
-  static async open(dir, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true, messageProjections = [] } = {}) {
+  static async open(dir, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true, messageProjections = [], cluster } = {}) {
     const native = new NativeStore()
-    settled(await native.open(dir, durability, { walRecycling, blobFiles, directIo, messageProjections }))
+    const fleet = cluster === undefined ? undefined : { url: cluster.url, host: cluster.host, lease: cluster.lease }
+    settled(await native.open(dir, { durability, walRecycling, blobFiles, directIo, messageProjections, cluster: fleet }))
     return new Store(native)
   }
 
@@ -137,7 +141,10 @@ export class Store {
     return parsed(await this.#native.summary(id))
   }
 
-  /** Every live session: `{id, header, events, lines, bytes, verdict, revision}`. */
+  /**
+   * Every live session: `{id, header, events, lines, bytes, verdict, revision}`; in cluster
+   * mode every live session of the fleet, the store caught up on each first.
+   */
   async list() {
     return parsed(await this.#native.list()).map(stored)
   }
@@ -218,6 +225,34 @@ export class Store {
   /** Bring archived session `id` back into the store (its objects are then deleted). */
   async restore(id, { endpoint, region } = {}) {
     return parsed(await this.#native.restore(id, endpoint, region))
+  }
+
+  /**
+   * Cluster mode: take session `id` for this host and catch the store up with PostgreSQL (a
+   * session this host holds already is only caught up). Refused with `SESSIONLOG_OWNED` while
+   * another host's lease on it runs, unless `force` (that host is then fenced).
+   * @returns {Promise<{owner: string, epoch: number, nextSeq: number, deleted: boolean, caughtUp: number}>}
+   */
+  async acquire(id, { force = false } = {}) {
+    return parsed(await this.#native.acquire(id, force))
+  }
+
+  /** Cluster mode: give up session `id`; whether this host held it. */
+  async release(id) {
+    return parsed(await this.#native.release(id))
+  }
+
+  /**
+   * Cluster mode: catch the store up with PostgreSQL on `ids` (every session of the fleet when
+   * empty), leaving the sessions this host holds as they are; the batches applied.
+   */
+  async sync(ids = []) {
+    return parsed(await this.#native.sync(ids))
+  }
+
+  /** This host's name in the fleet (cluster mode), else `undefined`. */
+  get host() {
+    return this.#native.clusterHost() ?? undefined
   }
 
   /** Whether this open flushes and compacts with direct I/O (asked, and the filesystem takes it). */

@@ -17,6 +17,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The pause between attempts while PostgreSQL is unreachable (a failover takes seconds).
 const RETRY_PAUSE: Duration = Duration::from_millis(250);
 
+/// A connection attempt that failed, and whether trying again may succeed.
+struct NoConnection {
+    error: Error,
+    /// The server could not be reached or was not ready (starting, shutting down, a failover),
+    /// as against a refusal that stays: no such database or role, a wrong password, a TLS
+    /// setting this host cannot use.
+    may_pass: bool,
+}
+
 /// A connection that reconnects.
 pub(crate) struct Pg {
     config: Config,
@@ -34,9 +43,14 @@ impl Pg {
 
     /// The connected client, connecting when there is none.
     pub(crate) fn client(&mut self, during: &str) -> Result<&mut Client> {
+        self.connected(during).map_err(|n| n.error)
+    }
+
+    /// [`Pg::client`], saying whether a failure to connect may pass.
+    fn connected(&mut self, during: &str) -> std::result::Result<&mut Client, NoConnection> {
         let client = match self.client.take() {
             Some(client) => client,
-            None => self.connect(during)?,
+            None => connect_once(&self.config, during)?,
         };
         Ok(self.client.insert(client))
     }
@@ -47,9 +61,10 @@ impl Pg {
     }
 
     /// Run `op`, reconnecting and running it again while it fails for a reason that leaves
-    /// nothing done (the connection could not be made, or PostgreSQL refused before doing
-    /// anything: a standby that is not yet primary, a deadlock or serialization failure that
-    /// rolled the transaction back), for at most `patience`. `op` must be safe to run again
+    /// nothing done and may pass (the server could not be reached or was not ready, or
+    /// PostgreSQL refused before doing anything: a standby that is not yet primary, a deadlock
+    /// or serialization failure that rolled the transaction back), for at most `patience`. A
+    /// refusal that stays (no such database or role, a wrong password) fails at once. `op` must be safe to run again
     /// after a connection that dropped mid-statement: reads, or writes fenced so that a second
     /// run changes nothing.
     pub(crate) fn retrying<T>(
@@ -60,12 +75,12 @@ impl Pg {
     ) -> Result<T> {
         let deadline = Instant::now() + patience;
         loop {
-            let failure = match self.client(during) {
+            let failure = match self.connected(during) {
                 Ok(client) => match op(client) {
                     Ok(v) => return Ok(v),
                     Err(e) => e,
                 },
-                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(n) if !n.may_pass || Instant::now() >= deadline => return Err(n.error),
                 Err(_) => {
                     std::thread::sleep(RETRY_PAUSE);
                     continue;
@@ -95,11 +110,6 @@ impl Pg {
             detail,
         }
     }
-
-    /// A new connection.
-    fn connect(&self, during: &str) -> Result<Client> {
-        self.config.connect(during)
-    }
 }
 
 // Connecting lives here, beside the reconnecting client, so that `config.rs` stays a parser
@@ -108,20 +118,32 @@ impl Config {
     /// A connection to this PostgreSQL, as a host or an operator makes one (`during` names what
     /// for, in an error).
     pub fn connect(&self, during: &str) -> Result<Client> {
-        let mut pg = self.pg.clone();
-        if pg.get_connect_timeout().is_none() {
-            pg.connect_timeout(CONNECT_TIMEOUT);
-        }
-        pg.ssl_mode(self.tls.negotiation());
-        let connected = match self.tls {
-            TlsMode::Disable => pg.connect(NoTls),
-            mode => {
-                let tls = client_config(mode, self.root_cert.as_deref())?;
-                pg.connect(MakeRustlsConnect::new(tls))
-            }
-        };
-        connected.map_err(|e| Pg::new(self.clone()).pg_error(&format!("connecting ({during})"), &e))
+        connect_once(self, during).map_err(|n| n.error)
     }
+}
+
+/// [`Config::connect`], saying whether a failure may pass.
+fn connect_once(config: &Config, during: &str) -> std::result::Result<Client, NoConnection> {
+    let mut pg = config.pg.clone();
+    if pg.get_connect_timeout().is_none() {
+        pg.connect_timeout(CONNECT_TIMEOUT);
+    }
+    pg.ssl_mode(config.tls.negotiation());
+    let connected = match config.tls {
+        TlsMode::Disable => pg.connect(NoTls),
+        mode => {
+            let tls =
+                client_config(mode, config.root_cert.as_deref()).map_err(|error| NoConnection {
+                    error,
+                    may_pass: false,
+                })?;
+            pg.connect(MakeRustlsConnect::new(tls))
+        }
+    };
+    connected.map_err(|e| NoConnection {
+        error: Pg::new(config.clone()).pg_error(&format!("connecting ({during})"), &e),
+        may_pass: is_transient(&e),
+    })
 }
 
 /// Whether `e` left nothing done and may pass: the connection failed or closed, or PostgreSQL
@@ -136,6 +158,7 @@ pub(crate) fn is_transient(e: &postgres::Error) -> bool {
             SqlState::ADMIN_SHUTDOWN,
             SqlState::CRASH_SHUTDOWN,
             SqlState::CANNOT_CONNECT_NOW,
+            SqlState::TOO_MANY_CONNECTIONS,
             SqlState::CONNECTION_FAILURE,
         ]
         .contains(code),

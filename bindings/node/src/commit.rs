@@ -45,7 +45,7 @@ struct Slot(Shared);
 impl StoreAccess for Slot {
     fn with_store(&self, f: &mut dyn FnMut(&Store)) -> bool {
         match self.0.read() {
-            Ok(slot) => slot.as_ref().map(f).is_some(),
+            Ok(slot) => slot.as_ref().map(|o| f(&o.store)).is_some(),
             Err(_) => false,
         }
     }

@@ -6,6 +6,7 @@
 //! cross as JSON text, parsed on the far side by one `JSON.parse`/`JSON.stringify` call each,
 //! which is much cheaper than building values property by property through N-API.
 
+mod cluster;
 mod commit;
 mod objects;
 mod ops;
@@ -19,10 +20,11 @@ use napi::{Env, JsObject};
 use napi_derive::napi;
 use sessionlog_engine::{AppendQueue, BuiltinProjection, Durability, ExportFormat, Options, Store};
 
+use cluster::ClusterOptions;
 use commit::{AppendRequest, Creation};
 use objects::Endpoint;
 use reply::{Pending, Reply};
-use workers::{Shared, Workers};
+use workers::{Opened, Shared, Workers};
 
 /// Worker threads per store: reads of different sessions run in parallel.
 const WORKER_THREADS: usize = 4;
@@ -33,6 +35,25 @@ pub struct NativeStore {
     shared: Shared,
     workers: Workers,
     appends: Option<AppendQueue>,
+}
+
+/// How `open` opens a store.
+#[napi(object)]
+pub struct OpenOptions {
+    /// `sync` or `buffered`.
+    pub durability: String,
+    /// Reuse WAL files in place (`Options::wal_recycling`, default true).
+    pub wal_recycling: Option<bool>,
+    /// Keep the events' blocks in blob files (`Options::blob_files`).
+    pub blob_files: Option<bool>,
+    /// Flush and compact with direct I/O where the filesystem takes it (`Options::direct_io`,
+    /// default true).
+    pub direct_io: Option<bool>,
+    /// Built-in message projections to register, by event type (`Options::message_projections`:
+    /// `"image/offload"`). Default: none.
+    pub message_projections: Option<Vec<String>>,
+    /// Open it as a host of that fleet (`cluster.rs`).
+    pub cluster: Option<ClusterOptions>,
 }
 
 /// Group-commit counters.
@@ -79,9 +100,37 @@ impl NativeStore {
         env: &Env,
         job: impl FnOnce(&Store) -> Reply + Send + 'static,
     ) -> napi::Result<JsObject> {
+        self.run_opened(env, move |o| job(&o.store))
+    }
+
+    /// [`NativeStore::run`] with the whole open handle (the fleet too, in cluster mode).
+    fn run_opened(
+        &self,
+        env: &Env,
+        job: impl FnOnce(&Opened) -> Reply + Send + 'static,
+    ) -> napi::Result<JsObject> {
         let (pending, promise) = Pending::new(env)?;
         self.workers.submit(pending, job);
         Ok(promise)
+    }
+
+    /// [`NativeStore::run`] for a write the fleet does not carry: refused in cluster mode.
+    fn run_local(
+        &self,
+        env: &Env,
+        what: &'static str,
+        job: impl FnOnce(&Store) -> Reply + Send + 'static,
+    ) -> napi::Result<JsObject> {
+        self.run_opened(env, move |o| cluster::local_only(o, what, || job(&o.store)))
+    }
+
+    /// [`NativeStore::run`] with the fleet: refused unless the store is in cluster mode.
+    fn run_fleet(
+        &self,
+        env: &Env,
+        job: impl FnOnce(&sessionlog_cluster::Fleet) -> Reply + Send + 'static,
+    ) -> napi::Result<JsObject> {
+        self.run_opened(env, move |o| cluster::with_fleet(o, job))
     }
 
     /// Hand `request` to the append queue (refused once the store is closing).
@@ -118,22 +167,6 @@ impl NativeStore {
     }
 }
 
-/// How a store is opened, beyond its directory and durability.
-#[napi(object)]
-#[derive(Default)]
-pub struct OpenOptions {
-    /// Reuse WAL files in place (`Options::wal_recycling`). Default: true.
-    pub wal_recycling: Option<bool>,
-    /// Keep the events' blocks in blob files (`Options::blob_files`). Default: false.
-    pub blob_files: Option<bool>,
-    /// Flush and compact with direct I/O where the filesystem takes it (`Options::direct_io`).
-    /// Default: true.
-    pub direct_io: Option<bool>,
-    /// Built-in message projections to register, by event type (`Options::message_projections`:
-    /// `"image/offload"`). Default: none.
-    pub message_projections: Option<Vec<String>>,
-}
-
 #[napi]
 impl NativeStore {
     /// A handle with no store open yet (call `open`).
@@ -147,16 +180,17 @@ impl NativeStore {
         }
     }
 
-    /// Open (creating if needed) the store at `dir`; `durability` is `sync` or `buffered`; the
-    /// other options are [`OpenOptions`].
+    /// Open (creating if needed) the store at `dir` with `options`.
     #[napi]
-    pub fn open(
-        &self,
-        env: Env,
-        dir: String,
-        durability: String,
-        options: Option<OpenOptions>,
-    ) -> napi::Result<JsObject> {
+    pub fn open(&self, env: Env, dir: String, options: OpenOptions) -> napi::Result<JsObject> {
+        let OpenOptions {
+            durability,
+            wal_recycling,
+            blob_files,
+            direct_io,
+            message_projections,
+            cluster,
+        } = options;
         let durability = match durability.as_str() {
             "sync" => Durability::Sync,
             "buffered" => Durability::Buffered,
@@ -169,12 +203,6 @@ impl NativeStore {
                 )
             }
         };
-        let OpenOptions {
-            wal_recycling,
-            blob_files,
-            direct_io,
-            message_projections,
-        } = options.unwrap_or_default();
         let mut projections = Vec::new();
         for ty in message_projections.unwrap_or_default() {
             let builtin = match ty.parse::<BuiltinProjection>() {
@@ -198,9 +226,18 @@ impl NativeStore {
                     message_projections: projections,
                     ..Options::default()
                 };
-                let reply = match (Store::open(&dir, options), shared.write()) {
-                    (Ok(store), Ok(mut slot)) if slot.is_none() => {
-                        *slot = Some(store);
+                let opened = match cluster {
+                    Some(cluster) => cluster::open(&dir, options, cluster),
+                    None => Store::open(&dir, options)
+                        .map(|store| Opened {
+                            store: Arc::new(store),
+                            host: None,
+                        })
+                        .map_err(Reply::from),
+                };
+                let reply = match (opened, shared.write()) {
+                    (Ok(opened), Ok(mut slot)) if slot.is_none() => {
+                        *slot = Some(opened);
                         Reply::Done
                     }
                     (Ok(_), Ok(_)) => {
@@ -210,7 +247,7 @@ impl NativeStore {
                         "SESSIONLOG_CLOSED",
                         "the store handle was poisoned by a panic",
                     ),
-                    (Err(e), _) => e.into(),
+                    (Err(reply), _) => reply,
                 };
                 pending.settle(reply);
             });
@@ -222,7 +259,8 @@ impl NativeStore {
         Ok(promise)
     }
 
-    /// Commit every queued append, then close the store (its directory can be reopened).
+    /// Commit every queued append, then close the store (its directory can be reopened); in
+    /// cluster mode, give up the sessions this host holds.
     #[napi]
     pub fn close(&mut self, env: Env) -> napi::Result<JsObject> {
         let (pending, promise) = Pending::new(&env)?;
@@ -325,10 +363,14 @@ impl NativeStore {
         self.run(&env, move |s| ops::summary_of(s, &id))
     }
 
-    /// Every live session's summary.
+    /// Every live session's summary; in cluster mode, every live session of the fleet, the
+    /// store caught up on each first.
     #[napi]
     pub fn list(&self, env: Env) -> napi::Result<JsObject> {
-        self.run(&env, ops::list)
+        self.run_opened(&env, |o| match &o.host {
+            Some(host) => cluster::list(host.fleet()),
+            None => ops::list(&o.store),
+        })
     }
 
     /// Session `id`'s bytes (`format`: `jsonl` or `jsonl.zstd`; `generation`: a format version).
@@ -353,13 +395,15 @@ impl NativeStore {
     /// Repair session `id` as DSH does on load (cut a torn tail, close an interrupted turn).
     #[napi]
     pub fn repair(&self, env: Env, id: String) -> napi::Result<JsObject> {
-        self.run(&env, move |s| reply::reply(s.repair(&id), ops::repair_json))
+        self.run_local(&env, "repair", move |s| {
+            reply::reply(s.repair(&id), ops::repair_json)
+        })
     }
 
     /// Cut session `id`'s torn tail, closing nothing.
     #[napi]
     pub fn cut_torn_tail(&self, env: Env, id: String) -> napi::Result<JsObject> {
-        self.run(&env, move |s| {
+        self.run_local(&env, "cutting a torn tail", move |s| {
             reply::reply(s.cut_torn_tail(&id), ops::repair_json)
         })
     }
@@ -373,9 +417,12 @@ impl NativeStore {
         new_id: String,
         at: Option<f64>,
     ) -> napi::Result<JsObject> {
-        self.run_at(&env, "at", at, move |s, at| {
-            reply::reply(s.fork(&source, at, &new_id), ops::fork_json)
-        })
+        match seq_arg("at", at) {
+            Ok(at) => self.run_local(&env, "fork", move |s| {
+                reply::reply(s.fork(&source, at, &new_id), ops::fork_json)
+            }),
+            Err(reply) => Self::refuse(&env, reply),
+        }
     }
 
     /// The messages the model saw at seq `at` (default: the end).
@@ -410,16 +457,53 @@ impl NativeStore {
     #[napi]
     pub fn import_bytes(&self, env: Env, name: String, bytes: Buffer) -> napi::Result<JsObject> {
         let bytes: Vec<u8> = bytes.into();
-        self.run(&env, move |s| ops::import_bytes(s, &name, &bytes))
+        self.run_local(&env, "import", move |s| ops::import_bytes(s, &name, &bytes))
     }
 
-    /// Remove session `id` for good (delete, then purge every deleted session).
+    /// Remove session `id` for good (delete, then purge every deleted session); in cluster
+    /// mode from the fleet (the session must be held by this host).
     #[napi]
     pub fn remove(&self, env: Env, id: String) -> napi::Result<JsObject> {
-        self.run(&env, move |s| {
-            reply::reply(s.delete(&id).and_then(|()| s.purge(0, false)), |_| {
-                Reply::Done
-            })
+        self.run_opened(&env, move |o| match &o.host {
+            Some(host) => cluster::remove(host.fleet(), &id),
+            None => reply::reply(
+                o.store.delete(&id).and_then(|()| o.store.purge(0, false)),
+                |_| Reply::Done,
+            ),
+        })
+    }
+
+    /// Take session `id` for this host of the fleet and catch the store up with PostgreSQL;
+    /// `force` takes it from a host whose lease has not run out (that host is then fenced).
+    #[napi]
+    pub fn acquire(&self, env: Env, id: String, force: Option<bool>) -> napi::Result<JsObject> {
+        self.run_fleet(&env, move |f| {
+            cluster::acquire(f, &id, force.unwrap_or(false))
+        })
+    }
+
+    /// Give up session `id` (another host may then take it without force); whether it was held.
+    #[napi]
+    pub fn release(&self, env: Env, id: String) -> napi::Result<JsObject> {
+        self.run_fleet(&env, move |f| match f.release(&id) {
+            Ok(held) => Reply::Json(held.to_string()),
+            Err(e) => cluster::failure(e),
+        })
+    }
+
+    /// Catch the store up with PostgreSQL on `ids` (every session of the fleet when empty),
+    /// but for the sessions this host holds.
+    #[napi]
+    pub fn sync(&self, env: Env, ids: Vec<String>) -> napi::Result<JsObject> {
+        self.run_fleet(&env, move |f| cluster::sync(f, ids))
+    }
+
+    /// This host's name in the fleet, or `None` outside cluster mode (or when not open).
+    #[napi]
+    pub fn cluster_host(&self) -> Option<String> {
+        self.shared.read().ok().and_then(|slot| {
+            slot.as_ref()
+                .and_then(|o| o.host.as_ref().map(|h| h.fleet().host().to_owned()))
         })
     }
 
@@ -463,7 +547,7 @@ impl NativeStore {
             );
         }
         let endpoint = Endpoint::new(endpoint, region);
-        self.run(&env, move |s| {
+        self.run_local(&env, "archive", move |s| {
             objects::archive(s, &endpoint, &to, older_than_ms as i64)
         })
     }
@@ -478,7 +562,9 @@ impl NativeStore {
         region: Option<String>,
     ) -> napi::Result<JsObject> {
         let endpoint = Endpoint::new(endpoint, region);
-        self.run(&env, move |s| objects::restore(s, &endpoint, &id))
+        self.run_local(&env, "restore", move |s| {
+            objects::restore(s, &endpoint, &id)
+        })
     }
 
     /// Verify the given sessions (all when empty).
@@ -493,7 +579,7 @@ impl NativeStore {
     pub fn direct_io(&self) -> bool {
         self.shared
             .read()
-            .is_ok_and(|slot| slot.as_ref().is_some_and(Store::direct_io))
+            .is_ok_and(|slot| slot.as_ref().is_some_and(|o| o.store.direct_io()))
     }
 
     /// The store's metrics as Prometheus text exposition (`Store::metrics`, rendered), read on
@@ -512,7 +598,7 @@ impl NativeStore {
             .shared
             .read()
             .ok()
-            .and_then(|slot| slot.as_ref().map(Store::commit_stats))
+            .and_then(|slot| slot.as_ref().map(|o| o.store.commit_stats()))
             .unwrap_or_default();
         CommitStats {
             writes: stats.writes as f64,

@@ -109,11 +109,15 @@ pub fn summary_of(store: &Store, id: &str) -> Reply {
 
 /// Every live session: `[{id, header, events, lines, bytes, verdict, revision}]`.
 pub fn list(store: &Store) -> Reply {
-    reply(store.list(), |all| {
-        let rows: Vec<String> = all
-            .iter()
-            .filter(|s| s.deleted_at_ms.is_none())
-            .map(|s| {
+    reply(store.list(), |all| list_of(&all))
+}
+
+/// The live sessions of `all`, as [`list`] renders them.
+pub fn list_of(all: &[SessionSummary]) -> Reply {
+    let rows: Vec<String> = all
+        .iter()
+        .filter(|s| s.deleted_at_ms.is_none())
+        .map(|s| {
                 format!(
                     "{{\"id\":{},\"header\":{},\"events\":{},\"lines\":{},\"bytes\":{},\"verdict\":{},\"revision\":{}}}",
                     quoted(&s.id),
@@ -124,10 +128,9 @@ pub fn list(store: &Store) -> Reply {
                     quoted(&s.verdict.to_string()),
                     quoted(&revision(s)),
                 )
-            })
-            .collect();
-        Reply::Json(format!("[{}]", rows.join(",")))
-    })
+        })
+        .collect();
+    Reply::Json(format!("[{}]", rows.join(",")))
 }
 
 /// Create an empty session from its header line.

@@ -7,7 +7,7 @@
 use napi::bindgen_prelude::Buffer;
 use napi::{Env, JsDeferred, JsObject};
 use napi_derive::napi;
-use sessionlog_engine::Error;
+use sessionlog_engine::{Error, RefusalKind};
 
 /// The settled value of every promise the addon returns.
 #[napi(object)]
@@ -126,6 +126,11 @@ pub fn code_of(e: &Error) -> &'static str {
         Error::Archive { .. } => "SESSIONLOG_ARCHIVE",
         Error::Options(_) => "SESSIONLOG_OPTIONS",
         Error::Internal(_) => "SESSIONLOG_INTERNAL",
+        Error::Refused(r) => match r.kind {
+            RefusalKind::Fenced => "SESSIONLOG_FENCED",
+            RefusalKind::Stale => "SESSIONLOG_STALE",
+            RefusalKind::Unavailable => "SESSIONLOG_UNAVAILABLE",
+        },
         _ => "SESSIONLOG_ERROR",
     }
 }

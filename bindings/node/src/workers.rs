@@ -11,13 +11,23 @@ use std::thread::JoinHandle;
 
 use sessionlog_engine::Store;
 
+use crate::cluster::Host;
 use crate::reply::{Pending, Reply};
 
+/// What an open handle serves: its store, and in cluster mode the fleet host whose index that
+/// store is (its commit hook then sends every append to PostgreSQL first).
+pub struct Opened {
+    /// The store every read and append goes to.
+    pub store: Arc<Store>,
+    /// This process as a host of a fleet (cluster mode), or none (a store of its own).
+    pub host: Option<Host>,
+}
+
 /// The open store (or none, before open and after close).
-pub type Shared = Arc<RwLock<Option<Store>>>;
+pub type Shared = Arc<RwLock<Option<Opened>>>;
 
 /// A job: runs against the open store.
-type Job = Box<dyn FnOnce(&Store) -> Reply + Send>;
+type Job = Box<dyn FnOnce(&Opened) -> Reply + Send>;
 
 /// Worker threads serving one store.
 pub struct Workers {
@@ -25,11 +35,11 @@ pub struct Workers {
     threads: Vec<JoinHandle<()>>,
 }
 
-/// Run `job` with the store if it is open.
-pub fn with_store(shared: &Shared, job: impl FnOnce(&Store) -> Reply) -> Reply {
+/// Run `job` with the open store if there is one.
+pub fn with_opened(shared: &Shared, job: impl FnOnce(&Opened) -> Reply) -> Reply {
     match shared.read() {
         Ok(guard) => match guard.as_ref() {
-            Some(store) => job(store),
+            Some(opened) => job(opened),
             None => closed(),
         },
         Err(_) => Reply::failed(
@@ -69,7 +79,7 @@ impl Workers {
     }
 
     /// Queue `job`; `pending` settles with its reply.
-    pub fn submit(&self, pending: Pending, job: impl FnOnce(&Store) -> Reply + Send + 'static) {
+    pub fn submit(&self, pending: Pending, job: impl FnOnce(&Opened) -> Reply + Send + 'static) {
         match &self.queue {
             Some(q) if !self.threads.is_empty() => {
                 if let Err(e) = q.send((Box::new(job), pending)) {
@@ -101,6 +111,6 @@ fn serve(rx: &Mutex<Receiver<(Job, Pending)>>, shared: &Shared) {
             Err(_) => return,
         };
         let Ok((job, pending)) = next else { return };
-        pending.settle(with_store(shared, job));
+        pending.settle(with_opened(shared, job));
     }
 }

@@ -1,7 +1,10 @@
-// A sessionlog store directory for one test, and a real torn tail in it.
+// A sessionlog store directory for one test, a real torn tail in it, and a DSH host process to
+// SIGKILL mid-run.
+import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { zstdCompressSync } from 'node:zlib'
 import type { Context } from '@deepseek-ai/cordis'
 import { SessionlogPersistence, withStore } from '../dsh.js'
@@ -49,5 +52,57 @@ export async function corruptTail(dir: string, id: string): Promise<void> {
     await store.remove(id)
     const report = await store.importBytes(`${id}.jsonl`, Buffer.concat([bytes, fragment]))
     if (report.verdict !== 'torn') throw new Error(`expected a torn session, the store says ${report.verdict}`)
+  })
+}
+
+/** The DSH host the crash tests kill (`crash-host.mjs`). */
+const CRASH_HOST = fileURLToPath(new URL('./crash-host.mjs', import.meta.url))
+
+/** A crash host's place in a fleet: PostgreSQL's URL, its host name, its lease in ms. */
+export interface CrashHostFleet {
+  url: string
+  host: string
+  lease: number
+}
+
+/**
+ * Start the crash host on `dir` (`sessions` sessions named `<prefix>-<i>`; a host of `fleet` when
+ * given); `heard` gets each line it prints, split: `ack <session> <events>` or `refused <session>
+ * <code>`.
+ */
+export function crashHost(dir: string, sessions: number, prefix: string, fleet: CrashHostFleet | undefined, heard: (line: string[]) => void): ChildProcess {
+  const cluster = fleet === undefined ? [] : ['sync', fleet.url, fleet.host, String(fleet.lease)]
+  const child = spawn(process.execPath, [CRASH_HOST, dir, String(sessions), prefix, ...cluster], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  let buffered = ''
+  child.stdout!.on('data', (chunk: Buffer) => {
+    buffered += chunk.toString('utf8')
+    const lines = buffered.split('\n')
+    buffered = lines.pop() ?? ''
+    for (const line of lines) heard(line.split(' '))
+  })
+  return child
+}
+
+/**
+ * Run the crash host until `ms` milliseconds after its first acknowledgement, then SIGKILL it;
+ * the events acknowledged per session. A refused flush fails the run: nothing here refuses one.
+ */
+export function runAndKill(dir: string, sessions: number, prefix: string, ms: number, fleet?: CrashHostFleet): Promise<Map<string, number>> {
+  return new Promise((resolve, reject) => {
+    const acked = new Map<string, number>()
+    const child = crashHost(dir, sessions, prefix, fleet, ([tag, id, value]) => {
+      if (tag === 'refused') reject(new Error(`the host's flush of ${id} was refused: ${value}`))
+      if (tag === 'ack' && id !== undefined) {
+        if (acked.size === 0) setTimeout(() => child.kill('SIGKILL'), ms)
+        acked.set(id, Math.max(acked.get(id) ?? 0, Number(value)))
+      }
+    })
+    child.on('error', reject)
+    child.on('exit', (_code, signal) => {
+      if (signal === 'SIGKILL') resolve(acked)
+      else reject(new Error(`the host exited on its own (${signal ?? _code})`))
+    })
   })
 }

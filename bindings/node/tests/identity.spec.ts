@@ -1,6 +1,7 @@
 // Byte identity with DSH's own writer: the same SessionStore operations, once through DSH's
 // JSONL backend and once through SessionlogPersistence, give the same file bytes (DSH's file vs
-// sessionlog's export), and the sessionlog store verifies clean.
+// sessionlog's export), and the sessionlog store verifies clean. In cluster mode the bytes are
+// read back by a host with an empty disk, rebuilt from PostgreSQL alone.
 import { appendFile, readFile } from 'node:fs/promises'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { Context } from '@deepseek-ai/cordis'
@@ -9,6 +10,7 @@ import { CallId, MessageId, freezeMessage } from '@deepseek-ai/dsh-llm'
 import JsonlSessionPersistence from '@deepseek-ai/dsh-session-persistence-jsonl'
 import { SessionlogPersistence, withStore } from '../dsh.js'
 import { corruptTail, freshDir, removeDir, tornFragment } from './fixture.ts'
+import { clusterSpecsRun, postgresForSuite } from './pg.ts'
 
 type Encoding = 'none' | 'zstd'
 
@@ -17,6 +19,8 @@ interface Side {
   mount: (ctx: Context) => Promise<unknown>
   fileBytes: (ctx: Context, id: string) => Promise<Buffer>
   tearTail: (ctx: Context, id: string) => Promise<void>
+  /** sessionlog's `verify` problems (none to check for DSH's own backend). */
+  problems?: () => Promise<unknown[]>
 }
 
 function jsonlSide(dir: string, compression: Encoding): Side {
@@ -35,7 +39,35 @@ function sessionlogSide(dir: string, compression: Encoding): Side {
     }),
     fileBytes: async (_ctx, id) => withStore(dir, store => store.exportBytes(id)),
     tearTail: async (_ctx, id) => corruptTail(dir, id),
+    problems: async () => (await withStore(dir, store => store.verify())).problems,
   }
+}
+
+/**
+ * SessionlogPersistence as host `a` of the fleet at `url`. Its files are read by another host
+ * from an empty directory, so they are what PostgreSQL holds. A fleet cannot tear a tail (each
+ * batch commits whole before the local write), so a crash leaves the committed lines alone,
+ * which is what DSH's repair of a torn tail leaves too.
+ */
+function clusterSide(url: string) {
+  return (dir: string, compression: Encoding): Side => ({
+    mount: ctx => ctx.plugin(SessionlogPersistence, {
+      path: dir, encoding: compression === 'zstd' ? 'jsonl.zstd' : 'jsonl', cluster: { url, host: 'a' },
+    }),
+    fileBytes: async (_ctx, id) => {
+      const empty = await freshDir()
+      try {
+        return await withStore(empty, async (store) => {
+          await store.sync([id])
+          return store.exportBytes(id)
+        }, { cluster: { url, host: 'reader' } })
+      } finally {
+        await removeDir(empty)
+      }
+    },
+    tearTail: async () => {},
+    problems: async () => (await withStore(dir, store => store.verify(), { cluster: { url, host: 'a' } })).problems,
+  })
 }
 
 let clock = 0
@@ -160,8 +192,7 @@ async function run(makeSide: (dir: string, c: Encoding) => Side, compression: En
     const reader = await host(side)
     const files = await Promise.all(ids.map(id => side.fileBytes(reader, id)))
     await reader.fiber.dispose()
-    let problems: unknown[] = []
-    if (makeSide === sessionlogSide) problems = (await withStore(dir, store => store.verify())).problems
+    const problems = (await side.problems?.()) ?? []
     vi.restoreAllMocks()
     return { files, problems }
   } finally {
@@ -169,19 +200,24 @@ async function run(makeSide: (dir: string, c: Encoding) => Side, compression: En
   }
 }
 
+/** The scenario through DSH's JSONL backend and through `makeSide`: the same bytes, verify clean. */
+async function expectIdentical(makeSide: (dir: string, c: Encoding) => Side, compression: Encoding, scenario: string) {
+  const dsh = await run(jsonlSide, compression, scenario)
+  const ours = await run(makeSide, compression, scenario)
+  expect(ours.problems).toEqual([])
+  expect(ours.files.length).toBe(dsh.files.length)
+  for (const [i, file] of ours.files.entries()) {
+    if (compression === 'none') expect(file.toString('utf8')).toBe(dsh.files[i]!.toString('utf8'))
+    expect(Buffer.compare(file, dsh.files[i]!)).toBe(0)
+  }
+}
+
+const EXTENSION = { none: '.jsonl', zstd: '.jsonl.zstd' } as const
+
 for (const compression of ['none', 'zstd'] as const) {
-  describe(`sessionlog writes DSH's bytes (${compression === 'none' ? '.jsonl' : '.jsonl.zstd'})`, () => {
+  describe(`sessionlog writes DSH's bytes (${EXTENSION[compression]})`, () => {
     for (const scenario of Object.keys(scenarios)) {
-      it(scenario, async () => {
-        const dsh = await run(jsonlSide, compression, scenario)
-        const ours = await run(sessionlogSide, compression, scenario)
-        expect(ours.problems).toEqual([])
-        expect(ours.files.length).toBe(dsh.files.length)
-        for (const [i, file] of ours.files.entries()) {
-          if (compression === 'none') expect(file.toString('utf8')).toBe(dsh.files[i]!.toString('utf8'))
-          expect(Buffer.compare(file, dsh.files[i]!)).toBe(0)
-        }
-      })
+      it(scenario, () => expectIdentical(sessionlogSide, compression, scenario))
     }
   })
 }
@@ -204,4 +240,16 @@ describe('a DSH host serves the store\'s metrics', () => {
       await removeDir(dir)
     }
   })
+})
+
+describe.runIf(clusterSpecsRun())('cluster mode', () => {
+  const postgres = postgresForSuite()
+
+  for (const compression of ['none', 'zstd'] as const) {
+    describe(`the fleet holds DSH's bytes (${EXTENSION[compression]})`, () => {
+      for (const scenario of Object.keys(scenarios)) {
+        it(scenario, async () => expectIdentical(clusterSide(await postgres().database()), compression, scenario))
+      }
+    })
+  }
 })

@@ -7,7 +7,7 @@ use sessionlog_harness::gen::LogFormat;
 use sessionlog_tools_common::args::{LogFormatArg, StoreArgs};
 
 /// sessionlog-harness: sessionlog's workload generator, benchmarks (side by side with their
-/// peers) and crash and power-cut harnesses.
+/// peers), crash and power-cut harnesses, and a throwaway PostgreSQL for the fleet's tests.
 #[derive(Parser, Debug)]
 #[command(name = "sessionlog-harness", version, about)]
 pub struct Cli {
@@ -112,6 +112,12 @@ pub enum Command {
         #[arg(long, default_value = "sessionlog")]
         bucket: String,
     },
+    /// Start a throwaway PostgreSQL with the fleet's schema, for suites in other languages (the
+    /// Node binding's): prints `{"url": ...}` (a host role's URL to database `postgres`), then
+    /// answers each line read on stdin, a database name, by creating that database with the
+    /// schema and printing its `{"url": ...}` (or `{"error": ...}`). Stops the server and removes
+    /// it when stdin closes.
+    Pg,
     /// Run a benchmark workload and print its figures (and ratios against peers).
     Bench {
         #[command(subcommand)]

@@ -1,4 +1,4 @@
-//! The `sessionlog-harness` tool: `gen`, `bench` and `stress`.
+//! The `sessionlog-harness` tool: `gen`, `bench`, `stress` and `pg`.
 #![forbid(unsafe_code)]
 
 mod cli;

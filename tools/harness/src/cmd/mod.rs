@@ -4,6 +4,7 @@ mod bench;
 mod gen;
 mod lineage;
 mod node_hosting;
+mod pg;
 mod pit;
 mod power;
 mod s3_export;
@@ -74,6 +75,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             stress::run(&opts, cycles, max_kill_ms, dir, json, worker)
         }
         Command::Seaweed { bucket } => seaweed(&bucket),
+        Command::Pg => pg::run(),
         Command::Bench { workload } => match workload {
             BenchWorkload::NodeHosting {
                 sessions,

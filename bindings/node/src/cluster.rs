@@ -1,0 +1,209 @@
+//! Cluster mode: the handle opens its store as a host of a fleet (`sessionlog_cluster::Fleet`),
+//! PostgreSQL the system of record. The store is the fleet's: its commit hook sends every
+//! append's batch to PostgreSQL first, fenced by the epoch this host holds the session at, so
+//! appends take the same queue as in a store of its own. The host's leases are renewed in the
+//! background while the store is open, and given up when it closes.
+//!
+//! Invariant: in cluster mode, every write reaches PostgreSQL; the writes the fleet does not
+//! carry (import, fork, repair) are refused here rather than made to the local store alone.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi_derive::napi;
+use sessionlog_cluster::{Acquired, Config, Error, Fleet, FleetOptions, LeaseKeeper};
+use sessionlog_engine::Options;
+
+use crate::ops::{self, quoted};
+use crate::reply::{code_of, Reply};
+use crate::workers::Opened;
+
+/// How a handle joins a fleet.
+#[napi(object)]
+pub struct ClusterOptions {
+    /// PostgreSQL's connection URL (libpq's form; the password never shows in an error).
+    pub url: String,
+    /// This host's name in the fleet.
+    pub host: String,
+    /// Lease length in milliseconds (default 30 000).
+    pub lease: Option<f64>,
+}
+
+/// This process as a host of a fleet: the fleet, and the thread renewing its leases.
+pub struct Host {
+    fleet: Arc<Fleet>,
+    /// Dropped (stopped) before the leases are given up.
+    leases: Option<LeaseKeeper>,
+}
+
+impl Host {
+    /// The fleet this host belongs to.
+    pub fn fleet(&self) -> &Fleet {
+        &self.fleet
+    }
+}
+
+impl Drop for Host {
+    /// Closing: stop renewing, then give up every session held, so another host may take them
+    /// without waiting for their leases to run out. When PostgreSQL cannot be reached the rest
+    /// are left to their leases rather than tried one by one.
+    fn drop(&mut self) {
+        drop(self.leases.take());
+        for id in self.fleet.held() {
+            if self.fleet.release(&id).is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// Join the fleet `cluster` names with the store at `dir`, and start renewing leases.
+pub fn open(dir: &str, store: Options, cluster: ClusterOptions) -> Result<Opened, Reply> {
+    let config = Config::parse(&cluster.url).map_err(failure)?;
+    let mut options = FleetOptions {
+        store,
+        ..FleetOptions::new(cluster.host)
+    };
+    if let Some(ms) = cluster.lease {
+        if !(1000.0..=86_400_000.0).contains(&ms) {
+            return Err(Reply::failed(
+                "SESSIONLOG_BAD_ARGUMENT",
+                format!("cluster.lease must be from 1000 to 86400000 ms, got {ms}"),
+            ));
+        }
+        options.lease = Duration::from_millis(ms as u64);
+    }
+    let fleet = Arc::new(Fleet::open(dir, config, options).map_err(failure)?);
+    let leases = fleet.keep_leases().map_err(failure)?;
+    Ok(Opened {
+        store: Arc::clone(fleet.store()),
+        host: Some(Host {
+            fleet,
+            leases: Some(leases),
+        }),
+    })
+}
+
+/// Run `job` with the fleet, or refuse: the store is not in cluster mode.
+pub fn with_fleet(opened: &Opened, job: impl FnOnce(&Fleet) -> Reply) -> Reply {
+    match &opened.host {
+        Some(host) => job(host.fleet()),
+        None => Reply::failed(
+            "SESSIONLOG_NOT_CLUSTER",
+            "the store was not opened in cluster mode (open it with { cluster: { url, host } })",
+        ),
+    }
+}
+
+/// Refuse `what` in cluster mode (a write the fleet does not carry), else run `job`.
+pub fn local_only(opened: &Opened, what: &str, job: impl FnOnce() -> Reply) -> Reply {
+    match &opened.host {
+        Some(host) => Reply::failed(
+            "SESSIONLOG_NOT_IN_FLEET",
+            format!(
+                "{what} is not carried by the fleet: host \"{}\" would change its local store only",
+                host.fleet().host()
+            ),
+        ),
+        None => job(),
+    }
+}
+
+/// Take session `id` for this host (`force`: even from a host with a live lease) and catch the
+/// store up: `{owner, epoch, nextSeq, deleted, caughtUp}`.
+pub fn acquire(fleet: &Fleet, id: &str, force: bool) -> Reply {
+    match fleet.acquire(id, force) {
+        Ok(Acquired { row, caught_up }) => Reply::Json(format!(
+            "{{\"owner\":{},\"epoch\":{},\"nextSeq\":{},\"deleted\":{},\"caughtUp\":{caught_up}}}",
+            quoted(row.owner.as_deref().unwrap_or_default()),
+            row.epoch,
+            row.next_seq,
+            row.deleted
+        )),
+        Err(e) => failure(e),
+    }
+}
+
+/// Catch the store up on `ids` (every live session of the fleet when empty), leaving the
+/// sessions this host holds as they are (it wrote them): the batches applied.
+pub fn sync(fleet: &Fleet, ids: Vec<String>) -> Reply {
+    let ids = match ids.is_empty() {
+        false => ids,
+        true => match live(fleet) {
+            Ok(ids) => ids,
+            Err(e) => return failure(e),
+        },
+    };
+    match catch_up(fleet, &ids) {
+        Ok(applied) => Reply::Json(applied.to_string()),
+        Err(e) => failure(e),
+    }
+}
+
+/// Every live session of the fleet, as the store lists them, caught up first. The fleet decides
+/// which: a session deleted or purged elsewhere is not listed, whatever copy this store keeps.
+pub fn list(fleet: &Fleet) -> Reply {
+    let listed = live(fleet).and_then(|ids| {
+        catch_up(fleet, &ids)?;
+        let store = fleet.store();
+        Ok(ids
+            .iter()
+            .filter_map(|id| store.summary(id).ok())
+            .collect::<Vec<_>>())
+    });
+    match listed {
+        Ok(summaries) => ops::list_of(&summaries),
+        Err(e) => failure(e),
+    }
+}
+
+/// The ids of the fleet's sessions that are not deleted.
+fn live(fleet: &Fleet) -> Result<Vec<String>, Error> {
+    Ok(fleet
+        .sessions()?
+        .into_iter()
+        .filter(|r| !r.deleted)
+        .map(|r| r.id)
+        .collect())
+}
+
+/// Catch the store up on `ids` but for the sessions this host holds; the batches applied.
+fn catch_up(fleet: &Fleet, ids: &[String]) -> Result<u64, Error> {
+    let mut applied = 0;
+    for id in ids.iter().filter(|id| !fleet.holds(id)) {
+        match fleet.sync(id) {
+            Ok(n) => applied += n,
+            Err(Error::UnknownSession(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(applied)
+}
+
+/// Remove session `id` (which this host holds) from the fleet: delete it, then purge every
+/// deleted session, as a store of its own does.
+pub fn remove(fleet: &Fleet, id: &str) -> Reply {
+    match fleet
+        .set_deleted(id, true)
+        .and_then(|()| fleet.purge(Duration::ZERO))
+    {
+        Ok(_) => Reply::Done,
+        Err(e) => failure(e),
+    }
+}
+
+/// A fleet failure as a reply with its stable code.
+pub fn failure(e: Error) -> Reply {
+    let code = match &e {
+        Error::Store(inner) => code_of(inner),
+        Error::Config(_) => "SESSIONLOG_CLUSTER_CONFIG",
+        Error::Postgres { .. } => "SESSIONLOG_UNAVAILABLE",
+        Error::Schema(_) => "SESSIONLOG_CLUSTER_SCHEMA",
+        Error::UnknownSession(_) => "SESSIONLOG_UNKNOWN_SESSION",
+        Error::Owned { .. } => "SESSIONLOG_OWNED",
+        Error::NotHeld(_) => "SESSIONLOG_FENCED",
+        Error::Diverged { .. } => "SESSIONLOG_DIVERGED",
+        _ => "SESSIONLOG_ERROR",
+    };
+    Reply::failed(code, e.to_string())
+}

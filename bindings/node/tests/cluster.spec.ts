@@ -1,0 +1,328 @@
+// Cluster mode on a real PostgreSQL (a throwaway server, tests/pg.ts): DSH's own contract suites
+// against SessionlogPersistence as a host of a fleet; fencing: a host whose session another host
+// took over can never write it again (also a host process paused past its lease and resumed),
+// and the fleet holds exactly what was acknowledged; and host failover: a host SIGKILLed
+// mid-append, its sessions taken over and continued by another.
+import { describe, expect, it } from 'vitest'
+import { Context } from '@deepseek-ai/cordis'
+import SessionStore, { SessionId } from '@deepseek-ai/dsh-session'
+import { meta, oneTurnLog, runPersistenceContract } from '../../../../shared/dsh-contract/contract.ts'
+import { runCoordinatorContract } from '../../../../shared/dsh-contract/coordinator-contract.ts'
+import { SessionlogPersistence, withStore } from '../dsh.js'
+import { Store, type SessionlogError } from '../index.js'
+import { crashHost, freshDir, removeDir, runAndKill } from './fixture.ts'
+import { clusterSpecsRun, postgresForSuite } from './pg.ts'
+
+/** What the cluster-mode plugin config takes besides the directory. */
+interface Fleet {
+  url: string
+  host: string
+  lease?: number
+  takeover?: 'wait' | 'force'
+}
+
+/** Mount the backend on `dir` as a host of `fleet`. */
+function mount(ctx: Context, dir: string, fleet: Fleet) {
+  return ctx.plugin(SessionlogPersistence, { path: dir, cluster: fleet })
+}
+
+/** A context with DSH's SessionStore and the backend mounted on `dir` as a host of `fleet`. */
+async function host(dir: string, fleet: Fleet) {
+  const ctx = new Context()
+  await ctx.plugin(SessionStore)
+  const fiber = await mount(ctx, dir, fleet)
+  return { persistence: ctx.sessionPersistence as SessionlogPersistence, fiber }
+}
+
+/** The code of the rejection of `promise` (fails the test when it resolves). */
+async function rejectionCode(promise: Promise<unknown>): Promise<string | undefined> {
+  const error = await promise.then(() => undefined, (e: unknown) => e as SessionlogError)
+  expect(error, 'expected a rejection').toBeDefined()
+  return error?.code
+}
+
+describe.runIf(clusterSpecsRun())('cluster mode', () => {
+  const postgres = postgresForSuite()
+
+  // Every test: its own store directory, on a fleet (a database) of its own.
+  runPersistenceContract('sessionlog, cluster mode', async () => {
+    const dir = await freshDir()
+    const url = await postgres().database()
+    const { persistence, fiber } = await host(dir, { url, host: 'a' })
+    return {
+      persistence,
+      dispose: async () => {
+        await fiber.dispose()
+        await removeDir(dir)
+      },
+    }
+  })
+
+  // No `corruptTail`: the fleet cannot leave a torn tail. Every batch is committed whole to
+  // PostgreSQL (one transaction) before the local store writes it, and a local copy is rebuilt
+  // from PostgreSQL's batches, so no never-committed fragment is ever stored.
+  runCoordinatorContract('sessionlog, cluster mode', async () => {
+    const dir = await freshDir()
+    const url = await postgres().database()
+    return {
+      mount: async ctx => mount(ctx, dir, { url, host: 'a' }),
+      cleanup: async () => removeDir(dir),
+    }
+  })
+
+  describe('fencing', () => {
+    it('a host whose session was taken over by force is fenced; the fleet holds what was acknowledged', async () => {
+      const url = await postgres().database()
+      const [dirA, dirB, dirC] = await Promise.all([freshDir(), freshDir(), freshDir()])
+      const a = await host(dirA, { url, host: 'a' })
+      const b = await host(dirB, { url, host: 'b', takeover: 'force' })
+      try {
+        const m = meta('fenced', '/w')
+        await a.persistence.create(m)
+        await a.persistence.append(m.id, oneTurnLog())
+        const acknowledgedByA = (await a.persistence.readRaw(m.id))!.content
+
+        // B takes the session over while A's lease runs.
+        const taken = await b.persistence.load(m.id)
+        expect(taken.events).toHaveLength(6)
+
+        // A's next appends are refused as fenced, and write nothing anywhere.
+        const late = [
+          { type: 'turn/start', seq: 6, time: 7, data: { turn: 2 } },
+          { type: 'step/start', seq: 7, time: 8, data: { turn: 2, step: 1 } },
+        ] as const
+        expect(await rejectionCode(a.persistence.append(m.id, [...late]))).toBe('SESSIONLOG_FENCED')
+        expect(await rejectionCode(a.persistence.append(m.id, [...late]))).toBe('SESSIONLOG_FENCED')
+        expect((await b.persistence.readRaw(m.id))!.content).toBe(acknowledgedByA)
+
+        // B continues at seq 6: PostgreSQL's log of the session ends where A's acknowledged ended.
+        const closers = [
+          { type: 'turn/start', seq: 6, time: 9, data: { turn: 2 } },
+          { type: 'turn/end', seq: 7, time: 10, data: { turn: 2, reason: { kind: 'completed' } } },
+        ] as const
+        await b.persistence.append(m.id, [...closers])
+        const acknowledged = (await b.persistence.readRaw(m.id))!.content
+        expect(acknowledged.startsWith(acknowledgedByA)).toBe(true)
+        expect(acknowledged.split('\n')).toHaveLength(1 + 8 + 1)
+
+        // A host with an empty disk rebuilds the session from PostgreSQL alone, byte for byte.
+        const c = await host(dirC, { url, host: 'c', takeover: 'force' })
+        try {
+          const reloaded = await c.persistence.load(m.id)
+          expect(reloaded.events.map(e => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7])
+          expect((await c.persistence.readRaw(m.id))!.content).toBe(acknowledged)
+        } finally {
+          await c.fiber.dispose()
+        }
+      } finally {
+        await a.fiber.dispose()
+        await b.fiber.dispose()
+        await Promise.all([dirA, dirB, dirC].map(removeDir))
+      }
+    })
+
+    it('a store acquires, is refused a session under another host\'s live lease, and takes it by force', async () => {
+      const url = await postgres().database()
+      const [dirA, dirB] = await Promise.all([freshDir(), freshDir()])
+      const a = await Store.open(dirA, { cluster: { url, host: 'a' } })
+      const b = await Store.open(dirB, { cluster: { url, host: 'b' } })
+      try {
+        expect(a.host).toBe('a')
+        const header = { version: 0, id: 'owned', createdAt: 1, cwd: '/w' }
+        await a.createAsWritten(header, oneTurnLog())
+        expect(await rejectionCode(b.acquire('owned'))).toBe('SESSIONLOG_OWNED')
+
+        const acquired = await b.acquire('owned', { force: true })
+        expect(acquired).toMatchObject({ owner: 'b', epoch: 2, nextSeq: 6, caughtUp: 1 })
+        expect(await rejectionCode(a.append('owned', 6, [{ type: 'turn/start', data: { turn: 2 } }]))).toBe('SESSIONLOG_FENCED')
+        expect(await b.append('owned', 6, [{ type: 'turn/start', data: { turn: 2 } }])).toEqual({ firstSeq: 6, count: 1 })
+
+        // A catches up on a session it no longer holds; writes the fleet does not carry are refused.
+        expect(await a.sync(['owned'])).toBe(1)
+        expect(await a.exportBytes('owned')).toEqual(await b.exportBytes('owned'))
+        expect(await rejectionCode(a.importBytes('x.jsonl', await b.exportBytes('owned')))).toBe('SESSIONLOG_NOT_IN_FLEET')
+        expect(await rejectionCode(b.fork('owned', 'child'))).toBe('SESSIONLOG_NOT_IN_FLEET')
+
+        // Given up, it is A's again without force.
+        expect(await b.release('owned')).toBe(true)
+        expect(await a.acquire('owned')).toMatchObject({ owner: 'a', epoch: 3, nextSeq: 7, caughtUp: 0 })
+      } finally {
+        await a.close()
+        await b.close()
+        await Promise.all([dirA, dirB].map(removeDir))
+      }
+    })
+
+    it('a host paused past its lease and taken over is fenced when it resumes; PostgreSQL holds nothing it wrote after', async () => {
+      const url = await postgres().database()
+      const [dirA, dirB, dirC] = await Promise.all([freshDir(), freshDir(), freshDir()])
+      const sessions = ['p-0', 'p-1', 'p-2']
+      const acked = new Map<string, number>()
+      const ackedAfterResume = new Map<string, number>()
+      const refused = new Map<string, string>()
+      let resumed = false
+      const a = crashHost(dirA, sessions.length, 'p', { url, host: 'a', lease: 1000 }, ([tag, id, value]) => {
+        if (tag === 'ack') (resumed ? ackedAfterResume : acked).set(id!, Number(value))
+        if (tag === 'refused') refused.set(id!, value!)
+      })
+      const exited = new Promise(resolve => a.once('exit', resolve))
+      const until = async (done: () => boolean) => {
+        while (!done()) await new Promise(resolve => setTimeout(resolve, 20))
+      }
+      const b = await host(dirB, { url, host: 'b' })
+      try {
+        await until(() => acked.size === sessions.length)
+        a.kill('SIGSTOP')
+        // Past A's lease: B takes the sessions without force (its takeover policy is to wait).
+        await new Promise(resolve => setTimeout(resolve, 1500))
+        const taken = new Map<string, string>()
+        for (const id of sessions) {
+          const loaded = await b.persistence.load(SessionId(id))
+          expect(loaded.events.length).toBeGreaterThanOrEqual(acked.get(id)!)
+          taken.set(id, (await b.persistence.readRaw(SessionId(id)))!.content)
+        }
+
+        resumed = true
+        a.kill('SIGCONT')
+        await until(() => refused.size === sessions.length)
+        expect([...refused.values()]).toEqual(sessions.map(() => 'SESSIONLOG_FENCED'))
+        // An ack heard after the resume is of a flush committed before the takeover.
+        for (const [id, events] of ackedAfterResume) {
+          expect(events).toBeLessThanOrEqual(taken.get(id)!.split('\n').length - 2)
+        }
+
+        // PostgreSQL holds what B found at the takeover, and nothing more: a host with an empty
+        // disk serves exactly that.
+        await withStore(dirC, async (c) => {
+          await c.sync(sessions)
+          for (const id of sessions) expect((await c.exportBytes(id)).toString('utf8')).toBe(taken.get(id))
+        }, { cluster: { url, host: 'c' } })
+      } finally {
+        a.kill('SIGKILL')
+        await exited
+        await b.fiber.dispose()
+        await Promise.all([dirA, dirB, dirC].map(removeDir))
+      }
+    }, 60_000)
+
+    it('listing is the fleet\'s: a session removed on one host is gone from every host\'s list and load', async () => {
+      const url = await postgres().database()
+      const [dirA, dirB] = await Promise.all([freshDir(), freshDir()])
+      const a = await Store.open(dirA, { cluster: { url, host: 'a' } })
+      const b = await host(dirB, { url, host: 'b' })
+      try {
+        for (const id of ['kept', 'removed']) await a.createAsWritten({ version: 0, id, createdAt: 1, cwd: '/w' }, oneTurnLog())
+        const listed = async () => (await b.persistence.list()).map(h => h.id).sort()
+        expect(await listed()).toEqual(['kept', 'removed'])
+        // B's store now keeps a copy of both; A removes one from the fleet.
+        await a.remove('removed')
+        expect(await listed()).toEqual(['kept'])
+        expect((await a.list()).map(s => s.id)).toEqual(['kept'])
+        await expect(b.persistence.load(SessionId('removed'))).rejects.toThrow(/"removed" not found/)
+      } finally {
+        await a.close()
+        await b.fiber.dispose()
+        await Promise.all([dirA, dirB].map(removeDir))
+      }
+    })
+
+    it('a URL PostgreSQL refuses fails the open at once, with the reason and without the password', async () => {
+      const dir = await freshDir()
+      try {
+        const port = new URL(postgres().url).port
+        for (const [url, reason] of [
+          [`postgres://host:s3cret-pw@127.0.0.1:${port}/nosuchdb`, 'database "nosuchdb" does not exist'],
+          [`postgres://host:s3cret-pw@127.0.0.1:${port}/postgres?sslmode=bogus`, 'sslmode "bogus"'],
+        ] as const) {
+          const error = await Store.open(dir, { cluster: { url, host: 'a' } }).then(() => undefined, (e: unknown) => e as SessionlogError)
+          expect(error?.code).toMatch(/^SESSIONLOG_(UNAVAILABLE|CLUSTER_CONFIG)$/)
+          expect(error?.message).toContain(reason)
+          expect(error?.message).not.toContain('s3cret-pw')
+        }
+      } finally {
+        await removeDir(dir)
+      }
+    })
+
+    it('takeover \'wait\' takes a session once its holder gives it up, and refuses while a live holder keeps it', async () => {
+      const url = await postgres().database()
+      const [dirA, dirB] = await Promise.all([freshDir(), freshDir()])
+      const a = await host(dirA, { url, host: 'a', lease: 1000 })
+      const b = await host(dirB, { url, host: 'b', lease: 1000 })
+      let aMounted = true
+      try {
+        const m = meta('waited', '/w')
+        await a.persistence.create(m)
+        await a.persistence.append(m.id, oneTurnLog())
+
+        // A renews its lease while mounted: B's wait ends (one lease and 5 s) without the session.
+        const started = Date.now()
+        expect(await rejectionCode(b.persistence.load(m.id))).toBe('SESSIONLOG_OWNED')
+        expect(Date.now() - started).toBeGreaterThanOrEqual(1000)
+
+        // A unmounts (gives the session up) while B waits: B then takes it.
+        const loading = b.persistence.load(m.id)
+        await new Promise(done => setTimeout(done, 300))
+        await a.fiber.dispose()
+        aMounted = false
+        expect((await loading).events).toHaveLength(6)
+      } finally {
+        if (aMounted) await a.fiber.dispose()
+        await b.fiber.dispose()
+        await Promise.all([dirA, dirB].map(removeDir))
+      }
+    }, 30_000)
+  })
+
+  describe('host failover', () => {
+    it('a SIGKILLed host\'s sessions are taken over and continued by another; every acknowledged append is there, on every host', async () => {
+      const url = await postgres().database()
+      const dirs: string[] = []
+      const fresh = async () => {
+        const dir = await freshDir()
+        dirs.push(dir)
+        return dir
+      }
+      try {
+        for (let round = 0; round < 4; round += 1) {
+          // Host A, a DSH host process, is killed mid-append with its leases live.
+          const acked = await runAndKill(await fresh(), 4, `f${round}`, 150 + round * 60, { url, host: 'a', lease: 1000 })
+          expect(acked.size).toBeGreaterThan(0)
+
+          // Host B takes A's sessions: waiting out A's lease, or by force (A is fenced either way).
+          const dirB = await fresh()
+          const b = await host(dirB, { url, host: 'b', lease: 1000, takeover: round % 2 === 0 ? 'wait' : 'force' })
+          const served = new Map<string, string>()
+          try {
+            for (const [id, events] of acked) {
+              const loaded = await b.persistence.load(SessionId(id))
+              expect(loaded.events.length).toBeGreaterThanOrEqual(events)
+              expect(loaded.events.map(e => e.seq)).toEqual(loaded.events.map((_, i) => i))
+              expect(loaded.events.at(-1)?.type).toBe('turn/end')
+              const next = loaded.events.length
+              const turn = loaded.events.filter(e => e.type === 'turn/start').length + 1
+              await b.persistence.append(SessionId(id), [
+                { type: 'turn/start', seq: next, time: 1, data: { turn } },
+                { type: 'turn/end', seq: next + 1, time: 2, data: { turn, reason: { kind: 'completed' } } },
+              ])
+              served.set(id, (await b.persistence.readRaw(SessionId(id)))!.content)
+            }
+            const report = await withStore(dirB, store => store.verify(), { cluster: { url, host: 'b' } })
+            expect(report.problems).toEqual([])
+          } finally {
+            await b.fiber.dispose()
+          }
+
+          // A host with an empty disk serves the same bytes, from PostgreSQL alone.
+          await withStore(await fresh(), async (c) => {
+            await c.sync([...served.keys()])
+            for (const [id, content] of served) expect((await c.exportBytes(id)).toString('utf8')).toBe(content)
+            expect((await c.verify()).problems).toEqual([])
+          }, { cluster: { url, host: 'c' } })
+        }
+      } finally {
+        await Promise.all(dirs.map(removeDir))
+      }
+    }, 120_000)
+  })
+})
