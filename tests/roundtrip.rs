@@ -3,6 +3,7 @@
 
 use sessionlog::engine::{Durability, Error, ImportOptions, Options, Store};
 use sessionlog_harness::gen::{generate, session_bytes, GenOptions};
+use sessionlog_tools_common::export::export_stream;
 
 use crate::fixtures::{assert_empty, export_bytes, temp_store};
 
@@ -42,6 +43,50 @@ fn generated_sessions_round_trip_through_a_directory_import() {
     let v = store.verify(&[]).expect("verify");
     assert!(v.problems.is_empty(), "{:?}", v.problems);
     assert_eq!(v.sessions, 40);
+}
+
+/// Many sessions exported into one stream by parallel workers are written in the order asked
+/// (here the reverse of their import), each exactly as it was imported: small ones buffered by
+/// the workers, one above the buffering bound (16 MiB) exported in place by the writer.
+#[test]
+fn an_export_stream_is_the_sessions_files_one_after_another() {
+    let (_d, store) = temp_store();
+    let mut sessions = Vec::new();
+    for index in 0..12 {
+        let opts = GenOptions {
+            sessions: 12,
+            events_per_session: if index == 5 { 240_000 } else { 300 },
+            torn_fraction: 0.0,
+            seed: 11,
+        };
+        let bytes = session_bytes(index, &opts);
+        let r = store
+            .import_jsonl(
+                &format!("s{index}"),
+                bytes.as_slice(),
+                &ImportOptions::default(),
+                &mut |_| {},
+            )
+            .expect("import");
+        sessions.push((r.id, bytes));
+    }
+    assert!(
+        sessions[5].1.len() > 16 << 20,
+        "one session above the bound"
+    );
+    sessions.reverse();
+    let ids: Vec<String> = sessions.iter().map(|(id, _)| id.clone()).collect();
+    let expected: Vec<u8> = sessions
+        .iter()
+        .flat_map(|(_, b)| b.iter().copied())
+        .collect();
+    let mut out = Vec::new();
+    let written = export_stream(&store, &ids, None, &mut out).expect("export stream");
+    assert_eq!(written, out.len() as u64);
+    assert!(
+        out == expected,
+        "the stream differs from the files in order"
+    );
 }
 
 #[test]

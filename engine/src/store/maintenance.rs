@@ -3,6 +3,7 @@
 
 use rocksdb::{BottommostLevelCompaction, CompactOptions};
 
+use super::tuning::{last_level_settings, LastLevel};
 use super::Store;
 use crate::error::{Error, Result};
 use crate::layout::keys::{self, ALL_CFS, CF_EVENTS, CF_SESSIONS, SESSION_RANGE_CFS};
@@ -63,22 +64,43 @@ impl Store {
         Ok(())
     }
 
-    /// Flush and compact every column family to its last level, with `events`' blob garbage
-    /// collection set to `gc` for the compaction and off again after it.
+    /// Flush and compact every column family to its last level, written for keeps
+    /// ([`LastLevel::Archive`]), with `events`' blob garbage collection set to `gc` for the
+    /// compaction; both are set back after it, failed or not.
     pub(crate) fn compact_all(&self, gc: BlobGc) -> Result<()> {
         self.flush_all()?;
         let mut every_level = CompactOptions::default();
         every_level.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
-        self.set_blob_gc(gc)?;
+        let compacted = self
+            .set_blob_gc(gc)
+            .and_then(|()| self.set_last_level(LastLevel::Archive))
+            .and_then(|()| {
+                for name in ALL_CFS {
+                    self.db.compact_range_cf_opt(
+                        self.cf(name)?,
+                        None::<&[u8]>,
+                        None::<&[u8]>,
+                        &every_level,
+                    );
+                }
+                Ok(())
+            });
+        let restored = self
+            .set_last_level(LastLevel::Running)
+            .and(self.set_blob_gc(BlobGc::Off));
+        compacted.and(restored)
+    }
+
+    /// Set how every column family writes its last level from now on.
+    pub(super) fn set_last_level(&self, mode: LastLevel) -> Result<()> {
         for name in ALL_CFS {
-            self.db.compact_range_cf_opt(
-                self.cf(name)?,
-                None::<&[u8]>,
-                None::<&[u8]>,
-                &every_level,
-            );
+            let settings = last_level_settings(name, mode);
+            let pairs: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            self.db
+                .set_options_cf(self.cf(name)?, &pairs)
+                .map_err(Error::storage("setting how the last level is written"))?;
         }
-        self.set_blob_gc(BlobGc::Off)
+        Ok(())
     }
 
     /// Set the `events` column family's blob garbage collection.

@@ -66,10 +66,28 @@ pub(crate) fn set_wal_policy(db_opts: &mut rocksdb::Options, options: &Options) 
 const EVENTS_BLOB_OPTIONS: &str = "enable_blob_files=true;min_blob_size=512;\
     blob_compression_type=kZSTD;blob_compression_opts={level=1}";
 
-/// The Zstd level of the last level's blocks (see [`cf_options`]).
+/// The Zstd level of the last level's blocks as the store runs (see [`cf_options`]).
 const BOTTOMMOST_ZSTD_LEVEL: i32 = 1;
 /// RocksDB's default Zstd window (`CompressionOptions::window_bits`), kept when the level is set.
 const ZSTD_DEFAULT_WINDOW_BITS: i32 = -14;
+
+/// The Zstd level of the last level's blocks written by a full compaction
+/// ([`LastLevel::Archive`]). Level 19 over 1 MiB blocks with a dictionary stores generated V0
+/// sessions' lines in 6.9x fewer bytes where level 1 over 64 KiB blocks did 4.1x, at 2.3-3.5 MB/s
+/// of one core instead of hundreds: affordable once, for sessions compacted for keeps, not for
+/// every background compaction of a running host (docs/PERFORMANCE.md, "Compaction for keeps").
+const ARCHIVE_ZSTD_LEVEL: i32 = 19;
+/// The Zstd dictionary a full compaction trains for each last-level SST of the column families
+/// keyed by session number: JSON lines repeat their keys, type names and ids from block to
+/// block, which a block compressed alone has to spell out again.
+const ARCHIVE_DICT_BYTES: i32 = 64 << 10;
+/// The samples each dictionary is trained on (Zstd's guidance: about 100x the dictionary).
+const ARCHIVE_DICT_TRAIN_BYTES: i32 = 100 * ARCHIVE_DICT_BYTES;
+/// The SST block size of `events` written by a full compaction: a 1 MiB block compresses as a
+/// whole what 64 KiB blocks compress in sixteen pieces. Point-in-time queries read `surface` and
+/// `checkpoints`, which keep their blocks; a scan of `events` (export, replay) reads whole
+/// blocks anyway; a single stored block read cold costs a 1 MiB decompression.
+const ARCHIVE_EVENTS_BLOCK_BYTES: usize = 1 << 20;
 
 /// Per-session memtable insert hints, as an options string (RocksDB has no setter for them): a
 /// memtable remembers where each session's last key went, so the next one (a session's keys only
@@ -204,6 +222,7 @@ pub(crate) fn cf_options(
         max_dict_bytes,
         true,
     );
+    o.set_bottommost_zstd_max_train_bytes(0, true);
     o.set_target_file_size_base(target_file_bytes(name));
     if name == CF_EVENTS {
         o.set_level_zero_file_num_compaction_trigger(EVENTS_L0_COMPACTION_TRIGGER);
@@ -221,11 +240,57 @@ pub(crate) fn cf_options(
     Ok(o)
 }
 
+/// How a column family's last level is written: as the store runs, or by a full compaction
+/// (`Store::compact`), which writes sessions for keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LastLevel {
+    /// [`cf_options`]' settings: Zstd level 1, no dictionary, the blocks it opens with.
+    Running,
+    /// Zstd level [`ARCHIVE_ZSTD_LEVEL`] with a trained dictionary on the column families keyed
+    /// by session number, and [`ARCHIVE_EVENTS_BLOCK_BYTES`] blocks in `events`.
+    Archive,
+}
+
+/// The `SetOptions` settings that make column family `name` write its last level as `mode`
+/// says (both modes set every field either changes, so each undoes the other).
+pub(crate) fn last_level_settings(name: &str, mode: LastLevel) -> Vec<(&'static str, String)> {
+    let archive = mode == LastLevel::Archive && SESSION_RANGE_CFS.contains(&name);
+    let (level, dict_bytes, train_bytes) = if archive {
+        (
+            ARCHIVE_ZSTD_LEVEL,
+            ARCHIVE_DICT_BYTES,
+            ARCHIVE_DICT_TRAIN_BYTES,
+        )
+    } else {
+        (BOTTOMMOST_ZSTD_LEVEL, 0, 0)
+    };
+    let mut settings = vec![(
+        "bottommost_compression_opts",
+        format!(
+            "{{window_bits={ZSTD_DEFAULT_WINDOW_BITS};level={level};strategy=0;\
+             max_dict_bytes={dict_bytes};zstd_max_train_bytes={train_bytes};enabled=true}}"
+        ),
+    )];
+    if name == CF_EVENTS {
+        let block_bytes = if archive {
+            ARCHIVE_EVENTS_BLOCK_BYTES
+        } else {
+            SESSION_RANGE_BLOCK_BYTES
+        };
+        settings.push((
+            "block_based_table_factory",
+            format!("{{block_size={block_bytes}}}"),
+        ));
+    }
+    settings
+}
+
 #[cfg(test)]
 mod tests {
     use super::{
-        BOTTOMMOST_ZSTD_LEVEL, FILE_BYTES, MEMTABLE_BLOOM_BYTES, SESSIONS_BLOCK_BYTES,
-        SESSION_RANGE_BLOCK_BYTES, SMALL_CF_FILE_BYTES,
+        LastLevel, ARCHIVE_DICT_BYTES, ARCHIVE_DICT_TRAIN_BYTES, ARCHIVE_EVENTS_BLOCK_BYTES,
+        ARCHIVE_ZSTD_LEVEL, BOTTOMMOST_ZSTD_LEVEL, FILE_BYTES, MEMTABLE_BLOOM_BYTES,
+        SESSIONS_BLOCK_BYTES, SESSION_RANGE_BLOCK_BYTES, SMALL_CF_FILE_BYTES,
     };
     use crate::layout::keys::{
         ALL_CFS, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE, SESSION_PREFIX_LEN,
@@ -337,6 +402,64 @@ mod tests {
                 assert_eq!(hints, prefix, "{name}");
             }
         }
+    }
+
+    /// The last-level settings of column family `name` in the newest OPTIONS file: its
+    /// bottommost Zstd level, dictionary bytes, dictionary training bytes and block size.
+    fn last_level(store: &Store, name: &str) -> (String, String, String, String) {
+        let section = options_section(store.path(), &format!("CFOptions \"{name}\""));
+        let bottommost = setting(&section, "bottommost_compression_opts");
+        let field = |key: &str| {
+            bottommost
+                .trim_matches(|c| c == '{' || c == '}')
+                .split(';')
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("{key} in {bottommost}"))
+                .to_owned()
+        };
+        let table = options_section(
+            store.path(),
+            &format!("TableOptions/BlockBasedTable \"{name}\""),
+        );
+        (
+            field("level"),
+            field("max_dict_bytes"),
+            field("zstd_max_train_bytes"),
+            setting(&table, "block_size").to_owned(),
+        )
+    }
+
+    /// A full compaction writes the session-keyed column families' last level with Zstd level
+    /// 19, a trained dictionary and (`events`) 1 MiB blocks, and sets the running settings back
+    /// after it: the ones the store opens with.
+    #[test]
+    fn a_full_compaction_writes_for_keeps_and_then_sets_the_running_settings_back() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(tmp.path(), Options::default()).expect("open");
+        let opened: Vec<_> = ALL_CFS.iter().map(|n| last_level(&store, n)).collect();
+        store.set_last_level(LastLevel::Archive).expect("archive");
+        for name in ALL_CFS {
+            let (level, dict, train, block) = last_level(&store, name);
+            if SESSION_RANGE_CFS.contains(&name) {
+                assert_eq!(level, ARCHIVE_ZSTD_LEVEL.to_string(), "{name}");
+                assert_eq!(dict, ARCHIVE_DICT_BYTES.to_string(), "{name}");
+                assert_eq!(train, ARCHIVE_DICT_TRAIN_BYTES.to_string(), "{name}");
+            } else {
+                assert_eq!(level, BOTTOMMOST_ZSTD_LEVEL.to_string(), "{name}");
+                assert_eq!(dict, "0", "{name}");
+            }
+            let want_block = match name {
+                CF_EVENTS => ARCHIVE_EVENTS_BLOCK_BYTES,
+                CF_SESSIONS => SESSIONS_BLOCK_BYTES,
+                _ => SESSION_RANGE_BLOCK_BYTES,
+            };
+            assert_eq!(block, want_block.to_string(), "{name}");
+        }
+        store.compact().expect("compact");
+        let after: Vec<_> = ALL_CFS.iter().map(|n| last_level(&store, n)).collect();
+        assert_eq!(after, opened);
+        assert_eq!(opened[1].0, BOTTOMMOST_ZSTD_LEVEL.to_string());
+        assert_eq!(opened[1].3, SESSION_RANGE_BLOCK_BYTES.to_string());
     }
 
     /// Pipelined writes (buffered durability, or no WAL reuse) keep RocksDB's concurrent inserts.

@@ -140,6 +140,10 @@ pub enum BenchWorkload {
         /// The log format of the generated sessions (DSH 0.1's v0 or DSH 0.2's v4).
         #[arg(long, value_enum, default_value_t = LogFormatArg::V0)]
         format: LogFormatArg,
+        /// Compact the store fully (`sessionlog compact`) after each import, so the queries
+        /// read a store compacted for keeps rather than one fresh from import.
+        #[arg(long)]
+        compact: bool,
         /// Working directory (default: a temp dir, removed after).
         #[arg(long)]
         dir: Option<PathBuf>,

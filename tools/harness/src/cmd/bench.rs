@@ -20,6 +20,7 @@ use sessionlog_harness::gen::{generate, session_batches, session_bytes, GenOptio
 use sessionlog_harness::hosting::fleet::FleetHost;
 use sessionlog_harness::hosting::sessionlog::SessionlogHost;
 use sessionlog_harness::hosting::{self, output, peers::Peer, FeedPool, Host, Workload};
+use sessionlog_tools_common::export::export_stream;
 use sessionlog_tools_common::import::{collect_inputs, import_all};
 use sessionlog_tools_common::output::json_line;
 
@@ -28,7 +29,9 @@ const CAT_BATCH: usize = 512;
 
 /// Import and export a generated corpus of at least `mb` MB (of plaintext), side by side with
 /// `cat` of the same files, or with `zstd -dc` when the corpus is `.jsonl.zstd` (header frame plus
-/// one Node-identical frame per write batch, as DSH writes them).
+/// one Node-identical frame per write batch, as DSH writes them). Both run one worker per core,
+/// as the CLI's `import` and `export-all` do; the export writes one stream, the sessions in
+/// import order, which must equal the files `cat` reads.
 pub fn import_export(
     mb: u64,
     events: u64,
@@ -92,9 +95,7 @@ pub fn import_export(
     let t = Instant::now();
     {
         let mut out = BufWriter::with_capacity(1 << 20, File::create(&export_out)?);
-        for id in &ids {
-            store.export_jsonl(id, &mut out)?;
-        }
+        export_stream(&store, &ids, None, &mut out)?;
         out.flush()?;
     }
     let export_s = t.elapsed().as_secs_f64();

@@ -119,9 +119,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 sizes,
                 queries,
                 format,
+                compact,
                 dir,
                 json,
-            } => pit::run(&sizes, queries, log_format(format), dir, json),
+            } => pit::run(&sizes, queries, log_format(format), compact, dir, json),
             BenchWorkload::Space {
                 sessions,
                 events,

@@ -91,6 +91,7 @@ pub fn run(
     sizes: &[u64],
     queries: u64,
     format: LogFormat,
+    compact: bool,
     dir: Option<PathBuf>,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
@@ -118,6 +119,9 @@ pub fn run(
         std::fs::write(&file, &bytes)?;
         let report = store.import_path(&file, &ImportOptions::default(), &mut |_| {})?;
         let (id, events) = (report.id, report.events);
+        if compact {
+            store.compact()?;
+        }
         eprintln!(
             "pit: session of {events} events ({} MB)",
             bytes.len() / 1_000_000
@@ -219,6 +223,7 @@ pub fn run(
         }
         let o = Object::new()
             .with("workload", "pit")
+            .with("compacted", compact)
             .with("sizes", Value::Array(sizes))
             .with("ratios", Value::Object(ratios));
         json_line(&mut out, o)?;

@@ -55,6 +55,8 @@ struct Weighed {
     dsh_zstd_root: u64,
     /// `zstd -3` of the plaintext as one stream.
     zstd_3: u64,
+    /// The seconds `Store::compact` took to bring the store to this state.
+    compact_seconds: f64,
 }
 
 impl Weighed {
@@ -70,6 +72,7 @@ impl Weighed {
                 .with("store_bytes_by_column_family", Value::Object(cfs))
                 .with("dsh_zstd_root_bytes", self.dsh_zstd_root as i64)
                 .with("zstd_3_stream_bytes", self.zstd_3 as i64)
+                .with("compact_seconds", self.compact_seconds)
                 .with(
                     "store_over_dsh_zstd_root",
                     self.store as f64 / self.dsh_zstd_root as f64,
@@ -134,7 +137,13 @@ pub fn run(bench: SpaceBench) -> anyhow::Result<ExitCode> {
                 .iter()
                 .map(|(name, bytes)| format!("{name} {:.2} MB", mb(*bytes)))
                 .collect();
-            writeln!(out, "{:<12} store by column family: {}", "", cfs.join(", "))?;
+            writeln!(
+                out,
+                "{:<12} store by column family: {}; compacted in {:.1} s",
+                "",
+                cfs.join(", "),
+                w.compact_seconds
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -192,7 +201,7 @@ fn weigh_format(
         ids.push(report.id);
     }
     store.sync()?;
-    store.compact()?;
+    let compact_seconds = timed_compact(&store)?;
     let root = work.join("dsh-root");
     let mut dsh_zstd_root = 0;
     for id in &ids {
@@ -200,7 +209,7 @@ fn weigh_format(
             .export_to_root(&root, id, Some(ExportFormat::JsonlZstd))?
             .1;
     }
-    let mut rows = vec![weigh(&store, name, &files, dsh_zstd_root)?];
+    let mut rows = vec![weigh(&store, name, &files, dsh_zstd_root, compact_seconds)?];
     if format == LogFormat::V0 {
         eprintln!("space: migrating {} sessions to V4", ids.len());
         store.migrate_all(&MigrateOptions::default(), &mut |outcome| {
@@ -208,7 +217,7 @@ fn weigh_format(
                 eprintln!("space: migration of \"{id}\" refused: {reason}");
             }
         })?;
-        store.compact()?;
+        let compact_seconds = timed_compact(&store)?;
         // DSH's root after its own migration: the V0 files it had, and beside each its V4
         // successor as DSH's migration writes it (a header frame, then one frame).
         let successors = work.join("successors");
@@ -229,9 +238,17 @@ fn weigh_format(
             &format!("{name}_migrated"),
             &texts,
             dsh_migrated,
+            compact_seconds,
         )?);
     }
     Ok(rows)
+}
+
+/// `Store::compact`, and the seconds it took.
+fn timed_compact(store: &Store) -> anyhow::Result<f64> {
+    let started = std::time::Instant::now();
+    store.compact()?;
+    Ok(started.elapsed().as_secs_f64())
 }
 
 /// Weigh the compacted `store` beside DSH's zstd root of its sessions (`dsh_zstd_root` bytes)
@@ -241,6 +258,7 @@ fn weigh(
     name: &str,
     texts: &[PathBuf],
     dsh_zstd_root: u64,
+    compact_seconds: f64,
 ) -> anyhow::Result<Weighed> {
     let column_families = store.column_family_bytes()?;
     let mut plaintext = 0;
@@ -254,6 +272,7 @@ fn weigh(
         column_families,
         dsh_zstd_root,
         zstd_3: zstd_stream_bytes(texts)?,
+        compact_seconds,
     })
 }
 
