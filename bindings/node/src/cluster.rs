@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use napi_derive::napi;
-use sessionlog_cluster::{Acquired, Config, Error, Fleet, FleetOptions, LeaseKeeper};
+use sessionlog_cluster::{Acquired, Config, Error, Fleet, FleetOptions};
 use sessionlog_engine::Options;
 
+use crate::host::Host;
 use crate::ops::{self, quoted};
 use crate::reply::{code_of, Reply};
 use crate::workers::Opened;
@@ -27,34 +28,6 @@ pub struct ClusterOptions {
     pub host: String,
     /// Lease length in milliseconds (default 30 000).
     pub lease: Option<f64>,
-}
-
-/// This process as a host of a fleet: the fleet, and the thread renewing its leases.
-pub struct Host {
-    fleet: Arc<Fleet>,
-    /// Dropped (stopped) before the leases are given up.
-    leases: Option<LeaseKeeper>,
-}
-
-impl Host {
-    /// The fleet this host belongs to.
-    pub fn fleet(&self) -> &Fleet {
-        &self.fleet
-    }
-}
-
-impl Drop for Host {
-    /// Closing: stop renewing, then give up every session held, so another host may take them
-    /// without waiting for their leases to run out. When PostgreSQL cannot be reached the rest
-    /// are left to their leases rather than tried one by one.
-    fn drop(&mut self) {
-        drop(self.leases.take());
-        for id in self.fleet.held() {
-            if self.fleet.release(&id).is_err() {
-                break;
-            }
-        }
-    }
 }
 
 /// Join the fleet `cluster` names with the store at `dir`, and start renewing leases.
@@ -77,10 +50,7 @@ pub fn open(dir: &str, store: Options, cluster: ClusterOptions) -> Result<Opened
     let leases = fleet.keep_leases().map_err(failure)?;
     Ok(Opened {
         store: Arc::clone(fleet.store()),
-        host: Some(Host {
-            fleet,
-            leases: Some(leases),
-        }),
+        host: Some(Host::new(fleet, leases)),
     })
 }
 

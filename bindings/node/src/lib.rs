@@ -8,6 +8,7 @@
 
 mod cluster;
 mod commit;
+mod host;
 mod objects;
 mod ops;
 mod reply;

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 
 use sessionlog_engine::Store;
 
-use crate::cluster::Host;
+use crate::host::Host;
 use crate::reply::{Pending, Reply};
 
 /// What an open handle serves: its store, and in cluster mode the fleet host whose index that
