@@ -151,6 +151,22 @@ pub enum BenchWorkload {
         #[arg(long)]
         json: bool,
     },
+    /// Takeover time: on a throwaway PostgreSQL 15, one host creates and appends a session per
+    /// size; then a host with an empty disk acquires each by force and catches up from
+    /// PostgreSQL (wall time, batches and bytes applied), side by side with importing the
+    /// session's exported JSONL into an empty store. The two alternate in order per round;
+    /// figures are medians over the rounds.
+    Takeover {
+        /// Session sizes in events (whole batches, so each at least this many).
+        #[arg(long, value_delimiter = ',', default_values_t = [2_000u64, 100_000])]
+        sizes: Vec<u64>,
+        /// Takeovers (and imports) per session, each by a new host with an empty disk.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+        rounds: u64,
+        /// Print one JSON object with the raw figures and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
     /// Fork cost against parent size: forks of a small and of a large session, time and bytes.
     Fork {
         /// Events of the large parent.

@@ -10,6 +10,7 @@ mod power;
 mod s3_export;
 mod space;
 mod stress;
+mod takeover;
 
 use std::process::ExitCode;
 
@@ -105,6 +106,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 dir,
                 as_json: json,
             }),
+            BenchWorkload::Takeover {
+                sizes,
+                rounds,
+                json,
+            } => takeover::run(&sizes, usize::try_from(rounds).unwrap_or(usize::MAX), json),
             BenchWorkload::Fork {
                 events,
                 forks,

@@ -212,7 +212,8 @@ fn read_cost(
     })
 }
 
-fn median(v: &mut [f64]) -> f64 {
+/// The median of `v` (sorted in place; the upper one of an even count).
+pub(super) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }

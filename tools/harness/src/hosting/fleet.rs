@@ -31,20 +31,7 @@ impl FleetHost {
     /// `bench-host` with its store in `dir` (`options`, plus the projections the generated
     /// sessions need; its durability is the fleet's: PostgreSQL's).
     pub fn start(dir: &Path, options: Options) -> anyhow::Result<Self> {
-        let postgres = TempPostgres::start(&PgSetup::default())?;
-        postgres.psql(&format!("CREATE ROLE {ROLE} LOGIN"))?;
-        let admin = Config::parse(&format!(
-            "{}?sslmode=disable",
-            postgres.url("postgres", "postgres")
-        ))?;
-        schema::init(
-            &mut admin.connect("creating the schema")?,
-            &[ROLE.to_owned()],
-        )?;
-        let config = Config::parse(&format!(
-            "{}?sslmode=disable",
-            postgres.url(ROLE, "postgres")
-        ))?;
+        let (postgres, config) = fleet_postgres()?;
         let fleet = Fleet::open(
             dir,
             config,
@@ -59,6 +46,26 @@ impl FleetHost {
             postgres,
         })
     }
+}
+
+/// A throwaway PostgreSQL 15 (`fsync` on) holding the fleet's schema, and the configuration a
+/// host joins it with (the login role [`ROLE`], a member of the fleet's host role).
+pub fn fleet_postgres() -> anyhow::Result<(TempPostgres, Config)> {
+    let postgres = TempPostgres::start(&PgSetup::default())?;
+    postgres.psql(&format!("CREATE ROLE {ROLE} LOGIN"))?;
+    let admin = Config::parse(&format!(
+        "{}?sslmode=disable",
+        postgres.url("postgres", "postgres")
+    ))?;
+    schema::init(
+        &mut admin.connect("creating the schema")?,
+        &[ROLE.to_owned()],
+    )?;
+    let config = Config::parse(&format!(
+        "{}?sslmode=disable",
+        postgres.url(ROLE, "postgres")
+    ))?;
+    Ok((postgres, config))
 }
 
 impl Host for FleetHost {
