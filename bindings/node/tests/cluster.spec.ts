@@ -1,8 +1,9 @@
 // Cluster mode on a real PostgreSQL (a throwaway server, tests/pg.ts): DSH's own contract suites
 // against SessionlogPersistence as a host of a fleet; fencing: a host whose session another host
 // took over can never write it again (also a host process paused past its lease and resumed),
-// and the fleet holds exactly what was acknowledged; and host failover: a host SIGKILLed
-// mid-append, its sessions taken over and continued by another.
+// and the fleet holds exactly what was acknowledged; and host failover: three host processes on
+// one PostgreSQL, each in turn SIGKILLed mid-append, its sessions taken over and continued by
+// another.
 import { describe, expect, it } from 'vitest'
 import { Context } from '@deepseek-ai/cordis'
 import SessionStore, { SessionId } from '@deepseek-ai/dsh-session'
@@ -10,7 +11,7 @@ import { meta, oneTurnLog, runPersistenceContract } from '../../../../shared/dsh
 import { runCoordinatorContract } from '../../../../shared/dsh-contract/coordinator-contract.ts'
 import { SessionlogPersistence, withStore } from '../dsh.js'
 import { Store, type SessionlogError } from '../index.js'
-import { crashHost, freshDir, removeDir, runAndKill } from './fixture.ts'
+import { crashHost, freshDir, removeDir } from './fixture.ts'
 import { clusterSpecsRun, postgresForSuite } from './pg.ts'
 
 /** What the cluster-mode plugin config takes besides the directory. */
@@ -275,50 +276,101 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
   })
 
   describe('host failover', () => {
-    it('a SIGKILLed host\'s sessions are taken over and continued by another; every acknowledged append is there, on every host', async () => {
+    it('three host processes on one PostgreSQL: each in turn SIGKILLed mid-append, its sessions taken over and continued by another; every acknowledged append is there once, byte for byte, on every host', async () => {
       const url = await postgres().database()
       const dirs: string[] = []
-      const fresh = async () => {
+      /** Events acknowledged per session (the most any host reported). */
+      const acked = new Map<string, number>()
+      /** Events a session had when its heir loaded it. */
+      const took = new Map<string, number>()
+      /** Which slot's host process serves each session. */
+      const owner = new Map<string, number>()
+      const refusals: string[] = []
+      const stopped = new Set<number>()
+      let incarnation = 0
+      const until = async (done: () => boolean) => {
+        while (!done()) await new Promise(resolve => setTimeout(resolve, 20))
+      }
+      /** A host process in `slot` with a fresh disk, starting `sessions` sessions of its own. */
+      const start = async (slot: number, sessions: number) => {
         const dir = await freshDir()
         dirs.push(dir)
-        return dir
+        incarnation += 1
+        const fleet = { url, host: `h${incarnation}`, lease: 1000, takeover: incarnation % 2 === 0 ? 'force' as const : 'wait' as const }
+        const child = crashHost(dir, sessions, `s${slot}`, fleet, ([tag, id, value]) => {
+          if (tag === 'ack') acked.set(id!, Math.max(acked.get(id!) ?? 0, Number(value)))
+          if (tag === 'ack' && !owner.has(id!)) owner.set(id!, slot)
+          if (tag === 'took') took.set(id!, Number(value))
+          if (tag === 'refused') refusals.push(`${id} ${value}`)
+          if (tag === 'stopped') stopped.add(slot)
+        })
+        return { child, exited: new Promise(resolve => child.once('exit', resolve)) }
       }
+      const hosts = await Promise.all([0, 1, 2].map(slot => start(slot, 2)))
       try {
-        for (let round = 0; round < 4; round += 1) {
-          // Host A, a DSH host process, is killed mid-append with its leases live.
-          const acked = await runAndKill(await fresh(), 4, `f${round}`, 150 + round * 60, { url, host: 'a', lease: 1000 })
-          expect(acked.size).toBeGreaterThan(0)
+        await until(() => acked.size === 6)
+        for (let round = 0; round < 6; round += 1) {
+          // Every session moves on, then the victim dies with appends in flight and its lease live.
+          const before = new Map(acked)
+          await until(() => [...before].every(([id, n]) => acked.get(id)! > n))
+          await new Promise(resolve => setTimeout(resolve, 50 + round * 40))
+          const victim = round % 3
+          hosts[victim]!.child.kill('SIGKILL')
+          await hosts[victim]!.exited
+          const ackedAtKill = new Map(acked)
+          const orphans = [...owner].filter(([, slot]) => slot === victim).map(([id]) => id)
+          expect(orphans.length).toBeGreaterThan(0)
 
-          // Host B takes A's sessions: waiting out A's lease, or by force (A is fenced either way).
-          const dirB = await fresh()
-          const b = await host(dirB, { url, host: 'b', lease: 1000, takeover: round % 2 === 0 ? 'wait' : 'force' })
-          const served = new Map<string, string>()
-          try {
-            for (const [id, events] of acked) {
-              const loaded = await b.persistence.load(SessionId(id))
-              expect(loaded.events.length).toBeGreaterThanOrEqual(events)
-              expect(loaded.events.map(e => e.seq)).toEqual(loaded.events.map((_, i) => i))
-              expect(loaded.events.at(-1)?.type).toBe('turn/end')
-              const next = loaded.events.length
-              const turn = loaded.events.filter(e => e.type === 'turn/start').length + 1
-              await b.persistence.append(SessionId(id), [
-                { type: 'turn/start', seq: next, time: 1, data: { turn } },
-                { type: 'turn/end', seq: next + 1, time: 2, data: { turn, reason: { kind: 'completed' } } },
-              ])
-              served.set(id, (await b.persistence.readRaw(SessionId(id)))!.content)
-            }
-            const report = await withStore(dirB, store => store.verify(), { cluster: { url, host: 'b' } })
-            expect(report.problems).toEqual([])
-          } finally {
-            await b.fiber.dispose()
+          // The next host takes them: each loaded with every acknowledged event, then continued.
+          const heir = (victim + 1) % 3
+          for (const id of orphans) {
+            took.delete(id)
+            owner.set(id, heir)
+            hosts[heir]!.child.stdin!.write(`take ${id}\n`)
           }
+          await until(() => orphans.every(id => took.has(id)) || refusals.length > 0)
+          expect(refusals).toEqual([])
+          for (const id of orphans) expect(took.get(id)).toBeGreaterThanOrEqual(ackedAtKill.get(id)!)
 
-          // A host with an empty disk serves the same bytes, from PostgreSQL alone.
-          await withStore(await fresh(), async (c) => {
-            await c.sync([...served.keys()])
-            for (const [id, content] of served) expect((await c.exportBytes(id)).toString('utf8')).toBe(content)
-            expect((await c.verify()).problems).toEqual([])
-          }, { cluster: { url, host: 'c' } })
+          // The victim comes back as a new host with an empty disk, and serves the next orphans.
+          hosts[victim] = await start(victim, 0)
+        }
+        await until(() => [...acked.keys()].every(id => acked.get(id)! > (took.get(id) ?? 0)))
+        hosts.forEach(h => h.child.stdin!.write('stop\n'))
+        await until(() => stopped.size === 3)
+        await Promise.all(hosts.map(h => h.exited))
+        expect(refusals).toEqual([])
+      } finally {
+        for (const h of hosts) h.child.kill('SIGKILL')
+        await Promise.all(hosts.map(h => h.exited))
+      }
+
+      try {
+        // PostgreSQL's copy, read by a host with an empty disk: every session whole, each turn
+        // once, and exactly the events its last host acknowledged.
+        const ids = [...acked.keys()].sort()
+        const served = new Map<string, string>()
+        await withStore(await freshDir().then((dir) => { dirs.push(dir); return dir }), async (fresh) => {
+          await fresh.sync(ids)
+          for (const id of ids) {
+            const content = (await fresh.exportBytes(id)).toString('utf8')
+            const events = content.split('\n').slice(1, -1).map(line => JSON.parse(line) as { type: string, seq: number, data: { turn?: number } })
+            expect(events.map(e => e.seq)).toEqual(events.map((_, i) => i))
+            const turns = events.filter(e => e.type === 'turn/start').map(e => e.data.turn)
+            expect(turns).toEqual(turns.map((_, i) => i + 1))
+            expect(events.length).toBe(acked.get(id))
+            served.set(id, content)
+          }
+          expect((await fresh.verify()).problems).toEqual([])
+        }, { cluster: { url, host: 'check' } })
+
+        // Every host's disk, the killed ones' too, caught up: the same bytes, verify clean.
+        for (const dir of dirs.slice(0, -1)) {
+          await withStore(dir, async (store) => {
+            await store.sync(ids)
+            for (const id of ids) expect((await store.exportBytes(id)).toString('utf8')).toBe(served.get(id))
+            expect((await store.verify()).problems).toEqual([])
+          }, { cluster: { url, host: 'check' } })
         }
       } finally {
         await Promise.all(dirs.map(removeDir))

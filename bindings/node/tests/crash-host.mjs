@@ -5,7 +5,12 @@
 // acknowledged (durable under sync; in cluster mode, committed in PostgreSQL). It runs until
 // killed; a session whose flush is refused (in cluster mode, once another host took it over)
 // prints `refused <session> <code>` and stops. With argv[6] (PostgreSQL's URL) it is host
-// argv[7] of that fleet, with leases of argv[8] ms.
+// argv[7] of that fleet, with leases of argv[8] ms and takeover policy argv[9] (default wait),
+// and takes commands on stdin, a line each:
+// - `take <session>`: load the session (acquiring it, catching up from PostgreSQL, DSH closing
+//   an open turn), print `took <session> <events>`, and continue it with the same turns;
+// - `stop`: finish every session's flush in flight, unmount, print `stopped` and exit.
+import { createInterface } from 'node:readline'
 import { Context } from '@deepseek-ai/cordis'
 import SessionStore, { SessionId } from '@deepseek-ai/dsh-session'
 import { SessionlogPersistence } from '../dsh.js'
@@ -14,32 +19,70 @@ const [dir, count, prefix] = [process.argv[2], Number(process.argv[3]), process.
 const durability = process.argv[5] ?? 'sync'
 const ctx = new Context()
 await ctx.plugin(SessionStore)
-const [url, host, lease] = process.argv.slice(6)
-const cluster = url === undefined ? undefined : { url, host, lease: Number(lease) }
-await ctx.plugin(SessionlogPersistence, { path: dir, durability, cluster })
+const [url, host, lease, takeover] = process.argv.slice(6)
+const cluster = url === undefined ? undefined : { url, host, lease: Number(lease), takeover: takeover ?? 'wait' }
+const fiber = await ctx.plugin(SessionlogPersistence, { path: dir, durability, cluster })
+let stopping = false
 
-/** Flush `session`, then print its ack; a refused flush prints `refused <session> <code>`. */
-async function flushed(session) {
+/** Run `write`, then print its ack of `events`; a refused write prints `refused <id> <code>`. */
+async function acknowledged(id, write, events) {
   try {
-    await ctx.sessions.flush(session)
+    await write()
   } catch (error) {
-    process.stdout.write(`refused ${session.id} ${error?.code ?? error?.name}\n`)
+    process.stdout.write(`refused ${id} ${error?.code ?? error?.name}\n`)
     return false
   }
-  process.stdout.write(`ack ${session.id} ${session.events.length}\n`)
+  process.stdout.write(`ack ${id} ${events()}\n`)
   return true
 }
 
 async function drive(id) {
   const session = ctx.sessions.create(id, { meta: { cwd: '/crash' } })
-  for (let turn = 1; ; turn += 1) {
+  const flushed = () => acknowledged(id, () => ctx.sessions.flush(session), () => session.events.length)
+  for (let turn = 1; !stopping; turn += 1) {
     session.append('turn/start', { turn })
     session.append('step/start', { turn, step: 1 })
-    if (!(await flushed(session))) return
+    if (!(await flushed())) return
     session.append('step/end', { turn, step: 1 })
     session.append('turn/end', { turn, reason: { kind: 'completed' } })
-    if (!(await flushed(session))) return
+    if (!(await flushed())) return
   }
 }
 
-await Promise.all(Array.from({ length: count }, (_, i) => drive(SessionId(`${prefix}-${i}`))))
+/** Take session `id` over and continue it with the turns `drive` writes. */
+async function takeOver(id) {
+  const persistence = ctx.sessionPersistence
+  let events
+  try {
+    ({ events } = await persistence.load(SessionId(id)))
+  } catch (error) {
+    process.stdout.write(`refused ${id} ${error?.code ?? error?.name}\n`)
+    return
+  }
+  process.stdout.write(`took ${id} ${events.length}\n`)
+  let seq = events.length
+  const half = (...written) => {
+    const batch = written.map(([type, data]) => ({ type, seq: seq++, time: Date.now(), data }))
+    return acknowledged(id, () => persistence.append(SessionId(id), batch), () => seq)
+  }
+  for (let turn = events.filter(e => e.type === 'turn/start').length + 1; !stopping; turn += 1) {
+    if (!(await half(['turn/start', { turn }], ['step/start', { turn, step: 1 }]))) return
+    if (!(await half(['step/end', { turn, step: 1 }], ['turn/end', { turn, reason: { kind: 'completed' } }]))) return
+  }
+}
+
+const drivers = Array.from({ length: count }, (_, i) => drive(SessionId(`${prefix}-${i}`)))
+if (cluster !== undefined) {
+  createInterface({ input: process.stdin }).on('line', async (line) => {
+    const [command, id] = line.split(' ')
+    if (command === 'take') drivers.push(takeOver(id))
+    if (command === 'stop') {
+      stopping = true
+      await Promise.all(drivers)
+      await fiber.dispose()
+      process.stdout.write('stopped\n')
+      process.exit(0)
+    }
+  })
+}
+await Promise.all(drivers)

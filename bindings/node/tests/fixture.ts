@@ -58,22 +58,24 @@ export async function corruptTail(dir: string, id: string): Promise<void> {
 /** The DSH host the crash tests kill (`crash-host.mjs`). */
 const CRASH_HOST = fileURLToPath(new URL('./crash-host.mjs', import.meta.url))
 
-/** A crash host's place in a fleet: PostgreSQL's URL, its host name, its lease in ms. */
+/** A crash host's place in a fleet: PostgreSQL's URL, its host name, its lease in ms, its takeover policy. */
 export interface CrashHostFleet {
   url: string
   host: string
   lease: number
+  takeover?: 'wait' | 'force'
 }
 
 /**
  * Start the crash host on `dir` (`sessions` sessions named `<prefix>-<i>`; a host of `fleet` when
- * given); `heard` gets each line it prints, split: `ack <session> <events>` or `refused <session>
- * <code>`.
+ * given); `heard` gets each line it prints, split: `ack <session> <events>`, `refused <session>
+ * <code>`, `took <session> <events>` or `stopped`; in a fleet it takes `take <session>` and `stop`
+ * on stdin (see crash-host.mjs).
  */
 export function crashHost(dir: string, sessions: number, prefix: string, fleet: CrashHostFleet | undefined, heard: (line: string[]) => void): ChildProcess {
-  const cluster = fleet === undefined ? [] : ['sync', fleet.url, fleet.host, String(fleet.lease)]
+  const cluster = fleet === undefined ? [] : ['sync', fleet.url, fleet.host, String(fleet.lease), fleet.takeover ?? 'wait']
   const child = spawn(process.execPath, [CRASH_HOST, dir, String(sessions), prefix, ...cluster], {
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['pipe', 'pipe', 'inherit'],
   })
   let buffered = ''
   child.stdout!.on('data', (chunk: Buffer) => {
