@@ -110,7 +110,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 sizes,
                 rounds,
                 json,
-            } => takeover::run(&sizes, usize::try_from(rounds).unwrap_or(usize::MAX), json),
+            } => takeover::run(
+                &sizes,
+                usize::try_from(rounds).unwrap_or(usize::MAX),
+                cli.store.options(),
+                json,
+            ),
             BenchWorkload::Fork {
                 events,
                 forks,

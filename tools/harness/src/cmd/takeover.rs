@@ -33,11 +33,17 @@ struct Round {
     import_s: f64,
 }
 
-/// Run the benchmark for sessions of about `sizes` events each, `rounds` times.
-pub fn run(sizes: &[u64], rounds: usize, as_json: bool) -> anyhow::Result<ExitCode> {
+/// Run the benchmark for sessions of about `sizes` events each, `rounds` times, every store
+/// (the hosts' and the peer's) opened with `options` (the hosts' durability is PostgreSQL's).
+pub fn run(
+    sizes: &[u64],
+    rounds: usize,
+    options: Options,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
     ensure!(rounds >= 1, "rounds must be at least 1");
     let (work, _) = crate::cmd::work_dir(None, "takeover");
-    let result = measure(&work, sizes, rounds);
+    let result = measure(&work, sizes, rounds, &host_options(options));
     std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
     let mut out = std::io::stdout().lock();
     let (figures, summary) = result?;
@@ -51,14 +57,19 @@ pub fn run(sizes: &[u64], rounds: usize, as_json: bool) -> anyhow::Result<ExitCo
 
 /// Fill the fleet with one session per size, then take each over `rounds` times.
 /// The JSON figures and a line per size for people.
-fn measure(work: &Path, sizes: &[u64], rounds: usize) -> anyhow::Result<(Object, String)> {
+fn measure(
+    work: &Path,
+    sizes: &[u64],
+    rounds: usize,
+    options: &Options,
+) -> anyhow::Result<(Object, String)> {
     let (postgres, config) = fleet_postgres()?;
     let feeds: Vec<SessionFeed> = sizes
         .iter()
         .enumerate()
         .map(|(i, &size)| feed_of(i as u64, size))
         .collect();
-    let a = join(&work.join("a"), &config, "a")?;
+    let a = join(&work.join("a"), &config, "a", options)?;
     let mut expected = Vec::with_capacity(feeds.len());
     for feed in &feeds {
         let t = Instant::now();
@@ -77,8 +88,8 @@ fn measure(work: &Path, sizes: &[u64], rounds: usize) -> anyhow::Result<(Object,
     let mut measured: Vec<Vec<Round>> = feeds.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {
         let host = format!("b{round}");
-        let b = join(&work.join(&host), &config, &host)?;
-        let peer = Store::open(work.join(format!("import{round}")), store_options())?;
+        let b = join(&work.join(&host), &config, &host, options)?;
+        let peer = Store::open(work.join(format!("import{round}")), options.clone())?;
         for ((feed, bytes), rows) in feeds.iter().zip(&expected).zip(&mut measured) {
             let takeover_first = round % 2 == 0;
             let mut r = Round {
@@ -187,18 +198,13 @@ fn feed_of(index: u64, size: u64) -> SessionFeed {
     feed
 }
 
-/// The store options of every host and of the peer.
-fn store_options() -> Options {
-    host_options(Options::default())
-}
-
-/// Host `host` of the fleet, its store in `dir` (empty).
-fn join(dir: &Path, config: &Config, host: &str) -> anyhow::Result<Fleet> {
+/// Host `host` of the fleet, its store in `dir` (empty) opened with `options`.
+fn join(dir: &Path, config: &Config, host: &str, options: &Options) -> anyhow::Result<Fleet> {
     Ok(Fleet::open(
         dir,
         config.clone(),
         FleetOptions {
-            store: store_options(),
+            store: options.clone(),
             ..FleetOptions::new(host)
         },
     )?)
