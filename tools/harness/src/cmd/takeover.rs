@@ -5,10 +5,12 @@
 //! (taking it from the previous holder, whose lease is live) and so catches up from PostgreSQL:
 //! the wall time of that acquisition, the batches and bytes it applied.
 //!
-//! Peer, in the same round and the same process: importing the session's exported JSONL (the
+//! Peers, in the same round and the same process: importing the session's exported JSONL (the
 //! same bytes, from memory) into an empty store, the other way to build a host's copy of a
-//! session. The order of the two alternates between rounds; figures are medians over the rounds.
-//! Both copies are checked byte-identical to host `a`'s export.
+//! session; and reading the rows catching up reads (`COPY (SELECT …) TO STDOUT` of the
+//! session's batches, to memory), what PostgreSQL alone takes to hand them over. The takeover
+//! goes first in even rounds, last in odd ones; figures are medians over the rounds. Both copies
+//! are checked byte-identical to host `a`'s export.
 
 use std::io::Write;
 use std::path::Path;
@@ -16,6 +18,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{ensure, Context};
+use postgres::NoTls;
 use sessionlog_cluster::{Config, Fleet, FleetOptions};
 use sessionlog_codec::json::{JsString, Object, Value};
 use sessionlog_engine::{ImportOptions, Options, Store};
@@ -31,6 +34,7 @@ struct Round {
     takeover_s: f64,
     batches: u64,
     import_s: f64,
+    read_s: f64,
 }
 
 /// Run the benchmark for sessions of about `sizes` events each, `rounds` times, every store
@@ -69,6 +73,8 @@ fn measure(
         .enumerate()
         .map(|(i, &size)| feed_of(i as u64, size))
         .collect();
+    let mut reader = postgres::Client::connect(&postgres.url("postgres", "postgres"), NoTls)
+        .context("connecting to PostgreSQL as the superuser")?;
     let a = join(&work.join("a"), &config, "a", options)?;
     let mut expected = Vec::with_capacity(feeds.len());
     for feed in &feeds {
@@ -96,20 +102,28 @@ fn measure(
                 takeover_s: 0.0,
                 batches: 0,
                 import_s: 0.0,
+                read_s: 0.0,
             };
             if takeover_first {
                 (r.takeover_s, r.batches) = take_over(&b, &feed.id, bytes)?;
-                r.import_s = import(&peer, &feed.id, bytes)?;
-            } else {
-                r.import_s = import(&peer, &feed.id, bytes)?;
+            }
+            r.import_s = import(&peer, &feed.id, bytes)?;
+            r.read_s = read_rows(
+                &mut reader,
+                &feed.id,
+                bytes.len() - feed.header_line.len() - 1,
+            )?;
+            if !takeover_first {
                 (r.takeover_s, r.batches) = take_over(&b, &feed.id, bytes)?;
             }
             eprintln!(
-                "round {round}: {} events: takeover {:.1} ms ({} batches), import {:.1} ms",
+                "round {round}: {} events: takeover {:.1} ms ({} batches), import {:.1} ms, \
+                 reading the rows {:.1} ms",
                 feed.events(),
                 r.takeover_s * 1e3,
                 r.batches,
-                r.import_s * 1e3
+                r.import_s * 1e3,
+                r.read_s * 1e3
             );
             rows.push(r);
         }
@@ -124,6 +138,7 @@ fn measure(
         .unwrap_or_default()
         .trim()
         .to_owned();
+    drop(reader);
     drop(postgres);
     let figures = Object::new()
         .with("workload", "takeover")
@@ -135,6 +150,7 @@ fn measure(
     for ((feed, bytes), rows) in feeds.iter().zip(&expected).zip(measured) {
         let takeover_s = median(&mut rows.iter().map(|r| r.takeover_s).collect::<Vec<_>>());
         let import_s = median(&mut rows.iter().map(|r| r.import_s).collect::<Vec<_>>());
+        let read_s = median(&mut rows.iter().map(|r| r.read_s).collect::<Vec<_>>());
         let mb = bytes.len() as f64 / 1e6;
         let events = feed.events();
         sessions.push(Value::Object(
@@ -146,6 +162,8 @@ fn measure(
                 .with("catch_up_mb_per_s", mb / takeover_s)
                 .with("import_ms", import_s * 1e3)
                 .with("import_mb_per_s", mb / import_s)
+                .with("read_rows_ms", read_s * 1e3)
+                .with("read_rows_mb_per_s", mb / read_s)
                 .with(
                     "takeover_ms_per_round",
                     Value::Array(rows.iter().map(|r| (r.takeover_s * 1e3).into()).collect()),
@@ -153,20 +171,31 @@ fn measure(
                 .with(
                     "import_ms_per_round",
                     Value::Array(rows.iter().map(|r| (r.import_s * 1e3).into()).collect()),
+                )
+                .with(
+                    "read_rows_ms_per_round",
+                    Value::Array(rows.iter().map(|r| (r.read_s * 1e3).into()).collect()),
                 ),
         ));
         summary.push_str(&format!(
-            "{events} events: takeover {:.1} ms ({} batches, {:.1} MB/s); import {:.1} ms ({:.1} MB/s)\n",
+            "{events} events: takeover {:.1} ms ({} batches, {:.1} MB/s); import {:.1} ms ({:.1} MB/s); \
+             reading the rows {:.1} ms\n",
             takeover_s * 1e3,
             rows[0].batches,
             mb / takeover_s,
             import_s * 1e3,
-            mb / import_s
+            mb / import_s,
+            read_s * 1e3
         ));
         // Higher is better: above 1.0, taking the session over is faster than importing it.
         ratios.insert(
             JsString::from(format!("takeover_vs_import_{events}")),
             (import_s / takeover_s).into(),
+        );
+        // At most 1.0: the share of the takeover PostgreSQL's read of the rows alone takes.
+        ratios.insert(
+            JsString::from(format!("takeover_vs_read_rows_{events}")),
+            (read_s / takeover_s).into(),
         );
     }
     let figures = figures
@@ -238,6 +267,26 @@ fn take_over(fleet: &Fleet, id: &str, expected: &[u8]) -> anyhow::Result<(f64, u
     Ok((seconds, acquired.caught_up))
 }
 
+/// Read session `id`'s batch rows as catching up reads them (by root id and session id; a
+/// session no fork made is its own root), with `COPY … TO STDOUT` into memory: seconds, once
+/// checked to have carried at least the session's `body` bytes.
+fn read_rows(client: &mut postgres::Client, id: &str, body: usize) -> anyhow::Result<f64> {
+    let quoted = id.replace('\'', "''");
+    let t = Instant::now();
+    let mut out = client.copy_out(&format!(
+        "COPY (SELECT batch, first_seq, bytes, crc FROM sessionlog.batches \
+         WHERE root_id = '{quoted}' AND session_id = '{quoted}' ORDER BY batch) TO STDOUT (FORMAT binary)"
+    ))?;
+    let mut rows = Vec::new();
+    std::io::Read::read_to_end(&mut out, &mut rows)?;
+    let seconds = t.elapsed().as_secs_f64();
+    ensure!(
+        rows.len() >= body,
+        "COPY of {id}'s rows carried too few bytes"
+    );
+    Ok(seconds)
+}
+
 /// Import `bytes` as session `id` into `store`: seconds, the copy checked against `bytes`.
 fn import(store: &Store, id: &str, bytes: &[u8]) -> anyhow::Result<f64> {
     let t = Instant::now();
@@ -252,4 +301,25 @@ fn import(store: &Store, id: &str, bytes: &[u8]) -> anyhow::Result<f64> {
     store.export_jsonl(&report.id, &mut copy)?;
     ensure!(copy == bytes, "the imported copy of {id} differs");
     Ok(seconds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::feed_of;
+
+    #[test]
+    fn a_feed_is_the_fewest_whole_batches_reaching_its_size() {
+        for size in [1, 2_000, 20_000] {
+            let feed = feed_of(0, size);
+            let last = feed.batches.last().map_or(0, |b| b.events.len() as u64);
+            assert!(feed.events() >= size, "{} events for {size}", feed.events());
+            assert!(feed.events() - last < size, "a batch too many for {size}");
+            let seqs: Vec<u64> = feed.batches.iter().map(|b| b.first_seq).collect();
+            let mut next = 0;
+            for (batch, first) in feed.batches.iter().zip(seqs) {
+                assert_eq!(first, next);
+                next += batch.events.len() as u64;
+            }
+        }
+    }
 }
