@@ -79,6 +79,9 @@ impl Bucket {
             .with_http_connector(CreateOnlyConnector)
             .with_retry(RetryConfig {
                 retry_timeout: transfer.retry_timeout,
+                // The timeout ends the retries, not a count: a server restarting answers 500 for
+                // a while, and ten quick retries pass in under two seconds.
+                max_retries: usize::MAX,
                 ..RetryConfig::default()
             });
         let mut client = ClientOptions::new();
