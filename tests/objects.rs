@@ -199,7 +199,11 @@ pub fn cli() -> PathBuf {
 /// `sessionlog --db DB ARGS` with `server`'s endpoint and key pair in its environment.
 pub fn cli_command(server: &SeaweedServer, db: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(cli());
-    c.arg("--db").arg(db).args(args);
+    // Short retries: the kill tests take the server down under runs that must then fail.
+    c.arg("--db")
+        .arg(db)
+        .args(["--s3-retry-timeout", "5"])
+        .args(args);
     for (k, v) in server.env() {
         c.env(k, v);
     }

@@ -54,6 +54,9 @@ pub struct S3Args {
     /// else us-east-1.
     #[arg(long, global = true)]
     pub region: Option<String>,
+    /// How long a failing request to object storage is retried before it fails, in seconds.
+    #[arg(long, global = true, default_value_t = 20)]
+    pub s3_retry_timeout: u64,
 }
 
 /// `ls --order` values.

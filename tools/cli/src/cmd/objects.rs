@@ -15,10 +15,12 @@ use crate::cli::S3Args;
 /// What reaching object storage takes: the configuration from the environment and the flags.
 pub struct ObjectStorage {
     config: S3Config,
+    transfer: Transfer,
 }
 
 impl ObjectStorage {
-    /// `S3Config::from_env`, with the flags' endpoint and region over it.
+    /// `S3Config::from_env`, with the flags' endpoint and region over it, and the flags' retry
+    /// timeout.
     pub fn new(args: &S3Args) -> Self {
         let mut config = S3Config::from_env();
         if let Some(endpoint) = &args.endpoint_url {
@@ -27,19 +29,23 @@ impl ObjectStorage {
         if let Some(region) = &args.region {
             config.region = Some(region.clone());
         }
-        ObjectStorage { config }
+        let transfer = Transfer {
+            retry_timeout: std::time::Duration::from_secs(args.s3_retry_timeout),
+            ..Transfer::default()
+        };
+        ObjectStorage { config, transfer }
     }
 
     fn bucket(&self, url: &str) -> anyhow::Result<Bucket> {
         Ok(Bucket::open(
             ArchiveRoot::parse(url)?,
             &self.config,
-            Transfer::default(),
+            self.transfer,
         )?)
     }
 
     fn sources(&self) -> ArchiveSources {
-        ArchiveSources::new(self.config.clone(), Transfer::default())
+        ArchiveSources::new(self.config.clone(), self.transfer)
     }
 
     /// Run `read` of session `id` on `store`, or, when it is archived there, on a scratch store
