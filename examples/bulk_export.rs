@@ -34,7 +34,7 @@ fn session(k: u64) -> (String, u32, SourceEncoding, String) {
         format!("s{k:03}"),
         version,
         encoding,
-        format!("/work/project-{}", k % 3),
+        format!("/home/dev/project-{}", k % 3),
     )
 }
 

@@ -37,7 +37,7 @@ async function host(encoding) {
 
 try {
   const ctx = await host('jsonl.zstd')
-  const session = ctx.sessions.create(id, { meta: { cwd: '/work/project' } })
+  const session = ctx.sessions.create(id, { meta: { cwd: '/home/dev/project' } })
   session.append('turn/start', { turn: 1 })
   session.append('user/message', freezeMessage({
     id: MessageId('u1'), role: 'user', content: [{ type: 'text', text: 'Which files changed? ünïcödé 🚀' }], source: { kind: 'user' },
@@ -64,7 +64,7 @@ try {
   // A fresh host reads it back: the same events, seq for seq.
   const again = await host('jsonl.zstd')
   const loaded = await again.sessionPersistence.load(id)
-  check(loaded.meta.id === id && loaded.meta.cwd === '/work/project', 'the reloaded header names the session and its cwd', loaded.meta)
+  check(loaded.meta.id === id && loaded.meta.cwd === '/home/dev/project', 'the reloaded header names the session and its cwd', loaded.meta)
   check(isDeepStrictEqual(JSON.parse(JSON.stringify(loaded.events)), written), 'the reloaded events equal the written ones', loaded.events)
   const listed = await again.sessionPersistence.list()
   check(listed.length === 1 && listed[0].id === id, 'list() names the one session', listed)

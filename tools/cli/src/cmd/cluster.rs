@@ -87,7 +87,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }),
         Command::Purge { older_than, .. } => {
-            let removed = fleet.purge(parse_age(&older_than)?)?;
+            let removed = fleet.purge(Duration::from_millis(
+                inspect::parse_duration_ms(&older_than)?.max(0) as u64,
+            ))?;
             println!("removed {} sessions from the fleet", removed.len());
             for id in removed {
                 println!("  {id}");
@@ -248,22 +250,6 @@ fn machine_name() -> anyhow::Result<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .context("reading the machine's host name; give --host")?;
     Ok(name.trim().to_owned())
-}
-
-/// `30d`, `12h`, `45m`, `10s` as a duration.
-fn parse_age(s: &str) -> anyhow::Result<Duration> {
-    let (n, unit) = s.split_at(s.len().saturating_sub(1));
-    let n: u64 = n
-        .parse()
-        .with_context(|| format!("--older-than {s}: a number and a unit (s, m, h, d)"))?;
-    let seconds = match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
-        _ => bail!("--older-than {s}: the unit is s, m, h or d"),
-    };
-    Ok(Duration::from_secs(seconds))
 }
 
 /// The subcommand's name, for a refusal.
