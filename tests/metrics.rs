@@ -194,7 +194,7 @@ fn a_hosting_runs_exposition_parses_and_counts_exactly_what_was_acknowledged() {
             sessions: 24,
             threads: 4,
             duration: Duration::from_millis(1500),
-            warmup: Duration::ZERO,
+            ..Workload::default()
         };
         let pool = FeedPool::generate(workload.sessions, &opts, format).expect("feeds");
         let host = SessionlogHost::open(&dir.path().join("store"), Options::default())

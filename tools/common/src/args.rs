@@ -61,6 +61,34 @@ impl StoreArgs {
             ..Options::default()
         }
     }
+
+    /// These flags as a command line spells them, for a child process that must open its store
+    /// the same way (a benchmark's host processes).
+    pub fn flags(&self) -> Vec<String> {
+        let name = |v: Option<clap::builder::PossibleValue>| {
+            v.map(|v| v.get_name().to_owned()).unwrap_or_default()
+        };
+        let mut flags = vec![
+            "--durability".to_owned(),
+            name(self.durability.to_possible_value()),
+            "--v0-reads".to_owned(),
+            name(self.v0_reads.to_possible_value()),
+        ];
+        for (set, flag) in [
+            (self.no_wal_recycling, "--no-wal-recycling"),
+            (self.blob_files, "--blob-files"),
+            (self.no_direct_io, "--no-direct-io"),
+        ] {
+            if set {
+                flags.push(flag.to_owned());
+            }
+        }
+        for p in dedup(&self.message_projection) {
+            flags.push("--message-projection".to_owned());
+            flags.push(p.event_type().to_owned());
+        }
+        flags
+    }
 }
 
 /// `list` without repeats, in first-seen order (naming a projection twice asks for it once).

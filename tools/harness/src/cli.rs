@@ -255,8 +255,9 @@ pub enum BenchWorkload {
         json: bool,
     },
     /// Many sessions appending durably at once (each with one batch in flight), side by side
-    /// with DSH's JSONL and SQLite backends: durable batches/s, events/s, p50/p99
-    /// acknowledgement latency. Honours the global `--durability`.
+    /// with DSH's JSONL and SQLite backends (and, with `--peers pg-rows`, the straightforward
+    /// PostgreSQL store): durable batches/s, events/s, p50/p99 acknowledgement latency.
+    /// Honours the global `--durability`.
     Hosting {
         /// Concurrent sessions.
         #[arg(long, default_value_t = 100)]
@@ -274,12 +275,18 @@ pub enum BenchWorkload {
         /// Mean events per generated session (a session that runs out restarts under a new id).
         #[arg(long, default_value_t = 2000)]
         events: u64,
-        /// Also run sessionlog as one host of a fleet (`fleet`, after sessionlog): its group
-        /// commits go to a throwaway PostgreSQL 15 first, which the bench starts in the system's
-        /// temp directory and stops; durable in PostgreSQL whatever `--durability` says. Its CPU
-        /// figure is the host process's alone, PostgreSQL's not counted.
+        /// Also run sessionlog as a fleet on PostgreSQL (`fleet_hH`, after sessionlog), once per
+        /// count in `--hosts`: a throwaway PostgreSQL 15 the bench starts in the system's temp
+        /// directory and stops, and H host processes, each with its own store, its share of the
+        /// sessions and threads, their group commits going to PostgreSQL first; durable in
+        /// PostgreSQL whatever `--durability` says. The hosts start measuring together. CPU per
+        /// batch: the hosts' summed, and PostgreSQL's apart.
         #[arg(long)]
         cluster: bool,
+        /// With `--cluster`: the numbers of host processes to run the fleet with, comma-separated
+        /// (each gets a fresh PostgreSQL).
+        #[arg(long, value_delimiter = ',', default_values_t = [1usize])]
+        hosts: Vec<usize>,
         /// Peers to run beside sessionlog, comma-separated.
         #[arg(long, value_enum, value_delimiter = ',', default_values_t = [PeerArg::Jsonl, PeerArg::Sqlite])]
         peers: Vec<PeerArg>,
@@ -306,6 +313,43 @@ pub enum BenchWorkload {
         /// its run (the last round's; the counters include the warmup).
         #[arg(long, value_name = "FILE")]
         metrics: Option<PathBuf>,
+    },
+    /// Internal: one host process of `hosting --cluster` (the parent passes these).
+    #[command(hide = true)]
+    FleetHost {
+        /// The fleet's PostgreSQL URL.
+        #[arg(long)]
+        url: String,
+        /// The host's name in the fleet.
+        #[arg(long)]
+        host: String,
+        /// The host's store directory.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The whole run's sessions (the feed pool's size follows from them).
+        #[arg(long)]
+        pool_sessions: usize,
+        /// The host's first slot.
+        #[arg(long)]
+        first_slot: usize,
+        /// The host's sessions.
+        #[arg(long)]
+        sessions: usize,
+        /// The host's threads.
+        #[arg(long)]
+        threads: usize,
+        /// Measured seconds.
+        #[arg(long)]
+        seconds: f64,
+        /// Warmup seconds.
+        #[arg(long)]
+        warmup: f64,
+        /// Mean events per generated session.
+        #[arg(long)]
+        events: u64,
+        /// The log format of the hosted sessions.
+        #[arg(long, value_enum)]
+        format: LogFormatArg,
     },
     /// DSH's own host in Node (its SessionStore, a flush per turn) on sessionlog's DSH backend
     /// and on DSH's JSONL backend (plain and zstd), each in its own Node process, under the same
@@ -339,4 +383,7 @@ pub enum PeerArg {
     Jsonl,
     /// DSH's SQLite backend: schema 17, WAL, synchronous=FULL, a transaction per batch.
     Sqlite,
+    /// The straightforward PostgreSQL store: a row per event, a transaction per batch, a
+    /// connection per host thread, on a throwaway PostgreSQL 15 the bench starts and stops.
+    PgRows,
 }

@@ -177,6 +177,11 @@ impl DiskCgroup {
         })
     }
 
+    /// Whether process `pid` is in the cgroup now.
+    pub fn holds(&self, pid: u32) -> anyhow::Result<bool> {
+        Ok(self.cgroup_of(pid)? == self.path)
+    }
+
     /// Device write requests the cgroup's members have issued to the disk since it was created.
     pub fn write_requests(&self) -> anyhow::Result<u64> {
         let (file, stats) = match self.hierarchy {
@@ -481,7 +486,9 @@ mod tests {
             .stdin(Stdio::piped())
             .spawn()
             .expect("spawns sh");
+        assert!(!cgroup.holds(child.id()).expect("reads its cgroup"));
         let member = cgroup.enter(child.id()).expect("enters");
+        assert!(cgroup.holds(child.id()).expect("reads its cgroup"));
         let before = cgroup.write_requests().expect("counter");
         child
             .stdin

@@ -162,9 +162,25 @@ impl TempPostgres {
     /// The CPU time the server's processes (the postmaster, its backends and helpers, and those
     /// of them that ended) have used so far, if the server runs.
     pub fn cpu_time(&self) -> Option<std::time::Duration> {
+        crate::process_tree::tree_cpu_time(self.postmaster()?)
+    }
+
+    /// The server's processes now: the postmaster, then its backends and helpers (empty if the
+    /// server does not run).
+    pub fn pids(&self) -> Vec<u32> {
+        self.postmaster()
+            .map(|pid| {
+                let mut all = vec![pid];
+                all.extend(crate::process_tree::descendants(pid));
+                all
+            })
+            .unwrap_or_default()
+    }
+
+    /// The postmaster's process id, from its pid file, if the server runs.
+    fn postmaster(&self) -> Option<u32> {
         let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid")).ok()?;
-        let pid = pid_file.lines().next()?.trim().parse().ok()?;
-        crate::process_tree::tree_cpu_time(pid)
+        pid_file.lines().next()?.trim().parse().ok()
     }
 
     /// The server's log so far (for a failure's report).

@@ -17,7 +17,8 @@ use sessionlog_codec::json::{JsString, Object, Value};
 use sessionlog_engine::{ImportOptions, Options, Store};
 use sessionlog_harness::disk_cgroup::{DiskCgroup, Limit};
 use sessionlog_harness::gen::{generate, session_batches, session_bytes, GenOptions, LogFormat};
-use sessionlog_harness::hosting::fleet::FleetHost;
+use sessionlog_harness::hosting::fleet::processes;
+use sessionlog_harness::hosting::fleet::worker::{self, WorkerSpec};
 use sessionlog_harness::hosting::sessionlog::SessionlogHost;
 use sessionlog_harness::hosting::{self, output, peers::Peer, FeedPool, Host, Workload};
 use sessionlog_tools_common::export::export_stream;
@@ -176,8 +177,11 @@ pub struct HostingBench {
     pub format: LogFormat,
     /// sessionlog's store options (the global flags); their durability is every system's.
     pub store: Options,
-    /// Whether to run sessionlog as a host of a fleet on PostgreSQL after sessionlog.
-    pub cluster: bool,
+    /// The global flags that open sessionlog's stores with `store` (passed to host processes).
+    pub global_flags: Vec<String>,
+    /// The host-process counts to run sessionlog as a fleet on PostgreSQL with, after
+    /// sessionlog (none: no fleet).
+    pub fleet_hosts: Vec<usize>,
     /// The peers run after sessionlog.
     pub peers: Vec<Peer>,
     /// The disk's write-IOPS limit, or `None` for the raw disk.
@@ -193,10 +197,10 @@ pub struct HostingBench {
     pub metrics: Option<PathBuf>,
 }
 
-/// The multi-session hosting benchmark: each system in turn (sessionlog, with `cluster` a fleet
-/// host on PostgreSQL, then the peers) runs the same workload on the same generated sessions (in
-/// `format`), in its own subdirectory of the work dir; `rounds` times over, each round in fresh
-/// directories.
+/// The multi-session hosting benchmark: each system in turn (sessionlog, then a fleet of H host
+/// processes on PostgreSQL for each H of `fleet_hosts`, then the peers) runs the same workload on
+/// the same generated sessions (in `format`), in its own subdirectory of the work dir; `rounds`
+/// times over, each round in fresh directories.
 ///
 /// The whole benchmark runs inside a disk cgroup on the work dir's disk: with `write_iops`, one
 /// limiting the disk to that many write requests per second (refused, never run unthrottled,
@@ -207,7 +211,8 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
         events,
         format,
         ref store,
-        cluster,
+        ref global_flags,
+        ref fleet_hosts,
         ref peers,
         write_iops,
         dir,
@@ -229,12 +234,11 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
         cgroup: d.hierarchy().name(),
         write_iops,
     });
-    let opts = GenOptions {
-        events_per_session: events,
-        torn_fraction: 0.0,
-        ..GenOptions::default()
-    };
-    let pool = FeedPool::generate(workload.sessions, &opts, format)?;
+    for &hosts in fleet_hosts {
+        // Checked before anything runs, not after the embedded store's run.
+        processes::shares(workload, hosts)?;
+    }
+    let pool = hosting_pool(workload.sessions, events, format)?;
     let member = disk
         .as_ref()
         .map(|d| d.enter(std::process::id()))
@@ -266,9 +270,26 @@ pub fn hosting(bench: HostingBench) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("writing the metrics to {}", path.display()))?;
         }
         drop(host);
-        if cluster {
-            let host = FleetHost::start(&dir("fleet")?, store.clone())?;
-            reports.push(run_host(&host, &pool, workload, &work, disk.as_ref())?);
+        for &hosts in fleet_hosts {
+            let name = processes::system_name(hosts);
+            eprintln!(
+                "{name}: {hosts} host process(es) sharing {} sessions and {} threads, {:.1} s after \
+                 {:.1} s unmeasured, on one PostgreSQL",
+                workload.sessions,
+                workload.threads,
+                workload.duration.as_secs_f64(),
+                workload.warmup.as_secs_f64(),
+            );
+            let fleet = processes::FleetRun {
+                hosts,
+                workload,
+                dir: &dir(&name)?,
+                disk: disk.as_ref(),
+            };
+            let spawn = |spec: &WorkerSpec| {
+                fleet_host_command(spec, workload.sessions, events, format, global_flags)
+            };
+            reports.push(processes::run(&fleet, &spawn)?);
         }
         for peer in peers {
             // Each system runs alone: opened just before its run, closed right after.
@@ -375,7 +396,86 @@ fn run_host(
         workload.warmup.as_secs_f64(),
         work.display()
     );
-    hosting::run(host, pool, workload, disk)
+    let report = hosting::run(host, pool, workload, disk)?;
+    host.verify()?;
+    Ok(report)
+}
+
+/// The sessions a hosting run of `sessions` slots replays (the same in every process of a run).
+fn hosting_pool(sessions: usize, events: u64, format: LogFormat) -> anyhow::Result<FeedPool> {
+    let opts = GenOptions {
+        events_per_session: events,
+        torn_fraction: 0.0,
+        ..GenOptions::default()
+    };
+    FeedPool::generate(sessions, &opts, format)
+}
+
+/// The command running this binary as host process `spec` of a fleet run (the hidden
+/// `bench fleet-host`) of `sessions` slots in all.
+fn fleet_host_command(
+    spec: &WorkerSpec,
+    sessions: usize,
+    events: u64,
+    format: LogFormat,
+    global_flags: &[String],
+) -> Command {
+    // /proc/self/exe still runs this binary if a rebuild replaces its file during the run.
+    let exe = Path::new("/proc/self/exe");
+    let mut c = Command::new(exe);
+    c.args(global_flags)
+        .args([
+            "bench",
+            "fleet-host",
+            "--url",
+            &spec.url,
+            "--host",
+            &spec.host,
+        ])
+        .arg("--dir")
+        .arg(&spec.dir)
+        .args([
+            "--pool-sessions",
+            &sessions.to_string(),
+            "--first-slot",
+            &spec.workload.first_slot.to_string(),
+            "--sessions",
+            &spec.workload.sessions.to_string(),
+            "--threads",
+            &spec.workload.threads.to_string(),
+            "--seconds",
+            &spec.workload.duration.as_secs_f64().to_string(),
+            "--warmup",
+            &spec.workload.warmup.as_secs_f64().to_string(),
+            "--events",
+            &events.to_string(),
+            "--format",
+            match format {
+                LogFormat::V0 => "v0",
+                LogFormat::V4 => "v4",
+            },
+        ]);
+    c
+}
+
+/// `sessionlog-harness bench fleet-host`: one host process of a fleet run, talking to its
+/// parent on standard input and output ([`worker::serve`]).
+pub fn fleet_host(
+    spec: &WorkerSpec,
+    pool_sessions: usize,
+    events: u64,
+    format: LogFormat,
+    store: Options,
+) -> anyhow::Result<ExitCode> {
+    let pool = hosting_pool(pool_sessions, events, format)?;
+    worker::serve(
+        spec,
+        &pool,
+        store,
+        &mut std::io::stdin().lock(),
+        &mut std::io::stdout().lock(),
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Write a `.jsonl.zstd` corpus as a DSH session root

@@ -162,6 +162,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 warmup,
                 events,
                 cluster,
+                hosts,
                 peers,
                 format,
                 write_iops,
@@ -170,21 +171,19 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 rounds,
                 metrics,
             } => {
-                let seconds_arg = |flag: &str, s: f64| {
-                    std::time::Duration::try_from_secs_f64(s)
-                        .with_context(|| format!("--{flag} {s}"))
-                };
                 let workload = hosting::Workload {
                     sessions,
                     threads,
                     duration: seconds_arg("seconds", seconds)?,
                     warmup: seconds_arg("warmup", warmup)?,
+                    first_slot: 0,
                 };
                 let peers = peers
                     .into_iter()
                     .map(|p| match p {
                         PeerArg::Jsonl => Peer::Jsonl,
                         PeerArg::Sqlite => Peer::Sqlite,
+                        PeerArg::PgRows => Peer::PgRows,
                     })
                     .collect::<Vec<_>>();
                 bench::hosting(bench::HostingBench {
@@ -192,7 +191,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     events,
                     format: log_format(format),
                     store: cli.store.options(),
-                    cluster,
+                    global_flags: cli.store.flags(),
+                    fleet_hosts: if cluster { hosts } else { Vec::new() },
                     peers,
                     write_iops,
                     dir,
@@ -201,8 +201,46 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     metrics,
                 })
             }
+            BenchWorkload::FleetHost {
+                url,
+                host,
+                dir,
+                pool_sessions,
+                first_slot,
+                sessions,
+                threads,
+                seconds,
+                warmup,
+                events,
+                format,
+            } => {
+                let spec = hosting::fleet::worker::WorkerSpec {
+                    url,
+                    host,
+                    dir,
+                    workload: hosting::Workload {
+                        sessions,
+                        threads,
+                        duration: seconds_arg("seconds", seconds)?,
+                        warmup: seconds_arg("warmup", warmup)?,
+                        first_slot,
+                    },
+                };
+                bench::fleet_host(
+                    &spec,
+                    pool_sessions,
+                    events,
+                    log_format(format),
+                    cli.store.options(),
+                )
+            }
         },
     }
+}
+
+/// `--flag s` as a duration.
+fn seconds_arg(flag: &str, s: f64) -> anyhow::Result<std::time::Duration> {
+    std::time::Duration::try_from_secs_f64(s).with_context(|| format!("--{flag} {s}"))
 }
 
 /// A benchmark's working directory: the one given (kept), or a fresh temp dir (removed after:

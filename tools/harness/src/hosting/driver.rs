@@ -40,6 +40,10 @@ pub struct Workload {
     /// its start (a WAL that is being reused, a peer's WAL past its first checkpoint).
     /// Default: none.
     pub warmup: Duration,
+    /// The run's first slot: it hosts slots `first_slot..first_slot + sessions`. Session ids
+    /// are per slot, so runs in several processes given disjoint slot ranges host distinct
+    /// sessions. Default: 0.
+    pub first_slot: usize,
 }
 
 impl Default for Workload {
@@ -49,6 +53,7 @@ impl Default for Workload {
             threads: 8,
             duration: Duration::from_secs(10),
             warmup: Duration::ZERO,
+            first_slot: 0,
         }
     }
 }
@@ -58,9 +63,10 @@ impl Workload {
     pub fn validate(&self) -> anyhow::Result<()> {
         ensure!(self.sessions >= 1, "sessions must be at least 1");
         ensure!(
-            self.sessions <= MAX_SLOTS,
-            "sessions must be at most {MAX_SLOTS}, got {}",
-            self.sessions
+            self.first_slot.saturating_add(self.sessions) <= MAX_SLOTS,
+            "slots must be at most {MAX_SLOTS}, got {} from slot {}",
+            self.sessions,
+            self.first_slot
         );
         ensure!(self.threads >= 1, "threads must be at least 1");
         ensure!(
@@ -76,8 +82,8 @@ impl Workload {
 /// What one system did in a run.
 #[derive(Clone, Debug)]
 pub struct Report {
-    /// The system ([`Host::name`]).
-    pub system: &'static str,
+    /// The system ([`Host::name`], or a name its caller gave a run of several processes).
+    pub system: String,
     /// Batches acknowledged durable.
     pub batches: u64,
     /// Logical events in them.
@@ -213,25 +219,42 @@ impl<'p> Slot<'p> {
     }
 }
 
-/// Run `workload` against `host` with sessions from `pool`. Initial sessions are created
-/// before the clock starts. With `disk`, the device write requests of the measured part are
-/// read from it (the caller has put the process inside). Stops early, with the error, if any
-/// append or create fails.
+/// Run `workload` against `host` with sessions from `pool`: [`prepare`], then
+/// [`Prepared::measure`].
 pub fn run(
     host: &dyn Host,
     pool: &FeedPool,
     workload: &Workload,
     disk: Option<&DiskCgroup>,
 ) -> anyhow::Result<Report> {
+    prepare(host, pool, workload)?.measure(disk)
+}
+
+/// A run whose initial sessions are created and whose warmup is over: what is left is the
+/// measured part.
+pub struct Prepared<'h, 'p> {
+    host: &'h dyn Host,
+    per_thread: Vec<Vec<Slot<'p>>>,
+    duration: Duration,
+}
+
+/// Create the initial sessions of `workload` on `host`, with feeds from `pool`, and run its
+/// warmup. Stops early, with the error, if any append or create fails.
+pub fn prepare<'h, 'p>(
+    host: &'h dyn Host,
+    pool: &'p FeedPool,
+    workload: &Workload,
+) -> anyhow::Result<Prepared<'h, 'p>> {
     workload.validate()?;
     let mut per_thread: Vec<Vec<Slot<'_>>> = (0..workload.threads).map(|_| Vec::new()).collect();
     for k in 0..workload.sessions {
-        let slot = Slot::new(k, pool.feed(k));
+        let at = workload.first_slot + k;
+        let slot = Slot::new(at, pool.feed(at));
         slot.create(host)?;
         per_thread[k % workload.threads].push(slot);
     }
-    let failed = AtomicBool::new(false);
     if !workload.warmup.is_zero() {
+        let failed = AtomicBool::new(false);
         phase(
             host,
             &mut per_thread,
@@ -240,44 +263,58 @@ pub fn run(
         )
         .context("warming up")?;
     }
-    let writes_before = disk.map(DiskCgroup::write_requests).transpose()?;
-    let cpu_before = process_cpu_time();
-    let server_cpu_before = host.server_cpu_time();
-    let start = Instant::now();
-    let tallies = phase(host, &mut per_thread, start + workload.duration, &failed);
-    let wall = start.elapsed();
-    let cpu = cpu_before
-        .zip(process_cpu_time())
-        .map(|(before, after)| after.saturating_sub(before));
-    let server_cpu = server_cpu_before
-        .zip(host.server_cpu_time())
-        .map(|(before, after)| after.saturating_sub(before));
-    let writes_after = disk.map(DiskCgroup::write_requests).transpose()?;
-    let device_writes = writes_before
-        .zip(writes_after)
-        .map(|(before, after)| after.saturating_sub(before));
-    let mut total = Tally::default();
-    for t in tallies? {
-        total.batches += t.batches;
-        total.events += t.events;
-        total.bytes += t.bytes;
-        total.sessions_started += t.sessions_started;
-        total.feed_cpu += t.feed_cpu;
-        total.latency.merge(&t.latency);
-    }
-    Ok(Report {
-        system: host.name(),
-        batches: total.batches,
-        events: total.events,
-        bytes: total.bytes,
-        sessions_started: total.sessions_started,
-        wall,
-        cpu,
-        server_cpu,
-        feed_cpu: total.feed_cpu,
-        latency: total.latency,
-        device_writes,
+    Ok(Prepared {
+        host,
+        per_thread,
+        duration: workload.duration,
     })
+}
+
+impl Prepared<'_, '_> {
+    /// Run the measured part, from now. With `disk`, the device write requests meanwhile are
+    /// read from it (the caller has put the process inside).
+    pub fn measure(mut self, disk: Option<&DiskCgroup>) -> anyhow::Result<Report> {
+        let host = self.host;
+        let failed = AtomicBool::new(false);
+        let writes_before = disk.map(DiskCgroup::write_requests).transpose()?;
+        let cpu_before = process_cpu_time();
+        let server_cpu_before = host.server_cpu_time();
+        let start = Instant::now();
+        let tallies = phase(host, &mut self.per_thread, start + self.duration, &failed);
+        let wall = start.elapsed();
+        let cpu = cpu_before
+            .zip(process_cpu_time())
+            .map(|(before, after)| after.saturating_sub(before));
+        let server_cpu = server_cpu_before
+            .zip(host.server_cpu_time())
+            .map(|(before, after)| after.saturating_sub(before));
+        let writes_after = disk.map(DiskCgroup::write_requests).transpose()?;
+        let device_writes = writes_before
+            .zip(writes_after)
+            .map(|(before, after)| after.saturating_sub(before));
+        let mut total = Tally::default();
+        for t in tallies? {
+            total.batches += t.batches;
+            total.events += t.events;
+            total.bytes += t.bytes;
+            total.sessions_started += t.sessions_started;
+            total.feed_cpu += t.feed_cpu;
+            total.latency.merge(&t.latency);
+        }
+        Ok(Report {
+            system: host.name().to_owned(),
+            batches: total.batches,
+            events: total.events,
+            bytes: total.bytes,
+            sessions_started: total.sessions_started,
+            wall,
+            cpu,
+            server_cpu,
+            feed_cpu: total.feed_cpu,
+            latency: total.latency,
+            device_writes,
+        })
+    }
 }
 
 /// Every thread drives its slots until `deadline`; their tallies, or the first error.

@@ -4,8 +4,14 @@
 //! Bucket layout: values `0..32` have a bucket each; a value `v >= 32` with highest set bit `e`
 //! goes to octave `e - 4` and sub-bucket `(v >> (e - 5)) & 31`, i.e. index
 //! `(e - 4) * 32 + sub`. 64-bit values need `60 * 32` buckets.
+//!
+//! A histogram travels between processes as JSON ([`Histogram::to_json`]): its non-empty buckets
+//! as `[index, count]` pairs, with the count, sum and maximum, so merging the copies loses nothing.
 
 use std::time::Duration;
+
+use anyhow::{anyhow, ensure};
+use sessionlog_codec::json::{Object, Value};
 
 /// Sub-buckets per octave, as a power of two.
 const SUB_BITS: u32 = 5;
@@ -89,6 +95,70 @@ impl Histogram {
     }
 }
 
+impl Histogram {
+    /// The histogram as a JSON object: `{"count", "sum_ns", "max_ns", "buckets": [[i, n], …]}`,
+    /// non-empty buckets only. Counts and nanoseconds stay below 2^53 (the sum for 100 days of
+    /// latencies), so JSON's numbers hold them exactly.
+    pub fn to_json(&self) -> Value {
+        let buckets: Vec<Value> = self
+            .counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, &n)| Value::Array(vec![Value::from(i as i64), Value::from(n as i64)]))
+            .collect();
+        Value::Object(
+            Object::new()
+                .with("count", self.count as i64)
+                .with("sum_ns", i64::try_from(self.sum).unwrap_or(i64::MAX))
+                .with("max_ns", self.max as i64)
+                .with("buckets", Value::Array(buckets)),
+        )
+    }
+
+    /// The histogram [`Histogram::to_json`] wrote; an error names what is missing or out of range.
+    pub fn from_json(value: &Value) -> anyhow::Result<Self> {
+        let o = value
+            .as_object()
+            .ok_or_else(|| anyhow!("a latency histogram is a JSON object"))?;
+        let number = |key: &str| {
+            o.get(key)
+                .and_then(Value::as_safe_u64)
+                .ok_or_else(|| anyhow!("latency histogram: no count \"{key}\""))
+        };
+        let mut h = Histogram {
+            count: number("count")?,
+            sum: u128::from(number("sum_ns")?),
+            max: number("max_ns")?,
+            ..Histogram::default()
+        };
+        let buckets = o
+            .get("buckets")
+            .and_then(Value::as_array)
+            .ok_or_else(|| anyhow!("latency histogram: no \"buckets\" array"))?;
+        for pair in buckets {
+            let (Some(i), Some(n)) = (match pair.as_array() {
+                Some([i, n]) => (i.as_safe_u64(), n.as_safe_u64()),
+                _ => (None, None),
+            }) else {
+                return Err(anyhow!("latency histogram: a bucket is not [index, count]"));
+            };
+            let slot = usize::try_from(i)
+                .ok()
+                .and_then(|i| h.counts.get_mut(i))
+                .ok_or_else(|| anyhow!("latency histogram: bucket {i} out of range"))?;
+            *slot += n;
+        }
+        let total: u64 = h.counts.iter().sum();
+        ensure!(
+            total == h.count,
+            "latency histogram: buckets hold {total} samples, count says {}",
+            h.count
+        );
+        Ok(h)
+    }
+}
+
 fn index(v: u64) -> usize {
     if v < SUB {
         return v as usize;
@@ -141,5 +211,27 @@ mod tests {
         assert_eq!(merged.count(), 2000);
         assert_eq!(merged.quantile(0.5), h.quantile(0.5));
         assert_eq!(Histogram::default().quantile(0.5), Duration::ZERO);
+    }
+
+    #[test]
+    fn json_round_trip_keeps_every_sample() {
+        let mut h = Histogram::default();
+        for us in [3u64, 70, 70, 1_500, 90_000] {
+            h.record(Duration::from_micros(us));
+        }
+        let back = Histogram::from_json(&h.to_json()).expect("parses");
+        assert_eq!(back.count(), 5);
+        assert_eq!(back.max(), h.max());
+        assert_eq!(back.mean(), h.mean());
+        assert_eq!(back.counts, h.counts);
+        let mut lying = h.to_json();
+        if let Value::Object(o) = &mut lying {
+            o.insert(
+                sessionlog_codec::json::JsString::from_static("count"),
+                Value::from(6i64),
+            );
+        }
+        let e = Histogram::from_json(&lying).expect_err("count disagrees");
+        assert!(e.to_string().contains("count says 6"), "{e:#}");
     }
 }

@@ -11,8 +11,8 @@
 //!
 //! Module map: [`driver`] (threads, rounds, counting), [`feeds`] (the generated sessions and how
 //! slots replay them), [`histogram`] (latency), [`cpu`] (process CPU time), [`peers`] (DSH's JSONL
-//! and SQLite backends, modelled), [`fleet`] (sessionlog as a host of a fleet on PostgreSQL),
-//! [`output`] (the JSON object and the table).
+//! and SQLite backends, modelled, and the straightforward PostgreSQL store), [`fleet`] (sessionlog
+//! as a fleet of host processes on PostgreSQL), [`output`] (the JSON object and the table).
 
 mod cpu;
 mod driver;
@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-pub use driver::{run, Report, Workload};
+pub use driver::{prepare, run, Prepared, Report, Workload};
 pub use feeds::{session_id, FeedPool};
 pub use histogram::Histogram;
 
@@ -107,6 +107,12 @@ pub trait Host: Sync {
     /// server's), or `None` for a system that has none.
     fn server_cpu_time(&self) -> Option<Duration> {
         None
+    }
+
+    /// Check, after a run, that the system holds what it acknowledged; the benchmark fails
+    /// otherwise. A system without a cheap check of its own passes.
+    fn verify(&self) -> anyhow::Result<()> {
+        Ok(())
     }
 }
 

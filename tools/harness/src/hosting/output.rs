@@ -5,9 +5,12 @@
 //! batches/s over the peer's, `cpu_vs_<peer>` the peer's process CPU per durable batch over
 //! sessionlog's, `store_cpu_vs_<peer>` the same without the host's feed (the CPU the host threads
 //! spent building the events, the same work for every system). They need a report named
-//! `"sessionlog"`, and are `null`, with a `note`, without one. Per system the CPU per batch (all
-//! of it, the feed's, the rest) and per event are printed, and, when the run was inside a disk
-//! cgroup ([`DiskModel`]), the device write requests per batch.
+//! `"sessionlog"`, and are `null`, with a `note`, without one. A fleet of H host processes
+//! (`fleet_hH`) also gets `fleet_hH_vs_pg_rows` and `fleet_hH_vs_embedded`: its durable
+//! batches/s over the straightforward PostgreSQL store's and over the embedded store's. Per
+//! system the CPU per batch (all of it, the feed's, the rest; for a system with a server, the
+//! server's too) and per event are printed, and, when the run was inside a disk cgroup
+//! ([`DiskModel`]), the device write requests per batch.
 
 use std::fmt::Write as _;
 
@@ -18,6 +21,10 @@ use crate::gen::LogFormat;
 
 /// Name of sessionlog's report, the numerator of every ratio.
 pub const SESSIONLOG: &str = "sessionlog";
+/// How the name of a fleet's report starts (the host processes' count follows).
+pub const FLEET_PREFIX: &str = "fleet_h";
+/// The name of the straightforward PostgreSQL store's report.
+pub const PG_ROWS: &str = "pg_rows";
 /// Printed when no sessionlog report is present.
 pub const NO_SESSIONLOG: &str = "sessionlog was not among the reports: peers only, no ratios";
 
@@ -43,7 +50,7 @@ pub fn figures(
     let (batches_per_session, events_per_batch) = pool.shape();
     let mut systems = Object::new();
     for r in reports {
-        systems = systems.with(r.system, system(r));
+        systems.insert(JsString::from(r.system.as_str()), Value::Object(system(r)));
     }
     let mut o = Object::new()
         .with("workload", "hosting")
@@ -193,14 +200,33 @@ const CPU_RATIOS: [(&str, PerBatch, &str); 2] = [
 
 /// `{"vs_<peer>": sessionlog batches/s ÷ peer batches/s, "cpu_vs_<peer>": peer CPU per batch ÷
 /// sessionlog CPU per batch, "store_cpu_vs_<peer>": the same beyond the host's feed}` (the CPU
-/// ratios where both CPU times are known), if sessionlog was measured.
+/// ratios where both CPU times are known), then each fleet's `"fleet_hH_vs_pg_rows"` and
+/// `"fleet_hH_vs_embedded"` (its batches/s over theirs, where they ran), if sessionlog was
+/// measured.
 pub fn ratios(reports: &[Report]) -> Option<Object> {
     let ours = reports.iter().find(|r| r.system == SESSIONLOG)?;
     let peers = || reports.iter().filter(|r| r.system != SESSIONLOG);
+    let rate = |a: &Report, b: &Report| a.batches_per_s() / b.batches_per_s().max(1e-9);
     let mut o = Object::new();
     for peer in peers() {
-        let ratio = ours.batches_per_s() / peer.batches_per_s().max(1e-9);
-        o.insert(JsString::from(format!("vs_{}", peer.system)), ratio.into());
+        o.insert(
+            JsString::from(format!("vs_{}", peer.system)),
+            rate(ours, peer).into(),
+        );
+    }
+    let pg_rows = reports.iter().find(|r| r.system == PG_ROWS);
+    for fleet in reports
+        .iter()
+        .filter(|r| r.system.starts_with(FLEET_PREFIX))
+    {
+        for (peer, label) in [(pg_rows, PG_ROWS), (Some(ours), "embedded")] {
+            if let Some(peer) = peer {
+                o.insert(
+                    JsString::from(format!("{}_vs_{label}", fleet.system)),
+                    rate(fleet, peer).into(),
+                );
+            }
+        }
     }
     for (prefix, per_batch, _) in CPU_RATIOS {
         for peer in peers() {
@@ -364,6 +390,9 @@ fn ratio_lines(s: &mut String, ratios: &Object, suffix: &str) {
             .find_map(|&(prefix, _, what)| Some((name.strip_prefix(prefix)?, what)));
         let _ = match cpu {
             Some((peer, what)) => writeln!(s, "sessionlog vs_{peer}: {x:.2}x {what}{suffix}"),
+            None if name.starts_with(FLEET_PREFIX) => {
+                writeln!(s, "{name}: {x:.2}x batches/s{suffix}")
+            }
             None => writeln!(s, "sessionlog {name}: {x:.2}x batches/s{suffix}"),
         };
     }

@@ -118,6 +118,7 @@ fn a_warmup_writes_but_counts_nothing() {
         threads: 1,
         duration: Duration::from_millis(100),
         warmup: Duration::from_millis(150),
+        ..Workload::default()
     };
     let started = std::time::Instant::now();
     let report = run(&host, &pool, &workload, None).expect("runs");
@@ -230,7 +231,7 @@ fn report(system: &'static str, batches: u64) -> Report {
     let mut latency = Histogram::default();
     latency.record(Duration::from_millis(2));
     Report {
-        system,
+        system: system.to_owned(),
         batches,
         events: batches * 10,
         bytes: batches * 1000,

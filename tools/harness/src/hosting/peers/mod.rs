@@ -5,13 +5,17 @@
 //!   first batch, every later batch appended and synced before it is acknowledged.
 //! - [`SqlitePeer`]: DSH's opt-in SQLite backend: schema 17, WAL, `synchronous = FULL`, one
 //!   `BEGIN IMMEDIATE … COMMIT` per batch on one connection.
+//! - [`PgRowsPeer`]: the straightforward PostgreSQL store agent frameworks ship: that schema on
+//!   PostgreSQL, one row per event, one transaction per batch, a connection per host thread.
 //!
-//! Both write batch by batch: neither DSH backend can combine sessions' batches.
+//! All write batch by batch: none can combine sessions' batches.
 
 mod jsonl;
+mod pg_rows;
 mod sqlite;
 
 pub use jsonl::JsonlPeer;
+pub use pg_rows::PgRowsPeer;
 pub use sqlite::SqlitePeer;
 
 use std::path::Path;
@@ -26,21 +30,25 @@ pub enum Peer {
     Jsonl,
     /// [`SqlitePeer`].
     Sqlite,
+    /// [`PgRowsPeer`].
+    PgRows,
 }
 
 impl Peer {
     /// Every peer, in report order.
-    pub const ALL: [Peer; 2] = [Peer::Jsonl, Peer::Sqlite];
+    pub const ALL: [Peer; 3] = [Peer::Jsonl, Peer::Sqlite, Peer::PgRows];
 
     /// The name its reports carry ([`Host::name`]).
     pub fn name(self) -> &'static str {
         match self {
             Peer::Jsonl => "jsonl",
             Peer::Sqlite => "sqlite",
+            Peer::PgRows => "pg_rows",
         }
     }
 
-    /// Open this peer with its data, sessions of `format`, under `dir` (a directory of its own).
+    /// Open this peer with its data, sessions of `format`, under `dir` (a directory of its own;
+    /// [`PgRowsPeer`] keeps its data in its own PostgreSQL's directory instead).
     pub fn open(
         self,
         dir: &Path,
@@ -50,6 +58,7 @@ impl Peer {
         Ok(match self {
             Peer::Jsonl => Box::new(JsonlPeer::open(dir, durability, format)?),
             Peer::Sqlite => Box::new(SqlitePeer::open(&dir.join("sessions.db"), durability)?),
+            Peer::PgRows => Box::new(PgRowsPeer::start(durability)?),
         })
     }
 }

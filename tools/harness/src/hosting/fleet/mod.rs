@@ -1,8 +1,14 @@
-//! sessionlog as one host of a fleet, for `bench hosting --cluster`: the same store, its group
-//! commits going to PostgreSQL first (one `append_batches` transaction per group, each batch
-//! fenced), on a throwaway PostgreSQL 15 the host starts (in the system's temp directory, `fsync`
-//! on) and stops when it is dropped. Sessions are created with their first batch, as
-//! [`super::sessionlog::SessionlogHost`] creates them.
+//! sessionlog as a fleet on PostgreSQL, for `bench hosting --cluster`: H host processes, each a
+//! [`Fleet`] with its own store and its share of the sessions, against one throwaway PostgreSQL
+//! 15 (`fsync` on) the bench starts and stops.
+//!
+//! Module map: [`FleetHost`] (one host as a hosting-benchmark system: the store's group commits
+//! go to PostgreSQL first, one `append_batches` transaction per group, each batch fenced),
+//! [`worker`] (a host process: ready, a start signal, one report line), [`processes`] (the
+//! parent: starting the hosts, the start barrier, merging their reports).
+
+pub mod processes;
+pub mod worker;
 
 use std::path::Path;
 
@@ -14,36 +20,33 @@ use super::{Host, Item, PendingSessions, SessionStart};
 use crate::gen::host_options;
 use crate::postgres::{PgSetup, TempPostgres};
 
-/// The login role the host connects as.
+/// The login role hosts connect as.
 const ROLE: &str = "bench_host";
 
-/// A fleet host on its own PostgreSQL.
+/// One fleet host. Sessions are created with their first batch, as
+/// [`super::sessionlog::SessionlogHost`] creates them.
 pub struct FleetHost {
     fleet: Fleet,
     /// Header lines of created sessions, until their first batch.
     pending: PendingSessions<String>,
-    /// Declared last, so dropped last: the server stops once the host has let go of it.
-    postgres: TempPostgres,
 }
 
 impl FleetHost {
-    /// Start PostgreSQL with the fleet's schema and a host role, and join it as host
-    /// `bench-host` with its store in `dir` (`options`, plus the projections the generated
-    /// sessions need; its durability is the fleet's: PostgreSQL's).
-    pub fn start(dir: &Path, options: Options) -> anyhow::Result<Self> {
-        let (postgres, config) = fleet_postgres()?;
+    /// Join the fleet `config` reaches as host `host`, with its store in `dir` (`options`, plus
+    /// the projections the generated sessions need; its durability is the fleet's:
+    /// PostgreSQL's).
+    pub fn join(dir: &Path, config: Config, host: &str, options: Options) -> anyhow::Result<Self> {
         let fleet = Fleet::open(
             dir,
             config,
             FleetOptions {
                 store: host_options(options),
-                ..FleetOptions::new("bench-host")
+                ..FleetOptions::new(host)
             },
         )?;
         Ok(FleetHost {
             fleet,
             pending: PendingSessions::new(),
-            postgres,
         })
     }
 }
@@ -61,11 +64,13 @@ pub fn fleet_postgres() -> anyhow::Result<(TempPostgres, Config)> {
         &mut admin.connect("creating the schema")?,
         &[ROLE.to_owned()],
     )?;
-    let config = Config::parse(&format!(
-        "{}?sslmode=disable",
-        postgres.url(ROLE, "postgres")
-    ))?;
+    let config = Config::parse(&host_url(&postgres))?;
     Ok((postgres, config))
+}
+
+/// The URL a host of [`fleet_postgres`]'s server connects with.
+pub fn host_url(postgres: &TempPostgres) -> String {
+    format!("{}?sslmode=disable", postgres.url(ROLE, "postgres"))
 }
 
 impl Host for FleetHost {
@@ -79,9 +84,5 @@ impl Host for FleetHost {
 
     fn append(&self, items: Vec<Item<'_>>, _acked: &mut dyn FnMut(usize)) -> anyhow::Result<()> {
         append_items(&self.pending, items, |batch| self.fleet.append_many(batch))
-    }
-
-    fn server_cpu_time(&self) -> Option<std::time::Duration> {
-        self.postgres.cpu_time()
     }
 }
