@@ -15,6 +15,7 @@ mod fork_v4;
 mod generations;
 mod hostile;
 mod hostile_props;
+mod hosting;
 mod listing;
 mod metrics;
 mod migrate;

@@ -352,6 +352,35 @@ fn cpu_and_device_writes_are_per_durable_batch() {
     );
 }
 
+/// Each fleet is compared with the straightforward PostgreSQL store and with the embedded
+/// store, fleet over peer; the table prints the same.
+#[test]
+fn fleet_ratios_divide_the_fleets_rate_by_each_peers() {
+    let pool = small_pool(1);
+    let workload = Workload::default();
+    let all = [
+        report("sessionlog", 400),
+        report("fleet_h1", 200),
+        report("fleet_h4", 300),
+        report("pg_rows", 50),
+    ];
+    let ratios = output::ratios(&all).expect("sessionlog measured");
+    let ratio = |k: &str| ratios.get(k).and_then(|v| v.as_f64());
+    assert_eq!(ratio("fleet_h1_vs_pg_rows"), Some(4.0));
+    assert_eq!(ratio("fleet_h1_vs_embedded"), Some(0.5));
+    assert_eq!(ratio("fleet_h4_vs_pg_rows"), Some(6.0));
+    assert_eq!(ratio("fleet_h4_vs_embedded"), Some(0.75));
+    assert_eq!(ratio("vs_fleet_h4"), Some(400.0 / 300.0));
+    let table = output::table(&workload, Durability::Sync, &pool, None, &all);
+    assert!(
+        table.contains("\nfleet_h4_vs_pg_rows: 6.00x batches/s\n"),
+        "{table}"
+    );
+    let without_peer = output::ratios(&all[..3]).expect("sessionlog measured");
+    assert!(without_peer.get("fleet_h1_vs_pg_rows").is_none());
+    assert!(without_peer.get("fleet_h1_vs_embedded").is_some());
+}
+
 /// Over several rounds each ratio is taken within its round and the median of those is
 /// reported (here 4, 2 and 8 → 4, while the medians of the raw rates would give 300 / 100 = 3),
 /// every figure is its median, and every round is kept.

@@ -9,7 +9,8 @@
 //! batches, events and bytes summed, the slowest host's wall time, the hosts' CPU summed (so
 //! host CPU per batch is their sum over all batches), the latency histograms merged sample for
 //! sample; and it adds what only it sees: PostgreSQL's CPU (its whole process tree) and, inside
-//! a disk cgroup, the device write requests of every member, over the measured window.
+//! a disk cgroup, the device write requests of every member, over the measured window (from the
+//! start signal until every report is read; the hosts stay connected until then).
 //!
 //! Invariant: inside a disk cgroup, every host process and PostgreSQL's postmaster and
 //! backends are members when the measured window starts; the run fails otherwise.
@@ -101,7 +102,8 @@ pub fn merge(
 struct HostProcess {
     name: String,
     child: Child,
-    stdin: ChildStdin,
+    /// Its standard input, closed once the measures are taken: then it ends.
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
 }
 
@@ -160,7 +162,7 @@ pub fn run(fleet: &FleetRun<'_>, spawn: &dyn Fn(&WorkerSpec) -> Command) -> anyh
         hosts.0.push(HostProcess {
             name: spec.host,
             child,
-            stdin,
+            stdin: Some(stdin),
             stdout: BufReader::new(stdout),
         });
     }
@@ -178,8 +180,11 @@ pub fn run(fleet: &FleetRun<'_>, spawn: &dyn Fn(&WorkerSpec) -> Command) -> anyh
     let writes_before = fleet.disk.map(DiskCgroup::write_requests).transpose()?;
     let server_before = postgres.cpu_time();
     for host in &mut hosts.0 {
-        writeln!(host.stdin, "{GO}")
-            .and_then(|()| host.stdin.flush())
+        let Some(stdin) = host.stdin.as_mut() else {
+            bail!("host {}: its standard input is closed", host.name);
+        };
+        writeln!(stdin, "{GO}")
+            .and_then(|()| stdin.flush())
             .with_context(|| format!("starting host {}", host.name))?;
     }
     let system = system_name(fleet.hosts);
@@ -196,6 +201,7 @@ pub fn run(fleet: &FleetRun<'_>, spawn: &dyn Fn(&WorkerSpec) -> Command) -> anyh
         .map(|(before, after)| after.saturating_sub(before));
     let writes_after = fleet.disk.map(DiskCgroup::write_requests).transpose()?;
     for host in &mut hosts.0 {
+        host.stdin = None;
         let status = host.child.wait()?;
         ensure!(status.success(), "host {} ended with {status}", host.name);
     }
@@ -230,4 +236,132 @@ fn check_members(disk: &DiskCgroup, hosts: &Hosts, postgres: &[u32]) -> anyhow::
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hosting::fleet::worker::report_json;
+
+    fn host_report(
+        batches: u64,
+        wall_ms: u64,
+        cpu_ms: Option<u64>,
+        latencies_ms: &[u64],
+    ) -> Report {
+        let mut latency = Histogram::default();
+        for &ms in latencies_ms {
+            latency.record(Duration::from_millis(ms));
+        }
+        Report {
+            system: "fleet".to_owned(),
+            batches,
+            events: batches * 10,
+            bytes: batches * 100,
+            sessions_started: 1,
+            wall: Duration::from_millis(wall_ms),
+            cpu: cpu_ms.map(Duration::from_millis),
+            server_cpu: None,
+            feed_cpu: Duration::from_millis(batches),
+            latency,
+            device_writes: None,
+        }
+    }
+
+    #[test]
+    fn shares_split_slots_and_threads_without_overlap() {
+        let workload = Workload {
+            sessions: 1000,
+            threads: 32,
+            first_slot: 0,
+            ..Workload::default()
+        };
+        let four = shares(&workload, 4).expect("splits");
+        assert_eq!(
+            four.iter()
+                .map(|w| (w.first_slot, w.sessions, w.threads))
+                .collect::<Vec<_>>(),
+            [(0, 250, 8), (250, 250, 8), (500, 250, 8), (750, 250, 8)]
+        );
+        let odd = Workload {
+            sessions: 10,
+            threads: 5,
+            ..Workload::default()
+        };
+        let three = shares(&odd, 3).expect("splits");
+        assert_eq!(
+            three
+                .iter()
+                .map(|w| (w.first_slot, w.sessions, w.threads))
+                .collect::<Vec<_>>(),
+            [(0, 4, 2), (4, 3, 2), (7, 3, 1)]
+        );
+        assert!(three.iter().all(|w| w.duration == odd.duration));
+        let e = shares(&odd, 6).expect_err("a host without a thread");
+        assert!(
+            e.to_string().contains("6 hosts need at least 6 threads"),
+            "{e:#}"
+        );
+        assert!(shares(&odd, 0).is_err());
+    }
+
+    /// Sums, the slowest wall, summed CPU (so CPU per batch is the hosts' total over all
+    /// batches), every latency sample kept, and the parent's own measures as given.
+    #[test]
+    fn merging_host_reports_sums_and_keeps_every_sample() {
+        let hosts = [
+            host_report(300, 10_000, Some(900), &[1, 2, 3]),
+            host_report(100, 10_200, Some(300), &[40]),
+        ];
+        // Through the report line and back, as the parent reads them.
+        let read: Vec<Report> = hosts
+            .iter()
+            .map(|r| {
+                let line = sessionlog_codec::json::stringify(
+                    &sessionlog_codec::json::Value::Object(report_json(r)),
+                );
+                parse_report("fleet_h2", &line).expect("parses")
+            })
+            .collect();
+        let merged = merge(
+            system_name(2),
+            &read,
+            Some(Duration::from_millis(400)),
+            Some(80),
+        );
+        assert_eq!(merged.system, "fleet_h2");
+        assert_eq!(merged.batches, 400);
+        assert_eq!(merged.events, 4000);
+        assert_eq!(merged.bytes, 40_000);
+        assert_eq!(merged.sessions_started, 2);
+        assert_eq!(merged.wall, Duration::from_millis(10_200));
+        assert_eq!(merged.cpu_us_per_batch(), Some(3000.0));
+        assert_eq!(merged.server_cpu_us_per_batch(), Some(1000.0));
+        assert_eq!(merged.feed_cpu, Duration::from_millis(400));
+        assert_eq!(merged.device_writes_per_batch(), Some(0.2));
+        assert_eq!(merged.latency.count(), 4);
+        assert_eq!(merged.latency.max(), Duration::from_millis(40));
+        assert!(merged.latency.quantile(0.5) < Duration::from_millis(3));
+        let unknown = merge(
+            system_name(2),
+            &[
+                host_report(1, 1, None, &[1]),
+                host_report(1, 1, Some(1), &[1]),
+            ],
+            None,
+            None,
+        );
+        assert_eq!(
+            unknown.cpu, None,
+            "one host's CPU unknown: the sum is unknown"
+        );
+    }
+
+    #[test]
+    fn a_report_line_missing_a_count_is_refused_by_name() {
+        let e = parse_report("fleet_h1", r#"{"batches":1,"events":2,"cpu_ns":null}"#)
+            .expect_err("no bytes");
+        assert!(e.to_string().contains("\"bytes\""), "{e:#}");
+        assert!(parse_report("fleet_h1", "ready").is_err());
+    }
 }

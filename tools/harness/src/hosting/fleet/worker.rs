@@ -1,7 +1,8 @@
 //! One host process of a fleet run (`bench hosting --cluster`, started by [`super::processes`]):
 //! it joins the fleet, creates its sessions and warms up, prints [`READY`], waits for [`GO`] on
 //! its standard input, runs the measured part, and prints its [`Report`] as one JSON line
-//! ([`report_json`]), which the parent reads back with [`parse_report`].
+//! ([`report_json`]), which the parent reads back with [`parse_report`]; it then keeps its
+//! connections until its standard input closes.
 //!
 //! The report line carries the raw figures, not rates: batches, events, bytes, nanoseconds of
 //! wall, process CPU and feed CPU, and the whole latency histogram, so the parent's sums and
@@ -65,6 +66,10 @@ pub fn serve(
     text.push('\n');
     output.write_all(text.as_bytes())?;
     output.flush()?;
+    // Stay connected until the parent has read every host's report and PostgreSQL's CPU time:
+    // a backend that exits meanwhile would take its CPU time out of the server's process tree.
+    line.clear();
+    input.read_line(&mut line)?;
     Ok(())
 }
 
