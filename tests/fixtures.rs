@@ -180,6 +180,23 @@ pub fn all_events(store: &Store, id: &str) -> Vec<sessionlog::codec::json::Value
     out
 }
 
+/// The workspace binary `name` beside this test binary (`cargo build --release` builds it; `./x
+/// test` does so first).
+pub fn built_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join(name))
+        .expect("target dir");
+    assert!(
+        bin.exists(),
+        "{} is not built: run `cargo build --release` first (./x test does)",
+        bin.display()
+    );
+    bin
+}
+
 /// A command that runs this test binary's ignored test `test` alone, as a child worker process
 /// (with `env` set to `value`). /proc/self/exe still runs this binary if a rebuild replaced its
 /// file meanwhile.

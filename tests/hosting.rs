@@ -7,7 +7,6 @@
 //! Needs PostgreSQL 15's server binaries (Debian's `postgresql-15`, installed by `./x test`);
 //! without them each test fails under CI (`CI` set) and elsewhere prints a `SKIPPED` line.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -16,6 +15,8 @@ use sessionlog_harness::gen::{GenOptions, LogFormat};
 use sessionlog_harness::hosting::peers::PgRowsPeer;
 use sessionlog_harness::hosting::{self, Durability, FeedPool, Host, Workload};
 use sessionlog_harness::requirement::missing;
+
+use crate::fixtures::built_binary;
 
 fn postgres_installed() -> bool {
     if sessionlog_harness::postgres::available() {
@@ -28,26 +29,18 @@ fn postgres_installed() -> bool {
     false
 }
 
-/// The built `sessionlog-harness` beside this test binary.
-fn harness() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary");
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("sessionlog-harness"))
-        .expect("target dir");
-    assert!(
-        bin.exists(),
-        "{} is not built: run `cargo build --release` first (./x test does)",
-        bin.display()
-    );
-    bin
-}
-
-/// `bench hosting` with `args`, its JSON object.
-fn bench(args: &[&str]) -> Value {
-    let out = Command::new(harness())
-        .args(["bench", "hosting", "--json"])
+/// `bench hosting --cluster` with pg-rows, 2 threads, 1 s, and `args`: its JSON object.
+fn tiny_fleet_bench(args: &[&str]) -> Value {
+    let out = Command::new(built_binary("sessionlog-harness"))
+        .args([
+            "bench",
+            "hosting",
+            "--json",
+            "--cluster",
+            "--peers",
+            "pg-rows",
+        ])
+        .args(["--threads", "2", "--seconds", "1"])
         .args(args)
         .output()
         .expect("runs the bench");
@@ -72,19 +65,7 @@ fn a_tiny_fleet_run_reports_every_system_and_ratio() {
     if !postgres_installed() {
         return;
     }
-    let o = bench(&[
-        "--cluster",
-        "--hosts",
-        "1,2",
-        "--sessions",
-        "8",
-        "--threads",
-        "2",
-        "--seconds",
-        "1",
-        "--peers",
-        "pg-rows",
-    ]);
+    let o = tiny_fleet_bench(&["--hosts", "1,2", "--sessions", "8"]);
     for system in ["sessionlog", "fleet_h1", "fleet_h2", "pg_rows"] {
         let batches = number(&o, &["systems", system, "batches"]).unwrap_or(0.0);
         assert!(batches > 0.0, "{system} committed no batch: {o:?}");
@@ -134,21 +115,7 @@ fn a_throttled_fleet_run_counts_its_hosts_and_postgres_writes() {
         missing("root and a block-IO cgroup hierarchy", &format!("{e:#}"));
         return;
     }
-    let o = bench(&[
-        "--cluster",
-        "--hosts",
-        "2",
-        "--sessions",
-        "4",
-        "--threads",
-        "2",
-        "--seconds",
-        "1",
-        "--peers",
-        "pg-rows",
-        "--write-iops",
-        "100000",
-    ]);
+    let o = tiny_fleet_bench(&["--hosts", "2", "--sessions", "4", "--write-iops", "100000"]);
     assert_eq!(number(&o, &["disk", "write_iops"]), Some(100_000.0));
     for system in ["fleet_h2", "pg_rows"] {
         let writes = number(&o, &["systems", system, "device_writes"]).unwrap_or(0.0);

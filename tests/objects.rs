@@ -182,21 +182,9 @@ pub fn server_with_bucket(name: &str) -> SeaweedServer {
 /// The `sessionlog` binary beside this test binary (`cargo build --release` builds it; `./x
 /// test` does so first).
 pub fn cli() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary");
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("sessionlog"))
-        .expect("target dir");
-    assert!(
-        bin.exists(),
-        "{} is not built: run `cargo build --release` first (./x test does)",
-        bin.display()
-    );
-    bin
+    crate::fixtures::built_binary("sessionlog")
 }
 
-/// `sessionlog --db DB ARGS` with `server`'s endpoint and key pair in its environment.
 pub fn cli_command(server: &SeaweedServer, db: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(cli());
     // Short retries: the kill tests take the server down under runs that must then fail.
