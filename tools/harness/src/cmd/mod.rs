@@ -1,6 +1,7 @@
 //! One module per subcommand; `run` dispatches.
 
 mod bench;
+mod failover;
 mod gen;
 mod lineage;
 mod node_hosting;
@@ -39,12 +40,27 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             seed,
             dir,
             json,
+            cluster,
+            commit_patience_ms,
             worker,
             power_loss,
             lazyfs_build,
             power_worker,
             host,
         } => {
+            if cluster {
+                let opts = sessionlog_harness::failover::FailoverOptions {
+                    cycles: cycles.unwrap_or(10),
+                    threads: threads as u64,
+                    sessions_per_thread,
+                    events_per_session: events,
+                    seed,
+                    commit_patience: std::time::Duration::from_millis(commit_patience_ms),
+                    ..Default::default()
+                };
+                return failover::run(&opts, dir, json);
+            }
+            let cycles = cycles.unwrap_or(200);
             if let Some(spec) = power_worker {
                 return power::worker(&spec);
             }
