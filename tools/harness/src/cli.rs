@@ -84,7 +84,7 @@ pub enum Command {
         /// postgresql-15; `./x` installs them). Each cycle kills the leader's node (Patroni and
         /// PostgreSQL, SIGKILL), waits for the standby's promotion, restarts the killed node
         /// until it is the synchronous standby again, and measures the outage: from the kill to
-        /// the first acknowledgement of an append started after it. Batches refused as
+        /// the first acknowledgement of a batch first tried after it. Batches refused as
         /// unavailable are appended again. At the end every acknowledged batch must be in
         /// PostgreSQL exactly once with its bytes, seqs contiguous, the host's exports equal
         /// to PostgreSQL's bytes, `verify` clean. `--threads`, `--sessions-per-thread`,

@@ -12,26 +12,15 @@ use sessionlog_codec::json::{Object, Value};
 use sessionlog_harness::failover::{run as run_failover, CycleReport, FailoverOptions};
 use sessionlog_tools_common::output::json_line;
 
+use super::work_dir::WorkDir;
+
 pub fn run(
     opts: &FailoverOptions,
     dir: Option<PathBuf>,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (work, remove_after) = match dir {
-        Some(d) => (d, false),
-        None => (
-            std::env::temp_dir().join(format!("sessionlog-failover-{}", std::process::id())),
-            true,
-        ),
-    };
-    let store = work.join("host");
-    if store.exists() {
-        anyhow::bail!(
-            "{} holds an earlier run's store: remove it or pick another --dir",
-            store.display()
-        );
-    }
-    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let work = WorkDir::create(dir, "failover", &["host"])?;
+    let store = work.path.join("host");
     let start = Instant::now();
     let cycles = opts.cycles;
     let mut progress = |cycle: u64, c: &CycleReport| {
@@ -49,12 +38,7 @@ pub fn run(
             );
         }
     };
-    let report = run_failover(opts, &store, &mut progress).with_context(|| {
-        format!(
-            "failover run (the host's store is kept in {})",
-            store.display()
-        )
-    })?;
+    let report = run_failover(opts, &store, &mut progress).with_context(|| work.kept())?;
     let secs = start.elapsed().as_secs_f64();
     let series = |f: fn(&CycleReport) -> Duration| -> Value {
         Value::Array(
@@ -118,9 +102,7 @@ pub fn run(
             report.sessions
         )?;
     }
-    if remove_after {
-        std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
-    }
+    work.finish()?;
     Ok(ExitCode::SUCCESS)
 }
 

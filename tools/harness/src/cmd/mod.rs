@@ -12,6 +12,7 @@ mod s3_export;
 mod space;
 mod stress;
 mod takeover;
+mod work_dir;
 
 use std::process::ExitCode;
 

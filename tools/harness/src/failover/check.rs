@@ -13,6 +13,7 @@ use anyhow::Context;
 use sessionlog_engine::Store;
 
 use super::load::feed_for;
+use crate::stress::verify_problems;
 
 /// A batch the host acknowledged.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -209,11 +210,16 @@ pub fn check_store(
     problems: &mut Vec<String>,
 ) -> anyhow::Result<u64> {
     let (headers, bytes) = (&postgres.headers, &postgres.bytes);
-    let local: Vec<String> = store.list()?.into_iter().map(|s| s.id).collect();
+    let local: std::collections::BTreeSet<String> =
+        store.list()?.into_iter().map(|s| s.id).collect();
     for id in local.iter().filter(|id| !headers.contains_key(*id)) {
         problems.push(format!("{id}: in the host's store, not in PostgreSQL"));
     }
     for (id, header) in headers {
+        if !local.contains(id) {
+            problems.push(format!("{id}: in PostgreSQL, not in the host's store"));
+            continue;
+        }
         let mut held = header.clone();
         held.extend_from_slice(bytes.get(id).map(Vec::as_slice).unwrap_or_default());
         let mut exported = Vec::new();
@@ -247,13 +253,7 @@ pub fn check_store(
             ));
         }
     }
-    let verify = store.verify(&[])?;
-    problems.extend(
-        verify
-            .problems
-            .into_iter()
-            .map(|p| format!("verify: {}: {}", p.session, p.detail)),
-    );
+    problems.extend(verify_problems(store)?);
     Ok(headers.len() as u64)
 }
 

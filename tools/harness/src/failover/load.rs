@@ -44,7 +44,9 @@ pub(crate) fn feed_for(k: u64, events: u64, seed: u64) -> (SessionFeed, String) 
     (feed, header)
 }
 
-/// When appends resumed after a kill: the first acknowledgement of an append started after it.
+/// When appends resumed after a kill: the first acknowledgement of a batch first tried after it
+/// (a batch tried before, refused and appended again, may be acknowledged by reading it back
+/// from the new primary, before any new commit is possible).
 #[derive(Default)]
 struct Resumption {
     since: Option<Instant>,
@@ -80,7 +82,7 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Ledger {
-    /// Watch for the first acknowledgement of an append started at `since` or later.
+    /// Watch for the first acknowledgement of a batch first tried at `since` or later.
     pub(crate) fn watch(&self, since: Instant) {
         *locked(&self.resumption) = Resumption {
             since: Some(since),
@@ -111,10 +113,10 @@ impl Ledger {
         }
     }
 
-    fn ack(&self, batch: AckedBatch, started: Instant) {
+    fn ack(&self, batch: AckedBatch, first_tried: Instant) {
         locked(&self.acked).push(batch);
         let mut r = locked(&self.resumption);
-        if r.resumed.is_none() && r.since.is_some_and(|since| started >= since) {
+        if r.resumed.is_none() && r.since.is_some_and(|since| first_tried >= since) {
             r.resumed = Some(Instant::now());
         }
     }
@@ -144,6 +146,8 @@ struct Active {
     next: usize,
     /// Whether PostgreSQL and the store hold the session (its creating batch acknowledged).
     created: bool,
+    /// When the next batch was first tried (it may have been refused since).
+    first_tried: Option<Instant>,
 }
 
 /// What the writers do.
@@ -171,6 +175,7 @@ impl Load<'_> {
                     header,
                     next: 0,
                     created: false,
+                    first_tried: None,
                 });
                 next_k += self.threads;
             }
@@ -181,7 +186,10 @@ impl Load<'_> {
                     append_item(&a.id, &a.feed.batches[a.next], header)
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            let started = Instant::now();
+            let now = Instant::now();
+            for a in &mut active {
+                a.first_tried.get_or_insert(now);
+            }
             let results = self.fleet.append_many(items);
             let mut stopped = Vec::new();
             for (i, result) in results.into_iter().enumerate() {
@@ -196,7 +204,7 @@ impl Load<'_> {
                                 last_seq: (receipt.first_seq + receipt.count).saturating_sub(1),
                                 crc: crc32fast::hash(batch.text.as_bytes()),
                             },
-                            started,
+                            a.first_tried.take().unwrap_or(now),
                         );
                         a.created = true;
                         a.next += 1;

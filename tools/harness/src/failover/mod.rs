@@ -6,7 +6,7 @@
 //! the killed node restarted until it is the synchronous standby again.
 //!
 //! Each cycle measures, from the kill: the standby's promotion, the killed node's return as the
-//! synchronous standby, and the outage (the first acknowledgement of an append started after
+//! synchronous standby, and the outage (the first acknowledgement of a batch first tried after
 //! the kill). At the end, [`check`] compares PostgreSQL's rows with every acknowledgement, and
 //! the host's store with PostgreSQL and the feeds.
 
@@ -77,7 +77,7 @@ pub struct CycleReport {
     pub promoted: Duration,
     /// Until the killed node, restarted once the standby led, was the synchronous standby.
     pub rejoined: Duration,
-    /// Until the first acknowledgement of an append started after the kill.
+    /// Until the first acknowledgement of a batch first tried after the kill.
     pub outage: Duration,
     /// Batches acknowledged so far in the run.
     pub acked: u64,
