@@ -98,6 +98,11 @@ pub enum Command {
         /// that must neither lose nor duplicate.
         #[arg(long, value_name = "MS", default_value_t = 5000, requires = "cluster")]
         commit_patience_ms: u64,
+        /// With `--cluster`: Patroni nodes, 2 (a leader and its synchronous standby: after a
+        /// failover no write is acknowledged until the killed node is back) or 3 (plus an
+        /// asynchronous replica, made the synchronous standby once the old one is promoted).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..=3), requires = "cluster")]
+        nodes: u64,
         /// Internal: run as the child worker on `<dir>` (the parent passes this).
         #[arg(long, hide = true)]
         worker: bool,

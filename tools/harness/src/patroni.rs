@@ -1,7 +1,9 @@
 //! A throwaway highly available PostgreSQL for the database-failover harness: a 3-member etcd
-//! and two Patroni nodes managing PostgreSQL 15 with `synchronous_mode` and
-//! `synchronous_mode_strict` (a commit is acknowledged only once it is on both nodes) and
-//! `use_pg_rewind` (a killed leader rejoins as a standby), all on loopback ports in a temp dir,
+//! and two or three Patroni nodes managing PostgreSQL 15 with `synchronous_mode` and
+//! `synchronous_mode_strict` (a commit is acknowledged only once it is on the leader and its
+//! synchronous standby; with three nodes the third is an asynchronous replica that Patroni makes
+//! the synchronous standby when the old one is promoted) and `use_pg_rewind` (a killed leader
+//! rejoins as a standby), all on loopback ports in a temp dir,
 //! run as the `postgres` user under root (PostgreSQL refuses root), stopped and removed on drop.
 //! Never a system service.
 //!
@@ -26,8 +28,6 @@ use crate::postgres::{bin_dir, free_port, own};
 
 /// Members of the etcd cluster (a majority survives one loss).
 const ETCD_MEMBERS: usize = 3;
-/// Patroni nodes: a leader and its synchronous standby.
-const NODES: usize = 2;
 /// Patroni's leader key lives this long without renewal: a dead leader is replaced after it.
 const TTL_SECONDS: u32 = 10;
 /// How long a node may take to bootstrap, promote or rejoin before the harness gives up.
@@ -64,9 +64,13 @@ pub struct PatroniCluster {
 }
 
 impl PatroniCluster {
-    /// Start etcd, then node 0 (which bootstraps the database and leads), then node 1 (a
-    /// standby cloned from it); return once node 1 is the synchronous standby.
-    pub fn start() -> anyhow::Result<PatroniCluster> {
+    /// Start etcd, then node 0 (which bootstraps the database and leads), then the other
+    /// `nodes - 1` (standbys cloned from it; 2 or 3 nodes in all); return once every standby
+    /// replicates and one is the synchronous standby.
+    pub fn start(nodes: usize) -> anyhow::Result<PatroniCluster> {
+        if !(2..=3).contains(&nodes) {
+            bail!("the failover cluster has 2 or 3 Patroni nodes, not {nodes}");
+        }
         if !available() {
             bail!("the database-failover cluster needs etcd and patroni on PATH and PostgreSQL 15 (Debian's etcd-server, patroni, postgresql-15)");
         }
@@ -91,7 +95,7 @@ impl PatroniCluster {
             .iter()
             .map(|(client, _)| format!("127.0.0.1:{client}"))
             .collect();
-        for n in 0..NODES {
+        for n in 0..nodes {
             let node = cluster.write_node(n, &etcd_clients)?;
             cluster.nodes.push(node);
         }
@@ -101,12 +105,14 @@ impl PatroniCluster {
         cluster.start_etcd(&etcd_ports)?;
         cluster.restart(0)?;
         cluster.wait_leader(0)?;
-        cluster.restart(1)?;
-        cluster.wait_sync_standby(1)?;
+        for n in 1..nodes {
+            cluster.restart(n)?;
+            cluster.wait_rejoined(n)?;
+        }
         Ok(cluster)
     }
 
-    /// A libpq URL naming both nodes for `user` (no password) on database `db`: it reaches
+    /// A libpq URL naming every node for `user` (no password) on database `db`: it reaches
     /// whichever node is the read-write primary.
     pub fn url(&self, user: &str, db: &str) -> String {
         let hosts: Vec<String> = self
@@ -132,16 +138,35 @@ impl PatroniCluster {
         })
     }
 
-    /// Wait until node `n` runs as the leader's synchronous standby.
-    pub fn wait_sync_standby(&self, n: usize) -> anyhow::Result<()> {
+    /// Wait until a node other than `dead` holds the leader lock; which one.
+    pub fn wait_new_leader(&self, dead: usize) -> anyhow::Result<usize> {
+        let others = || (0..self.nodes.len()).filter(|&n| n != dead);
+        self.wait_for("another node to lead", || {
+            others().any(|n| self.answers(n, "/leader"))
+        })?;
+        others()
+            .find(|&n| self.answers(n, "/leader"))
+            .context("the new leader lost the lock at once")
+    }
+
+    /// Wait until node `n` runs as a replica and some node is the leader's synchronous standby
+    /// (with two nodes, `n` itself).
+    pub fn wait_rejoined(&self, n: usize) -> anyhow::Result<()> {
         self.wait_for(
-            &format!("{} to be the synchronous standby", self.nodes[n].name),
-            || self.answers(n, "/sync"),
+            &format!(
+                "{} to replicate, and a synchronous standby",
+                self.nodes[n].name
+            ),
+            || {
+                self.answers(n, "/replica")
+                    && (0..self.nodes.len()).any(|m| self.answers(m, "/sync"))
+            },
         )
     }
 
     /// Whether node `n`'s REST API answers `GET path` with 200 (Patroni's health checks:
-    /// `/leader` on the node holding the leader lock, `/sync` on a synchronous standby).
+    /// `/leader` on the node holding the leader lock, `/replica` on a running replica, `/sync`
+    /// on a synchronous standby).
     fn answers(&self, n: usize, path: &str) -> bool {
         self.nodes[n].process.is_some()
             && get(self.nodes[n].api_port, path).is_ok_and(|(status, _)| status == 200)
@@ -440,7 +465,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_url_names_both_nodes_and_asks_for_the_primary() {
+    fn the_url_names_every_node_and_asks_for_the_primary() {
         let node = |n: u16| Node {
             name: format!("node{n}"),
             pg_port: 5000 + n,
@@ -454,11 +479,11 @@ mod tests {
             dir: tempfile::tempdir().expect("temp dir"),
             run_as: None,
             etcd: Vec::new(),
-            nodes: vec![node(0), node(1)],
+            nodes: vec![node(0), node(1), node(2)],
         };
         assert_eq!(
             cluster.url("h", "postgres"),
-            "postgres://h@127.0.0.1:5000,127.0.0.1:5001/postgres?target_session_attrs=read-write&sslmode=disable"
+            "postgres://h@127.0.0.1:5000,127.0.0.1:5001,127.0.0.1:5002/postgres?target_session_attrs=read-write&sslmode=disable"
         );
         let config = sessionlog_cluster::Config::parse(&cluster.url("h", "postgres"))
             .expect("the fleet parses a multi-host URL");

@@ -26,11 +26,12 @@ pub fn run(
     let mut progress = |cycle: u64, c: &CycleReport| {
         if !as_json {
             eprintln!(
-                "failover {}/{cycles}: node{} killed; standby promoted after {} ms, killed node \
-                 back as synchronous standby after {} ms, appends resumed after {} ms; {} \
-                 batches acknowledged so far",
+                "failover {}/{cycles}: node{} killed; node{} promoted after {} ms, killed node \
+                 replicating again (and a synchronous standby) after {} ms, appends resumed \
+                 after {} ms; {} batches acknowledged so far",
                 cycle + 1,
                 c.killed,
+                c.promoted_node,
                 ms(c.promoted),
                 ms(c.rejoined),
                 ms(c.outage),
@@ -57,6 +58,7 @@ pub fn run(
     if as_json {
         let o = Object::new()
             .with("cycles", report.cycles.len() as i64)
+            .with("nodes", opts.nodes as i64)
             .with("ackedBatches", report.acked_batches as i64)
             .with("lost", report.lost as i64)
             .with("duplicated", report.duplicated as i64)
@@ -83,11 +85,12 @@ pub fn run(
             .collect();
         writeln!(
             out,
-            "survived {} database failovers in {secs:.1} s: {} acknowledged batches, lost {}, \
-             duplicated {}, unknown outcomes acknowledged {}; outages (ms) [{}]; refusals: {} \
-             ({} of unknown outcome, appended again); {} sessions in PostgreSQL equal to the \
-             host's exports, verify clean",
+            "survived {} database failovers ({} Patroni nodes) in {secs:.1} s: {} acknowledged \
+             batches, lost {}, duplicated {}, unknown outcomes acknowledged {}; outages (ms) \
+             [{}]; refusals: {} ({} of unknown outcome, appended again); {} sessions in \
+             PostgreSQL equal to the host's exports, verify clean",
             report.cycles.len(),
+            opts.nodes,
             report.acked_batches,
             report.lost,
             report.duplicated,

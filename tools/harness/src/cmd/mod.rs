@@ -43,6 +43,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             cluster,
             commit_patience_ms,
+            nodes,
             worker,
             power_loss,
             lazyfs_build,
@@ -52,6 +53,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if cluster {
                 let opts = sessionlog_harness::failover::FailoverOptions {
                     cycles: cycles.unwrap_or(10),
+                    nodes: usize::try_from(nodes).unwrap_or(2),
                     threads: threads as u64,
                     sessions_per_thread,
                     events_per_session: events,

@@ -1,12 +1,13 @@
 //! The database-failover harness behind `sessionlog-harness stress --cluster` and the failover
 //! test: a fleet host appends generated DSH sessions from several threads to a PostgreSQL that
 //! Patroni keeps highly available ([`crate::patroni`]: a leader and a synchronous standby,
-//! `synchronous_mode_strict`), reaching it through a multi-host URL; meanwhile, cycle after
-//! cycle, the leader's node is killed (Patroni and PostgreSQL, SIGKILL), the standby promoted,
-//! the killed node restarted until it is the synchronous standby again.
+//! `synchronous_mode_strict`, optionally an asynchronous replica), reaching it through a
+//! multi-host URL; meanwhile, cycle after cycle, the leader's node is killed (Patroni and
+//! PostgreSQL, SIGKILL), the synchronous standby promoted, the killed node restarted until it
+//! replicates again and the leader has a synchronous standby.
 //!
-//! Each cycle measures, from the kill: the standby's promotion, the killed node's return as the
-//! synchronous standby, and the outage (the first acknowledgement of a batch first tried after
+//! Each cycle measures, from the kill: the standby's promotion, the killed node's return, and
+//! the outage (the first acknowledgement of a batch first tried after
 //! the kill). At the end, [`check`] compares PostgreSQL's rows with every acknowledgement, and
 //! the host's store with PostgreSQL and the feeds.
 
@@ -37,6 +38,10 @@ const OUTAGE_LIMIT: Duration = Duration::from_secs(180);
 pub struct FailoverOptions {
     /// Failovers. Default: 10.
     pub cycles: u64,
+    /// Patroni nodes: 2 (a leader and its synchronous standby) or 3 (and an asynchronous
+    /// replica, which becomes the synchronous standby when the old one is promoted, so writes
+    /// need not wait for the killed node). Default: 2.
+    pub nodes: usize,
     /// Writer threads on the host. Default: 4.
     pub threads: u64,
     /// Sessions each writer keeps open (one batch of each per group). Default: 4.
@@ -58,6 +63,7 @@ impl Default for FailoverOptions {
     fn default() -> Self {
         FailoverOptions {
             cycles: 10,
+            nodes: 2,
             threads: 4,
             sessions_per_thread: 4,
             events_per_session: 300,
@@ -71,11 +77,14 @@ impl Default for FailoverOptions {
 /// What one failover measured, from the kill of the leader's node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CycleReport {
-    /// The node killed (0 or 1).
+    /// The node killed.
     pub killed: usize,
-    /// Until the standby held the leader lock.
+    /// The node promoted.
+    pub promoted_node: usize,
+    /// Until the synchronous standby held the leader lock.
     pub promoted: Duration,
-    /// Until the killed node, restarted once the standby led, was the synchronous standby.
+    /// Until the killed node, restarted once the standby led, replicated again and the leader
+    /// had a synchronous standby (with two nodes, the killed one).
     pub rejoined: Duration,
     /// Until the first acknowledgement of a batch first tried after the kill.
     pub outage: Duration,
@@ -114,7 +123,7 @@ pub fn run(
     dir: &Path,
     progress: &mut dyn FnMut(u64, &CycleReport),
 ) -> anyhow::Result<FailoverReport> {
-    let mut cluster = PatroniCluster::start()?;
+    let mut cluster = PatroniCluster::start(opts.nodes)?;
     let admin = Config::parse(&cluster.url("postgres", "postgres"))?;
     let mut client = admin.connect("creating the fleet's schema")?;
     client.batch_execute(&format!("CREATE ROLE {ROLE} LOGIN"))?;
@@ -222,13 +231,12 @@ fn cycles(
         let killed = cluster
             .leader()
             .with_context(|| format!("cycle {cycle}: no node leads\n{}", cluster.logs()))?;
-        let survivor = 1 - killed;
         let kill = cluster.kill(killed)?;
         ledger.watch(kill);
-        cluster.wait_leader(survivor)?;
+        let promoted_node = cluster.wait_new_leader(killed)?;
         let promoted = kill.elapsed();
         cluster.restart(killed)?;
-        cluster.wait_sync_standby(killed)?;
+        cluster.wait_rejoined(killed)?;
         let rejoined = kill.elapsed();
         let resumed = loop {
             if let Some(at) = ledger.resumed() {
@@ -247,6 +255,7 @@ fn cycles(
         };
         let c = CycleReport {
             killed,
+            promoted_node,
             promoted,
             rejoined,
             outage: resumed.saturating_duration_since(kill),
