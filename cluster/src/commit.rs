@@ -252,7 +252,8 @@ impl FleetHook {
 
 /// `outcomes` of a call, with each batch refused as stale that PostgreSQL holds (same number,
 /// same bytes) reported committed (see the module docs). When PostgreSQL cannot be read back,
-/// the refusals stand: the batch is then not acknowledged, and appending it again settles it.
+/// those batches are refused as unavailable instead, their outcome unknown: appending them
+/// again settles it.
 fn settle_stale(pg: &mut Pg, rows: &[Row<'_>], outcomes: Outcomes, patience: Duration) -> Outcomes {
     let stale: Vec<&Row<'_>> = outcomes
         .iter()
@@ -269,7 +270,26 @@ fn settle_stale(pg: &mut Pg, rows: &[Row<'_>], outcomes: Outcomes, patience: Dur
             .filter(|(_, p)| *p)
             .map(|(r, _)| r.at)
             .collect(),
-        Err(_) => Vec::new(),
+        Err(e) => {
+            let unknown: Vec<usize> = stale.iter().map(|r| r.at).collect();
+            return outcomes
+                .into_iter()
+                .map(|(at, o)| match (unknown.contains(&at), o) {
+                    (true, Err(r)) => (
+                        at,
+                        Err(refusal(
+                            RefusalKind::Unavailable,
+                            format!(
+                                "{}; whether PostgreSQL holds this very batch could not be read \
+                                 back (outcome unknown: appending it again settles it): {e}",
+                                r.message
+                            ),
+                        )),
+                    ),
+                    (_, o) => (at, o),
+                })
+                .collect();
+        }
     };
     outcomes
         .into_iter()

@@ -3,9 +3,8 @@
 //! `synchronous_mode_strict` (a commit is acknowledged only once it is on the leader and its
 //! synchronous standby; with three nodes the third is an asynchronous replica that Patroni makes
 //! the synchronous standby when the old one is promoted) and `use_pg_rewind` (a killed leader
-//! rejoins as a standby), all on loopback ports in a temp dir,
-//! run as the `postgres` user under root (PostgreSQL refuses root), stopped and removed on drop.
-//! Never a system service.
+//! rejoins as a standby), all on loopback ports in a temp dir, run as the `postgres` user under
+//! root (PostgreSQL refuses root), stopped and removed on drop. Never a system service.
 //!
 //! A node's death is a machine's: [`PatroniCluster::kill`] SIGKILLs its Patroni and every process
 //! of its PostgreSQL at once. [`PatroniCluster::restart`] boots it again on its data directory.
