@@ -1,7 +1,8 @@
 //! The fleet on a real PostgreSQL (a throwaway cluster started here): two hosts' stores over one
 //! system of record. Sessions created and appended on one host are acquired by the other, which
 //! catches up byte for byte; the host taken over is fenced (its appends refused, PostgreSQL
-//! holding nothing of them); a host with an empty disk rebuilds every session; and a host's role
+//! holding nothing of them); a host with an empty disk rebuilds every session; a batch
+//! PostgreSQL already holds, appended again by its host, is acknowledged once; and a host's role
 //! can run the fenced functions and nothing else.
 //!
 //! Needs PostgreSQL 15's server binaries (Debian's `postgresql-15`, installed by `./x test`);
@@ -128,6 +129,72 @@ fn a_session_moves_between_hosts_and_the_host_taken_over_is_fenced() {
         );
     }
     for fleet in [&a, &b, &c] {
+        let report = fleet.store().verify(&[]).expect("verify");
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+}
+
+/// The batch rows PostgreSQL holds for session `id`.
+fn batch_rows(pg: &TempPostgres, id: &str) -> u64 {
+    pg.psql(&format!(
+        "SELECT count(*) FROM sessionlog.batches WHERE session_id = '{id}'"
+    ))
+    .expect("count")
+    .trim()
+    .parse()
+    .expect("a count")
+}
+
+#[test]
+fn a_batch_postgres_already_holds_appended_again_by_its_host_is_acknowledged_once() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let creating = |fleet: &Fleet, first: u64| {
+        fleet
+            .append_many(vec![AppendItem::new(
+                "s",
+                Some(0),
+                vec![prompt(first), prompt(first + 1)],
+            )
+            .creating(header("s"), SourceEncoding::Jsonl)])
+            .pop()
+            .expect("an outcome")
+    };
+    let first = join(&pg, dir.path(), "h");
+    creating(&first, 0).expect("created");
+    append(&first, "s", 2, 3).expect("appended");
+
+    // The same host, its store without those commits (as after a commit whose outcome stayed
+    // unknown and was refused as unavailable): PostgreSQL is ahead of it by batches it holds.
+    let config = Config::parse(&pg.url("host", "postgres")).expect("url");
+    let again = Fleet::open(dir.path().join("again"), config, FleetOptions::new("h"))
+        .expect("join the fleet");
+    creating(&again, 0).expect("the creation PostgreSQL holds is acknowledged");
+    append(&again, "s", 2, 3).expect("the batch PostgreSQL holds is acknowledged");
+    assert_eq!(batch_rows(&pg, "s"), 2, "nothing committed twice");
+    append(&again, "s", 5, 1).expect("and the session goes on");
+    assert_eq!(batch_rows(&pg, "s"), 3);
+    first.sync("s").expect("catch up");
+    assert_eq!(
+        exported(&again, "s", ExportFormat::Jsonl),
+        exported(&first, "s", ExportFormat::Jsonl)
+    );
+
+    // Other bytes where PostgreSQL holds a batch stay refused as stale, nothing written.
+    let config = Config::parse(&pg.url("host", "postgres")).expect("url");
+    let other = Fleet::open(dir.path().join("other"), config, FleetOptions::new("h"))
+        .expect("join the fleet");
+    let refused = creating(&other, 100).expect_err("other bytes");
+    assert!(
+        matches!(&refused, Error::Refused(r) if r.kind == RefusalKind::Stale),
+        "{refused}"
+    );
+    assert!(
+        other.store().summary("s").is_err(),
+        "nothing stored locally"
+    );
+    assert_eq!(batch_rows(&pg, "s"), 3);
+    for fleet in [&first, &again] {
         let report = fleet.store().verify(&[]).expect("verify");
         assert!(report.problems.is_empty(), "{:?}", report.problems);
     }

@@ -4,14 +4,16 @@
 //! next seq and batch, and each refused alone; only the accepted ones are then written locally.
 //!
 //! A commit whose outcome is unknown (the connection dropped before PostgreSQL answered) is read
-//! back from a new connection before anything is said: a batch PostgreSQL holds with the bytes'
-//! crc is committed; when none of the group is there, the call is made again (it changed
-//! nothing, since a transaction commits whole). A refusal as stale after such a retry is read
-//! back too, in case the first call's commit landed after the read.
+//! back from a new connection before anything is said: a batch PostgreSQL holds with the same
+//! bytes is committed; when none of the group is there, the call is made again (it changed
+//! nothing, since a transaction commits whole). A batch refused as stale is read back too: when
+//! PostgreSQL holds that very batch (same number, same bytes), an earlier call committed it
+//! (one whose outcome stayed unknown past the hook's patience and was reported unavailable, its
+//! batch then appended again; or this call's first try, whose commit landed after the read), so
+//! it is reported committed, once, and the local store catches up with it.
 //!
 //! Invariant: a batch is reported committed only when PostgreSQL said so, or holds it.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -21,15 +23,14 @@ use sessionlog_engine::{CommitHook, CommitRecord, Refusal, RefusalKind};
 use crate::ownership::{lease_seconds, Held, Holding};
 use crate::pg::{is_transient, Pg};
 
-/// How long the hook keeps trying PostgreSQL (reconnecting, reading back) before it reports a
-/// group unavailable: longer than a failover of the primary.
-const PATIENCE: Duration = Duration::from_secs(60);
-
 /// The fleet's commit hook.
 pub(crate) struct FleetHook {
     pub(crate) pg: Mutex<Pg>,
     pub(crate) host: String,
     pub(crate) lease: Duration,
+    /// How long a group keeps trying PostgreSQL before it is refused as unavailable
+    /// (`FleetOptions::commit_patience`).
+    pub(crate) patience: Duration,
     pub(crate) held: Arc<Held>,
 }
 
@@ -123,17 +124,14 @@ impl FleetHook {
             return Vec::new();
         }
         const DURING: &str = "committing a group of batches";
-        let deadline = Instant::now() + PATIENCE;
+        let deadline = Instant::now() + self.patience;
         // Whether an earlier call's outcome was unknown (it may have committed).
         let mut uncertain = false;
         loop {
             let failure = match pg.client(DURING) {
                 Err(e) => e.to_string(),
                 Ok(client) => match self.call(client, rows) {
-                    Ok(outcomes) if uncertain => {
-                        return self.settle_after_retry(pg, rows, outcomes)
-                    }
-                    Ok(outcomes) => return outcomes,
+                    Ok(outcomes) => return settle_stale(pg, rows, outcomes, self.patience),
                     // PostgreSQL refused the call for good (a privilege, a missing function).
                     Err(e) if e.code().is_some() && !is_transient(&e) => {
                         return unavailable(
@@ -153,7 +151,8 @@ impl FleetHook {
             };
             pg.reset();
             if uncertain {
-                if let Ok(present) = read_back(pg, rows) {
+                let all: Vec<&Row<'_>> = rows.iter().collect();
+                if let Ok(present) = read_back(pg, &all, self.patience) {
                     if present.iter().any(|&p| p) {
                         return rows
                             .iter()
@@ -177,34 +176,14 @@ impl FleetHook {
                     false => "not committed",
                     true => {
                         "outcome unknown: the connection dropped during the commit and PostgreSQL \
-                         could not be read back (appending the batch again commits it once, or is \
-                         refused as stale if it was committed)"
+                         could not be read back (appending the same batch again commits it once, or \
+                         reports it committed if it was)"
                     }
                 };
                 return unavailable(rows, outcome, &failure);
             }
             std::thread::sleep(Duration::from_millis(250));
         }
-    }
-
-    /// Outcomes of a call made again after an unknown outcome: a batch refused as stale may be
-    /// the first call's, committed after the read back.
-    fn settle_after_retry(&self, pg: &mut Pg, rows: &[Row<'_>], outcomes: Outcomes) -> Outcomes {
-        let present = read_back(pg, rows).unwrap_or_default();
-        let by_index: HashMap<usize, bool> = rows
-            .iter()
-            .zip(present.iter().chain(std::iter::repeat(&false)))
-            .map(|(r, &p)| (r.at, p))
-            .collect();
-        outcomes
-            .into_iter()
-            .map(|(at, o)| match o {
-                Err(r) if r.kind == RefusalKind::Stale && by_index.get(&at) == Some(&true) => {
-                    (at, Ok(()))
-                }
-                other => (at, other),
-            })
-            .collect()
     }
 
     /// One call of `sessionlog.append_batches` for `rows`.
@@ -271,31 +250,89 @@ impl FleetHook {
     }
 }
 
-/// Which of `rows` PostgreSQL holds, with the same bytes (by crc).
-fn read_back(pg: &mut Pg, rows: &[Row<'_>]) -> crate::error::Result<Vec<bool>> {
+/// `outcomes` of a call, with each batch refused as stale that PostgreSQL holds (same number,
+/// same bytes) reported committed (see the module docs). When PostgreSQL cannot be read back,
+/// those batches are refused as unavailable instead, their outcome unknown: appending them
+/// again settles it.
+fn settle_stale(pg: &mut Pg, rows: &[Row<'_>], outcomes: Outcomes, patience: Duration) -> Outcomes {
+    let stale: Vec<&Row<'_>> = outcomes
+        .iter()
+        .filter(|(_, o)| matches!(o, Err(r) if r.kind == RefusalKind::Stale))
+        .filter_map(|(at, _)| rows.iter().find(|r| r.at == *at))
+        .collect();
+    if stale.is_empty() {
+        return outcomes;
+    }
+    let held: Vec<usize> = match read_back(pg, &stale, patience) {
+        Ok(present) => stale
+            .iter()
+            .zip(present)
+            .filter(|(_, p)| *p)
+            .map(|(r, _)| r.at)
+            .collect(),
+        Err(e) => {
+            let unknown: Vec<usize> = stale.iter().map(|r| r.at).collect();
+            return outcomes
+                .into_iter()
+                .map(|(at, o)| match (unknown.contains(&at), o) {
+                    (true, Err(r)) => (
+                        at,
+                        Err(refusal(
+                            RefusalKind::Unavailable,
+                            format!(
+                                "{}; whether PostgreSQL holds this very batch could not be read \
+                                 back (outcome unknown: appending it again settles it): {e}",
+                                r.message
+                            ),
+                        )),
+                    ),
+                    (_, o) => (at, o),
+                })
+                .collect();
+        }
+    };
+    outcomes
+        .into_iter()
+        .map(|(at, o)| match held.contains(&at) {
+            true => (at, Ok(())),
+            false => (at, o),
+        })
+        .collect()
+}
+
+/// Which of `rows` PostgreSQL holds, as the same batch number with the same bytes (and, for a
+/// batch that creates its session, under the same header).
+fn read_back(
+    pg: &mut Pg,
+    rows: &[&Row<'_>],
+    patience: Duration,
+) -> crate::error::Result<Vec<bool>> {
     let roots: Vec<&str> = rows.iter().map(|r| r.root.as_str()).collect();
     let ids: Vec<&str> = rows.iter().map(|r| r.record.session.as_str()).collect();
     let batches: Vec<i64> = rows.iter().map(|r| as_i64(r.record.batch)).collect();
-    let found = pg.retrying("reading back a group of batches", PATIENCE, |client| {
+    let crcs: Vec<i64> = rows.iter().map(|r| r.crc).collect();
+    let bytes: Vec<&[u8]> = rows.iter().map(|r| r.record.bytes.as_slice()).collect();
+    let headers: Vec<Option<&[u8]>> = rows
+        .iter()
+        .map(|r| r.record.creates.as_ref().map(|c| c.header.as_slice()))
+        .collect();
+    let found = pg.retrying("reading back a group of batches", patience, |client| {
         client.query(
-            "SELECT b.session_id, b.batch, b.crc FROM sessionlog.batches b \
-             JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS t(root_id, id, batch) \
-               ON b.root_id = t.root_id AND b.session_id = t.id AND b.batch = t.batch",
-            &[&roots, &ids, &batches],
+            "SELECT t.i FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], \
+                                    $5::bytea[], $6::bytea[]) \
+                  WITH ORDINALITY AS t(root_id, id, batch, crc, bytes, header, i) \
+             JOIN sessionlog.batches b \
+               ON b.root_id = t.root_id AND b.session_id = t.id AND b.batch = t.batch \
+              AND b.crc = t.crc AND b.bytes = t.bytes \
+             JOIN sessionlog.sessions s \
+               ON s.root_id = t.root_id AND s.id = t.id \
+              AND (t.header IS NULL OR s.header = t.header)",
+            &[&roots, &ids, &batches, &crcs, &bytes, &headers],
         )
     })?;
-    let held: HashMap<(String, i64), i64> = found
-        .iter()
-        .map(|r| {
-            (
-                (r.get::<_, String>(0), r.get::<_, i64>(1)),
-                r.get::<_, i64>(2),
-            )
-        })
-        .collect();
-    Ok(rows
-        .iter()
-        .map(|r| held.get(&(r.record.session.clone(), as_i64(r.record.batch))) == Some(&r.crc))
+    let held: Vec<i64> = found.iter().map(|r| r.get(0)).collect();
+    Ok((1..=rows.len())
+        .map(|i| held.contains(&i64::try_from(i).unwrap_or(i64::MAX)))
         .collect())
 }
 

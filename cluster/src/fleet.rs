@@ -30,6 +30,10 @@ pub struct FleetOptions {
     /// How long an acquisition or renewal keeps a session from being taken over without
     /// force. Default: 30 s.
     pub lease: Duration,
+    /// How long a group commit keeps trying PostgreSQL (reconnecting, reading back a commit
+    /// whose outcome is unknown) before its batches are refused as unavailable; longer than a
+    /// failover of the primary, so that appends wait one out. Default: 60 s.
+    pub commit_patience: Duration,
     /// The local store's options. Its durability is `Buffered` whatever is given here:
     /// PostgreSQL holds durability. Default: `Options::default()`.
     pub store: Options,
@@ -41,6 +45,7 @@ impl FleetOptions {
         FleetOptions {
             host: host.into(),
             lease: Duration::from_secs(30),
+            commit_patience: Duration::from_secs(60),
             store: Options::default(),
         }
     }
@@ -110,6 +115,7 @@ impl Fleet {
             pg: Mutex::new(Pg::new(config)),
             host: options.host.clone(),
             lease: options.lease,
+            patience: options.commit_patience,
             held: Arc::clone(&held),
         });
         store.set_commit_hook(hook)?;

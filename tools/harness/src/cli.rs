@@ -48,10 +48,10 @@ pub enum Command {
     /// is there, seqs have no gap or duplicate, `verify` is clean and export matches the events.
     /// The store is `<dir>/db`.
     Stress {
-        /// Kill/reopen cycles.
-        #[arg(long, default_value_t = 200)]
-        cycles: u64,
-        /// Appending threads in the child.
+        /// Kill/reopen cycles (default 200); with `--cluster`, failovers (default 10).
+        #[arg(long)]
+        cycles: Option<u64>,
+        /// Appending threads in the child (with `--cluster`, on the fleet host).
         #[arg(long, default_value_t = 4)]
         threads: usize,
         /// Sessions each child thread keeps open at once.
@@ -77,6 +77,32 @@ pub enum Command {
         /// Print the totals as one JSON object.
         #[arg(long)]
         json: bool,
+        /// Fail the database over instead of killing the store: a fleet host appends to
+        /// PostgreSQL 15 kept available by Patroni (a leader and a synchronous standby,
+        /// `synchronous_mode_strict`) over a 3-member etcd, all started on loopback in a temp
+        /// dir as the `postgres` user and removed after (Debian's patroni, etcd-server and
+        /// postgresql-15; `./x` installs them). Each cycle kills the leader's node (Patroni and
+        /// PostgreSQL, SIGKILL), waits for the standby's promotion, restarts the killed node
+        /// until it is the synchronous standby again, and measures the outage: from the kill to
+        /// the first acknowledgement of a batch first tried after it. Batches refused as
+        /// unavailable are appended again. At the end every acknowledged batch must be in
+        /// PostgreSQL exactly once with its bytes, seqs contiguous, the host's exports equal
+        /// to PostgreSQL's bytes, `verify` clean. `--threads`, `--sessions-per-thread`,
+        /// `--events`, `--seed`, `--dir` (the host's store) and `--json` apply.
+        #[arg(long, conflicts_with_all = ["power_loss", "worker"])]
+        cluster: bool,
+        /// With `--cluster`: how long the host's group commit keeps trying PostgreSQL before it
+        /// refuses a batch as unavailable (the fleet's default is 60 s, longer than a
+        /// failover). Shorter than a failover, every failover refuses appends (some with their
+        /// commit outcome unknown) and the writers append the same batches again: the path
+        /// that must neither lose nor duplicate.
+        #[arg(long, value_name = "MS", default_value_t = 5000, requires = "cluster")]
+        commit_patience_ms: u64,
+        /// With `--cluster`: Patroni nodes, 2 (a leader and its synchronous standby: after a
+        /// failover no write is acknowledged until the killed node is back) or 3 (plus an
+        /// asynchronous replica, made the synchronous standby once the old one is promoted).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..=3), requires = "cluster")]
+        nodes: u64,
         /// Internal: run as the child worker on `<dir>` (the parent passes this).
         #[arg(long, hide = true)]
         worker: bool,

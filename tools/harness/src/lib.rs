@@ -12,6 +12,9 @@
 //! - [`power`]: the power-loss harness (LazyFS) behind `sessionlog-harness stress --power-loss`
 //!   and the power test.
 //! - [`postgres`]: throwaway PostgreSQL clusters for the fleet's tests and benchmarks.
+//! - [`patroni`]: a throwaway etcd + Patroni cluster (PostgreSQL with a synchronous standby)
+//!   for the database-failover harness.
+//! - [`failover`]: the database-failover harness behind `sessionlog-harness stress --cluster`.
 //! - [`process_tree`]: a process's descendants and the CPU time of a whole tree (a server's).
 //! - [`requirement`]: how a test whose requirement is missing fails under CI and says what it
 //!   skipped elsewhere.
@@ -20,8 +23,10 @@
 #![forbid(unsafe_code)]
 
 pub mod disk_cgroup;
+pub mod failover;
 pub mod gen;
 pub mod hosting;
+pub mod patroni;
 pub mod postgres;
 pub mod power;
 pub mod process_tree;

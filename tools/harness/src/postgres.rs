@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use anyhow::{bail, Context};
 
 /// Where PostgreSQL's server binaries are.
-fn bin_dir() -> PathBuf {
+pub(crate) fn bin_dir() -> PathBuf {
     std::env::var_os("SESSIONLOG_PG_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin"))
@@ -336,7 +336,7 @@ pub fn free_port() -> anyhow::Result<u16> {
 }
 
 /// Give `path` (recursively) to `user`, by `chown -R`.
-fn own(path: &Path, user: &str) -> anyhow::Result<()> {
+pub(crate) fn own(path: &Path, user: &str) -> anyhow::Result<()> {
     let status = Command::new("chown")
         .args(["-R", user])
         .arg(path)

@@ -316,6 +316,16 @@ pub(crate) fn check_against_feed(
     Ok(got)
 }
 
+/// `verify`'s findings on `store`, one line each (`verify: <session>: <detail>`).
+pub(crate) fn verify_problems(store: &Store) -> anyhow::Result<Vec<String>> {
+    Ok(store
+        .verify(&[])?
+        .problems
+        .into_iter()
+        .map(|p| format!("verify: {}: {}", p.session, p.detail))
+        .collect())
+}
+
 /// What one check of a reopened store covered.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CheckReport {
@@ -398,13 +408,7 @@ pub fn check(
             "{id}: acknowledged seqs up to {end} but the session is gone"
         ));
     }
-    let verify = store.verify(&[])?;
-    problems.extend(
-        verify
-            .problems
-            .into_iter()
-            .map(|p| format!("verify: {}: {}", p.session, p.detail)),
-    );
+    problems.extend(verify_problems(&store)?);
     if !problems.is_empty() {
         bail!("after a kill: {}", problems.join("; "));
     }

@@ -1,6 +1,7 @@
 //! One module per subcommand; `run` dispatches.
 
 mod bench;
+mod failover;
 mod gen;
 mod lineage;
 mod node_hosting;
@@ -11,6 +12,7 @@ mod s3_export;
 mod space;
 mod stress;
 mod takeover;
+mod work_dir;
 
 use std::process::ExitCode;
 
@@ -39,12 +41,29 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             seed,
             dir,
             json,
+            cluster,
+            commit_patience_ms,
+            nodes,
             worker,
             power_loss,
             lazyfs_build,
             power_worker,
             host,
         } => {
+            if cluster {
+                let opts = sessionlog_harness::failover::FailoverOptions {
+                    cycles: cycles.unwrap_or(10),
+                    nodes: usize::try_from(nodes).unwrap_or(2),
+                    threads: threads as u64,
+                    sessions_per_thread,
+                    events_per_session: events,
+                    seed,
+                    commit_patience: std::time::Duration::from_millis(commit_patience_ms),
+                    ..Default::default()
+                };
+                return failover::run(&opts, dir, json);
+            }
+            let cycles = cycles.unwrap_or(200);
             if let Some(spec) = power_worker {
                 return power::worker(&spec);
             }

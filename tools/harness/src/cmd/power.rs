@@ -15,26 +15,12 @@ use sessionlog_harness::power::worker::{self as power_worker, WorkerSpec};
 use sessionlog_harness::power::{durability_name, lazyfs, power_loop, PowerOptions};
 use sessionlog_tools_common::output::json_line;
 
+use super::work_dir::WorkDir;
+
 /// The child side.
 pub fn worker(spec: &str) -> anyhow::Result<ExitCode> {
     power_worker::run(&WorkerSpec::parse(spec)?)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// A run's working directory, and whether it is a temp one to remove after a successful run.
-struct WorkDir {
-    path: PathBuf,
-    remove_after: bool,
-}
-
-impl WorkDir {
-    /// What a failed run's error says of the directory.
-    fn kept(&self) -> String {
-        format!(
-            "power-loss run in {} (kept for inspection)",
-            self.path.display()
-        )
-    }
 }
 
 /// LazyFS's binary (built once) and the run's working directory: `dir`, else a temp dir.
@@ -48,27 +34,8 @@ fn prepare(
     // The checkout this binary was built from: LazyFS's build.sh is beside it.
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let binary = lazyfs::locate_or_build(&lazyfs::default_build_dir(), build_script, &checkout)?;
-    let (work, remove_after) = match dir {
-        Some(d) => (d, false),
-        None => (
-            std::env::temp_dir().join(format!("sessionlog-power-{}", std::process::id())),
-            true,
-        ),
-    };
-    if work.join("journal").exists() || work.join("lazyfs").exists() {
-        anyhow::bail!(
-            "{} holds an earlier run: remove it or pick another --dir",
-            work.display()
-        );
-    }
-    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    Ok((
-        binary,
-        WorkDir {
-            path: work,
-            remove_after,
-        },
-    ))
+    let work = WorkDir::create(dir, "power-loss", &["journal", "lazyfs"])?;
+    Ok((binary, work))
 }
 
 /// Power cuts under an outside host command (see `sessionlog_harness::power::host`).
@@ -233,9 +200,6 @@ fn finish(
     if failed {
         return Ok(ExitCode::FAILURE);
     }
-    if work.remove_after {
-        std::fs::remove_dir_all(&work.path)
-            .with_context(|| format!("removing {}", work.path.display()))?;
-    }
+    work.finish()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -11,6 +11,8 @@ use sessionlog_codec::json::Object;
 use sessionlog_harness::stress::{kill_loop, worker, StressOptions};
 use sessionlog_tools_common::output::json_line;
 
+use super::work_dir::WorkDir;
+
 pub fn run(
     opts: &StressOptions,
     cycles: u64,
@@ -24,20 +26,8 @@ pub fn run(
         worker(&dir.join("db"), &dir.join("acks.log"), opts)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let (work, remove_after) = match dir {
-        Some(d) => (d, false),
-        None => (
-            std::env::temp_dir().join(format!("sessionlog-stress-{}", std::process::id())),
-            true,
-        ),
-    };
-    if work.join("db").exists() {
-        anyhow::bail!(
-            "{} holds an earlier run's store: remove it or pick another --dir",
-            work.display()
-        );
-    }
-    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let work_dir = WorkDir::create(dir, "stress", &["db"])?;
+    let work = work_dir.path.clone();
     // /proc/self/exe still runs this binary if a rebuild replaces its file during the run.
     let exe = match std::path::Path::new("/proc/self/exe") {
         p if p.exists() => p.to_path_buf(),
@@ -78,7 +68,7 @@ pub fn run(
         }
     };
     let report = kill_loop(&work, cycles, max_kill_ms, opts, &mut spawn, &mut progress)
-        .with_context(|| format!("stress run in {} (kept for inspection)", work.display()))?;
+        .with_context(|| work_dir.kept())?;
     let secs = start.elapsed().as_secs_f64();
     let mut out = std::io::stdout().lock();
     if as_json {
@@ -105,8 +95,6 @@ pub fn run(
             report.stores
         )?;
     }
-    if remove_after {
-        std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
-    }
+    work_dir.finish()?;
     Ok(ExitCode::SUCCESS)
 }

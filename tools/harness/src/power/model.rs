@@ -216,13 +216,9 @@ impl Model {
                 ));
             }
         }
-        let verify = store.verify(&[])?;
-        report.problems.extend(
-            verify
-                .problems
-                .into_iter()
-                .map(|p| format!("verify: {}: {}", p.session, p.detail)),
-        );
+        report
+            .problems
+            .extend(crate::stress::verify_problems(&store)?);
         self.sessions = seen
             .into_iter()
             .filter(|(_, s)| *s != State::Absent)

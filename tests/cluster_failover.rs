@@ -1,0 +1,55 @@
+//! Database failover under load: a fleet host appends from several threads to PostgreSQL kept
+//! available by Patroni over a 3-member etcd (a leader and a synchronous standby,
+//! `synchronous_mode_strict`), while the leader's node is killed (Patroni and PostgreSQL,
+//! SIGKILL) twice; the killed node comes back as the standby each time. With a commit patience
+//! shorter than a failover, appends are refused as unavailable during each one and appended
+//! again. At the end every acknowledged batch is in PostgreSQL exactly once with its bytes, the
+//! host's exports equal PostgreSQL's bytes, and `verify` is clean.
+//!
+//! Needs Debian's patroni, etcd-server and postgresql-15 (installed by `./x test`); without them
+//! the test fails under CI (`CI` set) and elsewhere prints a `SKIPPED` line.
+
+use std::time::Duration;
+
+use sessionlog_harness::failover::{run, FailoverOptions};
+use sessionlog_harness::requirement::missing;
+
+#[test]
+fn acknowledged_batches_survive_failovers_of_the_database_exactly_once() {
+    if !sessionlog_harness::patroni::available() {
+        missing(
+            "patroni, etcd and PostgreSQL 15 (Debian's patroni, etcd-server, postgresql-15)",
+            "they are not installed",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let opts = FailoverOptions {
+        cycles: 2,
+        threads: 3,
+        sessions_per_thread: 3,
+        steady: Duration::from_secs(2),
+        ..FailoverOptions::default()
+    };
+    let report =
+        run(&opts, &dir.path().join("host"), &mut |_, _| {}).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(report.cycles.len(), 2);
+    assert!(
+        report.acked_batches > 0,
+        "nothing was acknowledged: nothing was tested"
+    );
+    assert_eq!(
+        (report.lost, report.duplicated, report.unknown_acked),
+        (0, 0, 0)
+    );
+    for cycle in &report.cycles {
+        assert!(
+            cycle.promoted <= cycle.outage && cycle.outage < Duration::from_secs(120),
+            "appends resumed before the standby was promoted, or never: {cycle:?}"
+        );
+    }
+    assert_ne!(
+        report.cycles[0].killed, report.cycles[1].killed,
+        "the second failover kills the node promoted by the first"
+    );
+}
