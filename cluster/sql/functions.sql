@@ -6,7 +6,9 @@
 
 -- Commit a group of session batches in one transaction: each is refused alone ('fenced',
 -- 'stale', 'missing', 'exists', 'deleted') or committed ('ok'). `headers[i]` is not null for a
--- batch that creates its session, which `host` then owns at epoch `epochs[i]`.
+-- batch that creates its session, which `host` then owns at epoch `epochs[i]`, under lineage
+-- root `roots[i]` (its own id, or a fork's parent's root); an id already in `lineage`, under any
+-- root, is refused as 'exists'.
 CREATE OR REPLACE FUNCTION sessionlog.append_batches(
     host text, lease_seconds integer,
     roots text[], ids text[], epochs bigint[], batches bigint[], first_seqs bigint[],
@@ -21,6 +23,15 @@ BEGIN
     FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
         idx := i;
         IF headers[i] IS NOT NULL THEN
+            -- An id is taken once across every root: its routing row is claimed first (a
+            -- concurrent creation of the same id waits on it, then finds it taken).
+            INSERT INTO lineage (id, root_id) VALUES (ids[i], roots[i])
+            ON CONFLICT (id) DO NOTHING;
+            IF NOT FOUND THEN
+                outcome := 'exists';
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
             -- A session created with no events has no batch yet: its next is batch 1.
             INSERT INTO sessions (root_id, id, version, zstd, header, verdict, next_seq,
                                   next_batch, owner, owner_epoch, lease_until)
@@ -30,12 +41,11 @@ BEGIN
                     host, epochs[i], now() + make_interval(secs => lease_seconds))
             ON CONFLICT DO NOTHING;
             IF NOT FOUND THEN
+                -- A row left unrouted: the routing just claimed is its own.
                 outcome := 'exists';
                 RETURN NEXT;
                 CONTINUE;
             END IF;
-            INSERT INTO lineage (id, root_id) VALUES (ids[i], roots[i])
-            ON CONFLICT (id) DO NOTHING;
         ELSE
             UPDATE sessions
                SET next_seq = first_seqs[i] + events[i],

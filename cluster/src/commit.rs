@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use postgres::Client;
 use sessionlog_engine::{CommitHook, CommitRecord, Refusal, RefusalKind};
 
-use crate::ownership::{lease_seconds, Held, Holding};
+use crate::ownership::{lease_seconds, Held, Holding, Roots};
 use crate::pg::{is_transient, Pg};
 
 /// How long the hook keeps trying PostgreSQL (reconnecting, reading back) before it reports a
@@ -31,6 +31,7 @@ pub(crate) struct FleetHook {
     pub(crate) host: String,
     pub(crate) lease: Duration,
     pub(crate) held: Arc<Held>,
+    pub(crate) roots: Arc<Roots>,
 }
 
 /// The outcome of each batch of a group, by its index in the group.
@@ -52,9 +53,13 @@ impl CommitHook for FleetHook {
         let mut rows = Vec::with_capacity(records.len());
         for (at, record) in records.iter().enumerate() {
             let holding = match &record.creates {
-                // A session created here is its own lineage root, held at the first epoch.
+                // A session created here is held at the first epoch, under its own lineage root
+                // or (a fork) its parent's.
                 Some(_) => Some(Holding {
-                    root: record.session.clone(),
+                    root: self
+                        .roots
+                        .get(&record.session)
+                        .unwrap_or_else(|| record.session.clone()),
                     epoch: 1,
                 }),
                 None => self.held.get(&record.session),

@@ -7,20 +7,20 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use sessionlog_engine::{AppendItem, AppendReceipt, Durability, Options, Store};
+use sessionlog_engine::{AppendItem, AppendReceipt, Durability, Options, RecordedChange, Store};
 
 use crate::catch_up::catch_up;
 use crate::commit::FleetHook;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::ownership::{self, Held, Holding};
+use crate::ownership::{self, Held, Holding, Roots};
 use crate::pg::Pg;
 use crate::schema;
 
 pub use crate::ownership::SessionRow;
 
 /// How long reads and control statements keep trying PostgreSQL.
-const PATIENCE: Duration = Duration::from_secs(60);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
 
 /// How a host joins the fleet.
 #[derive(Clone, Debug)]
@@ -74,10 +74,11 @@ impl Drop for LeaseKeeper {
 
 /// One host of the fleet (see the module docs).
 pub struct Fleet {
-    store: Arc<Store>,
+    pub(crate) store: Arc<Store>,
     /// The connection for acquisitions, catch-up and listings (the hook has its own).
     control: Mutex<Pg>,
     held: Arc<Held>,
+    pub(crate) roots: Arc<Roots>,
     options: FleetOptions,
 }
 
@@ -106,17 +107,20 @@ impl Fleet {
             },
         )?;
         let held = Arc::new(Held::default());
+        let roots = Arc::new(Roots::default());
         let hook = Arc::new(FleetHook {
             pg: Mutex::new(Pg::new(config)),
             host: options.host.clone(),
             lease: options.lease,
             held: Arc::clone(&held),
+            roots: Arc::clone(&roots),
         });
         store.set_commit_hook(hook)?;
         Ok(Fleet {
             store: Arc::new(store),
             control: Mutex::new(control),
             held,
+            roots,
             options,
         })
     }
@@ -302,10 +306,10 @@ impl Fleet {
             self.held.remove(id);
             return Err(Error::NotHeld(id.to_owned()));
         }
-        match deleted {
-            true => self.store.delete(id)?,
-            false => self.store.undelete(id)?,
-        }
+        self.store.apply_recorded(&match deleted {
+            true => RecordedChange::Deleted(id.to_owned()),
+            false => RecordedChange::Undeleted(id.to_owned()),
+        })?;
         Ok(())
     }
 
@@ -317,22 +321,16 @@ impl Fleet {
             c.query("SELECT id FROM sessionlog.purge($1)", &[&seconds])
         })?;
         let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
-        let mut local = false;
         for id in &ids {
             self.held.remove(id);
-            if self.store.summary(id).is_ok() {
-                self.store.delete(id)?;
-                local = true;
-            }
         }
-        if local {
-            self.store.purge(0, false)?;
-        }
+        self.store
+            .apply_recorded(&RecordedChange::Purged(ids.clone()))?;
         Ok(ids)
     }
 
     /// The control connection.
-    fn control(&self) -> std::sync::MutexGuard<'_, Pg> {
+    pub(crate) fn control(&self) -> std::sync::MutexGuard<'_, Pg> {
         self.control.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

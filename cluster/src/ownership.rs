@@ -61,6 +61,39 @@ impl Held {
     }
 }
 
+/// The lineage roots of sessions this host is creating under another session's root (forks,
+/// which stay on their parent's shard), by id, from before their creating batch is committed
+/// until after. A session created with no root here is its own root.
+#[derive(Debug, Default)]
+pub(crate) struct Roots(RwLock<HashMap<String, String>>);
+
+impl Roots {
+    /// The root session `id` is being created under, if not its own.
+    pub(crate) fn get(&self, id: &str) -> Option<String> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned()
+    }
+
+    /// Create session `id` under `root`, until [`Roots::remove`].
+    pub(crate) fn insert(&self, id: &str, root: &str) {
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.to_owned(), root.to_owned());
+    }
+
+    /// Session `id` is created (or refused).
+    pub(crate) fn remove(&self, id: &str) {
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+    }
+}
+
 /// A session's row in PostgreSQL, as an acquisition returns it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionRow {

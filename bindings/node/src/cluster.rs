@@ -5,7 +5,8 @@
 //! background while the store is open, and given up when it closes.
 //!
 //! Invariant: in cluster mode, every write reaches PostgreSQL; the writes the fleet does not
-//! carry (import, fork, repair) are refused here rather than made to the local store alone.
+//! carry (import, repair, archive) are refused here rather than made to the local store alone,
+//! and a fork goes through the fleet (its file committed to PostgreSQL).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,6 +77,19 @@ pub fn local_only(opened: &Opened, what: &str, job: impl FnOnce() -> Reply) -> R
             ),
         ),
         None => job(),
+    }
+}
+
+/// Fork `source` after seq `at` (default: its end) into `new_id`: through the fleet in cluster
+/// mode (the child, which this host then holds, committed to PostgreSQL as DSH's fork file),
+/// else in the store (sharing the parent's prefix).
+pub fn fork(opened: &Opened, source: &str, at: Option<u64>, new_id: &str) -> Reply {
+    match &opened.host {
+        Some(host) => match host.fleet().fork(source, at, new_id) {
+            Ok(report) => ops::fork_json(report),
+            Err(e) => failure(e),
+        },
+        None => crate::reply::reply(opened.store.fork(source, at, new_id), ops::fork_json),
     }
 }
 

@@ -1,0 +1,329 @@
+//! Fork and import in the fleet, on a real PostgreSQL (a throwaway cluster started here). A fork
+//! made on one host is DSH's fork file (the embedded store's fork, header time aside) on every
+//! host, an empty disk included; forking a session another host owns only reads it; a refused
+//! fork or import writes nothing in PostgreSQL; an imported DSH file comes back byte for byte
+//! from another host. V0 and V4, `.jsonl` and `.jsonl.zstd`.
+//!
+//! Needs PostgreSQL 15's server binaries, as `cluster.rs` does.
+
+use std::path::Path;
+
+use sessionlog::engine::{Error, ExportFormat, ImportOptions, Options, Store};
+use sessionlog_cluster::{Config, Fleet, FleetOptions};
+use sessionlog_harness::gen::{host_options, session_feed, GenOptions, LogFormat};
+use sessionlog_harness::postgres::TempPostgres;
+
+use crate::cluster::fleet_database;
+use crate::fixtures::{all_events, export_as, temp_host_store};
+
+fn join(pg: &TempPostgres, dir: &Path, host: &str) -> Fleet {
+    let config = Config::parse(&pg.url("host", "postgres")).expect("url");
+    let options = FleetOptions {
+        store: host_options(Options::default()),
+        ..FleetOptions::new(host)
+    };
+    Fleet::open(dir.join(host), config, options).expect("join the fleet")
+}
+
+fn exported(fleet: &Fleet, id: &str, format: ExportFormat) -> Vec<u8> {
+    export_as(fleet.store(), id, Some(format))
+}
+
+/// Land `bytes` (a `.jsonl` or `.jsonl.zstd` file) in the embedded store `store`.
+fn land(store: &Store, bytes: &[u8]) -> String {
+    let options = ImportOptions::default();
+    let report = match bytes.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        true => store.import_zstd("parent", bytes, &options),
+        false => store.import_jsonl("parent", bytes, &options, &mut |_| {}),
+    };
+    report.expect("import into the embedded store").id
+}
+
+/// `file`'s `createdAt` (the fork's time, also the time of a V0 end-seed) as text.
+fn created_at(file: &[u8]) -> String {
+    let text = String::from_utf8_lossy(file);
+    let at = text.find("\"createdAt\":").expect("a createdAt") + "\"createdAt\":".len();
+    text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect()
+}
+
+/// `reference` (the embedded store's fork file) with the fork time `fleet`'s file carries.
+fn at_fleet_time(reference: &[u8], fleet: &[u8]) -> Vec<u8> {
+    String::from_utf8_lossy(reference)
+        .replace(&created_at(reference), &created_at(fleet))
+        .into_bytes()
+}
+
+/// Rows and batches PostgreSQL holds.
+fn counts(pg: &TempPostgres) -> String {
+    pg.psql(
+        "SELECT (SELECT count(*) FROM sessionlog.sessions) || '/' || \
+         (SELECT count(*) FROM sessionlog.batches) || '/' || \
+         (SELECT count(*) FROM sessionlog.lineage)",
+    )
+    .expect("counts")
+}
+
+fn root_of(pg: &TempPostgres, id: &str) -> String {
+    pg.psql(&format!(
+        "SELECT root_id FROM sessionlog.sessions WHERE id = '{id}'"
+    ))
+    .expect("root")
+    .trim()
+    .to_owned()
+}
+
+fn fork_code(e: &sessionlog_cluster::Error) -> Option<&'static str> {
+    match e {
+        sessionlog_cluster::Error::Store(Error::Fork { code, .. }) => Some(code),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_fork_in_the_fleet_is_dsh_s_fork_file_on_every_host() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (a, b) = (
+        join(&pg, dir.path(), "host-a"),
+        join(&pg, dir.path(), "host-b"),
+    );
+    let opts = GenOptions {
+        sessions: 1,
+        events_per_session: 400,
+        seed: 52,
+        torn_fraction: 0.0,
+    };
+    let mut n = 0;
+    for format in [LogFormat::V0, LogFormat::V4] {
+        for zstd in [false, true] {
+            n += 1;
+            let (_t, reference) = temp_host_store();
+            let feed = session_feed(n, &opts, format);
+            let jsonl = feed.dsh_bytes();
+            let parent = land(&reference, &jsonl);
+            let file = match zstd {
+                false => jsonl,
+                true => export_as(&reference, &parent, Some(ExportFormat::JsonlZstd)),
+            };
+            // The parent is host-b's; host-a forks it, reading it only.
+            b.import("parent", &file)
+                .expect("import the parent on host-b");
+            let before = pg
+                .psql(&format!(
+                    "SELECT owner, owner_epoch, next_seq, next_batch FROM sessionlog.sessions \
+                     WHERE id = '{parent}'"
+                ))
+                .expect("parent row");
+            let events = all_events(&reference, &parent);
+            let middle = events
+                .iter()
+                .position(|e| {
+                    e.as_object()
+                        .and_then(|o| o.get("type"))
+                        .and_then(|t| t.as_str())
+                        == Some("turn/end")
+                })
+                .expect("a turn/end") as u64;
+            // V4 also inside a turn (the `forked` closers); V0 refuses that (`OPEN_TURN`).
+            let inside = match format {
+                LogFormat::V0 => None,
+                LogFormat::V4 => Some(middle - 2),
+            };
+            for (k, boundary) in [None, Some(middle), inside].into_iter().enumerate() {
+                let child = format!("{parent}-child-{k}");
+                let report = a
+                    .fork(&parent, boundary, &child)
+                    .expect("fork in the fleet");
+                let embedded = reference
+                    .fork(&parent, boundary, &child)
+                    .expect("embedded fork");
+                assert_eq!(report, embedded, "{child}");
+                if k == 2 && format == LogFormat::V4 {
+                    assert!(report.closers > 0, "{child}: forked inside a turn");
+                }
+                let on_a = exported(&a, &child, ExportFormat::Jsonl);
+                let dsh = export_as(&reference, &child, Some(ExportFormat::Jsonl));
+                assert_eq!(on_a, at_fleet_time(&dsh, &on_a), "{child}: DSH's fork file");
+                assert!(a.holds(&child), "{child}: the forking host holds the child");
+                assert_eq!(
+                    root_of(&pg, &child),
+                    root_of(&pg, &parent),
+                    "{child}: one shard"
+                );
+            }
+            let after = pg
+                .psql(&format!(
+                    "SELECT owner, owner_epoch, next_seq, next_batch FROM sessionlog.sessions \
+                     WHERE id = '{parent}'"
+                ))
+                .expect("parent row");
+            assert_eq!(before, after, "the parent is not written by a fork");
+
+            // A fork of a fork stays on the tree's root.
+            let grandchild = format!("{parent}-grandchild");
+            a.fork(&format!("{parent}-child-1"), None, &grandchild)
+                .expect("a fork of a fork");
+            assert_eq!(root_of(&pg, &grandchild), root_of(&pg, &parent));
+
+            // An empty disk takes the children over and exports the same bytes.
+            let c = join(&pg, dir.path(), &format!("host-c{n}"));
+            for child in (0..3)
+                .map(|k| format!("{parent}-child-{k}"))
+                .filter(|child| a.holds(child))
+                .chain([grandchild.clone()])
+            {
+                c.acquire(&child, true).expect("taken over");
+                for format in [ExportFormat::Jsonl, ExportFormat::JsonlZstd] {
+                    assert_eq!(
+                        exported(&c, &child, format),
+                        exported(&a, &child, format),
+                        "{child}"
+                    );
+                }
+            }
+            for fleet in [&a, &b, &c] {
+                let report = fleet.store().verify(&[]).expect("verify");
+                assert!(report.problems.is_empty(), "{:?}", report.problems);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_refused_fork_writes_nothing_in_postgresql() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (a, b) = (
+        join(&pg, dir.path(), "host-a"),
+        join(&pg, dir.path(), "host-b"),
+    );
+    for (format, parent) in [(LogFormat::V0, "v0"), (LogFormat::V4, "v4")] {
+        let opts = GenOptions {
+            sessions: 1,
+            events_per_session: 200,
+            seed: 7,
+            torn_fraction: 0.0,
+        };
+        let feed = session_feed(1, &opts, format);
+        let file = feed.dsh_bytes();
+        let text = String::from_utf8_lossy(&file).replacen(&feed.id, parent, 1);
+        a.import(parent, text.as_bytes()).expect("import");
+    }
+    // An id host-a's store never saw, taken on host-b.
+    b.fork("v0", None, "taken").expect("fork on host-b");
+    let events = a.store().summary("v4").expect("summary").events;
+    let before = counts(&pg);
+    for (parent, boundary, new_id, code) in [
+        ("v0", Some(1_000_000), "x", "INVALID_BOUNDARY"),
+        ("v4", Some(events), "x", "INVALID_BOUNDARY"),
+        ("v4", None, "taken", "SESSION_ALREADY_EXISTS"),
+        ("v0", None, "v4", "SESSION_ALREADY_EXISTS"),
+        ("nobody", None, "x", "SESSION_NOT_FOUND"),
+    ] {
+        let e = a.fork(parent, boundary, new_id).expect_err("refused");
+        assert_eq!(fork_code(&e), Some(code), "{parent} → {new_id}: {e}");
+        assert_eq!(counts(&pg), before, "{parent} → {new_id}: nothing written");
+    }
+    assert!(!a.holds("x") && !a.holds("taken"));
+}
+
+#[test]
+fn an_imported_file_comes_back_byte_for_byte_from_another_host() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (a, b) = (
+        join(&pg, dir.path(), "host-a"),
+        join(&pg, dir.path(), "host-b"),
+    );
+    let fixtures = Path::new("../shared/fixtures");
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    for (sub, suffix) in [
+        ("dsh", "__session.jsonl"),
+        ("dsh-zstd", ".perturn.jsonl.zstd"),
+        ("dsh-zstd", ".single.jsonl.zstd"),
+        ("dsh-later", ".v4.jsonl"),
+    ] {
+        let mut found: Vec<_> = std::fs::read_dir(fixtures.join(sub))
+            .expect("fixtures")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.to_string_lossy().ends_with(suffix))
+            .collect();
+        found.sort();
+        files.extend(found.into_iter().take(2));
+    }
+    assert!(files.len() >= 7, "{files:?}");
+    let mut ids = std::collections::HashSet::new();
+    for path in &files {
+        let bytes = std::fs::read(path).expect("read");
+        let name = path.display().to_string();
+        let imported = match a.import(&name, &bytes) {
+            Ok(i) => i,
+            // Fixtures of one session in both encodings: the second is refused as existing.
+            Err(e) if !ids.insert(name.clone()) => panic!("{name}: {e}"),
+            Err(e) => {
+                assert!(e.to_string().contains("already exists"), "{name}: {e}");
+                continue;
+            }
+        };
+        if !ids.insert(imported.id.clone()) {
+            continue;
+        }
+        b.acquire(&imported.id, true).expect("taken over");
+        let kept = match name.ends_with(".zstd") {
+            true => ExportFormat::JsonlZstd,
+            false => ExportFormat::Jsonl,
+        };
+        assert_eq!(exported(&b, &imported.id, kept), bytes, "{name}");
+        assert_eq!(exported(&a, &imported.id, kept), bytes, "{name}");
+    }
+
+    // Refused whole: a torn file, and an id the fleet holds; nothing written.
+    let before = counts(&pg);
+    let torn =
+        std::fs::read(fixtures.join(
+            "dsh-zstd/apps__web__tests__snapshots__cordis-tool-round__session.torn.jsonl.zstd",
+        ))
+        .expect("torn fixture");
+    let e = a.import("torn", &torn).expect_err("a torn frame");
+    assert!(e.to_string().contains("torn"), "{e}");
+    let whole = std::fs::read(&files[0]).expect("read");
+    let e = a
+        .import("cut", &whole[..whole.len() - 2])
+        .expect_err("a torn line");
+    assert!(e.to_string().contains("torn tail"), "{e}");
+    let e = b.import("again", &whole).expect_err("exists");
+    assert!(e.to_string().contains("already exists"), "{e}");
+    assert_eq!(counts(&pg), before);
+}
+
+#[test]
+fn an_id_is_created_once_across_lineage_roots() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    a.import("s", crate::cluster::header("s").as_bytes())
+        .expect_err("no newline after the header");
+    a.import("s", format!("{}\n", crate::cluster::header("s")).as_bytes())
+        .expect("an empty session");
+    let mut host = postgres::Client::connect(&pg.url("host", "postgres"), postgres::NoTls)
+        .expect("connect as the host role");
+    let row = host
+        .query_one(
+            "SELECT outcome FROM sessionlog.append_batches('host-b', 30, ARRAY['another-root'], \
+             ARRAY['s'], ARRAY[1]::bigint[], ARRAY[1]::bigint[], ARRAY[0]::bigint[], \
+             ARRAY[0]::bigint[], ARRAY[''::bytea], ARRAY[0]::bigint[], ARRAY['clean'], \
+             ARRAY['h'::bytea], ARRAY[false], ARRAY[0])",
+            &[],
+        )
+        .expect("append_batches");
+    assert_eq!(row.get::<_, String>(0), "exists");
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM sessionlog.sessions WHERE id = 's'")
+            .expect("count")
+            .trim(),
+        "1"
+    );
+}
