@@ -148,6 +148,14 @@ fn a_fork_in_the_fleet_is_dsh_s_fork_file_on_every_host() {
                 let dsh = export_as(&reference, &child, Some(ExportFormat::Jsonl));
                 assert_eq!(on_a, at_fleet_time(&dsh, &on_a), "{child}: DSH's fork file");
                 assert!(a.holds(&child), "{child}: the forking host holds the child");
+                let row = a
+                    .sessions()
+                    .expect("listing")
+                    .into_iter()
+                    .find(|r| r.id == child)
+                    .expect("the child's row");
+                assert_eq!(row.parent.as_deref(), Some(parent.as_str()), "{child}");
+                assert_eq!(row.seed, Some(report.seed as i64), "{child}");
                 assert_eq!(
                     root_of(&pg, &child),
                     root_of(&pg, &parent),
@@ -175,7 +183,11 @@ fn a_fork_in_the_fleet_is_dsh_s_fork_file_on_every_host() {
                 .filter(|child| a.holds(child))
                 .chain([grandchild.clone()])
             {
-                c.acquire(&child, true).expect("taken over");
+                let taken = c.acquire(&child, true).expect("taken over");
+                assert!(
+                    taken.row.parent.is_some(),
+                    "{child}: the parent, as acquired"
+                );
                 for format in [ExportFormat::Jsonl, ExportFormat::JsonlZstd] {
                     assert_eq!(
                         exported(&c, &child, format),
@@ -315,7 +327,8 @@ fn an_id_is_created_once_across_lineage_roots() {
             "SELECT outcome FROM sessionlog.append_batches('host-b', 30, ARRAY['another-root'], \
              ARRAY['s'], ARRAY[1]::bigint[], ARRAY[1]::bigint[], ARRAY[0]::bigint[], \
              ARRAY[0]::bigint[], ARRAY[''::bytea], ARRAY[0]::bigint[], ARRAY['clean'], \
-             ARRAY['h'::bytea], ARRAY[false], ARRAY[0])",
+             ARRAY['h'::bytea], ARRAY[false], ARRAY[0], ARRAY[NULL]::text[], \
+             ARRAY[NULL]::bigint[])",
             &[],
         )
         .expect("append_batches");
@@ -326,4 +339,90 @@ fn an_id_is_created_once_across_lineage_roots() {
             .trim(),
         "1"
     );
+}
+
+#[test]
+fn cluster_init_upgrades_a_version_1_schema_and_a_host_refuses_another_version() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Version 1's shape: no fork columns.
+    pg.psql(
+        "ALTER TABLE sessionlog.sessions DROP COLUMN parent_id, DROP COLUMN seed; \
+         UPDATE sessionlog.schema_version SET version = 1",
+    )
+    .expect("a version-1 schema");
+    let config = Config::parse(&pg.url("host", "postgres")).expect("url");
+    let e = Fleet::open(dir.path().join("h"), config, FleetOptions::new("h"))
+        .expect_err("another version");
+    assert!(
+        e.to_string()
+            .contains("is version 1; this build uses version 2; run `sessionlog cluster init`"),
+        "{e}"
+    );
+    let mut admin = postgres::Client::connect(&pg.url("postgres", "postgres"), postgres::NoTls)
+        .expect("connect as the superuser");
+    sessionlog_cluster::schema::init(&mut admin, &["host".to_owned()]).expect("upgraded");
+    let a = join(&pg, dir.path(), "host-a");
+    a.import("p", format!("{}\n", crate::cluster::header("p")).as_bytes())
+        .expect("a session");
+    a.fork("p", None, "q")
+        .expect("a fork on the upgraded schema");
+    let rows = a.sessions().expect("listing");
+    let q = rows.iter().find(|r| r.id == "q").expect("q");
+    assert_eq!((q.parent.as_deref(), q.seed), (Some("p"), Some(0)));
+}
+
+#[test]
+fn the_cli_forks_and_imports_in_the_fleet() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = pg.url("host", "postgres");
+    let run = |host: &str, args: &[&str]| {
+        let out = std::process::Command::new(crate::objects::cli())
+            .arg("--db")
+            .arg(dir.path().join(host))
+            .args(["--cluster", &url, "--host", host])
+            .args(args)
+            .output()
+            .expect("run sessionlog");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let opts = GenOptions {
+        sessions: 1,
+        events_per_session: 300,
+        seed: 3,
+        torn_fraction: 0.0,
+    };
+    let bytes = session_feed(0, &opts, LogFormat::V0).dsh_bytes();
+    let file = dir.path().join("parent.jsonl");
+    std::fs::write(&file, &bytes).expect("write");
+    let path = file.to_str().expect("a UTF-8 path");
+    let (ok, out, err) = run("h1", &["import", path]);
+    assert!(ok && out.contains("imported"), "{out}{err}");
+    let id = out
+        .split_whitespace()
+        .nth(1)
+        .expect("the imported id")
+        .to_owned();
+    let (ok, out, err) = run("h1", &["fork", &id, "cli-child"]);
+    assert!(ok && out.contains("forked"), "{out}{err}");
+    // Another host, an empty disk: the same bytes.
+    let exported = dir.path().join("out.jsonl");
+    let (ok, out, err) = run(
+        "h2",
+        &["export", &id, "-o", exported.to_str().expect("UTF-8")],
+    );
+    assert!(ok, "{out}{err}");
+    assert_eq!(std::fs::read(&exported).expect("exported"), bytes);
+    let (ok, out, err) = run("h2", &["export", "cli-child"]);
+    assert!(ok && out.contains("\"parentSession\""), "{out}{err}");
+    // Refused: the same file again, and a write the fleet does not carry.
+    let (ok, _, err) = run("h2", &["import", path]);
+    assert!(!ok && err.contains("already exists"), "{err}");
+    let (ok, _, err) = run("h2", &["repair", &id]);
+    assert!(!ok && err.contains("not available with --cluster"), "{err}");
 }

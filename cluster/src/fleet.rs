@@ -13,7 +13,7 @@ use crate::catch_up::catch_up;
 use crate::commit::FleetHook;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::ownership::{self, Held, Holding, Roots};
+use crate::ownership::{self, Forks, Held, Holding};
 use crate::pg::Pg;
 use crate::schema;
 
@@ -78,7 +78,7 @@ pub struct Fleet {
     /// The connection for acquisitions, catch-up and listings (the hook has its own).
     control: Mutex<Pg>,
     held: Arc<Held>,
-    pub(crate) roots: Arc<Roots>,
+    pub(crate) forks: Arc<Forks>,
     options: FleetOptions,
 }
 
@@ -107,20 +107,20 @@ impl Fleet {
             },
         )?;
         let held = Arc::new(Held::default());
-        let roots = Arc::new(Roots::default());
+        let forks = Arc::new(Forks::default());
         let hook = Arc::new(FleetHook {
             pg: Mutex::new(Pg::new(config)),
             host: options.host.clone(),
             lease: options.lease,
             held: Arc::clone(&held),
-            roots: Arc::clone(&roots),
+            forks: Arc::clone(&forks),
         });
         store.set_commit_hook(hook)?;
         Ok(Fleet {
             store: Arc::new(store),
             control: Mutex::new(control),
             held,
-            roots,
+            forks,
             options,
         })
     }
@@ -268,7 +268,8 @@ impl Fleet {
         let rows = self.control().retrying("listing sessions", PATIENCE, |c| {
             c.query(
                 "SELECT id, root_id, owner, owner_epoch, next_seq, next_batch, version, zstd, \
-                 header, verdict, deleted_at IS NOT NULL FROM sessionlog.sessions ORDER BY id",
+                 header, verdict, deleted_at IS NOT NULL, parent_id, seed \
+                 FROM sessionlog.sessions ORDER BY id",
                 &[],
             )
         })?;

@@ -14,7 +14,7 @@ use sessionlog_engine::{AppendItem, ForkReport, SourceEncoding};
 use crate::catch_up::catch_up;
 use crate::error::{Error, Result};
 use crate::fleet::{Fleet, PATIENCE};
-use crate::ownership;
+use crate::ownership::{self, Fork};
 
 impl Fleet {
     /// Fork session `parent` after event `boundary` (default: its last event) into a new
@@ -51,9 +51,14 @@ impl Fleet {
         let file = self.store.fork_file(parent, boundary, new_id)?;
         let item = AppendItem::written_bytes(new_id, Some(0), file.seed_batch)
             .creating(file.header_line, SourceEncoding::Jsonl);
-        self.roots.insert(new_id, &row.root);
+        let fork = Fork {
+            root: row.root.clone(),
+            parent: parent.to_owned(),
+            seed: i64::try_from(file.report.seed).unwrap_or(i64::MAX),
+        };
+        self.forks.insert(new_id, fork);
         let created = self.store.append_many(vec![item]).pop();
-        self.roots.remove(new_id);
+        self.forks.remove(new_id);
         created.unwrap_or_else(|| {
             Err(sessionlog_engine::Error::Internal(
                 "a fork's creation gave no outcome".into(),

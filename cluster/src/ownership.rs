@@ -61,15 +61,25 @@ impl Held {
     }
 }
 
-/// The lineage roots of sessions this host is creating under another session's root (forks,
-/// which stay on their parent's shard), by id, from before their creating batch is committed
-/// until after. A session created with no root here is its own root.
-#[derive(Debug, Default)]
-pub(crate) struct Roots(RwLock<HashMap<String, String>>);
+/// A fork this host is creating: where its row goes and what it records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Fork {
+    /// The parent's lineage root, which the child shares (one shard per fork tree).
+    pub(crate) root: String,
+    /// The parent's id.
+    pub(crate) parent: String,
+    /// The events the child inherits.
+    pub(crate) seed: i64,
+}
 
-impl Roots {
-    /// The root session `id` is being created under, if not its own.
-    pub(crate) fn get(&self, id: &str) -> Option<String> {
+/// The forks this host is creating, by child id, from before their creating batch is committed
+/// until after. A session created with no entry here is no fork, and its own lineage root.
+#[derive(Debug, Default)]
+pub(crate) struct Forks(RwLock<HashMap<String, Fork>>);
+
+impl Forks {
+    /// The fork session `id` is being created as, if it is one.
+    pub(crate) fn get(&self, id: &str) -> Option<Fork> {
         self.0
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -77,12 +87,12 @@ impl Roots {
             .cloned()
     }
 
-    /// Create session `id` under `root`, until [`Roots::remove`].
-    pub(crate) fn insert(&self, id: &str, root: &str) {
+    /// Create session `id` as `fork`, until [`Forks::remove`].
+    pub(crate) fn insert(&self, id: &str, fork: Fork) {
         self.0
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.to_owned(), root.to_owned());
+            .insert(id.to_owned(), fork);
     }
 
     /// Session `id` is created (or refused).
@@ -119,6 +129,10 @@ pub struct SessionRow {
     pub verdict: String,
     /// Whether it is deleted.
     pub deleted: bool,
+    /// The session it was forked from, if it is a fork.
+    pub parent: Option<String>,
+    /// The events it inherited from its parent, if it is a fork.
+    pub seed: Option<i64>,
 }
 
 /// Run `sessionlog.acquire` for `host`: the session's row once acquired, or who holds it.
@@ -131,7 +145,8 @@ pub(crate) fn acquire(
 ) -> std::result::Result<Result<SessionRow>, postgres::Error> {
     let rows = client.query(
         "SELECT root_id, acquired, owner, owner_epoch, lease_left, next_seq, next_batch, \
-         version, zstd, header, verdict, deleted FROM sessionlog.acquire($1, $2, $3, $4)",
+         version, zstd, header, verdict, deleted, parent_id, seed \
+         FROM sessionlog.acquire($1, $2, $3, $4)",
         &[&host, &id, &lease_seconds(lease), &force],
     )?;
     let Some(row) = rows.first() else {
@@ -157,6 +172,8 @@ pub(crate) fn acquire(
         header: row.get(9),
         verdict: row.get(10),
         deleted: row.get(11),
+        parent: row.get(12),
+        seed: row.get(13),
     }))
 }
 
@@ -167,7 +184,7 @@ pub(crate) fn row(
 ) -> std::result::Result<Option<SessionRow>, postgres::Error> {
     let rows = client.query(
         "SELECT s.id, s.root_id, s.owner, s.owner_epoch, s.next_seq, s.next_batch, s.version, \
-         s.zstd, s.header, s.verdict, s.deleted_at IS NOT NULL \
+         s.zstd, s.header, s.verdict, s.deleted_at IS NOT NULL, s.parent_id, s.seed \
          FROM sessionlog.lineage l JOIN sessionlog.sessions s \
            ON s.root_id = l.root_id AND s.id = l.id WHERE l.id = $1",
         &[&id],
@@ -189,6 +206,8 @@ pub(crate) fn session_row(r: &postgres::Row) -> SessionRow {
         header: r.get(8),
         verdict: r.get(9),
         deleted: r.get(10),
+        parent: r.get(11),
+        seed: r.get(12),
     }
 }
 

@@ -142,7 +142,16 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
         expect(await a.sync(['owned'])).toBe(1)
         expect(await a.exportBytes('owned')).toEqual(await b.exportBytes('owned'))
         expect(await rejectionCode(a.importBytes('x.jsonl', await b.exportBytes('owned')))).toBe('SESSIONLOG_NOT_IN_FLEET')
-        expect(await rejectionCode(b.fork('owned', 'child'))).toBe('SESSIONLOG_NOT_IN_FLEET')
+        expect(await rejectionCode(a.repair('owned'))).toBe('SESSIONLOG_NOT_IN_FLEET')
+
+        // A forks the session B holds (reading it only): the child is DSH's fork file, on every host.
+        expect(await a.fork('owned', 'child', { at: 5 })).toEqual({ id: 'child', seed: 6, endSeed: true, closers: 0 })
+        expect(await b.sync(['child'])).toBe(1)
+        const child = new TextDecoder().decode(await b.exportBytes('child'))
+        expect(child).toEqual(new TextDecoder().decode(await a.exportBytes('child')))
+        expect(child.split('\n')[0]).toContain('"parentSession":"owned"')
+        expect(child.split('\n')[0]).toContain('"seedLength":6')
+        expect(await rejectionCode(a.fork('owned', 'child'))).toBe('SESSIONLOG_FORK')
 
         // Given up, it is A's again without force.
         expect(await b.release('owned')).toBe(true)

@@ -280,6 +280,11 @@ fn row_json(r: &SessionRow) -> Object {
         .with("next_seq", Value::Number(r.next_seq as f64))
         .with("verdict", Value::String(r.verdict.as_str().into()))
         .with("deleted", Value::Bool(r.deleted))
+        .with(
+            "parent",
+            opt(r.parent.as_deref().map(|p| Value::String(p.into()))),
+        )
+        .with("seed", opt(r.seed.map(|s| Value::Number(s as f64))))
 }
 
 /// The machine's host name (`/proc/sys/kernel/hostname`).

@@ -1,6 +1,7 @@
 //! One module per subcommand; `run` dispatches.
 
 mod bench;
+mod fleet_fork;
 mod gen;
 mod lineage;
 mod node_hosting;
@@ -119,6 +120,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             BenchWorkload::Fork {
                 events,
                 forks,
+                cluster: true,
+                json,
+            } => fleet_fork::run(events, forks.max(1), json),
+            BenchWorkload::Fork {
+                events,
+                forks,
+                cluster: false,
                 json,
             } => lineage::bench_fork(events, forks, json),
             BenchWorkload::Listing {
