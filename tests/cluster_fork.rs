@@ -13,7 +13,7 @@ use sessionlog_cluster::{Config, Fleet, FleetOptions};
 use sessionlog_harness::gen::{host_options, session_feed, GenOptions, LogFormat};
 use sessionlog_harness::postgres::TempPostgres;
 
-use crate::cluster::fleet_database;
+use crate::cluster::{fleet_database, verified};
 use crate::fixtures::{all_events, export_as, temp_host_store};
 
 fn join(pg: &TempPostgres, dir: &Path, host: &str) -> Fleet {
@@ -23,6 +23,16 @@ fn join(pg: &TempPostgres, dir: &Path, host: &str) -> Fleet {
         ..FleetOptions::new(host)
     };
     Fleet::open(dir.join(host), config, options).expect("join the fleet")
+}
+
+/// One generated session of about `events` events.
+fn generated(events: u64, seed: u64) -> GenOptions {
+    GenOptions {
+        sessions: 1,
+        events_per_session: events,
+        seed,
+        torn_fraction: 0.0,
+    }
 }
 
 fn exported(fleet: &Fleet, id: &str, format: ExportFormat) -> Vec<u8> {
@@ -90,12 +100,7 @@ fn a_fork_in_the_fleet_is_dsh_s_fork_file_on_every_host() {
         join(&pg, dir.path(), "host-a"),
         join(&pg, dir.path(), "host-b"),
     );
-    let opts = GenOptions {
-        sessions: 1,
-        events_per_session: 400,
-        seed: 52,
-        torn_fraction: 0.0,
-    };
+    let opts = generated(400, 52);
     let mut n = 0;
     for format in [LogFormat::V0, LogFormat::V4] {
         for zstd in [false, true] {
@@ -196,10 +201,7 @@ fn a_fork_in_the_fleet_is_dsh_s_fork_file_on_every_host() {
                     );
                 }
             }
-            for fleet in [&a, &b, &c] {
-                let report = fleet.store().verify(&[]).expect("verify");
-                assert!(report.problems.is_empty(), "{:?}", report.problems);
-            }
+            verified(&[&a, &b, &c]);
         }
     }
 }
@@ -213,12 +215,7 @@ fn a_refused_fork_writes_nothing_in_postgresql() {
         join(&pg, dir.path(), "host-b"),
     );
     for (format, parent) in [(LogFormat::V0, "v0"), (LogFormat::V4, "v4")] {
-        let opts = GenOptions {
-            sessions: 1,
-            events_per_session: 200,
-            seed: 7,
-            torn_fraction: 0.0,
-        };
+        let opts = generated(200, 7);
         let feed = session_feed(1, &opts, format);
         let file = feed.dsh_bytes();
         let text = String::from_utf8_lossy(&file).replacen(&feed.id, parent, 1);
@@ -391,12 +388,7 @@ fn the_cli_forks_and_imports_in_the_fleet() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let opts = GenOptions {
-        sessions: 1,
-        events_per_session: 300,
-        seed: 3,
-        torn_fraction: 0.0,
-    };
+    let opts = generated(300, 3);
     let bytes = session_feed(0, &opts, LogFormat::V0).dsh_bytes();
     let file = dir.path().join("parent.jsonl");
     std::fs::write(&file, &bytes).expect("write");

@@ -20,13 +20,19 @@ pub(crate) struct Holding {
     pub(crate) epoch: i64,
 }
 
-/// The sessions this host holds.
-#[derive(Debug, Default)]
-pub(crate) struct Held(RwLock<HashMap<String, Holding>>);
+/// A value per session id, shared between threads.
+#[derive(Debug)]
+pub(crate) struct BySession<T>(RwLock<HashMap<String, T>>);
 
-impl Held {
-    /// How this host holds `id`, if it does.
-    pub(crate) fn get(&self, id: &str) -> Option<Holding> {
+impl<T> Default for BySession<T> {
+    fn default() -> Self {
+        BySession(RwLock::new(HashMap::new()))
+    }
+}
+
+impl<T: Clone> BySession<T> {
+    /// The value of `id`, if it has one.
+    pub(crate) fn get(&self, id: &str) -> Option<T> {
         self.0
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -34,15 +40,15 @@ impl Held {
             .cloned()
     }
 
-    /// Record that this host holds `id` as `holding`.
-    pub(crate) fn insert(&self, id: &str, holding: Holding) {
+    /// Give `id` the value `value`.
+    pub(crate) fn insert(&self, id: &str, value: T) {
         self.0
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.to_owned(), holding);
+            .insert(id.to_owned(), value);
     }
 
-    /// Forget `id` (released, or taken over).
+    /// Forget `id`.
     pub(crate) fn remove(&self, id: &str) {
         self.0
             .write()
@@ -50,16 +56,19 @@ impl Held {
             .remove(id);
     }
 
-    /// Every held session.
-    pub(crate) fn all(&self) -> Vec<(String, Holding)> {
+    /// Every session with its value.
+    pub(crate) fn all(&self) -> Vec<(String, T)> {
         self.0
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .map(|(id, h)| (id.clone(), h.clone()))
+            .map(|(id, v)| (id.clone(), v.clone()))
             .collect()
     }
 }
+
+/// The sessions this host holds: removed when released or taken over.
+pub(crate) type Held = BySession<Holding>;
 
 /// A fork this host is creating: where its row goes and what it records.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,35 +83,7 @@ pub(crate) struct Fork {
 
 /// The forks this host is creating, by child id, from before their creating batch is committed
 /// until after. A session created with no entry here is no fork, and its own lineage root.
-#[derive(Debug, Default)]
-pub(crate) struct Forks(RwLock<HashMap<String, Fork>>);
-
-impl Forks {
-    /// The fork session `id` is being created as, if it is one.
-    pub(crate) fn get(&self, id: &str) -> Option<Fork> {
-        self.0
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(id)
-            .cloned()
-    }
-
-    /// Create session `id` as `fork`, until [`Forks::remove`].
-    pub(crate) fn insert(&self, id: &str, fork: Fork) {
-        self.0
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.to_owned(), fork);
-    }
-
-    /// Session `id` is created (or refused).
-    pub(crate) fn remove(&self, id: &str) {
-        self.0
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
-    }
-}
+pub(crate) type Forks = BySession<Fork>;
 
 /// A session's row in PostgreSQL, as an acquisition returns it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use crate::ops::import::ImportOptions;
 use crate::ops::migrate::MigrateOptions;
 use crate::ops::retention::RecordedChange;
 use crate::store::{CommitHook, CommitRecord, Store};
-use crate::test_support::seeded;
+use crate::test_support::{exported, seeded};
 
 /// A system of record that takes every batch.
 struct TakesAll;
@@ -29,12 +29,6 @@ impl CommitHook for TakesAll {
 
 const HEADER_B: &str =
     r#"{"type":"session","version":0,"id":"b","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
-
-fn exported(store: &Store, id: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    store.export(id, None, &mut out).expect("export");
-    out
-}
 
 /// Session `a` (seeded) in a store that then gets a hook.
 fn index() -> (tempfile::TempDir, Store) {

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Refusal, RefusalKind};
 use crate::layout::meta::SourceEncoding;
 use crate::ops::append::AppendItem;
-use crate::store::{CommitHook, CommitRecord, Store};
-use crate::test_support::{empty, ev};
+use crate::store::{CommitHook, CommitRecord};
+use crate::test_support::{empty, ev, exported};
 
 /// A hook that keeps every record it accepts, and refuses the sessions in `fenced`.
 #[derive(Default)]
@@ -48,12 +48,6 @@ fn prompt(n: u64) -> sessionlog_codec::format::event::NewEvent {
     ev(&format!(
         r#"{{"type":"user/message","time":{n},"data":{{"content":[],"source":{{"kind":"tool"}},"role":"user","id":"u{n}"}},"surfaceOp":"append"}}"#
     ))
-}
-
-fn exported(store: &Store, id: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    store.export(id, None, &mut out).expect("export");
-    out
 }
 
 #[test]
