@@ -9,12 +9,13 @@
 //! in PostgreSQL are its whole file, so every host builds it by catch-up alone and a parent
 //! purged later takes nothing of the child with it.
 
-use sessionlog_engine::{AppendItem, ForkReport, SourceEncoding};
+use sessionlog_engine::{AppendItem, ForkReport, RefusalKind, SourceEncoding};
 
 use crate::catch_up::catch_up;
 use crate::error::{Error, Result};
 use crate::fleet::{Fleet, PATIENCE};
 use crate::ownership::{self, Fork};
+use crate::pg::Pg;
 
 impl Fleet {
     /// Fork session `parent` after event `boundary` (default: its last event) into a new
@@ -22,19 +23,10 @@ impl Fleet {
     /// DSH's codes (an existing id anywhere in the fleet, a missing parent, a boundary past its
     /// end, and DSH's other fork rules), writing nothing.
     pub fn fork(&self, parent: &str, boundary: Option<u64>, new_id: &str) -> Result<ForkReport> {
-        let refused = |code: &'static str, message: String| {
-            Error::Store(sessionlog_engine::Error::Fork { code, message })
-        };
         let row = {
             let mut pg = self.control();
-            let taken = pg.retrying("checking a fork's id", PATIENCE, |c| {
-                c.query_opt("SELECT 1 FROM sessionlog.lineage WHERE id = $1", &[&new_id])
-            })?;
-            if taken.is_some() {
-                return Err(refused(
-                    "SESSION_ALREADY_EXISTS",
-                    format!("session \"{new_id}\" already exists in the fleet"),
-                ));
+            if id_taken(&mut pg, new_id)? {
+                return Err(exists(new_id));
             }
             let row = pg
                 .retrying("reading a session", PATIENCE, |c| ownership::row(c, parent))?
@@ -59,11 +51,41 @@ impl Fleet {
         self.forks.insert(new_id, fork);
         let created = self.store.append_many(vec![item]).pop();
         self.forks.remove(new_id);
-        created.unwrap_or_else(|| {
+        match created.unwrap_or_else(|| {
             Err(sessionlog_engine::Error::Internal(
                 "a fork's creation gave no outcome".into(),
             ))
-        })?;
-        Ok(file.report)
+        }) {
+            Ok(_) => Ok(file.report),
+            // Created elsewhere since the check: DSH's refusal, as if it had been there before.
+            Err(sessionlog_engine::Error::Refused(r))
+                if r.kind == RefusalKind::Stale && id_taken(&mut self.control(), new_id)? =>
+            {
+                Err(exists(new_id))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
+}
+
+/// Whether session id `id` is taken anywhere in the fleet.
+fn id_taken(pg: &mut Pg, id: &str) -> Result<bool> {
+    Ok(pg
+        .retrying("checking a fork's id", PATIENCE, |c| {
+            c.query_opt("SELECT 1 FROM sessionlog.lineage WHERE id = $1", &[&id])
+        })?
+        .is_some())
+}
+
+/// DSH's refusal of a fork, with its code.
+fn refused(code: &'static str, message: String) -> Error {
+    Error::Store(sessionlog_engine::Error::Fork { code, message })
+}
+
+/// DSH's refusal of a fork into an id the fleet holds.
+fn exists(id: &str) -> Error {
+    refused(
+        "SESSION_ALREADY_EXISTS",
+        format!("session \"{id}\" already exists in the fleet"),
+    )
 }
