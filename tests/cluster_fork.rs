@@ -305,7 +305,29 @@ fn an_imported_file_comes_back_byte_for_byte_from_another_host() {
     assert!(e.to_string().contains("torn tail"), "{e}");
     let e = b.import("again", &whole).expect_err("exists");
     assert!(e.to_string().contains("already exists"), "{e}");
+    // A damaged frame in the middle of a file of many refuses all of it.
+    let frames_of = |bytes: &[u8]| {
+        sessionlog::codec::format::zstd::scan_frames(bytes)
+            .expect("frames")
+            .frames
+    };
+    let mut damaged = std::fs::read_dir(fixtures.join("dsh-zstd"))
+        .expect("fixtures")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(".perturn.jsonl.zstd"))
+        .map(|p| std::fs::read(p).expect("read"))
+        .max_by_key(|bytes| frames_of(bytes).len())
+        .expect("a per-turn file");
+    let frames = frames_of(&damaged);
+    assert!(frames.len() > 3, "{} frames", frames.len());
+    let middle = frames[frames.len() / 2].clone();
+    damaged[middle.start + (middle.end - middle.start) / 2] ^= 0x55;
+    // On a host that never saw the session, so the frames are read before PostgreSQL is asked.
+    let d = join(&pg, dir.path(), "host-d");
+    let e = d.import("damaged", &damaged).expect_err("a damaged frame");
+    assert!(e.to_string().contains("does not decode"), "{e}");
     assert_eq!(counts(&pg), before);
+    verified(&[&a, &b]);
 }
 
 #[test]

@@ -47,12 +47,12 @@ pub enum Error {
     #[error("session \"{0}\" is not held by this host: acquire it first")]
     NotHeld(String),
 
-    /// A file the fleet cannot import (`name`: the file, `why`: what and how much was written).
+    /// A file the fleet cannot import; nothing was written.
     #[error("importing {name}: {why}")]
     Import {
         /// The file.
         name: String,
-        /// Why, and what the fleet holds of it.
+        /// Why.
         why: String,
     },
 

@@ -1,10 +1,9 @@
 //! Import in the fleet: a DSH session file becomes a fleet session through the group commit's
-//! hook, as its header and its batches: each zstd frame after the header's of a `.jsonl.zstd`
-//! file, the whole body as one batch of a `.jsonl` file (a file does not say where its writer's
-//! batches ended). Every batch is checked before the first is committed: the file must be whole
-//! (whole lines; complete frames, each decoding to whole lines; a header frame as DSH's writer
-//! compresses it, which the engine re-makes from the header line), so what the fleet refuses is
-//! refused before anything is written.
+//! hook, created with its whole body as its first batch (every line after the header's, or every
+//! zstd frame after the header's, kept as they are), so PostgreSQL takes the file in one fenced
+//! transaction or not at all. The file must be whole (whole lines; complete frames, each
+//! decoding to whole lines; a header frame as DSH's writer compresses it, which the engine
+//! re-makes from the header line); a file that is not is refused before anything is written.
 //!
 //! Invariant: PostgreSQL holds the file's exact bytes, so every host exports it byte for byte.
 
@@ -19,62 +18,45 @@ use crate::fleet::Fleet;
 pub struct Imported {
     /// The session's id (its header's).
     pub id: String,
-    /// The batches committed after the header.
-    pub batches: u64,
     /// The events the session holds.
     pub events: u64,
 }
 
-/// A DSH file cut into what the fleet commits.
+/// A DSH file cut into what the fleet commits: its header line and its body (every line after
+/// the header's, or every frame after the header's).
 struct Cut {
     header_line: String,
     encoding: SourceEncoding,
-    batches: Vec<Vec<u8>>,
+    body: Vec<u8>,
 }
 
 impl Fleet {
     /// Import the DSH session file `bytes` (named `name` in errors) as a new fleet session,
-    /// which this host then holds. Refused whole, writing nothing, when the file is not whole
-    /// or its id is in the fleet already.
+    /// which this host then holds: one batch, committed whole or refused whole (a file that is
+    /// not whole, an id already in the fleet), writing nothing then.
     pub fn import(&self, name: &str, bytes: &[u8]) -> Result<Imported> {
         let cut = cut(name, bytes)?;
         let id = session_id(name, &cut.header_line)?;
-        let mut batches = cut.batches.into_iter();
-        let first = AppendItem::written_bytes(&id, Some(0), batches.next().unwrap_or_default())
+        let item = AppendItem::written_bytes(&id, Some(0), cut.body)
             .creating(cut.header_line, cut.encoding);
-        let mut items = vec![first];
-        items.extend(batches.map(|b| AppendItem::written_bytes(&id, None, b)));
-        let total = items.len() as u64;
-        for (n, item) in (0u64..).zip(items) {
-            let outcome = self.store.append_many(vec![item]).pop().unwrap_or_else(|| {
+        self.store
+            .append_many(vec![item])
+            .pop()
+            .unwrap_or_else(|| {
                 Err(sessionlog_engine::Error::Internal(
-                    "an import's batch gave no outcome".into(),
+                    "an import gave no outcome".into(),
                 ))
-            });
-            if let Err(e) = outcome {
-                return Err(match n {
-                    0 => e.into(),
-                    _ => Error::Import {
-                        name: name.to_owned(),
-                        why: format!(
-                            "batch {} of {total} was not committed ({e}); session \"{id}\" holds \
-                             the batches before it in the fleet",
-                            n + 1
-                        ),
-                    },
-                });
-            }
-        }
+            })?;
+        let summary = self.store.summary(&id)?;
         Ok(Imported {
-            batches: self.store.summary(&id)?.batches.saturating_sub(1),
-            events: self.store.summary(&id)?.events,
             id,
+            events: summary.events,
         })
     }
 }
 
-/// Cut the DSH file `bytes` into its header line and batches, refusing a file that is not
-/// whole.
+/// Cut the DSH file `bytes` into its header line and body, refusing a file whose end is torn or
+/// whose header the fleet could not give back byte for byte.
 fn cut(name: &str, bytes: &[u8]) -> Result<Cut> {
     let refuse = |why: String| Error::Import {
         name: name.to_owned(),
@@ -89,36 +71,27 @@ fn cut(name: &str, bytes: &[u8]) -> Result<Cut> {
                     .into(),
             ));
         }
-        let mut decoder = FrameDecoder::new().map_err(|e| refuse(e.to_string()))?;
-        let mut texts = Vec::with_capacity(scan.frames.len());
-        for (k, range) in scan.frames.iter().enumerate() {
-            let mut plain = Vec::new();
-            decoder
-                .decode_frame(&bytes[range.clone()], 0, &mut plain)
-                .map_err(|e| refuse(format!("frame {k} does not decode: {e}")))?;
-            if plain.last() != Some(&b'\n') {
-                return Err(refuse(format!("frame {k} does not end with a whole line")));
-            }
-            texts.push(plain);
-        }
-        let Some(header) = texts.first() else {
+        // The frames after the header's are checked by the engine as it stages them.
+        let Some(first) = scan.frames.first() else {
             return Err(refuse("it is empty".into()));
         };
-        let remade = compress_frame(header).map_err(|e| refuse(e.to_string()))?;
-        if scan.frames.first().map(|r| &bytes[r.clone()]) != Some(remade.as_slice()) {
+        let mut header = Vec::new();
+        FrameDecoder::new()
+            .and_then(|mut d| d.decode_frame(&bytes[first.clone()], 0, &mut header))
+            .map_err(|e| refuse(format!("its header frame does not decode: {e}")))?;
+        let remade = compress_frame(&header).map_err(|e| refuse(e.to_string()))?;
+        if bytes[first.clone()] != remade[..] {
             return Err(refuse(
                 "its header frame is not compressed as DSH's writer compresses it, so the fleet \
                  could not give it back byte for byte"
                     .into(),
             ));
         }
+        let body = scan.frames.get(1).map_or(bytes.len(), |r| r.start);
         return Ok(Cut {
-            header_line: header_line(name, header)?,
+            header_line: header_line(name, &header)?,
             encoding: SourceEncoding::JsonlZstd,
-            batches: scan.frames[1..]
-                .iter()
-                .map(|r| bytes[r.clone()].to_vec())
-                .collect(),
+            body: bytes[body..].to_vec(),
         });
     }
     let end = bytes
@@ -136,10 +109,7 @@ fn cut(name: &str, bytes: &[u8]) -> Result<Cut> {
     Ok(Cut {
         header_line: header_line(name, &bytes[..=end])?,
         encoding: SourceEncoding::Jsonl,
-        batches: match body.is_empty() {
-            true => Vec::new(),
-            false => vec![body.to_vec()],
-        },
+        body: body.to_vec(),
     })
 }
 

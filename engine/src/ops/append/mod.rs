@@ -91,7 +91,7 @@ impl AppendItem {
     }
 
     /// A batch given as the bytes it adds to the log file (its lines for a `.jsonl` log, its
-    /// one zstd frame for a `.jsonl.zstd` one), kept verbatim and read by DSH's reader as
+    /// zstd frames, each of whole lines, for a `.jsonl.zstd` one), kept verbatim and read by DSH's reader as
     /// [`AppendItem::as_written`] batches are. Offered to the store's commit hook like any
     /// batch: how a fleet writes bytes authored whole elsewhere (a fork's seed batch, an
     /// imported file's batches) through its system of record.

@@ -181,10 +181,7 @@ fn import(fleet: &Fleet, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("reading {name}"))
             .and_then(|bytes| Ok(fleet.import(&name, &bytes)?));
         match imported {
-            Ok(i) => println!(
-                "imported {} into the fleet: {} batches, {} events",
-                i.id, i.batches, i.events
-            ),
+            Ok(i) => println!("imported {} into the fleet: {} events", i.id, i.events),
             Err(e) => {
                 refused += 1;
                 eprintln!("sessionlog: {e:#}");
