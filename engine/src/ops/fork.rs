@@ -7,7 +7,9 @@
 //!
 //! The child's file, as exported, is what DSH writes for a fork: the child header, then one seed
 //! batch (the inherited events re-serialized by `JSON.stringify` and packed as one batch,
-//! followed by the end-seed), then the child's own batches.
+//! followed by the end-seed), then the child's own batches. [`Store::fork_file`] works that file
+//! out by the same rules without writing anything (a fleet commits it whole instead of sharing
+//! the prefix).
 
 use sessionlog_codec::format::header::{author_header, parse_header, HeaderFields};
 use sessionlog_codec::json::{self, Object, Value};
