@@ -5,8 +5,8 @@
 //! background while the store is open, and given up when it closes.
 //!
 //! Invariant: in cluster mode, every write reaches PostgreSQL; the writes the fleet does not
-//! carry (import, repair, archive) are refused here rather than made to the local store alone,
-//! and a fork goes through the fleet (its file committed to PostgreSQL).
+//! carry (repair, archive, restore) are refused here rather than made to the local store alone,
+//! and a fork or an import goes through the fleet (its file committed to PostgreSQL).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +90,27 @@ pub fn fork(opened: &Opened, source: &str, at: Option<u64>, new_id: &str) -> Rep
             Err(e) => failure(e),
         },
         None => crate::reply::reply(opened.store.fork(source, at, new_id), ops::fork_json),
+    }
+}
+
+/// Import the session log `bytes` (named `name` in errors): through the fleet in cluster mode
+/// (committed to PostgreSQL whole or refused whole; this host then holds it), else into the
+/// store. `{id, verdict}`.
+pub fn import_bytes(opened: &Opened, name: &str, bytes: &[u8]) -> Reply {
+    let Some(host) = &opened.host else {
+        return ops::import_bytes(&opened.store, name, bytes);
+    };
+    let imported = host
+        .fleet()
+        .import(name, bytes)
+        .and_then(|i| Ok(opened.store.summary(&i.id)?));
+    match imported {
+        Ok(s) => Reply::Json(format!(
+            "{{\"id\":{},\"verdict\":{}}}",
+            quoted(&s.id),
+            quoted(&s.verdict.to_string())
+        )),
+        Err(e) => failure(e),
     }
 }
 
@@ -187,6 +208,7 @@ pub fn failure(e: Error) -> Reply {
         Error::Owned { .. } => "SESSIONLOG_OWNED",
         Error::NotHeld(_) => "SESSIONLOG_FENCED",
         Error::Diverged { .. } => "SESSIONLOG_DIVERGED",
+        Error::Import { .. } => "SESSIONLOG_NOT_IN_FLEET",
         _ => "SESSIONLOG_ERROR",
     };
     Reply::failed(code, e.to_string())

@@ -453,11 +453,12 @@ impl NativeStore {
         })
     }
 
-    /// Import one session log held in `bytes` (`.jsonl` or `.jsonl.zstd`).
+    /// Import one session log held in `bytes` (`.jsonl` or `.jsonl.zstd`); in cluster mode
+    /// through the fleet.
     #[napi]
     pub fn import_bytes(&self, env: Env, name: String, bytes: Buffer) -> napi::Result<JsObject> {
         let bytes: Vec<u8> = bytes.into();
-        self.run_local(&env, "import", move |s| ops::import_bytes(s, &name, &bytes))
+        self.run_opened(&env, move |o| cluster::import_bytes(o, &name, &bytes))
     }
 
     /// Remove session `id` for good (delete, then purge every deleted session); in cluster
