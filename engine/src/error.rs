@@ -182,7 +182,7 @@ pub enum Error {
     Refused(Refusal),
     /// A write that would change a store with a commit hook (the index of a fleet) without
     /// reaching its system of record; nothing was written.
-    #[error("this store is the index of a fleet: {operation} of {target} would change this host's store alone, not the fleet's system of record; run it through the fleet (`--cluster`), or on a store of its own; nothing was written")]
+    #[error("this store is the index of a fleet: {operation} of {target} would change this host's store alone, not the fleet's system of record; run it through the fleet, or on a store of its own; nothing was written")]
     IndexOfFleet {
         /// The operation refused.
         operation: &'static str,
