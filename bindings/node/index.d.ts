@@ -96,7 +96,7 @@ export type ClusterErrorCode =
   | 'SESSIONLOG_UNAVAILABLE'
   /** Another host holds a live lease on the session: acquire with force, or later. */
   | 'SESSIONLOG_OWNED'
-  /** A write the fleet does not carry (import, fork, repair, archive, restore). */
+  /** A write the fleet does not carry (repair, archive, restore; an import of a file that is not whole). */
   | 'SESSIONLOG_NOT_IN_FLEET'
   /** A cluster operation on a store not opened in cluster mode. */
   | 'SESSIONLOG_NOT_CLUSTER'

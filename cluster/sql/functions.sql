@@ -1,17 +1,25 @@
--- The only statements hosts run against the system of record's tables (version 1). Each is
+-- The only statements hosts run against the system of record's tables (version 2). Each is
 -- SECURITY DEFINER, owned by the schema's owner, and fenced: a write to a session names the
 -- owner epoch its host acquired it at, and the statement that advances the session checks that
 -- epoch and the expected next seq and batch in its WHERE clause, so a host whose ownership was
 -- taken over (a higher epoch) can never write it again.
 
+-- The functions whose arguments or results differ from a version-1 schema's are dropped first,
+-- so `cluster init` upgrades that schema in its one transaction.
+DROP FUNCTION IF EXISTS sessionlog.append_batches(text, integer, text[], text[], bigint[],
+    bigint[], bigint[], bigint[], bytea[], bigint[], text[], bytea[], boolean[], integer[]);
+DROP FUNCTION IF EXISTS sessionlog.acquire(text, text, integer, boolean);
+
 -- Commit a group of session batches in one transaction: each is refused alone ('fenced',
 -- 'stale', 'missing', 'exists', 'deleted') or committed ('ok'). `headers[i]` is not null for a
--- batch that creates its session, which `host` then owns at epoch `epochs[i]`.
+-- batch that creates its session, which `host` then owns at epoch `epochs[i]`, under lineage
+-- root `roots[i]` (its own id, or a fork's parent's root); an id already in `lineage`, under any
+-- root, is refused as 'exists'.
 CREATE OR REPLACE FUNCTION sessionlog.append_batches(
     host text, lease_seconds integer,
     roots text[], ids text[], epochs bigint[], batches bigint[], first_seqs bigint[],
     events bigint[], bytes bytea[], crcs bigint[], verdicts text[],
-    headers bytea[], zstds boolean[], versions integer[])
+    headers bytea[], zstds boolean[], versions integer[], parents text[], seeds bigint[])
 RETURNS TABLE (idx integer, outcome text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = sessionlog, pg_temp AS $$
 DECLARE
@@ -21,21 +29,30 @@ BEGIN
     FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
         idx := i;
         IF headers[i] IS NOT NULL THEN
-            -- A session created with no events has no batch yet: its next is batch 1.
-            INSERT INTO sessions (root_id, id, version, zstd, header, verdict, next_seq,
-                                  next_batch, owner, owner_epoch, lease_until)
-            VALUES (roots[i], ids[i], versions[i], zstds[i], headers[i], verdicts[i],
-                    first_seqs[i] + events[i],
-                    batches[i] + CASE WHEN octet_length(bytes[i]) = 0 THEN 0 ELSE 1 END,
-                    host, epochs[i], now() + make_interval(secs => lease_seconds))
-            ON CONFLICT DO NOTHING;
+            -- An id is taken once across every root: its routing row is claimed first (a
+            -- concurrent creation of the same id waits on it, then finds it taken).
+            INSERT INTO lineage (id, root_id) VALUES (ids[i], roots[i])
+            ON CONFLICT (id) DO NOTHING;
             IF NOT FOUND THEN
                 outcome := 'exists';
                 RETURN NEXT;
                 CONTINUE;
             END IF;
-            INSERT INTO lineage (id, root_id) VALUES (ids[i], roots[i])
-            ON CONFLICT (id) DO NOTHING;
+            -- A session created with no events has no batch yet: its next is batch 1.
+            INSERT INTO sessions (root_id, id, version, zstd, header, verdict, next_seq,
+                                  next_batch, owner, owner_epoch, lease_until, parent_id, seed)
+            VALUES (roots[i], ids[i], versions[i], zstds[i], headers[i], verdicts[i],
+                    first_seqs[i] + events[i],
+                    batches[i] + CASE WHEN octet_length(bytes[i]) = 0 THEN 0 ELSE 1 END,
+                    host, epochs[i], now() + make_interval(secs => lease_seconds),
+                    parents[i], seeds[i])
+            ON CONFLICT DO NOTHING;
+            IF NOT FOUND THEN
+                -- A row left unrouted: the routing just claimed is its own.
+                outcome := 'exists';
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
         ELSE
             UPDATE sessions
                SET next_seq = first_seqs[i] + events[i],
@@ -76,7 +93,8 @@ CREATE OR REPLACE FUNCTION sessionlog.acquire(
     host text, session_id text, lease_seconds integer, force boolean)
 RETURNS TABLE (root_id text, acquired boolean, owner text, owner_epoch bigint,
                lease_left double precision, next_seq bigint, next_batch bigint,
-               version integer, zstd boolean, header bytea, verdict text, deleted boolean)
+               version integer, zstd boolean, header bytea, verdict text, deleted boolean,
+               parent_id text, seed bigint)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = sessionlog, pg_temp AS $$
 DECLARE
     root text;
@@ -93,13 +111,13 @@ BEGIN
        AND (s.owner IS NULL OR s.owner = host OR s.lease_until < now() OR force)
     RETURNING s.root_id, true, s.owner, s.owner_epoch, lease_seconds::double precision,
               s.next_seq, s.next_batch, s.version, s.zstd, s.header, s.verdict,
-              s.deleted_at IS NOT NULL;
+              s.deleted_at IS NOT NULL, s.parent_id, s.seed;
     IF NOT FOUND THEN
         RETURN QUERY
         SELECT s.root_id, false, s.owner, s.owner_epoch,
                greatest(extract(epoch FROM s.lease_until - now()), 0)::double precision,
                s.next_seq, s.next_batch, s.version, s.zstd, s.header, s.verdict,
-               s.deleted_at IS NOT NULL
+               s.deleted_at IS NOT NULL, s.parent_id, s.seed
           FROM sessions s WHERE s.root_id = root AND s.id = session_id;
     END IF;
 END

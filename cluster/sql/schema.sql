@@ -1,4 +1,4 @@
--- sessionlog's fleet schema in PostgreSQL, the system of record (version 1).
+-- sessionlog's fleet schema in PostgreSQL, the system of record (version 2).
 --
 -- Every session table's primary key starts with the lineage root id (a session's fork-tree
 -- root), so a distributed PostgreSQL can place a fork tree on one shard and every session
@@ -37,6 +37,11 @@ CREATE TABLE IF NOT EXISTS sessionlog.sessions (
     deleted_at  timestamptz,
     PRIMARY KEY (root_id, id)
 );
+
+-- A fork's parent and the events it inherited (null for a session that is no fork). Added to a
+-- version-1 schema by `cluster init`.
+ALTER TABLE sessionlog.sessions ADD COLUMN IF NOT EXISTS parent_id text;
+ALTER TABLE sessionlog.sessions ADD COLUMN IF NOT EXISTS seed bigint;
 
 CREATE TABLE IF NOT EXISTS sessionlog.batches (
     root_id    text    NOT NULL,

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use postgres::Client;
 use sessionlog_engine::{CommitHook, CommitRecord, Refusal, RefusalKind};
 
-use crate::ownership::{lease_seconds, Held, Holding};
+use crate::ownership::{lease_seconds, Fork, Forks, Held, Holding};
 use crate::pg::{is_transient, Pg};
 
 /// The fleet's commit hook.
@@ -32,6 +32,7 @@ pub(crate) struct FleetHook {
     /// (`FleetOptions::commit_patience`).
     pub(crate) patience: Duration,
     pub(crate) held: Arc<Held>,
+    pub(crate) forks: Arc<Forks>,
 }
 
 /// The outcome of each batch of a group, by its index in the group.
@@ -45,6 +46,8 @@ struct Row<'r> {
     root: String,
     epoch: i64,
     crc: i64,
+    /// The fork a creating batch makes, if it makes one.
+    fork: Option<Fork>,
 }
 
 impl CommitHook for FleetHook {
@@ -52,10 +55,17 @@ impl CommitHook for FleetHook {
         let mut outcomes: Vec<Option<Result<(), Refusal>>> = vec![None; records.len()];
         let mut rows = Vec::with_capacity(records.len());
         for (at, record) in records.iter().enumerate() {
+            let fork = record
+                .creates
+                .as_ref()
+                .and_then(|_| self.forks.get(&record.session));
             let holding = match &record.creates {
-                // A session created here is its own lineage root, held at the first epoch.
+                // A session created here is held at the first epoch, under its own lineage root
+                // or (a fork) its parent's.
                 Some(_) => Some(Holding {
-                    root: record.session.clone(),
+                    root: fork
+                        .as_ref()
+                        .map_or_else(|| record.session.clone(), |f| f.root.clone()),
                     epoch: 1,
                 }),
                 None => self.held.get(&record.session),
@@ -67,6 +77,7 @@ impl CommitHook for FleetHook {
                     root: h.root,
                     epoch: h.epoch,
                     crc: i64::from(crc32fast::hash(&record.bytes)),
+                    fork,
                 }),
                 None => {
                     outcomes[at] = Some(Err(refusal(
@@ -218,9 +229,17 @@ impl FleetHook {
                     .map_or(0, |c| i32::try_from(c.version).unwrap_or(i32::MAX))
             })
             .collect();
+        let parents: Vec<Option<&str>> = rows
+            .iter()
+            .map(|r| r.fork.as_ref().map(|f| f.parent.as_str()))
+            .collect();
+        let seeds: Vec<Option<i64>> = rows
+            .iter()
+            .map(|r| r.fork.as_ref().map(|f| f.seed))
+            .collect();
         let answer = client.query(
             "SELECT idx, outcome FROM sessionlog.append_batches($1, $2, $3, $4, $5, $6, $7, $8, \
-             $9, $10, $11, $12, $13, $14)",
+             $9, $10, $11, $12, $13, $14, $15, $16)",
             &[
                 &self.host,
                 &lease_seconds(self.lease),
@@ -236,6 +255,8 @@ impl FleetHook {
                 &headers,
                 &zstds,
                 &versions,
+                &parents,
+                &seeds,
             ],
         );
         Ok(answer?

@@ -47,6 +47,15 @@ pub enum Error {
     #[error("session \"{0}\" is not held by this host: acquire it first")]
     NotHeld(String),
 
+    /// A file the fleet cannot import; nothing was written.
+    #[error("importing {name}: {why}")]
+    Import {
+        /// The file.
+        name: String,
+        /// Why.
+        why: String,
+    },
+
     /// The local store and PostgreSQL disagree in a way catch-up cannot mend.
     #[error("session \"{id}\": {detail}")]
     Diverged {

@@ -7,20 +7,20 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use sessionlog_engine::{AppendItem, AppendReceipt, Durability, Options, Store};
+use sessionlog_engine::{AppendItem, AppendReceipt, Durability, Options, RecordedChange, Store};
 
 use crate::catch_up::catch_up;
 use crate::commit::FleetHook;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::ownership::{self, Held, Holding};
+use crate::ownership::{self, Forks, Held, Holding};
 use crate::pg::Pg;
 use crate::schema;
 
 pub use crate::ownership::SessionRow;
 
 /// How long reads and control statements keep trying PostgreSQL.
-const PATIENCE: Duration = Duration::from_secs(60);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
 
 /// How a host joins the fleet.
 #[derive(Clone, Debug)]
@@ -79,10 +79,11 @@ impl Drop for LeaseKeeper {
 
 /// One host of the fleet (see the module docs).
 pub struct Fleet {
-    store: Arc<Store>,
+    pub(crate) store: Arc<Store>,
     /// The connection for acquisitions, catch-up and listings (the hook has its own).
     control: Mutex<Pg>,
     held: Arc<Held>,
+    pub(crate) forks: Arc<Forks>,
     options: FleetOptions,
 }
 
@@ -111,18 +112,21 @@ impl Fleet {
             },
         )?;
         let held = Arc::new(Held::default());
+        let forks = Arc::new(Forks::default());
         let hook = Arc::new(FleetHook {
             pg: Mutex::new(Pg::new(config)),
             host: options.host.clone(),
             lease: options.lease,
             patience: options.commit_patience,
             held: Arc::clone(&held),
+            forks: Arc::clone(&forks),
         });
         store.set_commit_hook(hook)?;
         Ok(Fleet {
             store: Arc::new(store),
             control: Mutex::new(control),
             held,
+            forks,
             options,
         })
     }
@@ -270,7 +274,8 @@ impl Fleet {
         let rows = self.control().retrying("listing sessions", PATIENCE, |c| {
             c.query(
                 "SELECT id, root_id, owner, owner_epoch, next_seq, next_batch, version, zstd, \
-                 header, verdict, deleted_at IS NOT NULL FROM sessionlog.sessions ORDER BY id",
+                 header, verdict, deleted_at IS NOT NULL, parent_id, seed \
+                 FROM sessionlog.sessions ORDER BY id",
                 &[],
             )
         })?;
@@ -308,10 +313,10 @@ impl Fleet {
             self.held.remove(id);
             return Err(Error::NotHeld(id.to_owned()));
         }
-        match deleted {
-            true => self.store.delete(id)?,
-            false => self.store.undelete(id)?,
-        }
+        self.store.apply_recorded(&match deleted {
+            true => RecordedChange::Deleted(id.to_owned()),
+            false => RecordedChange::Undeleted(id.to_owned()),
+        })?;
         Ok(())
     }
 
@@ -323,22 +328,16 @@ impl Fleet {
             c.query("SELECT id FROM sessionlog.purge($1)", &[&seconds])
         })?;
         let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
-        let mut local = false;
         for id in &ids {
             self.held.remove(id);
-            if self.store.summary(id).is_ok() {
-                self.store.delete(id)?;
-                local = true;
-            }
         }
-        if local {
-            self.store.purge(0, false)?;
-        }
+        self.store
+            .apply_recorded(&RecordedChange::Purged(ids.clone()))?;
         Ok(ids)
     }
 
     /// The control connection.
-    fn control(&self) -> std::sync::MutexGuard<'_, Pg> {
+    pub(crate) fn control(&self) -> std::sync::MutexGuard<'_, Pg> {
         self.control.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -12,6 +12,9 @@
 //! - Appends are the engine's group commit with one more step ([`commit`]): the group's batches
 //!   go to PostgreSQL in one transaction before the local write, each refused alone; a commit
 //!   whose outcome is unknown (the connection dropped) is read back before anything is said.
+//! - A fork is created as DSH's fork file, its seed batch committed like any batch, under its
+//!   parent's lineage root ([`Fleet::fork`]); an imported file's batches are committed the same
+//!   way ([`Fleet::import`]).
 //! - Each host's store is the index: on acquire it catches up from PostgreSQL ([`catch_up`]), so
 //!   a host that restarts with an empty disk loses nothing; its own fsync is not needed.
 //!
@@ -23,6 +26,8 @@ mod commit;
 mod config;
 mod error;
 mod fleet;
+mod fork;
+mod import;
 mod ownership;
 mod pg;
 pub mod schema;
@@ -31,3 +36,4 @@ mod tls;
 pub use config::Config;
 pub use error::{Error, Result};
 pub use fleet::{Acquired, Fleet, FleetOptions, LeaseKeeper, SessionRow};
+pub use import::Imported;

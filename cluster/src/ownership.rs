@@ -20,13 +20,19 @@ pub(crate) struct Holding {
     pub(crate) epoch: i64,
 }
 
-/// The sessions this host holds.
-#[derive(Debug, Default)]
-pub(crate) struct Held(RwLock<HashMap<String, Holding>>);
+/// A value per session id, shared between threads.
+#[derive(Debug)]
+pub(crate) struct BySession<T>(RwLock<HashMap<String, T>>);
 
-impl Held {
-    /// How this host holds `id`, if it does.
-    pub(crate) fn get(&self, id: &str) -> Option<Holding> {
+impl<T> Default for BySession<T> {
+    fn default() -> Self {
+        BySession(RwLock::new(HashMap::new()))
+    }
+}
+
+impl<T: Clone> BySession<T> {
+    /// The value of `id`, if it has one.
+    pub(crate) fn get(&self, id: &str) -> Option<T> {
         self.0
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -34,15 +40,15 @@ impl Held {
             .cloned()
     }
 
-    /// Record that this host holds `id` as `holding`.
-    pub(crate) fn insert(&self, id: &str, holding: Holding) {
+    /// Give `id` the value `value`.
+    pub(crate) fn insert(&self, id: &str, value: T) {
         self.0
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.to_owned(), holding);
+            .insert(id.to_owned(), value);
     }
 
-    /// Forget `id` (released, or taken over).
+    /// Forget `id`.
     pub(crate) fn remove(&self, id: &str) {
         self.0
             .write()
@@ -50,16 +56,34 @@ impl Held {
             .remove(id);
     }
 
-    /// Every held session.
-    pub(crate) fn all(&self) -> Vec<(String, Holding)> {
+    /// Every session with its value.
+    pub(crate) fn all(&self) -> Vec<(String, T)> {
         self.0
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .map(|(id, h)| (id.clone(), h.clone()))
+            .map(|(id, v)| (id.clone(), v.clone()))
             .collect()
     }
 }
+
+/// The sessions this host holds: removed when released or taken over.
+pub(crate) type Held = BySession<Holding>;
+
+/// A fork this host is creating: where its row goes and what it records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Fork {
+    /// The parent's lineage root, which the child shares (one shard per fork tree).
+    pub(crate) root: String,
+    /// The parent's id.
+    pub(crate) parent: String,
+    /// The events the child inherits.
+    pub(crate) seed: i64,
+}
+
+/// The forks this host is creating, by child id, from before their creating batch is committed
+/// until after. A session created with no entry here is no fork, and its own lineage root.
+pub(crate) type Forks = BySession<Fork>;
 
 /// A session's row in PostgreSQL, as an acquisition returns it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,6 +110,10 @@ pub struct SessionRow {
     pub verdict: String,
     /// Whether it is deleted.
     pub deleted: bool,
+    /// The session it was forked from, if it is a fork.
+    pub parent: Option<String>,
+    /// The events it inherited from its parent, if it is a fork.
+    pub seed: Option<i64>,
 }
 
 /// Run `sessionlog.acquire` for `host`: the session's row once acquired, or who holds it.
@@ -98,7 +126,8 @@ pub(crate) fn acquire(
 ) -> std::result::Result<Result<SessionRow>, postgres::Error> {
     let rows = client.query(
         "SELECT root_id, acquired, owner, owner_epoch, lease_left, next_seq, next_batch, \
-         version, zstd, header, verdict, deleted FROM sessionlog.acquire($1, $2, $3, $4)",
+         version, zstd, header, verdict, deleted, parent_id, seed \
+         FROM sessionlog.acquire($1, $2, $3, $4)",
         &[&host, &id, &lease_seconds(lease), &force],
     )?;
     let Some(row) = rows.first() else {
@@ -124,6 +153,8 @@ pub(crate) fn acquire(
         header: row.get(9),
         verdict: row.get(10),
         deleted: row.get(11),
+        parent: row.get(12),
+        seed: row.get(13),
     }))
 }
 
@@ -134,7 +165,7 @@ pub(crate) fn row(
 ) -> std::result::Result<Option<SessionRow>, postgres::Error> {
     let rows = client.query(
         "SELECT s.id, s.root_id, s.owner, s.owner_epoch, s.next_seq, s.next_batch, s.version, \
-         s.zstd, s.header, s.verdict, s.deleted_at IS NOT NULL \
+         s.zstd, s.header, s.verdict, s.deleted_at IS NOT NULL, s.parent_id, s.seed \
          FROM sessionlog.lineage l JOIN sessionlog.sessions s \
            ON s.root_id = l.root_id AND s.id = l.id WHERE l.id = $1",
         &[&id],
@@ -156,6 +187,8 @@ pub(crate) fn session_row(r: &postgres::Row) -> SessionRow {
         header: r.get(8),
         verdict: r.get(9),
         deleted: r.get(10),
+        parent: r.get(11),
+        seed: r.get(12),
     }
 }
 

@@ -11,7 +11,7 @@ use postgres::Client;
 use crate::error::{Error, Result};
 
 /// The schema version this build reads and writes.
-pub const VERSION: i32 = 1;
+pub const VERSION: i32 = 2;
 
 /// The role every host's login role is granted.
 pub const HOST_ROLE: &str = "sessionlog_host";
@@ -21,7 +21,7 @@ const FUNCTIONS: &str = include_str!("../sql/functions.sql");
 
 /// Every function hosts may run, with its signature (for the grants).
 const HOST_FUNCTIONS: [&str; 6] = [
-    "sessionlog.append_batches(text, integer, text[], text[], bigint[], bigint[], bigint[], bigint[], bytea[], bigint[], text[], bytea[], boolean[], integer[])",
+    "sessionlog.append_batches(text, integer, text[], text[], bigint[], bigint[], bigint[], bigint[], bytea[], bigint[], text[], bytea[], boolean[], integer[], text[], bigint[])",
     "sessionlog.acquire(text, text, integer, boolean)",
     "sessionlog.renew(text, integer, text[], text[], bigint[])",
     "sessionlog.release(text, text, text, bigint)",

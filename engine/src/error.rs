@@ -180,6 +180,15 @@ pub enum Error {
     /// The store's commit hook (its system of record) refused the batch; nothing was written.
     #[error("{}; nothing was appended", .0.message)]
     Refused(Refusal),
+    /// A write that would change a store with a commit hook (the index of a fleet) without
+    /// reaching its system of record; nothing was written.
+    #[error("this store is the index of a fleet: {operation} of {target} would change this host's store alone, not the fleet's system of record; run it through the fleet, or on a store of its own; nothing was written")]
+    IndexOfFleet {
+        /// The operation refused.
+        operation: &'static str,
+        /// What it would change: `session "ID"`, or the sessions a purge would remove.
+        target: String,
+    },
     /// One failure reported to every append that shared its group commit.
     #[error(transparent)]
     Shared(std::sync::Arc<Error>),

@@ -35,13 +35,13 @@ pub use metrics::{
 pub use ops::append::{AppendItem, AppendQueue, AppendReceipt, NewSession, StoreAccess};
 pub use ops::archive::{ArchiveCandidates, ArchivePlan};
 pub use ops::export::ExportFormat;
-pub use ops::fork::{ForkReport, LineageEntry};
+pub use ops::fork::{ForkFile, ForkReport, LineageEntry};
 pub use ops::generations::{scan_session_dir, GenerationFile, SessionDir};
 pub use ops::import::{ImportOptions, ImportReport, RootLocation};
 pub use ops::list::{ListOrder, ListPage, SessionSummary};
 pub use ops::migrate::{MigrateOptions, MigrationOutcome, MigrationReport};
 pub use ops::repair::RepairReport;
-pub use ops::retention::PurgeReport;
+pub use ops::retention::{PurgeReport, RecordedChange};
 pub use ops::root::{is_session_root, scan_root, RootFile, RootScan};
 pub use ops::verify::{VerifyProblem, VerifyReport};
 pub use options::{BuiltinProjection, Durability, Options, V0Reads};

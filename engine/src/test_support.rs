@@ -19,6 +19,13 @@ pub(crate) fn ev(text: &str) -> NewEvent {
     NewEvent::from_value(&sessionlog_codec::json::parse(text).expect("json")).expect("event")
 }
 
+/// Session `id`'s file, as kept.
+pub(crate) fn exported(store: &Store, id: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    store.export(id, None, &mut out).expect("export");
+    out
+}
+
 /// An empty store (buffered durability) in a temp directory.
 pub(crate) fn empty() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -5,7 +5,8 @@
 //! background while the store is open, and given up when it closes.
 //!
 //! Invariant: in cluster mode, every write reaches PostgreSQL; the writes the fleet does not
-//! carry (import, fork, repair) are refused here rather than made to the local store alone.
+//! carry (repair, archive, restore) are refused here rather than made to the local store alone,
+//! and a fork or an import goes through the fleet (its file committed to PostgreSQL).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,6 +77,40 @@ pub fn local_only(opened: &Opened, what: &str, job: impl FnOnce() -> Reply) -> R
             ),
         ),
         None => job(),
+    }
+}
+
+/// Fork `source` after seq `at` (default: its end) into `new_id`: through the fleet in cluster
+/// mode (the child, which this host then holds, committed to PostgreSQL as DSH's fork file),
+/// else in the store (sharing the parent's prefix).
+pub fn fork(opened: &Opened, source: &str, at: Option<u64>, new_id: &str) -> Reply {
+    match &opened.host {
+        Some(host) => match host.fleet().fork(source, at, new_id) {
+            Ok(report) => ops::fork_json(report),
+            Err(e) => failure(e),
+        },
+        None => crate::reply::reply(opened.store.fork(source, at, new_id), ops::fork_json),
+    }
+}
+
+/// Import the session log `bytes` (named `name` in errors): through the fleet in cluster mode
+/// (committed to PostgreSQL whole or refused whole; this host then holds it), else into the
+/// store. `{id, verdict}`.
+pub fn import_bytes(opened: &Opened, name: &str, bytes: &[u8]) -> Reply {
+    let Some(host) = &opened.host else {
+        return ops::import_bytes(&opened.store, name, bytes);
+    };
+    let imported = host
+        .fleet()
+        .import(name, bytes)
+        .and_then(|i| Ok(opened.store.summary(&i.id)?));
+    match imported {
+        Ok(s) => Reply::Json(format!(
+            "{{\"id\":{},\"verdict\":{}}}",
+            quoted(&s.id),
+            quoted(&s.verdict.to_string())
+        )),
+        Err(e) => failure(e),
     }
 }
 
@@ -173,6 +208,7 @@ pub fn failure(e: Error) -> Reply {
         Error::Owned { .. } => "SESSIONLOG_OWNED",
         Error::NotHeld(_) => "SESSIONLOG_FENCED",
         Error::Diverged { .. } => "SESSIONLOG_DIVERGED",
+        Error::Import { .. } => "SESSIONLOG_NOT_IN_FLEET",
         _ => "SESSIONLOG_ERROR",
     };
     Reply::failed(code, e.to_string())

@@ -409,7 +409,8 @@ impl NativeStore {
         })
     }
 
-    /// Fork `source` into `new_id` at seq `at` (default: its end).
+    /// Fork `source` into `new_id` at seq `at` (default: its end); in cluster mode through
+    /// the fleet.
     #[napi]
     pub fn fork(
         &self,
@@ -419,9 +420,7 @@ impl NativeStore {
         at: Option<f64>,
     ) -> napi::Result<JsObject> {
         match seq_arg("at", at) {
-            Ok(at) => self.run_local(&env, "fork", move |s| {
-                reply::reply(s.fork(&source, at, &new_id), ops::fork_json)
-            }),
+            Ok(at) => self.run_opened(&env, move |o| cluster::fork(o, &source, at, &new_id)),
             Err(reply) => Self::refuse(&env, reply),
         }
     }
@@ -454,11 +453,12 @@ impl NativeStore {
         })
     }
 
-    /// Import one session log held in `bytes` (`.jsonl` or `.jsonl.zstd`).
+    /// Import one session log held in `bytes` (`.jsonl` or `.jsonl.zstd`); in cluster mode
+    /// through the fleet.
     #[napi]
     pub fn import_bytes(&self, env: Env, name: String, bytes: Buffer) -> napi::Result<JsObject> {
         let bytes: Vec<u8> = bytes.into();
-        self.run_local(&env, "import", move |s| ops::import_bytes(s, &name, &bytes))
+        self.run_opened(&env, move |o| cluster::import_bytes(o, &name, &bytes))
     }
 
     /// Remove session `id` for good (delete, then purge every deleted session); in cluster

@@ -121,6 +121,7 @@ pub fn code_of(e: &Error) -> &'static str {
         Error::ReconstructionMismatch { .. } => "SESSIONLOG_RECONSTRUCTION_MISMATCH",
         Error::NoSuchStep { .. } => "SESSIONLOG_NO_SUCH_STEP",
         Error::Fork { .. } => "SESSIONLOG_FORK",
+        Error::IndexOfFleet { .. } => "SESSIONLOG_NOT_IN_FLEET",
         Error::UnknownUnit { .. } => "SESSIONLOG_UNKNOWN_UNIT",
         Error::Archived { .. } => "SESSIONLOG_ARCHIVED",
         Error::Archive { .. } => "SESSIONLOG_ARCHIVE",

@@ -141,8 +141,25 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
         // A catches up on a session it no longer holds; writes the fleet does not carry are refused.
         expect(await a.sync(['owned'])).toBe(1)
         expect(await a.exportBytes('owned')).toEqual(await b.exportBytes('owned'))
-        expect(await rejectionCode(a.importBytes('x.jsonl', await b.exportBytes('owned')))).toBe('SESSIONLOG_NOT_IN_FLEET')
-        expect(await rejectionCode(b.fork('owned', 'child'))).toBe('SESSIONLOG_NOT_IN_FLEET')
+        expect(await rejectionCode(a.repair('owned'))).toBe('SESSIONLOG_NOT_IN_FLEET')
+
+        // An import goes through the fleet: a copy under another id is B's to read byte for byte;
+        // a torn file, or an id the fleet holds, is refused.
+        const copy = new TextDecoder().decode(await b.exportBytes('owned')).replace('"id":"owned"', '"id":"copied"')
+        expect(await a.importBytes('copied.jsonl', new TextEncoder().encode(copy))).toEqual({ id: 'copied', verdict: 'clean' })
+        expect(await b.sync(['copied'])).toBe(1)
+        expect(new TextDecoder().decode(await b.exportBytes('copied'))).toBe(copy)
+        expect(await rejectionCode(b.importBytes('torn.jsonl', new TextEncoder().encode(copy.replace('"id":"copied"', '"id":"torn"').slice(0, -2))))).toBe('SESSIONLOG_NOT_IN_FLEET')
+        expect(await rejectionCode(b.importBytes('again.jsonl', new TextEncoder().encode(copy)))).toBe('SESSIONLOG_DUPLICATE_SESSION')
+
+        // A forks the session B holds (reading it only): the child is DSH's fork file, on every host.
+        expect(await a.fork('owned', 'child', { at: 5 })).toEqual({ id: 'child', seed: 6, endSeed: true, closers: 0 })
+        expect(await b.sync(['child'])).toBe(1)
+        const child = new TextDecoder().decode(await b.exportBytes('child'))
+        expect(child).toEqual(new TextDecoder().decode(await a.exportBytes('child')))
+        expect(child.split('\n')[0]).toContain('"parentSession":"owned"')
+        expect(child.split('\n')[0]).toContain('"seedLength":6')
+        expect(await rejectionCode(a.fork('owned', 'child'))).toBe('SESSIONLOG_FORK')
 
         // Given up, it is A's again without force.
         expect(await b.release('owned')).toBe(true)

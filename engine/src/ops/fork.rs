@@ -7,7 +7,9 @@
 //!
 //! The child's file, as exported, is what DSH writes for a fork: the child header, then one seed
 //! batch (the inherited events re-serialized by `JSON.stringify` and packed as one batch,
-//! followed by the end-seed), then the child's own batches.
+//! followed by the end-seed), then the child's own batches. [`Store::fork_file`] works that file
+//! out by the same rules without writing anything (a fleet commits it whole instead of sharing
+//! the prefix).
 
 use sessionlog_codec::format::header::{author_header, parse_header, HeaderFields};
 use sessionlog_codec::json::{self, Object, Value};
@@ -55,11 +57,70 @@ pub struct LineageEntry {
     pub depth: i64,
 }
 
+/// A fork's file as DSH writes it, worked out from the parent without writing anything
+/// ([`Store::fork_file`]): what a store that is the index of a fleet commits through its system
+/// of record instead of sharing the parent's prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForkFile {
+    /// The child's header line (without `\n`).
+    pub header_line: String,
+    /// The seed batch: the inherited events as DSH's fork writes them (`JSON.stringify`'d and
+    /// packed), then the end-seed and closers.
+    pub seed_batch: Vec<u8>,
+    /// What the fork inherits and adds.
+    pub report: ForkReport,
+}
+
+/// A fork worked out from its parent, before anything is written.
+struct ForkPlan {
+    parent: SessionMeta,
+    header_line: String,
+    /// The events the child writes itself after the seed: the end-seed and closers.
+    own: Vec<Value>,
+    activity: Option<i64>,
+    report: ForkReport,
+}
+
 impl Store {
     /// Fork `source` after event `boundary` (default: its last event) into a new session `new_id`
     /// (DSH `SessionStore.fork`).
     pub fn fork(&self, source: &str, boundary: Option<u64>, new_id: &str) -> Result<ForkReport> {
         self.check_writable()?;
+        self.refuse_in_fleet("fork", new_id)?;
+        // The child shares the parent's prefix in DSH 0.2's model: an older parent is migrated
+        // first (its successor published, as DSH's next write-open would).
+        if self.meta(new_id.as_bytes())?.is_none() {
+            self.write_open(source)?;
+        }
+        let plan = self.plan_fork(source, boundary, new_id)?;
+        self.commit_fork(&plan, new_id)?;
+        Ok(plan.report)
+    }
+
+    /// The file DSH's fork of `source` after event `boundary` into `new_id` writes (as
+    /// [`Store::fork`] would create it, refused by the same rules), read from the stored parent
+    /// and written nowhere: the bytes a fleet commits for the child.
+    pub fn fork_file(&self, source: &str, boundary: Option<u64>, new_id: &str) -> Result<ForkFile> {
+        let plan = self.plan_fork(source, boundary, new_id)?;
+        let mut seed_batch = Vec::new();
+        self.inherited_text(&plan.parent, plan.report.seed, &mut |text| {
+            seed_batch.extend_from_slice(text);
+            Ok(())
+        })?;
+        let mut own = String::new();
+        author_lines(plan.parent.version, &plan.own, &mut own, &mut Vec::new());
+        seed_batch.extend_from_slice(own.as_bytes());
+        Ok(ForkFile {
+            header_line: plan.header_line,
+            seed_batch,
+            report: plan.report,
+        })
+    }
+
+    /// Work out the fork of `source` after `boundary` into `new_id` by DSH's rules: refused
+    /// (with DSH's codes) for an existing id, a missing or unloadable parent, a boundary past
+    /// its end, or (V0) one inside an open turn.
+    fn plan_fork(&self, source: &str, boundary: Option<u64>, new_id: &str) -> Result<ForkPlan> {
         let fail = |code: &'static str, message: String| Err(Error::Fork { code, message });
         if self.meta(new_id.as_bytes())?.is_some() {
             return fail(
@@ -67,9 +128,6 @@ impl Store {
                 format!("session \"{new_id}\" already exists"),
             );
         }
-        // The child shares the parent's prefix in DSH 0.2's model: an older parent is migrated
-        // first (its successor published, as DSH's next write-open would).
-        self.write_open(source)?;
         let parent = self
             .meta(source.as_bytes())?
             .ok_or_else(|| Error::Fork {
@@ -98,7 +156,7 @@ impl Store {
             }
         };
         if parent.version == 4 {
-            return self.fork_v4(&parent, seed, new_id);
+            return self.plan_fork_v4(parent, seed, new_id);
         }
         if let Some(at) = seed.checked_sub(1) {
             let open = self.state_at(source, "openTurn", Some(at))?;
@@ -117,42 +175,45 @@ impl Store {
             None => None,
         };
         let with_end_seed = needs_end_seed(last.as_ref());
-        let cwd = self.header_cwd(&parent)?;
         let now = now_ms();
         let header_line = author_header(&HeaderFields {
             id: new_id.into(),
             created_at: now,
-            cwd,
+            cwd: self.header_cwd(&parent)?,
             parent_session: Some(source.into()),
             seed_length: Some(i64::try_from(seed).unwrap_or(i64::MAX)),
             ..HeaderFields::default()
         });
-        let activity = self.inherited_activity(source, seed)?;
         let own = if with_end_seed {
             vec![end_seed(seed, now)]
         } else {
             Vec::new()
         };
-        self.commit_fork(&parent, new_id, &header_line, seed, &own, activity)?;
-        Ok(ForkReport {
-            id: new_id.into(),
-            seed,
-            end_seed: with_end_seed,
-            closers: 0,
+        Ok(ForkPlan {
+            activity: self.inherited_activity(source, seed)?,
+            parent,
+            header_line,
+            own,
+            report: ForkReport {
+                id: new_id.into(),
+                seed,
+                end_seed: with_end_seed,
+                closers: 0,
+            },
         })
     }
 
-    /// DSH 0.2's fork of a V4 session (`buildForkSeed`): the child inherits events `0..seed`
-    /// (shared, not copied), then holds the `{inherited:true}` end-seed (the parent's boundary
-    /// time) and, when the boundary falls inside a turn, the `forked` closers. No `OPEN_TURN`
-    /// refusal. An empty parent gives a child holding only the marker, stamped now.
-    fn fork_v4(&self, parent: &SessionMeta, seed: u64, new_id: &str) -> Result<ForkReport> {
+    /// DSH 0.2's fork of a V4 session (`buildForkSeed`): the child inherits events `0..seed`,
+    /// then holds the `{inherited:true}` end-seed (the parent's boundary time) and, when the
+    /// boundary falls inside a turn, the `forked` closers. No `OPEN_TURN` refusal. An empty
+    /// parent gives a child holding only the marker, stamped now.
+    fn plan_fork_v4(&self, parent: SessionMeta, seed: u64, new_id: &str) -> Result<ForkPlan> {
         let source = parent.id_lossy();
         let now = now_ms();
         let own: Vec<Value> = match seed.checked_sub(1) {
             None => vec![inherited_marker(0, Value::from(now))],
             Some(at) => {
-                let last = self.event_at(parent, at)?;
+                let last = self.event_at(&parent, at)?;
                 let time = last
                     .as_ref()
                     .and_then(Value::as_object)
@@ -160,7 +221,7 @@ impl Store {
                     .cloned()
                     .unwrap_or(Value::Null);
                 let marker = inherited_marker(seed, time);
-                let mut turn = self.open_turn_at(parent, at)?;
+                let mut turn = self.open_turn_at(&parent, at)?;
                 turn.observe(&marker);
                 std::iter::once(marker)
                     .chain(turn.closers(CloseCause::Forked))
@@ -170,19 +231,23 @@ impl Store {
         let header_line = author_header(&HeaderFields {
             id: new_id.into(),
             created_at: now,
-            cwd: self.header_cwd(parent)?,
+            cwd: self.header_cwd(&parent)?,
             parent_session: Some(source.clone()),
             seed_length: Some(i64::try_from(seed).unwrap_or(i64::MAX)),
             version: 4,
             ..HeaderFields::default()
         });
-        let activity = self.inherited_activity(&source, seed)?;
-        self.commit_fork(parent, new_id, &header_line, seed, &own, activity)?;
-        Ok(ForkReport {
-            id: new_id.into(),
-            seed,
-            end_seed: true,
-            closers: own.len().saturating_sub(1) as u64,
+        Ok(ForkPlan {
+            activity: self.inherited_activity(&source, seed)?,
+            report: ForkReport {
+                id: new_id.into(),
+                seed,
+                end_seed: true,
+                closers: own.len().saturating_sub(1) as u64,
+            },
+            parent,
+            header_line,
+            own,
         })
     }
 
@@ -199,19 +264,14 @@ impl Store {
             .and_then(Value::as_safe_integer))
     }
 
-    /// Store the fork `new_id` of `parent` after `seed` inherited events: its header, a surface
-    /// snapshot at the boundary (the parent's surface there), its `own` events (folded and
+    /// Store the fork `new_id` `plan` describes, sharing its parent's prefix: its header, a
+    /// surface snapshot at the boundary (the parent's surface there), its own events (folded and
     /// indexed after the snapshot, written as one batch in the parent's format), the lineage key
     /// and its metadata. Atomic, like an import.
-    fn commit_fork(
-        &self,
-        parent: &SessionMeta,
-        new_id: &str,
-        header_line: &str,
-        seed: u64,
-        own: &[Value],
-        activity: Option<i64>,
-    ) -> Result<()> {
+    fn commit_fork(&self, plan: &ForkPlan, new_id: &str) -> Result<()> {
+        let (parent, header_line, seed, own) =
+            (&plan.parent, &plan.header_line, plan.report.seed, &plan.own);
+        let activity = plan.activity;
         let base = match seed.checked_sub(1) {
             Some(at) => self.surface_fold_at(parent, at)?,
             None => SurfaceFold::new().with_model(parent.require_surface_model("fork")?),
@@ -319,21 +379,33 @@ impl Store {
         let Some(base) = &meta.fork_of else {
             return Ok(());
         };
-        let Some(last) = base.seed.checked_sub(1) else {
+        let parent = self.require_meta(&base.id)?;
+        self.inherited_text(&parent, base.seed, out)
+    }
+
+    /// The first `seed` events of `parent` as a fork's seed batch writes them (see
+    /// [`Store::seed_text`]; a fork is written in its parent's format).
+    fn inherited_text(
+        &self,
+        parent: &SessionMeta,
+        seed: u64,
+        out: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let Some(last) = seed.checked_sub(1) else {
             return Ok(());
         };
-        let parent = self.require_meta(&base.id)?;
+        let version = parent.version;
         let mut pending: Vec<Value> = Vec::new();
         let mut text = String::new();
         let mut members = Vec::new();
         let mut emit = |pending: &mut Vec<Value>, text: &mut String| -> Result<()> {
             text.clear();
-            author_lines(meta.version, pending, text, &mut members);
+            author_lines(version, pending, text, &mut members);
             members.clear();
             pending.clear();
             out(text.as_bytes())
         };
-        self.events_of(&parent, 0, Some(last), &mut |_, e| {
+        self.events_of(parent, 0, Some(last), &mut |_, e| {
             pending.push(e.clone());
             let ty = e
                 .as_object()

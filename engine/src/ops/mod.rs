@@ -18,3 +18,6 @@ pub(crate) mod request;
 pub(crate) mod retention;
 pub(crate) mod root;
 pub(crate) mod verify;
+
+#[cfg(test)]
+mod tests;

@@ -22,14 +22,27 @@ pub struct PurgeReport {
     pub stored_bytes_after: u64,
 }
 
+/// A retention change a store's system of record committed (see [`Store::apply_recorded`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordedChange {
+    /// The session was deleted (hidden, still readable).
+    Deleted(String),
+    /// The session was restored.
+    Undeleted(String),
+    /// The sessions were removed for good (this store's copies, deleted or not, go too).
+    Purged(Vec<String>),
+}
+
 impl Store {
     /// Mark session `id` deleted: hidden from listings, still exportable, restorable.
     pub fn delete(&self, id: &str) -> Result<()> {
+        self.refuse_in_fleet("delete", id)?;
         self.set_deleted(id, Some(now_ms()))
     }
 
     /// Restore a deleted session.
     pub fn undelete(&self, id: &str) -> Result<()> {
+        self.refuse_in_fleet("undelete", id)?;
         self.set_deleted(id, None)
     }
 
@@ -42,9 +55,42 @@ impl Store {
 
     /// Remove for good every deleted session deleted more than `older_than_ms` ago.
     pub fn purge(&self, older_than_ms: i64, dry_run: bool) -> Result<PurgeReport> {
-        self.check_writable()?;
+        if !dry_run {
+            self.refuse_in_fleet_of("purge", || "the deleted sessions".into())?;
+        }
         let cutoff = now_ms().saturating_sub(older_than_ms);
-        let due = |m: &SessionMeta| m.deleted_at_ms.is_some_and(|t| t <= cutoff);
+        self.purge_where(
+            &|m: &SessionMeta| m.deleted_at_ms.is_some_and(|t| t <= cutoff),
+            dry_run,
+        )
+    }
+
+    /// Apply a change its system of record has committed to a store that is its index (a
+    /// fleet's host, whose store has a commit hook): the retention operations, which such a
+    /// store refuses when asked directly ([`Error::IndexOfFleet`]), are made here as the record
+    /// says, without asking the hook again.
+    ///
+    /// [`Error::IndexOfFleet`]: crate::Error::IndexOfFleet
+    pub fn apply_recorded(&self, change: &RecordedChange) -> Result<()> {
+        match change {
+            RecordedChange::Deleted(id) => self.set_deleted(id, Some(now_ms())),
+            RecordedChange::Undeleted(id) => self.set_deleted(id, None),
+            RecordedChange::Purged(ids) => {
+                let ids: std::collections::HashSet<&[u8]> =
+                    ids.iter().map(|id| id.as_bytes()).collect();
+                self.purge_where(&|m: &SessionMeta| ids.contains(m.id.as_slice()), false)
+                    .map(drop)
+            }
+        }
+    }
+
+    /// Remove for good the sessions `due` says (see [`Store::purge`]).
+    fn purge_where(
+        &self,
+        due: &dyn Fn(&SessionMeta) -> bool,
+        dry_run: bool,
+    ) -> Result<PurgeReport> {
+        self.check_writable()?;
         let mut candidates: Vec<Vec<u8>> = Vec::new();
         self.for_each_meta(&mut |m| {
             if due(m) {

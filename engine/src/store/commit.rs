@@ -337,6 +337,28 @@ impl Store {
         self.commits.hook.get().is_some()
     }
 
+    /// Refuse `operation` on session `id` in a store with a commit hook: a write that does not
+    /// go through the group commit's hook would change this store alone, and a store with a hook
+    /// is the index of a system of record that must hold every change first.
+    pub(crate) fn refuse_in_fleet(&self, operation: &'static str, id: &str) -> Result<()> {
+        self.refuse_in_fleet_of(operation, || format!("session \"{id}\""))
+    }
+
+    /// [`Store::refuse_in_fleet`] for an operation whose `target` is not one session.
+    pub(crate) fn refuse_in_fleet_of(
+        &self,
+        operation: &'static str,
+        target: impl FnOnce() -> String,
+    ) -> Result<()> {
+        match self.has_commit_hook() {
+            true => Err(Error::IndexOfFleet {
+                operation,
+                target: target(),
+            }),
+            false => Ok(()),
+        }
+    }
+
     /// Counters of the group-commit queue: writes made, the batches they carried, and the
     /// session batches appended.
     pub fn commit_stats(&self) -> CommitStats {

@@ -20,8 +20,8 @@ pub struct CommitRecord {
     pub events: u64,
     /// The session's batch number (a log's header is batch 0; its write batches follow).
     pub batch: u64,
-    /// The bytes the batch adds to the log file: its lines (`.jsonl`), or its one zstd frame
-    /// (`.jsonl.zstd`).
+    /// The bytes the batch adds to the log file: its lines (`.jsonl`), or its zstd frames
+    /// (`.jsonl.zstd`: one per appended batch; a batch given as bytes may hold several).
     pub bytes: Vec<u8>,
     /// When the batch creates its session: the session as created.
     pub creates: Option<CreatedSession>,

@@ -87,10 +87,10 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 /// | | [`state_at`](Store::state_at) | `read/checkpoints.rs` |
 /// | | [`request`](Store::request), [`check_request`](Store::check_request), [`dispatch_point`](Store::dispatch_point) | `ops/request.rs` |
 /// | message projections | [`register_message_projection`](Store::register_message_projection), [`remove_message_projection`](Store::remove_message_projection) | `read/message_projections.rs` |
-/// | forks and lineage | [`fork`](Store::fork), [`lineage`](Store::lineage), [`stored_bytes`](Store::stored_bytes) | `ops/fork.rs` |
+/// | forks and lineage | [`fork`](Store::fork), [`fork_file`](Store::fork_file), [`lineage`](Store::lineage), [`stored_bytes`](Store::stored_bytes) | `ops/fork.rs` |
 /// | migration to V4 | [`migrate`](Store::migrate), [`migrate_all`](Store::migrate_all) | `ops/migrate.rs` |
 /// | listing | [`list_page`](Store::list_page), [`list`](Store::list), [`summary`](Store::summary), [`ids`](Store::ids) | `ops/list.rs` |
-/// | retention | [`delete`](Store::delete), [`undelete`](Store::undelete), [`purge`](Store::purge), [`compact`](Store::compact) | `ops/retention.rs` |
+/// | retention | [`delete`](Store::delete), [`undelete`](Store::undelete), [`purge`](Store::purge), [`apply_recorded`](Store::apply_recorded), [`compact`](Store::compact) | `ops/retention.rs` |
 /// | archive to object storage | [`archive_candidates`](Store::archive_candidates), [`archive_plan`](Store::archive_plan), [`commit_archive`](Store::commit_archive), [`archived_copy`](Store::archived_copy), [`restore_archived`](Store::restore_archived) | `ops/archive.rs` |
 /// | checks and sizes | [`verify`](Store::verify) | `ops/verify.rs` |
 /// | | [`file_bytes`](Store::file_bytes), [`column_family_bytes`](Store::column_family_bytes) | `store/maintenance.rs` |

@@ -198,9 +198,13 @@ pub enum BenchWorkload {
         /// Events of the large parent.
         #[arg(long, default_value_t = 1_000_000)]
         events: u64,
-        /// Forks per parent.
+        /// Forks per parent (with `--cluster`: rounds).
         #[arg(long, default_value_t = 50)]
         forks: u64,
+        /// Fork in a fleet on a throwaway PostgreSQL instead: the child's whole file committed,
+        /// beside the embedded store's fork and the fleet's import of the same file.
+        #[arg(long)]
+        cluster: bool,
         /// Print one JSON object with the raw figures and a `ratios` map.
         #[arg(long)]
         json: bool,

@@ -22,7 +22,7 @@ use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::format::lines::author_lines;
 use sessionlog_codec::format::stored::{encode_block, BlockMeta};
 use sessionlog_codec::format::zstd::{
-    FrameCompressor, FrameDecoder, TORN_RECORD_IN_COMPLETE_FRAME,
+    scan_frames, FrameCompressor, FrameDecoder, TORN_RECORD_IN_COMPLETE_FRAME,
 };
 use sessionlog_codec::json::Value;
 use sessionlog_codec::log_reader::LogReader;
@@ -44,8 +44,9 @@ use crate::write::session_batch::SessionBatch;
 pub(super) enum Written {
     /// Events, authored here as DSH's writer authors them.
     Events(Vec<NewEvent>),
-    /// The bytes the batch adds to the log file: its lines (`.jsonl`), or its one zstd frame
-    /// (`.jsonl.zstd`), kept verbatim (a batch its system of record already holds).
+    /// The bytes the batch adds to the log file: its lines (`.jsonl`), or its zstd frames
+    /// (`.jsonl.zstd`), kept verbatim (a fork's or an imported file's batch, or a batch its
+    /// system of record already holds).
     Bytes(Vec<u8>),
 }
 
@@ -86,7 +87,7 @@ pub(super) fn stage(
         rewrites_record: false,
         file_bytes: None,
     };
-    let (text, frame) = match written {
+    let (text, frames) = match written {
         Written::Events(events) if events.is_empty() => return Ok(staged),
         Written::Events(events) => {
             staged.receipt.count = events.len() as u64;
@@ -102,7 +103,7 @@ pub(super) fn stage(
         state.reader = Some(store.seam_reader(&state.meta)?);
     }
     let events_before = state.meta.events;
-    let (meta, file_bytes) = match stage_lines(store, state, &text, frame, batch) {
+    let (meta, file_bytes) = match stage_lines(store, state, &text, frames, batch) {
         Ok(done) => done,
         Err(e) => {
             *slot = None;
@@ -123,26 +124,45 @@ pub(super) fn stage(
     })
 }
 
-/// The lines of a batch given as the bytes it adds to a log kept as `source` (and its frame,
-/// for `.jsonl.zstd`); refused unless they are whole lines of text.
+/// A `.jsonl.zstd` batch's frames as given: each frame's bytes and the length of its text.
+type Frames = Vec<(Vec<u8>, usize)>;
+
+/// The lines of a batch given as the bytes it adds to a log kept as `source` (and its frames,
+/// for `.jsonl.zstd`); refused unless they are whole lines of text (each frame's too).
 fn written_lines(
     id: &str,
     source: SourceEncoding,
     bytes: Vec<u8>,
-) -> Result<(String, Option<Vec<u8>>)> {
+) -> Result<(String, Option<Frames>)> {
     let refuse = |rule: String| Error::Rejected {
         id: id.into(),
         seq: None,
         rule,
     };
-    let (plain, frame) = match source {
+    let (plain, frames) = match source {
         SourceEncoding::Jsonl => (bytes, None),
         SourceEncoding::JsonlZstd => {
+            let scan = scan_frames(&bytes)
+                .map_err(|e| refuse(format!("the batch's frames do not scan: {e}")))?;
+            if scan.torn_start.is_some() {
+                return Err(refuse("the batch ends inside a frame".into()));
+            }
+            let mut decoder = FrameDecoder::new()?;
             let mut plain = Vec::new();
-            FrameDecoder::new()?
-                .decode_frame(&bytes, 0, &mut plain)
-                .map_err(|e| refuse(format!("the batch's frame does not decode: {e}")))?;
-            (plain, Some(bytes))
+            let mut frames = Vec::with_capacity(scan.frames.len());
+            for (k, range) in scan.frames.into_iter().enumerate() {
+                let before = plain.len();
+                decoder
+                    .decode_frame(&bytes[range.clone()], range.start, &mut plain)
+                    .map_err(|e| refuse(format!("the batch's frame {k} does not decode: {e}")))?;
+                if plain.last() != Some(&b'\n') {
+                    return Err(refuse(format!(
+                        "the batch's frame {k} does not end with a whole line"
+                    )));
+                }
+                frames.push((bytes[range].to_vec(), plain.len() - before));
+            }
+            (plain, Some(frames))
         }
     };
     if plain.last() != Some(&b'\n') {
@@ -152,7 +172,7 @@ fn written_lines(
     }
     let text =
         String::from_utf8(plain).map_err(|e| refuse(format!("the batch is not text: {e}")))?;
-    Ok((text, frame))
+    Ok((text, frames))
 }
 
 /// The lines of `events` written from seq `first_seq` into a log of format `version`, with
@@ -189,14 +209,14 @@ struct ReadBatch {
 }
 
 /// Read `text` (the batch's lines) on from the cached reader and stage what it stores: the
-/// committed lines as a block with their indexes, the rest as tail, a `.jsonl.zstd` log's frame
-/// (`frame`, or compressed here). Returns the session's metadata once the batch commits, and the
-/// bytes the batch adds to the log file.
+/// committed lines as a block with their indexes, the rest as tail, a `.jsonl.zstd` log's frames
+/// (`frames`, whose texts make up `text`, or one compressed here). Returns the session's
+/// metadata once the batch commits, and the bytes the batch adds to the log file.
 fn stage_lines(
     store: &Store,
     state: &mut WriteState,
     text: &str,
-    frame: Option<Vec<u8>>,
+    frames: Option<Frames>,
     batch: &mut SessionBatch<'_>,
 ) -> Result<(SessionMeta, Vec<u8>)> {
     let mut next = state.meta.clone();
@@ -208,34 +228,50 @@ fn stage_lines(
     let first = seam.reader.scanner.events();
     let lines_before = seam.reader.scanner.lines();
     let mut read = ReadBatch::default();
-    // DSH stops reading a `.jsonl.zstd` log after the frame in which its reader turned fatal.
-    let feed = !(zstd && seam.reader.scanner.is_fatal());
-    for line in text.split_terminator('\n') {
-        let whole = match std::mem::take(&mut seam.fragment) {
-            fragment if fragment.is_empty() => line.as_bytes().to_vec(),
-            mut fragment => {
-                fragment.extend_from_slice(line.as_bytes());
-                fragment
-            }
-        };
-        let outcome = if feed {
-            seam.reader
-                .push_line(&whole)
-                .map_err(|e| next.corrupt(format!("an appended line cannot be read: {e}")))?
-        } else {
-            LineOutcome::Tail
-        };
-        match outcome {
-            LineOutcome::Committed(events) => {
-                read.committed.extend_from_slice(line.as_bytes());
-                read.committed.push(b'\n');
-                read.members
-                    .push(u32::try_from(events.len()).unwrap_or(u32::MAX));
-                read.events.extend(events);
-            }
-            LineOutcome::Tail => {
-                read.tail.extend_from_slice(line.as_bytes());
-                read.tail.push(b'\n');
+    // The texts of the batch's frames (one, when it is compressed here), in order.
+    let mut pieces = Vec::new();
+    let mut at = 0;
+    for (_, len) in frames.iter().flatten() {
+        pieces.push(
+            text.get(at..at + len).ok_or_else(|| {
+                Error::Internal("a frame's text is not within the batch's".into())
+            })?,
+        );
+        at += len;
+    }
+    if pieces.is_empty() {
+        pieces.push(text);
+    }
+    for piece in pieces {
+        // DSH stops reading a `.jsonl.zstd` log after the frame in which its reader turned fatal.
+        let feed = !(zstd && seam.reader.scanner.is_fatal());
+        for line in piece.split_terminator('\n') {
+            let whole = match std::mem::take(&mut seam.fragment) {
+                fragment if fragment.is_empty() => line.as_bytes().to_vec(),
+                mut fragment => {
+                    fragment.extend_from_slice(line.as_bytes());
+                    fragment
+                }
+            };
+            let outcome = if feed {
+                seam.reader
+                    .push_line(&whole)
+                    .map_err(|e| next.corrupt(format!("an appended line cannot be read: {e}")))?
+            } else {
+                LineOutcome::Tail
+            };
+            match outcome {
+                LineOutcome::Committed(events) => {
+                    read.committed.extend_from_slice(line.as_bytes());
+                    read.committed.push(b'\n');
+                    read.members
+                        .push(u32::try_from(events.len()).unwrap_or(u32::MAX));
+                    read.events.extend(events);
+                }
+                LineOutcome::Tail => {
+                    read.tail.extend_from_slice(line.as_bytes());
+                    read.tail.push(b'\n');
+                }
             }
         }
     }
@@ -259,19 +295,23 @@ fn stage_lines(
             text.to_vec()
         }
         SourceEncoding::JsonlZstd => {
-            let frame = match frame {
-                Some(frame) => frame,
+            let frames = match frames {
+                Some(frames) => frames.into_iter().map(|(frame, _)| frame).collect(),
                 None => {
                     let mut frame = Vec::new();
                     FrameCompressor::new()?.compress_into(text, &mut frame)?;
-                    frame
+                    vec![frame]
                 }
             };
-            let key = keys::event_key(next.number, keys::FRAME, next.frames);
-            batch.put_event_record(&key, &checked_value(&frame))?;
-            next.frames += 1;
-            next.total_bytes += frame.len() as u64;
-            frame
+            let mut bytes = Vec::new();
+            for frame in frames {
+                let key = keys::event_key(next.number, keys::FRAME, next.frames);
+                batch.put_event_record(&key, &checked_value(&frame))?;
+                next.frames += 1;
+                next.total_bytes += frame.len() as u64;
+                bytes.extend_from_slice(&frame);
+            }
+            bytes
         }
     };
     let scanner = &seam.reader.scanner;

@@ -53,9 +53,12 @@ pub struct AppendItem {
     /// Keep the batch as DSH's writer writes it even where DSH's append rules refuse it (see
     /// [`AppendItem::as_written`]).
     pub as_written: bool,
-    /// The batch given as the bytes it adds to the log file (see [`AppendItem::replicated`]),
+    /// The batch given as the bytes it adds to the log file (see [`AppendItem::written_bytes`]),
     /// instead of `events`.
     pub written: Option<Vec<u8>>,
+    /// The store's system of record holds the batch already (see [`AppendItem::replicated`]):
+    /// it is not offered to the commit hook.
+    pub replicated: bool,
 }
 
 /// A session an [`AppendItem`] creates: its header line (without `\n`), as DSH's writer authors
@@ -83,15 +86,16 @@ impl AppendItem {
             create: None,
             as_written: false,
             written: None,
+            replicated: false,
         }
     }
 
-    /// A batch its system of record already holds, given as the bytes it adds to the log file
-    /// (its lines for a `.jsonl` log, its zstd frame for a `.jsonl.zstd` one): a store that is
-    /// the index of a fleet's system of record catches up with these. They are kept verbatim
-    /// and read by DSH's reader as [`AppendItem::as_written`] batches are, and not offered to
-    /// the store's commit hook.
-    pub fn replicated(
+    /// A batch given as the bytes it adds to the log file (its lines for a `.jsonl` log, its
+    /// zstd frames, each of whole lines, for a `.jsonl.zstd` one), kept verbatim and read by DSH's reader as
+    /// [`AppendItem::as_written`] batches are. Offered to the store's commit hook like any
+    /// batch: how a fleet writes bytes authored whole elsewhere (a fork's seed batch, an
+    /// imported file's batches) through its system of record.
+    pub fn written_bytes(
         id: impl Into<String>,
         expected_next_seq: Option<u64>,
         bytes: Vec<u8>,
@@ -99,6 +103,20 @@ impl AppendItem {
         AppendItem {
             written: Some(bytes),
             ..AppendItem::new(id, expected_next_seq, Vec::new())
+        }
+    }
+
+    /// A [`AppendItem::written_bytes`] batch its system of record already holds: a store that
+    /// is the index of a fleet's system of record catches up with these. Not offered to the
+    /// store's commit hook (the one write a store with a hook takes without it).
+    pub fn replicated(
+        id: impl Into<String>,
+        expected_next_seq: Option<u64>,
+        bytes: Vec<u8>,
+    ) -> Self {
+        AppendItem {
+            replicated: true,
+            ..AppendItem::written_bytes(id, expected_next_seq, bytes)
         }
     }
 
@@ -243,7 +261,7 @@ impl Store {
             }
             let item = &mut items[i];
             // A replicated batch is its system of record's already: the hook never sees it.
-            let replicated = item.written.is_some();
+            let replicated = item.replicated;
             let keys_before = batch.len();
             let outcome = match item.create.take() {
                 Some(new) => self

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Refusal, RefusalKind};
 use crate::layout::meta::SourceEncoding;
 use crate::ops::append::AppendItem;
-use crate::store::{CommitHook, CommitRecord, Store};
-use crate::test_support::{empty, ev};
+use crate::store::{CommitHook, CommitRecord};
+use crate::test_support::{empty, ev, exported};
 
 /// A hook that keeps every record it accepts, and refuses the sessions in `fenced`.
 #[derive(Default)]
@@ -48,12 +48,6 @@ fn prompt(n: u64) -> sessionlog_codec::format::event::NewEvent {
     ev(&format!(
         r#"{{"type":"user/message","time":{n},"data":{{"content":[],"source":{{"kind":"tool"}},"role":"user","id":"u{n}"}},"surfaceOp":"append"}}"#
     ))
-}
-
-fn exported(store: &Store, id: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    store.export(id, None, &mut out).expect("export");
-    out
 }
 
 #[test]
@@ -130,5 +124,65 @@ fn each_batch_reaches_the_hook_as_its_bytes_and_a_refused_one_writes_nothing() {
             let report = replica.verify(&[]).expect("verify");
             assert!(report.problems.is_empty(), "{:?}", report.problems);
         }
+    }
+}
+
+#[test]
+fn written_bytes_reach_the_hook_and_replicated_ones_do_not() {
+    for encoding in [SourceEncoding::Jsonl, SourceEncoding::JsonlZstd] {
+        let (_s, source) = empty();
+        source
+            .append_many(vec![AppendItem::new(
+                "a",
+                Some(0),
+                vec![prompt(1), prompt(2)],
+            )
+            .creating(header("a"), encoding)])
+            .pop()
+            .expect("a result")
+            .expect("created");
+        let file = exported(&source, "a");
+        let header_len = match encoding {
+            SourceEncoding::Jsonl => header("a").len() + 1,
+            SourceEncoding::JsonlZstd => {
+                sessionlog_codec::format::zstd::scan_frames(&file)
+                    .expect("frames")
+                    .frames[0]
+                    .end
+            }
+        };
+        let body = file[header_len..].to_vec();
+
+        let (_t, store) = empty();
+        let hook = Arc::new(Recorder::default());
+        store.set_commit_hook(hook.clone()).expect("hook");
+        let item =
+            AppendItem::written_bytes("a", Some(0), body.clone()).creating(header("a"), encoding);
+        store
+            .append_many(vec![item])
+            .pop()
+            .expect("a result")
+            .expect("written");
+        let kept = hook.kept.lock().expect("lock").clone();
+        assert_eq!(kept.len(), 1, "the written batch reached the hook");
+        assert_eq!(
+            (kept[0].bytes.as_slice(), kept[0].events),
+            (body.as_slice(), 2)
+        );
+        assert!(kept[0].creates.is_some());
+
+        let item = AppendItem::replicated("b", Some(0), body).creating(header("b"), encoding);
+        store
+            .append_many(vec![item])
+            .pop()
+            .expect("a result")
+            .expect("replicated");
+        assert_eq!(
+            hook.kept.lock().expect("lock").len(),
+            1,
+            "the replicated one did not"
+        );
+        assert_eq!(store.require_meta(b"b").expect("b").events, 2);
+        assert_eq!(exported(&store, "a"), file);
     }
 }

@@ -133,6 +133,7 @@ impl Store {
         landing: Landing,
         body: impl FnOnce(SessionWriter<'_>) -> Result<SessionMeta>,
     ) -> Result<ImportReport> {
+        self.refuse_in_fleet("import", &header.id.to_string_lossy())?;
         if let Some(location) = &options.location {
             check_location(location, header)?;
         }

@@ -7,7 +7,7 @@ use anyhow::Context;
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::format::header::{author_header, HeaderFields};
 use sessionlog_codec::json;
-use sessionlog_engine::{SourceEncoding, Store};
+use sessionlog_engine::{ForkReport, SourceEncoding, Store};
 use sessionlog_tools_common::args::LogFormatArg;
 
 use crate::cli::FormatArg;
@@ -98,7 +98,12 @@ pub fn fork(
     new_id: &str,
     at: Option<u64>,
 ) -> anyhow::Result<ExitCode> {
-    let r = store.fork(source, at, new_id)?;
+    print_fork(source, &store.fork(source, at, new_id)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Say what the fork of `source` created.
+pub fn print_fork(source: &str, r: &ForkReport) {
     let closers = match r.closers {
         0 => String::new(),
         n => format!(", {n} closers of the open turn"),
@@ -113,5 +118,4 @@ pub fn fork(
             ""
         }
     );
-    Ok(ExitCode::SUCCESS)
 }

@@ -1,9 +1,11 @@
 //! The CLI as a host of a fleet (`--cluster URL`): the store in `--db` is this host's index of
 //! the fleet's sessions, PostgreSQL their system of record. A read catches the session up from
 //! PostgreSQL first; a write takes the session for this host (refused while another host's lease
-//! is live), commits through PostgreSQL, and gives it up again, as a one-shot host does. Plus
+//! is live), commits through PostgreSQL, and gives it up again, as a one-shot host does; a fork
+//! or an import creates its session through PostgreSQL the same way. Plus
 //! `sessionlog cluster init|status|acquire|release`.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -76,6 +78,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Append { id, expect_seq, .. } => {
             holding(&fleet, Some(&id), || append::append(store, &id, expect_seq))
         }
+        Command::Fork { source, new_id, at } => holding(&fleet, None, || {
+            append::print_fork(&source, &fleet.fork(&source, at, &new_id)?);
+            Ok(ExitCode::SUCCESS)
+        }),
+        Command::Import {
+            paths,
+            strict: false,
+            json: false,
+        } => holding(&fleet, None, || import(&fleet, &paths)),
         Command::Delete { id } => holding(&fleet, Some(&id), || {
             fleet.set_deleted(&id, true)?;
             println!("deleted {id} in the fleet");
@@ -136,8 +147,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             objects: false,
         } => inspect::verify(store, &ids, Vec::new(), json),
         other => bail!(
-            "`{}` is not available with --cluster: the fleet takes creations, appends, reads, \
-             exports, deletion and purge; run it on a store without --cluster",
+            "`{}` is not available with --cluster: the fleet takes creations, appends, forks, \
+             imports of files (without --strict or --json), reads, exports, deletion and purge; \
+             run it on a store without --cluster",
             command_name(&other)
         ),
     }
@@ -158,6 +170,28 @@ fn holding(
         fleet.release(&s)?;
     }
     outcome
+}
+
+/// `import` in a fleet: each file a new fleet session, refused whole when any part is refused.
+fn import(fleet: &Fleet, paths: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let mut refused = 0;
+    for path in paths {
+        let name = path.display().to_string();
+        let imported = std::fs::read(path)
+            .with_context(|| format!("reading {name}"))
+            .and_then(|bytes| Ok(fleet.import(&name, &bytes)?));
+        match imported {
+            Ok(i) => println!("imported {} into the fleet: {} events", i.id, i.events),
+            Err(e) => {
+                refused += 1;
+                eprintln!("sessionlog: {e:#}");
+            }
+        }
+    }
+    Ok(match refused {
+        0 => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    })
 }
 
 /// `cluster init`: the schema and the grants, as the URL's role.
@@ -243,6 +277,11 @@ fn row_json(r: &SessionRow) -> Object {
         .with("next_seq", Value::Number(r.next_seq as f64))
         .with("verdict", Value::String(r.verdict.as_str().into()))
         .with("deleted", Value::Bool(r.deleted))
+        .with(
+            "parent",
+            opt(r.parent.as_deref().map(|p| Value::String(p.into()))),
+        )
+        .with("seed", opt(r.seed.map(|s| Value::Number(s as f64))))
 }
 
 /// The machine's host name (`/proc/sys/kernel/hostname`).

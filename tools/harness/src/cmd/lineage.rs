@@ -29,15 +29,7 @@ fn scratch_store(workload: &str) -> anyhow::Result<(std::path::PathBuf, Store)> 
 /// Fork `parent` `n` times after its last `turn/end` (a checkpointed point in both parents, so
 /// both compare the same work); mean seconds per fork and mean bytes stored per child.
 fn fork_cost(store: &Store, parent: &str, n: u64) -> anyhow::Result<(f64, f64)> {
-    let turns = store.state_at(parent, "turns", None)?;
-    let boundary = turns
-        .as_array()
-        .and_then(|t| {
-            t.iter()
-                .rev()
-                .find_map(|t| t.as_object()?.get("endSeq")?.as_safe_integer())
-        })
-        .and_then(|s| u64::try_from(s).ok());
+    let boundary = last_turn_end(store, parent)?;
     let (mut seconds, mut bytes) = (0.0, 0.0);
     for i in 0..n {
         let child = format!("{parent}-fork-{i}");
@@ -47,6 +39,19 @@ fn fork_cost(store: &Store, parent: &str, n: u64) -> anyhow::Result<(f64, f64)> 
         bytes += store.stored_bytes(&child)? as f64;
     }
     Ok((seconds / n as f64, bytes / n as f64))
+}
+
+/// The seq of `parent`'s last `turn/end` (a checkpointed point), if it has one.
+pub(super) fn last_turn_end(store: &Store, parent: &str) -> anyhow::Result<Option<u64>> {
+    let turns = store.state_at(parent, "turns", None)?;
+    Ok(turns
+        .as_array()
+        .and_then(|t| {
+            t.iter()
+                .rev()
+                .find_map(|t| t.as_object()?.get("endSeq")?.as_safe_integer())
+        })
+        .and_then(|s| u64::try_from(s).ok()))
 }
 
 pub fn bench_fork(events: u64, forks: u64, as_json: bool) -> anyhow::Result<ExitCode> {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod failover;
+mod fleet_fork;
 mod gen;
 mod lineage;
 mod node_hosting;
@@ -138,6 +139,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             BenchWorkload::Fork {
                 events,
                 forks,
+                cluster: true,
+                json,
+            } => fleet_fork::run(events, forks.max(1), json),
+            BenchWorkload::Fork {
+                events,
+                forks,
+                cluster: false,
                 json,
             } => lineage::bench_fork(events, forks, json),
             BenchWorkload::Listing {

@@ -1,0 +1,91 @@
+//! Fork in the fleet: the child is created as DSH's fork file (its header, then one seed batch of
+//! the inherited events as DSH's fork writes them, then the end-seed and closers), worked out by
+//! the engine from the parent caught up with PostgreSQL, and committed through the group
+//! commit's hook like any creation: PostgreSQL gets the child's row and its seed batch in one
+//! fenced `append_batches` transaction, under the parent's lineage root, so a fork tree stays on
+//! one shard.
+//!
+//! Invariant: the parent is only read (a host forks sessions other hosts own); the child's bytes
+//! in PostgreSQL are its whole file, so every host builds it by catch-up alone and a parent
+//! purged later takes nothing of the child with it.
+
+use sessionlog_engine::{AppendItem, ForkReport, RefusalKind, SourceEncoding};
+
+use crate::catch_up::catch_up;
+use crate::error::{Error, Result};
+use crate::fleet::{Fleet, PATIENCE};
+use crate::ownership::{self, Fork};
+use crate::pg::Pg;
+
+impl Fleet {
+    /// Fork session `parent` after event `boundary` (default: its last event) into a new
+    /// session `new_id` (DSH `SessionStore.fork`), which this host then holds. Refused with
+    /// DSH's codes (an existing id anywhere in the fleet, a missing parent, a boundary past its
+    /// end, and DSH's other fork rules), writing nothing.
+    pub fn fork(&self, parent: &str, boundary: Option<u64>, new_id: &str) -> Result<ForkReport> {
+        let row = {
+            let mut pg = self.control();
+            if id_taken(&mut pg, new_id)? {
+                return Err(exists(new_id));
+            }
+            let row = pg
+                .retrying("reading a session", PATIENCE, |c| ownership::row(c, parent))?
+                .filter(|row| !row.deleted)
+                .ok_or_else(|| {
+                    refused(
+                        "SESSION_NOT_FOUND",
+                        format!("session \"{parent}\" not found in the fleet"),
+                    )
+                })?;
+            catch_up(&mut pg, &self.store, &row)?;
+            row
+        };
+        let file = self.store.fork_file(parent, boundary, new_id)?;
+        let item = AppendItem::written_bytes(new_id, Some(0), file.seed_batch)
+            .creating(file.header_line, SourceEncoding::Jsonl);
+        let fork = Fork {
+            root: row.root.clone(),
+            parent: parent.to_owned(),
+            seed: i64::try_from(file.report.seed).unwrap_or(i64::MAX),
+        };
+        self.forks.insert(new_id, fork);
+        let created = self.store.append_many(vec![item]).pop();
+        self.forks.remove(new_id);
+        match created.unwrap_or_else(|| {
+            Err(sessionlog_engine::Error::Internal(
+                "a fork's creation gave no outcome".into(),
+            ))
+        }) {
+            Ok(_) => Ok(file.report),
+            // Created elsewhere since the check: DSH's refusal, as if it had been there before.
+            Err(sessionlog_engine::Error::Refused(r))
+                if r.kind == RefusalKind::Stale && id_taken(&mut self.control(), new_id)? =>
+            {
+                Err(exists(new_id))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Whether session id `id` is taken anywhere in the fleet.
+fn id_taken(pg: &mut Pg, id: &str) -> Result<bool> {
+    Ok(pg
+        .retrying("checking a fork's id", PATIENCE, |c| {
+            c.query_opt("SELECT 1 FROM sessionlog.lineage WHERE id = $1", &[&id])
+        })?
+        .is_some())
+}
+
+/// DSH's refusal of a fork, with its code.
+fn refused(code: &'static str, message: String) -> Error {
+    Error::Store(sessionlog_engine::Error::Fork { code, message })
+}
+
+/// DSH's refusal of a fork into an id the fleet holds.
+fn exists(id: &str) -> Error {
+    refused(
+        "SESSION_ALREADY_EXISTS",
+        format!("session \"{id}\" already exists in the fleet"),
+    )
+}
