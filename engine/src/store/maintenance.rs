@@ -1,7 +1,7 @@
 //! Maintenance: flushing memtables, compacting ranges or the whole store, and the sizes of its
 //! files. Admin operations (`purge`, `compact`, `bench space`) decide when; this file does it.
 
-use rocksdb::{BottommostLevelCompaction, CompactOptions};
+use rocksdb::{BottommostLevelCompaction, CompactOptions, WaitForCompactOptions};
 
 use super::tuning::{last_level_settings, LastLevel};
 use super::Store;
@@ -108,6 +108,18 @@ impl Store {
         self.db
             .set_options_cf(self.cf(CF_EVENTS)?, gc.settings())
             .map_err(Error::storage("setting blob garbage collection"))
+    }
+
+    /// Wait until the store is at rest: every memtable flushed, no flush or compaction queued
+    /// or running. After a bulk import the store keeps flushing and compacting for a while; a
+    /// bulk export or a read benchmark that starts then shares the disk and the cores with that
+    /// work.
+    pub fn settle(&self) -> Result<()> {
+        let mut options = WaitForCompactOptions::default();
+        options.set_flush(true);
+        self.db
+            .wait_for_compact(&options)
+            .map_err(Error::storage("waiting for flushes and compactions"))
     }
 
     /// The store's live SST and blob file bytes, over all column families (memtables and the

@@ -93,7 +93,7 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 /// | retention | [`delete`](Store::delete), [`undelete`](Store::undelete), [`purge`](Store::purge), [`apply_recorded`](Store::apply_recorded), [`compact`](Store::compact) | `ops/retention.rs` |
 /// | archive to object storage | [`archive_candidates`](Store::archive_candidates), [`archive_plan`](Store::archive_plan), [`commit_archive`](Store::commit_archive), [`archived_copy`](Store::archived_copy), [`restore_archived`](Store::restore_archived) | `ops/archive.rs` |
 /// | checks and sizes | [`verify`](Store::verify) | `ops/verify.rs` |
-/// | | [`file_bytes`](Store::file_bytes), [`column_family_bytes`](Store::column_family_bytes) | `store/maintenance.rs` |
+/// | | [`file_bytes`](Store::file_bytes), [`column_family_bytes`](Store::column_family_bytes), [`settle`](Store::settle) | `store/maintenance.rs` |
 /// | metrics | [`metrics`](Store::metrics) | `store/metrics.rs` |
 ///
 /// A host without a thread per waiting append uses an [`AppendQueue`](crate::AppendQueue)
