@@ -16,6 +16,18 @@ use crate::tls::{client_config, TlsMode};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The pause between attempts while PostgreSQL is unreachable (a failover takes seconds).
 const RETRY_PAUSE: Duration = Duration::from_millis(250);
+/// How a connection notices a server that vanished without closing it (a machine's death, a
+/// partition): a keepalive probe after this much silence, then one every [`PROBE_INTERVAL`],
+/// [`PROBES`] of them unanswered, and at most [`UNACKED_LIMIT`] for sent data to go
+/// unacknowledged. A call waiting on such a server then fails in about half a minute, inside the
+/// commit hook's patience, and the hook reconnects and reads back, rather than waiting for the
+/// system's default (two hours of silence before the first probe).
+const PROBE_AFTER_IDLE: Duration = Duration::from_secs(10);
+const PROBE_INTERVAL: Duration = Duration::from_secs(5);
+const PROBES: u32 = 3;
+const UNACKED_LIMIT: Duration = Duration::from_secs(30);
+/// The driver's keepalive idle time when the URL sets none.
+const DRIVER_DEFAULT_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
 
 /// A connection attempt that failed, and whether trying again may succeed.
 struct NoConnection {
@@ -128,6 +140,7 @@ fn connect_once(config: &Config, during: &str) -> std::result::Result<Client, No
     if pg.get_connect_timeout().is_none() {
         pg.connect_timeout(CONNECT_TIMEOUT);
     }
+    notice_silent_loss(&mut pg);
     pg.ssl_mode(config.tls.negotiation());
     let connected = match config.tls {
         TlsMode::Disable => pg.connect(NoTls),
@@ -174,6 +187,23 @@ fn connect_once(config: &Config, during: &str) -> std::result::Result<Client, No
             }
         }
     })
+}
+
+/// Set the TCP liveness checks (see [`PROBE_AFTER_IDLE`]) the URL leaves at the driver's
+/// defaults; what the URL sets (`keepalives_idle`, `tcp_user_timeout`, `keepalives=0`) stays.
+fn notice_silent_loss(pg: &mut postgres::Config) {
+    if pg.get_keepalives() && pg.get_keepalives_idle() == DRIVER_DEFAULT_IDLE {
+        pg.keepalives_idle(PROBE_AFTER_IDLE);
+    }
+    if pg.get_keepalives_interval().is_none() {
+        pg.keepalives_interval(PROBE_INTERVAL);
+    }
+    if pg.get_keepalives_retries().is_none() {
+        pg.keepalives_retries(PROBES);
+    }
+    if pg.get_tcp_user_timeout().is_none() {
+        pg.tcp_user_timeout(UNACKED_LIMIT);
+    }
 }
 
 /// Why the TLS handshake of `e` failed, when it failed on the server's certificate (untrusted
@@ -223,5 +253,39 @@ pub(crate) fn is_transient(e: &postgres::Error) -> bool {
             SqlState::CONNECTION_FAILURE,
         ]
         .contains(code),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn liveness(url: &str) -> postgres::Config {
+        let mut pg: postgres::Config = url.parse().expect("a URL");
+        notice_silent_loss(&mut pg);
+        pg
+    }
+
+    #[test]
+    fn a_connection_notices_a_silent_server_in_about_half_a_minute() {
+        let pg = liveness("postgres://h@127.0.0.1/db");
+        assert!(pg.get_keepalives());
+        assert_eq!(pg.get_keepalives_idle(), PROBE_AFTER_IDLE);
+        assert_eq!(pg.get_keepalives_interval(), Some(PROBE_INTERVAL));
+        assert_eq!(pg.get_keepalives_retries(), Some(PROBES));
+        assert_eq!(pg.get_tcp_user_timeout(), Some(&UNACKED_LIMIT));
+        // Inside the commit hook's default patience of 60 s.
+        let detected = PROBE_AFTER_IDLE + PROBE_INTERVAL * PROBES;
+        assert!(detected < Duration::from_secs(60), "{detected:?}");
+    }
+
+    #[test]
+    fn what_the_url_sets_stays() {
+        let pg = liveness("postgres://h@127.0.0.1/db?keepalives_idle=60&tcp_user_timeout=90");
+        assert_eq!(pg.get_keepalives_idle(), Duration::from_secs(60));
+        assert_eq!(pg.get_tcp_user_timeout(), Some(&Duration::from_secs(90)));
+        let off = liveness("postgres://h@127.0.0.1/db?keepalives=0");
+        assert!(!off.get_keepalives());
+        assert_eq!(off.get_keepalives_idle(), DRIVER_DEFAULT_IDLE);
     }
 }

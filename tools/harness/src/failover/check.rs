@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use anyhow::Context;
 use sessionlog_engine::Store;
 
-use super::load::feed_for;
+use super::sessions::feed_for;
 use crate::stress::verify_problems;
 
 /// A batch the host acknowledged.

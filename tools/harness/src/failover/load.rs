@@ -20,29 +20,9 @@ use sessionlog_cluster::Fleet;
 use sessionlog_engine::{Error, RefusalKind};
 
 use super::check::AckedBatch;
-use crate::gen::{session_batches, GenOptions, SessionFeed};
+use super::sessions::{feed_for, session_id};
+use crate::gen::SessionFeed;
 use crate::hosting::sessionlog::append_item;
-
-/// The id of failover session `k`.
-pub(crate) fn session_id(k: u64) -> String {
-    format!("failover-{k:06}")
-}
-
-/// Feed `k` of the generator (`events` mean events, `seed`), replayed as session
-/// `session_id(k)`, and that session's header line.
-pub(crate) fn feed_for(k: u64, events: u64, seed: u64) -> (SessionFeed, String) {
-    let feed = session_batches(
-        k,
-        &GenOptions {
-            sessions: 1,
-            events_per_session: events,
-            seed,
-            torn_fraction: 0.0,
-        },
-    );
-    let header = feed.header_line_for(&session_id(k));
-    (feed, header)
-}
 
 /// When appends resumed after a kill: the first acknowledgement of a batch first tried after it
 /// (a batch tried before, refused and appended again, may be acknowledged by reading it back

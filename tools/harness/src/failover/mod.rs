@@ -13,6 +13,7 @@
 
 pub mod check;
 mod load;
+mod sessions;
 
 use std::collections::BTreeMap;
 use std::path::Path;
