@@ -18,7 +18,7 @@ mod sessions;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use sessionlog_cluster::{schema, Config, Fleet, FleetOptions};
@@ -33,6 +33,10 @@ use load::{Ledger, Load};
 const ROLE: &str = "failover_host";
 /// How long appends may stay stopped after a kill before the run fails.
 const OUTAGE_LIMIT: Duration = Duration::from_secs(180);
+/// How long past `steady` a cycle waits for the load's first acknowledgement on a healthy
+/// cluster before it calls the run broken (a host on a busy machine may still be settling the
+/// last failover's refused batches).
+const STEADY_LIMIT: Duration = Duration::from_secs(30);
 
 /// What the harness runs.
 #[derive(Clone, Debug)]
@@ -220,14 +224,21 @@ fn cycles(
     for cycle in 0..opts.cycles {
         let before = ledger.acked_count();
         std::thread::sleep(opts.steady);
+        let steady = Instant::now();
+        while ledger.acked_count() == before {
+            if writer_failed() {
+                bail!("a writer stopped (its error follows)");
+            }
+            if steady.elapsed() > STEADY_LIMIT {
+                bail!(
+                    "cycle {cycle}: no batch was acknowledged in {:?} on a healthy cluster",
+                    opts.steady + STEADY_LIMIT
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         if writer_failed() {
             bail!("a writer stopped (its error follows)");
-        }
-        if ledger.acked_count() == before {
-            bail!(
-                "cycle {cycle}: no batch was acknowledged in {:?} on a healthy cluster",
-                opts.steady
-            );
         }
         let killed = cluster
             .leader()
