@@ -211,6 +211,33 @@ fn a_batch_postgres_already_holds_appended_again_by_its_host_is_acknowledged_onc
 }
 
 #[test]
+fn a_creation_with_no_events_postgres_already_holds_is_acknowledged_once() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let create = |fleet: &Fleet, line: String| {
+        fleet
+            .append_many(vec![
+                AppendItem::new("e", Some(0), Vec::new()).creating(line, SourceEncoding::Jsonl)
+            ])
+            .pop()
+            .expect("an outcome")
+    };
+    let first = join(&pg, dir.path(), "h");
+    create(&first, header("e")).expect("created");
+    let config = Config::parse(&pg.url("host", "postgres")).expect("url");
+    let again = Fleet::open(dir.path().join("again"), config, FleetOptions::new("h"))
+        .expect("join the fleet");
+    create(&again, header("e")).expect("the creation PostgreSQL holds is acknowledged");
+    append(&again, "e", 0, 2).expect("and the session goes on");
+    assert_eq!(batch_rows(&pg, "e"), 1);
+    first.sync("e").expect("catch up");
+    assert_eq!(
+        exported(&again, "e", ExportFormat::Jsonl),
+        exported(&first, "e", ExportFormat::Jsonl)
+    );
+}
+
+#[test]
 fn a_host_role_runs_the_fenced_functions_and_nothing_else() {
     let Some(pg) = fleet_database() else { return };
     let mut host = postgres::Client::connect(&pg.url("host", "postgres"), postgres::NoTls)

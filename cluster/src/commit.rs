@@ -322,7 +322,8 @@ fn settle_stale(pg: &mut Pg, rows: &[Row<'_>], outcomes: Outcomes, patience: Dur
 }
 
 /// Which of `rows` PostgreSQL holds, as the same batch number with the same bytes (and, for a
-/// batch that creates its session, under the same header).
+/// batch that creates its session, under the same header; a creation with no events has no
+/// batch row, so its header alone says).
 fn read_back(
     pg: &mut Pg,
     rows: &[&Row<'_>],
@@ -342,12 +343,13 @@ fn read_back(
             "SELECT t.i FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], \
                                     $5::bytea[], $6::bytea[]) \
                   WITH ORDINALITY AS t(root_id, id, batch, crc, bytes, header, i) \
-             JOIN sessionlog.batches b \
-               ON b.root_id = t.root_id AND b.session_id = t.id AND b.batch = t.batch \
-              AND b.crc = t.crc AND b.bytes = t.bytes \
              JOIN sessionlog.sessions s \
                ON s.root_id = t.root_id AND s.id = t.id \
-              AND (t.header IS NULL OR s.header = t.header)",
+              AND (t.header IS NULL OR s.header = t.header) \
+             WHERE (t.header IS NOT NULL AND octet_length(t.bytes) = 0) \
+                OR EXISTS (SELECT 1 FROM sessionlog.batches b \
+                            WHERE b.root_id = t.root_id AND b.session_id = t.id \
+                              AND b.batch = t.batch AND b.crc = t.crc AND b.bytes = t.bytes)",
             &[&roots, &ids, &batches, &crcs, &bytes, &headers],
         )
     })?;
