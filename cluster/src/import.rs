@@ -7,7 +7,7 @@
 //!
 //! Invariant: PostgreSQL holds the file's exact bytes, so every host exports it byte for byte.
 
-use sessionlog_codec::format::zstd::{compress_frame, scan_frames, FrameDecoder};
+use sessionlog_codec::format::zstd::{compress_frame, scan_frames, FrameDecoder, MAGIC_BYTES};
 use sessionlog_engine::{AppendItem, SourceEncoding};
 
 use crate::error::{Error, Result};
@@ -62,7 +62,7 @@ fn cut(name: &str, bytes: &[u8]) -> Result<Cut> {
         name: name.to_owned(),
         why: format!("{why}; nothing was imported"),
     };
-    if bytes.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+    if bytes.starts_with(&MAGIC_BYTES) {
         let scan = scan_frames(bytes).map_err(|e| refuse(format!("not a Zstandard log: {e}")))?;
         if scan.torn_start.is_some() {
             return Err(refuse(

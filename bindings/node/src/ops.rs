@@ -186,9 +186,8 @@ pub fn values_json(values: Vec<Value>) -> Reply {
 
 /// Import one session log given as bytes: `{id, verdict}`.
 pub fn import_bytes(store: &Store, name: &str, bytes: &[u8]) -> Reply {
-    const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
     let options = sessionlog_engine::ImportOptions::default();
-    let report = if bytes.starts_with(&ZSTD_MAGIC) {
+    let report = if bytes.starts_with(&sessionlog_codec::format::zstd::MAGIC_BYTES) {
         store.import_zstd(name, bytes, &options)
     } else {
         store.import_jsonl(name, bytes, &options, &mut |_| {})

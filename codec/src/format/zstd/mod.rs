@@ -23,7 +23,7 @@ pub use read::{
     check_header_frame, read_frames, read_header_line, DecodedFrame, FrameReader, TornFrame,
     ZstdLog,
 };
-pub use scan::{scan_frames, scan_frames_limited, FrameScan};
+pub use scan::{scan_frames, scan_frames_limited, FrameScan, MAGIC_BYTES};
 pub use write::{compress_frame, FrameCompressor};
 
 use crate::Error;

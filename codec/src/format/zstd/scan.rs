@@ -38,6 +38,8 @@ pub const MAGIC_OFFSET: usize = 0;
 pub const MAGIC: u32 = 0xFD2F_B528;
 /// Length of the magic number.
 pub const MAGIC_LEN: usize = 4;
+/// The magic number as the first bytes of a file: how an input announces `.jsonl.zstd`.
+pub const MAGIC_BYTES: [u8; MAGIC_LEN] = MAGIC.to_le_bytes();
 /// Offset of the Frame_Header_Descriptor byte within a frame.
 pub const FHD_OFFSET: usize = MAGIC_OFFSET + MAGIC_LEN;
 /// FHD bits that must be zero: bit 4 (unused) and bit 3 (reserved).

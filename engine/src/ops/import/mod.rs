@@ -78,9 +78,6 @@ pub(crate) struct Landing {
     pub(crate) replaces: Option<SessionMeta>,
 }
 
-/// The zstd magic number, little-endian on disk: how an input announces `.jsonl.zstd`.
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
-
 impl Store {
     /// Import one file, choosing the encoding from its first bytes (zstd magic or text).
     pub fn import_path(
@@ -112,7 +109,7 @@ impl Store {
         let mut file = std::fs::File::open(path).map_err(io)?;
         let mut magic = [0u8; 4];
         let n = file.read(&mut magic).map_err(io)?;
-        if n == 4 && magic == ZSTD_MAGIC {
+        if n == 4 && magic == sessionlog_codec::format::zstd::MAGIC_BYTES {
             let mut bytes = magic.to_vec();
             file.read_to_end(&mut bytes).map_err(io)?;
             progress(bytes.len() as u64);
