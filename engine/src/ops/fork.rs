@@ -77,7 +77,6 @@ struct ForkPlan {
     header_line: String,
     /// The events the child writes itself after the seed: the end-seed and closers.
     own: Vec<Value>,
-    activity: Option<i64>,
     report: ForkReport,
 }
 
@@ -190,7 +189,6 @@ impl Store {
             Vec::new()
         };
         Ok(ForkPlan {
-            activity: self.inherited_activity(source, seed)?,
             parent,
             header_line,
             own,
@@ -238,7 +236,6 @@ impl Store {
             ..HeaderFields::default()
         });
         Ok(ForkPlan {
-            activity: self.inherited_activity(&source, seed)?,
             report: ForkReport {
                 id: new_id.into(),
                 seed,
@@ -271,7 +268,7 @@ impl Store {
     fn commit_fork(&self, plan: &ForkPlan, new_id: &str) -> Result<()> {
         let (parent, header_line, seed, own) =
             (&plan.parent, &plan.header_line, plan.report.seed, &plan.own);
-        let activity = plan.activity;
+        let activity = self.inherited_activity(&parent.id_lossy(), seed)?;
         let base = match seed.checked_sub(1) {
             Some(at) => self.surface_fold_at(parent, at)?,
             None => SurfaceFold::new().with_model(parent.require_surface_model("fork")?),
