@@ -1,5 +1,6 @@
 //! Kill -9 of `sessionlog export-all --to` and `sessionlog archive` at random points, and of the
-//! S3 server once mid-run: every object ever seen is whole, no session is left half-archived
+//! S3 server once mid-run (the run held there by a [`Gate`] that forwards half of what it must
+//! upload, so the kill cannot land after the run ended): every object ever seen is whole, no session is left half-archived
 //! (each is either intact in the store or archived with objects that read back as recorded),
 //! `verify` is clean after every kill, and a rerun finishes the job: the bucket then imports
 //! into a store equal to the source, and every archived session restores byte for byte.
@@ -13,6 +14,7 @@ use sessionlog_harness::gen::GenOptions;
 use sha2::{Digest as _, Sha256};
 
 use crate::fixtures::temp_store;
+use crate::gate::Gate;
 use crate::objects::{
     all_exports, assert_verifies, bucket, cli_command, config, import_generated, options,
     server_with_bucket, transfer, varied_store, Exports,
@@ -211,6 +213,14 @@ fn the_s3_server_killed_mid_run_then_a_rerun_completes() {
         import_generated(&store, &opts);
         all_exports(&store)
     };
+    // Each run uploads every session's file: its kept export's bytes.
+    let to_upload: u64 = before
+        .iter()
+        .map(|(id, e)| match &e[0] {
+            Ok(bytes) => bytes.len() as u64,
+            Err(e) => panic!("{id} does not export: {e}"),
+        })
+        .sum();
     let sources = ArchiveSources::new(config(&server), transfer());
     for (args, prefix) in [
         (
@@ -223,25 +233,39 @@ fn the_s3_server_killed_mid_run_then_a_rerun_completes() {
         ),
     ] {
         let args: Vec<&str> = args.into_iter().filter(|a| !a.is_empty()).collect();
+        let run = args.join(" ");
         let watch = bucket(&server, &format!("s3://crash/{prefix}"));
-        let mut child = quiet(cli_command(&server, &db, &args))
-            .spawn()
-            .expect("spawn");
-        // Kill the server once the run has stored something, while it still runs.
-        let started = Instant::now();
+        // The run goes through a gate that forwards half of what it must upload, then holds it:
+        // when the server is killed, the run has stored part of its files and cannot have
+        // finished.
+        let gate = Gate::start(&server.endpoint(), to_upload / 2);
+        let mut command = quiet(cli_command(&server, &db, &args));
+        command.env("AWS_ENDPOINT_URL", gate.endpoint());
+        let mut child = command.spawn().expect("spawn");
+        assert!(
+            gate.wait_held(Duration::from_secs(300), || matches!(
+                child.try_wait(),
+                Ok(None)
+            )),
+            "`sessionlog {run}` ended, or sent under {} bytes in 300 s, before the gate held it \
+             (exit: {:?})",
+            to_upload / 2,
+            child.try_wait()
+        );
+        let stored = Instant::now();
         while watch.list().map_or(true, |l| l.is_empty()) {
             assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "nothing was stored"
+                stored.elapsed() < Duration::from_secs(60),
+                "`sessionlog {run}` sent half its bytes but the bucket holds nothing"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
         server.kill();
+        drop(gate);
         let status = child.wait().expect("wait");
         assert!(
             !status.success(),
-            "`sessionlog {}` finished before the server was killed",
-            args.join(" ")
+            "`sessionlog {run}` succeeded with the server killed"
         );
         server.restart().unwrap_or_else(|e| panic!("{e:#}"));
         {

@@ -14,6 +14,7 @@ mod faults;
 mod fixtures;
 mod fork;
 mod fork_v4;
+mod gate;
 mod generations;
 mod hostile;
 mod hostile_props;
