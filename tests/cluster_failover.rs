@@ -31,25 +31,31 @@ fn acknowledged_batches_survive_failovers_of_the_database_exactly_once() {
         steady: Duration::from_secs(2),
         ..FailoverOptions::default()
     };
-    let report =
-        run(&opts, &dir.path().join("host"), &mut |_, _| {}).unwrap_or_else(|e| panic!("{e:#}"));
-    assert_eq!(report.cycles.len(), 2);
+    // Each cycle's measurements go to the test's output, which a failure prints whole with the
+    // harness's error (it carries the Patroni and etcd logs where the cluster misbehaved).
+    let report = run(&opts, &dir.path().join("host"), &mut |cycle, c| {
+        eprintln!("cycle {cycle}: {c:?}");
+    })
+    .unwrap_or_else(|e| panic!("the failover run failed: {e:#}"));
+    eprintln!("{report:?}");
+    assert_eq!(report.cycles.len(), 2, "{report:?}");
     assert!(
         report.acked_batches > 0,
-        "nothing was acknowledged: nothing was tested"
+        "nothing was acknowledged: nothing was tested: {report:?}"
     );
     assert_eq!(
         (report.lost, report.duplicated, report.unknown_acked),
-        (0, 0, 0)
+        (0, 0, 0),
+        "(lost, duplicated, unknown_acked): {report:?}"
     );
     for cycle in &report.cycles {
         assert!(
             cycle.promoted <= cycle.outage && cycle.outage < Duration::from_secs(120),
-            "appends resumed before the standby was promoted, or never: {cycle:?}"
+            "appends resumed before the standby was promoted, or never: {cycle:?} in {report:?}"
         );
     }
     assert_ne!(
         report.cycles[0].killed, report.cycles[1].killed,
-        "the second failover kills the node promoted by the first"
+        "the second failover kills the node promoted by the first: {report:?}"
     );
 }

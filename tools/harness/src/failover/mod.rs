@@ -168,12 +168,21 @@ pub fn run(
             // with the servers gone, it fails once the hook's patience runs out.
             cluster.kill_all();
         }
-        for writer in writers {
-            writer
-                .join()
-                .map_err(|_| anyhow::anyhow!("a writer thread panicked"))??;
+        // Every error is kept: a cycle's (which carries the cluster's logs) and each writer's.
+        let failed: Vec<String> = writers
+            .into_iter()
+            .filter_map(|writer| match writer.join() {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(format!("a writer failed: {e:#}")),
+                Err(_) => Some("a writer thread panicked".to_owned()),
+            })
+            .collect();
+        match cycled {
+            Ok(done) if failed.is_empty() => report.cycles = done,
+            Ok(_) => bail!("{}", failed.join("\n")),
+            Err(e) if failed.is_empty() => return Err(e),
+            Err(e) => return Err(e.context(failed.join("\n"))),
         }
-        report.cycles = cycled?;
         Ok(())
     })?;
     let recorded = ledger.into_recorded();
