@@ -191,8 +191,8 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
       try {
         await until(() => acked.size === sessions.length)
         a.kill('SIGSTOP')
-        // Past A's lease: B takes the sessions without force (its takeover policy is to wait).
-        await new Promise(resolve => setTimeout(resolve, 1500))
+        // B takes the sessions without force once A's lease has run out: its takeover policy is
+        // to wait for that (asking again while the lease runs), and a stopped A cannot renew it.
         const taken = new Map<string, string>()
         for (const id of sessions) {
           const loaded = await b.persistence.load(SessionId(id))
@@ -278,12 +278,27 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
         expect(await rejectionCode(b.persistence.load(m.id))).toBe('SESSIONLOG_OWNED')
         expect(Date.now() - started).toBeGreaterThanOrEqual(1000)
 
-        // A unmounts (gives the session up) while B waits: B then takes it.
-        const loading = b.persistence.load(m.id)
-        await new Promise(done => setTimeout(done, 300))
-        await a.fiber.dispose()
-        aMounted = false
-        expect((await loading).events).toHaveLength(6)
+        // A unmounts (gives the session up) while B waits, once B's store has been refused the
+        // session (A's lease runs): B then takes it.
+        await withStore(dirB, async (store) => {
+          let refused = 0
+          const acquire = store.acquire.bind(store)
+          store.acquire = async (...args: Parameters<Store['acquire']>) => {
+            try {
+              return await acquire(...args)
+            } catch (error) {
+              if ((error as SessionlogError)?.code === 'SESSIONLOG_OWNED') refused += 1
+              throw error
+            }
+          }
+          const loading = b.persistence.load(m.id)
+          let settled = false
+          loading.then(() => { settled = true }, () => { settled = true })
+          while (refused === 0 && !settled) await new Promise(done => setTimeout(done, 20))
+          await a.fiber.dispose()
+          aMounted = false
+          expect((await loading).events).toHaveLength(6)
+        })
       } finally {
         if (aMounted) await a.fiber.dispose()
         await b.fiber.dispose()
