@@ -21,31 +21,34 @@ struct Corpus {
     zstd: Vec<Vec<u8>>,
 }
 
+/// The corpus, or `None` where the shared fixtures are missing: then the calling test fails
+/// under CI and says on stderr what it skipped elsewhere (each test itself, for an honest count).
 fn corpus() -> Option<&'static Corpus> {
-    static CORPUS: OnceLock<Option<Corpus>> = OnceLock::new();
-    CORPUS
-        .get_or_init(|| {
-            let dir = fixtures()?;
-            let read = |sub: &str, ext: &str| -> Vec<Vec<u8>> {
-                let mut paths: Vec<_> = std::fs::read_dir(dir.join(sub))
-                    .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
-                    .unwrap_or_default();
-                paths.retain(|p: &std::path::PathBuf| p.to_string_lossy().ends_with(ext));
-                paths.sort();
-                paths
-                    .iter()
-                    .map(|p: &std::path::PathBuf| {
-                        std::fs::read(Path::new(p)).expect("read fixture")
-                    })
-                    .collect()
-            };
-            let c = Corpus {
-                jsonl: read("dsh", ".jsonl"),
-                zstd: read("dsh-zstd", ".jsonl.zstd"),
-            };
-            (!c.jsonl.is_empty() && !c.zstd.is_empty()).then_some(c)
-        })
-        .as_ref()
+    let dir = fixtures()?;
+    static CORPUS: OnceLock<Corpus> = OnceLock::new();
+    Some(CORPUS.get_or_init(|| {
+        let read = |sub: &str, ext: &str| -> Vec<Vec<u8>> {
+            let mut paths: Vec<_> = std::fs::read_dir(dir.join(sub))
+                .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+                .unwrap_or_default();
+            paths.retain(|p: &std::path::PathBuf| p.to_string_lossy().ends_with(ext));
+            paths.sort();
+            paths
+                .iter()
+                .map(|p: &std::path::PathBuf| std::fs::read(Path::new(p)).expect("read fixture"))
+                .collect()
+        };
+        let c = Corpus {
+            jsonl: read("dsh", ".jsonl"),
+            zstd: read("dsh-zstd", ".jsonl.zstd"),
+        };
+        assert!(
+            !c.jsonl.is_empty() && !c.zstd.is_empty(),
+            "{} holds no dsh/*.jsonl or no dsh-zstd/*.jsonl.zstd",
+            dir.display()
+        );
+        c
+    }))
 }
 
 fn cases() -> u32 {
@@ -53,6 +56,30 @@ fn cases() -> u32 {
         1000
     } else {
         48
+    }
+}
+
+/// Mutated inputs the codec or the event rules refuse per case the append path checks, at most.
+/// On the DSH corpus about one drawn case in 13 reaches the append path (48 checked cases drew
+/// 589 refused ones: 488 not JSON, 70 not an event, 31 from files without an event line), so
+/// this floor leaves three times that room and still fails a run that checks almost nothing.
+const REFUSED_PER_CHECKED: u32 = 40;
+
+/// Run `test` on `cases()` values of `strategy`; a failure panics with proptest's minimal case.
+/// Cases `test` rejects (`TestCaseError::reject`) do not count: proptest draws others, and fails the
+/// test once it rejected more than `REFUSED_PER_CHECKED` per case it needs.
+fn check<S: Strategy>(strategy: S, test: impl Fn(S::Value) -> Result<(), TestCaseError>)
+where
+    S::Value: std::fmt::Debug,
+{
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: cases(),
+        max_global_rejects: cases() * REFUSED_PER_CHECKED,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    if let Err(e) = runner.run(&strategy, test) {
+        panic!("{e}");
     }
 }
 
@@ -183,96 +210,122 @@ fn import_or_refuse(
     Ok(())
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
-
-    #[test]
-    fn mutated_jsonl_imports_cleanly_or_is_refused(
-        file in 0usize..10_000,
-        muts in prop::collection::vec(mutation(), 1..4),
-    ) {
-        let Some(c) = corpus() else { return Ok(()) };
-        let mut bytes = c.jsonl[file % c.jsonl.len()].clone();
-        for m in &muts {
-            apply(&mut bytes, m, &c.jsonl);
-        }
-        import_or_refuse(&bytes, |store, b| {
-            store.import_jsonl("mutated", b, &ImportOptions::default(), &mut |_| {})
-        })?;
-    }
-
-    #[test]
-    fn mutated_zstd_imports_cleanly_or_is_refused(
-        file in 0usize..10_000,
-        muts in prop::collection::vec(mutation(), 1..3),
-    ) {
-        let Some(c) = corpus() else { return Ok(()) };
-        let mut bytes = c.zstd[file % c.zstd.len()].clone();
-        for m in &muts {
-            apply(&mut bytes, m, &c.zstd);
-        }
-        import_or_refuse(&bytes, |store, b| {
-            store.import_zstd("mutated", b, &ImportOptions::default())
-        })?;
-    }
-
-    /// Mutated corpus events through the JSON codec and the live append path.
-    #[test]
-    fn mutated_events_append_atomically_or_are_refused(
-        file in 0usize..10_000,
-        line in 0usize..10_000,
-        muts in prop::collection::vec(mutation(), 1..3),
-    ) {
-        let Some(c) = corpus() else { return Ok(()) };
-        let source = &c.jsonl[file % c.jsonl.len()];
-        let lines: Vec<&[u8]> = source.split(|&b| b == b'\n').filter(|l| !l.is_empty()).skip(1).collect();
-        let Some(&picked) = lines.get(line % lines.len().max(1)) else { return Ok(()) };
-        let mut bytes = picked.to_vec();
-        for m in &muts {
-            apply(&mut bytes, m, &c.jsonl);
-        }
-        let text = String::from_utf8_lossy(&bytes);
-        // The codec: a parsed value stringifies to text that parses back to the same text.
-        let Ok(value) = json::parse(&text) else { return Ok(()) };
-        let once = json::stringify(&value);
-        let again = json::parse(&once).map_err(|e| TestCaseError::fail(format!("reparse: {e}")))?;
-        prop_assert_eq!(json::stringify(&again), once);
-        // The append path: DSH's envelope keys only (seq is the store's to assign).
-        let value = match value.as_object() {
-            Some(o) => {
-                let mut kept = json::Object::new();
-                for (k, v) in o.iter().filter(|(k, _)| !k.eq_str("seq")) {
-                    kept.insert(k.clone(), v.clone());
-                }
-                json::Value::Object(kept)
+#[test]
+fn mutated_jsonl_imports_cleanly_or_is_refused() {
+    let Some(c) = corpus() else { return };
+    check(
+        (0usize..10_000, prop::collection::vec(mutation(), 1..4)),
+        |(file, muts)| {
+            let mut bytes = c.jsonl[file % c.jsonl.len()].clone();
+            for m in &muts {
+                apply(&mut bytes, m, &c.jsonl);
             }
-            None => value,
-        };
-        let Ok(event) = NewEvent::from_value(&value) else { return Ok(()) };
-        let (_tmp, store) = temp_store();
-        let header = r#"{"type":"session","version":0,"id":"m","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
-        store.create_session(header, SourceEncoding::Jsonl).expect("create");
-        let appended = store.append("m", Some(0), vec![event]);
-        let events = crate::fixtures::events_text(&store, "m").expect("events");
-        let mut exported = Vec::new();
-        store.export("m", None, &mut exported).expect("export");
-        match appended {
-            Ok(r) => {
-                prop_assert_eq!(events.lines().count() as u64, r.count);
-                let head = format!("{header}\n");
-                prop_assert!(exported.starts_with(head.as_bytes()));
-                prop_assert!(exported.len() > header.len() + 1);
+            import_or_refuse(&bytes, |store, b| {
+                store.import_jsonl("mutated", b, &ImportOptions::default(), &mut |_| {})
+            })
+        },
+    );
+}
+
+#[test]
+fn mutated_zstd_imports_cleanly_or_is_refused() {
+    let Some(c) = corpus() else { return };
+    check(
+        (0usize..10_000, prop::collection::vec(mutation(), 1..3)),
+        |(file, muts)| {
+            let mut bytes = c.zstd[file % c.zstd.len()].clone();
+            for m in &muts {
+                apply(&mut bytes, m, &c.zstd);
             }
-            Err(e) => {
-                prop_assert!(!e.to_string().is_empty());
-                prop_assert!(events.is_empty(), "a refused batch left events");
-                let head = format!("{header}\n");
-                prop_assert_eq!(exported, head.into_bytes());
-            }
-        }
-        let v = store.verify(&[]).expect("verify");
-        prop_assert!(v.problems.is_empty(), "{:?}", v.problems);
+            import_or_refuse(&bytes, |store, b| {
+                store.import_zstd("mutated", b, &ImportOptions::default())
+            })
+        },
+    );
+}
+
+/// Mutated corpus events through the JSON codec and the live append path. A case counts once
+/// its mutated line parses and is an event: mutations the codec or the event rules refuse are
+/// rejected (they only show that refusing does not panic), so every counted case appends.
+#[test]
+fn mutated_events_append_atomically_or_are_refused() {
+    let Some(c) = corpus() else { return };
+    check(
+        (
+            0usize..10_000,
+            0usize..10_000,
+            prop::collection::vec(mutation(), 1..3),
+        ),
+        |(file, line, muts)| mutated_event_appends_or_is_refused(c, file, line, &muts),
+    );
+}
+
+fn mutated_event_appends_or_is_refused(
+    c: &Corpus,
+    file: usize,
+    line: usize,
+    muts: &[Mutation],
+) -> Result<(), TestCaseError> {
+    let source = &c.jsonl[file % c.jsonl.len()];
+    let lines: Vec<&[u8]> = source
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .skip(1)
+        .collect();
+    let Some(&picked) = lines.get(line % lines.len().max(1)) else {
+        return Err(TestCaseError::reject("a corpus file with no event line"));
+    };
+    let mut bytes = picked.to_vec();
+    for m in muts {
+        apply(&mut bytes, m, &c.jsonl);
     }
+    let text = String::from_utf8_lossy(&bytes);
+    // The codec: a parsed value stringifies to text that parses back to the same text.
+    let value =
+        json::parse(&text).map_err(|_| TestCaseError::reject("the mutated line is not JSON"))?;
+    let once = json::stringify(&value);
+    let again = json::parse(&once).map_err(|e| TestCaseError::fail(format!("reparse: {e}")))?;
+    prop_assert_eq!(json::stringify(&again), once);
+    // The append path: DSH's envelope keys only (seq is the store's to assign).
+    let value = match value.as_object() {
+        Some(o) => {
+            let mut kept = json::Object::new();
+            for (k, v) in o.iter().filter(|(k, _)| !k.eq_str("seq")) {
+                kept.insert(k.clone(), v.clone());
+            }
+            json::Value::Object(kept)
+        }
+        None => value,
+    };
+    let event = NewEvent::from_value(&value)
+        .map_err(|_| TestCaseError::reject("the mutated line is not an event"))?;
+    let (_tmp, store) = temp_store();
+    let header =
+        r#"{"type":"session","version":0,"id":"m","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
+    store
+        .create_session(header, SourceEncoding::Jsonl)
+        .expect("create");
+    let appended = store.append("m", Some(0), vec![event]);
+    let events = crate::fixtures::events_text(&store, "m").expect("events");
+    let mut exported = Vec::new();
+    store.export("m", None, &mut exported).expect("export");
+    match appended {
+        Ok(r) => {
+            prop_assert_eq!(events.lines().count() as u64, r.count);
+            let head = format!("{header}\n");
+            prop_assert!(exported.starts_with(head.as_bytes()));
+            prop_assert!(exported.len() > header.len() + 1);
+        }
+        Err(e) => {
+            prop_assert!(!e.to_string().is_empty());
+            prop_assert!(events.is_empty(), "a refused batch left events");
+            let head = format!("{header}\n");
+            prop_assert_eq!(exported, head.into_bytes());
+        }
+    }
+    let v = store.verify(&[]).expect("verify");
+    prop_assert!(v.problems.is_empty(), "{:?}", v.problems);
+    Ok(())
 }
 
 /// Generated V4 sessions (both encodings), the corpus of the V4 property.
