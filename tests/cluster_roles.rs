@@ -28,14 +28,27 @@ fn host_role(pg: &TempPostgres, name: &str) {
 }
 
 /// Host `host` of the fleet, connected as role `role`, its store under `dir`.
-fn join_as(pg: &TempPostgres, dir: &Path, role: &str, host: &str) -> sessionlog_cluster::Result<Fleet> {
+fn join_as(
+    pg: &TempPostgres,
+    dir: &Path,
+    role: &str,
+    host: &str,
+) -> sessionlog_cluster::Result<Fleet> {
     let config = Config::parse(&pg.url(role, "postgres")).expect("url");
-    Fleet::open(dir.join(format!("{role}-{host}")), config, FleetOptions::new(host))
+    Fleet::open(
+        dir.join(format!("{role}-{host}")),
+        config,
+        FleetOptions::new(host),
+    )
 }
 
 fn create(fleet: &Fleet, id: &str) {
-    let created = fleet.append_many(vec![AppendItem::new(id, Some(0), vec![prompt(0), prompt(1)])
-        .creating(header(id), SourceEncoding::Jsonl)]);
+    let created = fleet.append_many(vec![AppendItem::new(
+        id,
+        Some(0),
+        vec![prompt(0), prompt(1)],
+    )
+    .creating(header(id), SourceEncoding::Jsonl)]);
     assert!(created.iter().all(Result::is_ok), "{id}: {created:?}");
 }
 
@@ -47,6 +60,8 @@ fn state(pg: &TempPostgres, id: &str) -> String {
          FROM sessionlog.sessions WHERE id = '{id}'"
     ))
     .expect("a session's state")
+    .trim()
+    .to_owned()
 }
 
 #[test]
@@ -57,7 +72,13 @@ fn a_host_role_acts_as_its_own_host_and_no_other() {
     let added = std::process::Command::new(crate::objects::cli())
         .arg("--db")
         .arg(dir.path().join("admin"))
-        .args(["--cluster", &pg.url("postgres", "postgres"), "cluster", "add-host", "host-b"])
+        .args([
+            "--cluster",
+            &pg.url("postgres", "postgres"),
+            "cluster",
+            "add-host",
+            "host-b",
+        ])
         .output()
         .expect("run sessionlog");
     let said = String::from_utf8_lossy(&added.stdout);
@@ -71,7 +92,8 @@ fn a_host_role_acts_as_its_own_host_and_no_other() {
     let b = join_as(&pg, dir.path(), "host-b", "host-b").expect("host-b joins as itself");
     create(&b, "b1");
     create(&b, "b2");
-    b.set_deleted("b2", true).expect("host-b deletes b2, still holding it");
+    b.set_deleted("b2", true)
+        .expect("host-b deletes b2, still holding it");
     let before = [state(&pg, "b1"), state(&pg, "b2")];
     assert_eq!(before[0], "host-b|1|2|f");
 
@@ -125,7 +147,11 @@ fn a_host_role_acts_as_its_own_host_and_no_other() {
             db.message()
         );
     }
-    assert_eq!([state(&pg, "b1"), state(&pg, "b2")], before, "nothing changed");
+    assert_eq!(
+        [state(&pg, "b1"), state(&pg, "b2")],
+        before,
+        "nothing changed"
+    );
     assert_eq!(state(&pg, "n1"), "", "nothing created");
 
     // A host naming another host at join is refused there, saying so.
@@ -169,7 +195,11 @@ fn a_host_role_acts_as_its_own_host_and_no_other() {
     // The superuser acts for any host (operators' tooling).
     let admin = join_as(&pg, dir.path(), "postgres", "host-b").expect("the superuser as host-b");
     admin.acquire("b1", true).expect("takes b1 for host-b");
-    assert!(state(&pg, "b1").starts_with("host-b|3|"), "{}", state(&pg, "b1"));
+    assert!(
+        state(&pg, "b1").starts_with("host-b|3|"),
+        "{}",
+        state(&pg, "b1")
+    );
 }
 
 #[test]
@@ -210,5 +240,9 @@ fn cluster_init_upgrades_a_version_2_schema_to_hosts_bound_to_their_roles() {
         .batch_execute("SELECT * FROM sessionlog.acquire('host-b', 'a1', 30, true)")
         .expect_err("host-a as host-b");
     assert_eq!(e.code().map(|c| c.code()), Some("42501"), "{e}");
-    assert!(state(&pg, "a1").starts_with("host-a|1|"), "{}", state(&pg, "a1"));
+    assert!(
+        state(&pg, "a1").starts_with("host-a|1|"),
+        "{}",
+        state(&pg, "a1")
+    );
 }

@@ -293,28 +293,80 @@ mod tests {
     const HOSTILE: [(&str, &str, &str); 16] = [
         // URL userinfo: the driver takes everything up to the first `@` as user and password.
         ("postgres://u:pa/ss@h/db", "postgres://u:***@h/db", "pa/ss"),
-        ("postgres://u:pa?ss@h/db?sslmode=require", "postgres://u:***@h/db?sslmode=require", "pa?ss"),
-        ("postgres://u:pa#ss@h:5432/db", "postgres://u:***@h:5432/db", "pa#ss"),
-        ("postgres://u:pa%2Fss@h/db", "postgres://u:***@h/db", "pa%2Fss"),
+        (
+            "postgres://u:pa?ss@h/db?sslmode=require",
+            "postgres://u:***@h/db?sslmode=require",
+            "pa?ss",
+        ),
+        (
+            "postgres://u:pa#ss@h:5432/db",
+            "postgres://u:***@h:5432/db",
+            "pa#ss",
+        ),
+        (
+            "postgres://u:pa%2Fss@h/db",
+            "postgres://u:***@h/db",
+            "pa%2Fss",
+        ),
         // A password with an unescaped `@`: masked to the last `@` before the host.
         ("postgres://u:p@ss@h/db", "postgres://u:***@h/db", "p@ss"),
-        ("postgresql://u:pa/ss@h1:5432,h2:5433/db?target_session_attrs=read-write",
-         "postgresql://u:***@h1:5432,h2:5433/db?target_session_attrs=read-write", "pa/ss"),
+        (
+            "postgresql://u:pa/ss@h1:5432,h2:5433/db?target_session_attrs=read-write",
+            "postgresql://u:***@h1:5432,h2:5433/db?target_session_attrs=read-write",
+            "pa/ss",
+        ),
         // URL parameters: the value runs to the next `&`; the key may be percent-encoded.
-        ("postgres://u@h/db?password=s3 c/r?t@x&sslmode=require",
-         "postgres://u@h/db?password=***&sslmode=require", "s3 c/r?t@x"),
-        ("postgres://u@h/db?pass%77ord=s3cret&sslmode=require",
-         "postgres://u@h/db?pass%77ord=***&sslmode=require", "s3cret"),
+        (
+            "postgres://u@h/db?password=s3 c/r?t@x&sslmode=require",
+            "postgres://u@h/db?password=***&sslmode=require",
+            "s3 c/r?t@x",
+        ),
+        (
+            "postgres://u@h/db?pass%77ord=s3cret&sslmode=require",
+            "postgres://u@h/db?pass%77ord=***&sslmode=require",
+            "s3cret",
+        ),
         // key=value: spaces around `=`, quoted values with `\'` and `\\` escapes, escaped spaces.
-        ("host=h password = s3cret user=u", "host=h password = *** user=u", "s3cret"),
-        ("host=h password= s3cret user=u", "host=h password= *** user=u", "s3cret"),
-        ("host=h password='s3 cr\\'et' user=u", "host=h password=*** user=u", "cr\\'et"),
-        ("host=h password='s3\\\\' user=u", "host=h password=*** user=u", "s3\\"),
-        ("host=h password=s3\\ cret user=u", "host=h password=*** user=u", "cret"),
-        ("host=h password='s3 cret user=u", "host=h password=***", "s3 cret"),
-        ("host=h password = 'a/b?c@d#e%2F' sslmode = require",
-         "host=h password = *** sslmode = require", "a/b?c@d#e%2F"),
-        ("host=h sslpassword=s3cret", "host=h sslpassword=***", "s3cret"),
+        (
+            "host=h password = s3cret user=u",
+            "host=h password = *** user=u",
+            "s3cret",
+        ),
+        (
+            "host=h password= s3cret user=u",
+            "host=h password= *** user=u",
+            "s3cret",
+        ),
+        (
+            "host=h password='s3 cr\\'et' user=u",
+            "host=h password=*** user=u",
+            "cr\\'et",
+        ),
+        (
+            "host=h password='s3\\\\' user=u",
+            "host=h password=*** user=u",
+            "s3\\",
+        ),
+        (
+            "host=h password=s3\\ cret user=u",
+            "host=h password=*** user=u",
+            "cret",
+        ),
+        (
+            "host=h password='s3 cret user=u",
+            "host=h password=***",
+            "s3 cret",
+        ),
+        (
+            "host=h password = 'a/b?c@d#e%2F' sslmode = require",
+            "host=h password = *** sslmode = require",
+            "a/b?c@d#e%2F",
+        ),
+        (
+            "host=h sslpassword=s3cret",
+            "host=h sslpassword=***",
+            "s3cret",
+        ),
     ];
 
     #[test]
@@ -363,7 +415,11 @@ mod tests {
             assert_eq!(c.pg.get_password(), Some(password.as_bytes()), "{url}");
         }
         let c = Config::parse("postgres://u:pa?ss@h/db?sslmode=require").expect("parsed");
-        assert_eq!(c.tls, TlsMode::Require, "the sslmode after a password holding `?`");
+        assert_eq!(
+            c.tls,
+            TlsMode::Require,
+            "the sslmode after a password holding `?`"
+        );
     }
 
     #[test]
@@ -371,10 +427,14 @@ mod tests {
         let c = Config::parse("host=h user=u sslmode = require").expect("parsed");
         assert_eq!(c.tls, TlsMode::Require);
         assert_eq!(c.pg.get_user(), Some("u"));
-        let c = Config::parse("host=h sslmode= 'verify-full' sslrootcert = '/tmp/my ca.pem' user=u")
-            .expect("parsed");
+        let c =
+            Config::parse("host=h sslmode= 'verify-full' sslrootcert = '/tmp/my ca.pem' user=u")
+                .expect("parsed");
         assert_eq!(c.tls, TlsMode::VerifyFull);
-        assert_eq!(c.root_cert.as_deref(), Some(std::path::Path::new("/tmp/my ca.pem")));
+        assert_eq!(
+            c.root_cert.as_deref(),
+            Some(std::path::Path::new("/tmp/my ca.pem"))
+        );
         assert_eq!(c.pg.get_user(), Some("u"));
         let e = Config::parse("host=h sslmode = maybe").expect_err("not libpq's");
         assert!(e.to_string().contains("sslmode \"maybe\""), "{e}");
@@ -417,7 +477,10 @@ mod tests {
             .expect("parsed")
             .unverified_warning()
             .expect("warned");
-        assert!(w.contains("sslmode prefer to db.internal") && !w.contains("s3cret"), "{w}");
+        assert!(
+            w.contains("sslmode prefer to db.internal") && !w.contains("s3cret"),
+            "{w}"
+        );
     }
 
     #[test]

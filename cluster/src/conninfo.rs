@@ -200,7 +200,10 @@ mod tests {
     fn a_url_is_read_as_the_driver_reads_it() {
         let s = "postgres://u:p/w?x@h1:1,h2:2/db?a=1&pass%77ord=s&b";
         let info = read(s);
-        assert_eq!(&s[info.userinfo_password.clone().expect("a password")], "p/w?x");
+        assert_eq!(
+            &s[info.userinfo_password.clone().expect("a password")],
+            "p/w?x"
+        );
         assert_eq!(&s[info.query_at.expect("a query")..], "?a=1&pass%77ord=s&b");
         let keys: Vec<_> = info.params.iter().map(|p| p.key.as_str()).collect();
         assert_eq!(keys, ["a", "password"]);
@@ -229,6 +232,10 @@ mod tests {
         assert_eq!(info.unparsed, None);
         assert_eq!(read("host=h password").unparsed, Some(7));
         let open = read("host=h password='op en");
-        assert_eq!(open.params[1].raw_value, 16..22, "an unterminated quote runs to the end");
+        assert_eq!(
+            open.params[1].raw_value,
+            16..22,
+            "an unterminated quote runs to the end"
+        );
     }
 }

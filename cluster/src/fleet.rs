@@ -105,7 +105,9 @@ impl Fleet {
         let mut control = Pg::new(config.clone());
         control.retrying("checking the schema", PATIENCE, schema::check)??;
         let as_host = format!("joining the fleet as host \"{}\"", options.host);
-        control.retrying(&as_host, PATIENCE, |c| schema::check_caller(c, &options.host))?;
+        control.retrying(&as_host, PATIENCE, |c| {
+            schema::check_caller(c, &options.host)
+        })?;
         let store = Store::open(
             path,
             Options {

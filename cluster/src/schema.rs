@@ -81,7 +81,10 @@ pub fn init(
 /// password: the operator sets one, or a certificate, as the server authenticates), a member of
 /// [`HOST_ROLE`], so that it runs the fenced functions as host `host` and as no other. Run as the
 /// schema's owner after [`init`]; returns the statements applied.
-pub fn add_host(client: &mut Client, host: &str) -> std::result::Result<Vec<String>, postgres::Error> {
+pub fn add_host(
+    client: &mut Client,
+    host: &str,
+) -> std::result::Result<Vec<String>, postgres::Error> {
     let mut tx = client.transaction()?;
     let exists: bool = tx
         .query_one(
@@ -102,7 +105,10 @@ pub fn add_host(client: &mut Client, host: &str) -> std::result::Result<Vec<Stri
 }
 
 /// Refuse (42501, naming the role and the host) a connection whose role may not act as `host`.
-pub(crate) fn check_caller(client: &mut Client, host: &str) -> std::result::Result<(), postgres::Error> {
+pub(crate) fn check_caller(
+    client: &mut Client,
+    host: &str,
+) -> std::result::Result<(), postgres::Error> {
     client
         .execute("SELECT sessionlog.check_caller($1)", &[&host])
         .map(drop)

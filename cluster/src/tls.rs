@@ -100,8 +100,7 @@ pub(crate) fn unverified_warning(
 /// Whether host name `name` is this machine.
 fn is_loopback_name(name: &str) -> bool {
     let bare = name.trim_start_matches('[').trim_end_matches(']');
-    name.eq_ignore_ascii_case("localhost")
-        || bare.parse::<IpAddr>().is_ok_and(|a| a.is_loopback())
+    name.eq_ignore_ascii_case("localhost") || bare.parse::<IpAddr>().is_ok_and(|a| a.is_loopback())
 }
 
 /// The rustls client configuration for `mode`, trusting the CA in `root_cert` (PEM).

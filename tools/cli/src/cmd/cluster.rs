@@ -220,7 +220,10 @@ fn add_host(config: &Config, name: &str) -> anyhow::Result<ExitCode> {
     let mut client = config.connect("adding a host")?;
     let applied = schema::add_host(&mut client, name)
         .map_err(|e| anyhow::anyhow!("adding host {name} at {}: {e}", config.shown()))?;
-    println!("host {name} may join the fleet at {} as role {name}", config.shown());
+    println!(
+        "host {name} may join the fleet at {} as role {name}",
+        config.shown()
+    );
     println!("privileges applied:");
     for statement in applied {
         println!("  {statement};");
