@@ -3,7 +3,7 @@
 //! catches up byte for byte; the host taken over is fenced (its appends refused, PostgreSQL
 //! holding nothing of them); a host with an empty disk rebuilds every session; a batch
 //! PostgreSQL already holds, appended again by its host, is acknowledged once; and a host's role
-//! can run the fenced functions and nothing else.
+//! can run the fenced functions and nothing else (as which host: `cluster_roles.rs`).
 //!
 //! Needs PostgreSQL 15's server binaries (Debian's `postgresql-15`, installed by `./x test`);
 //! without them each test fails under CI (`CI` set) and elsewhere prints a `SKIPPED` line.
@@ -36,8 +36,17 @@ pub fn fleet_database() -> Option<TempPostgres> {
     Some(pg)
 }
 
+/// The URL host `host` connects with: as the login role of its own name (made here, a member of
+/// the fleet's host role), the only host that role may act as.
+pub fn host_url(pg: &TempPostgres, host: &str) -> String {
+    let mut admin = postgres::Client::connect(&pg.url("postgres", "postgres"), postgres::NoTls)
+        .expect("connect as the superuser");
+    schema::add_host(&mut admin, host).expect("the host's login role");
+    pg.url(host, "postgres")
+}
+
 fn join(pg: &TempPostgres, dir: &Path, host: &str) -> Fleet {
-    let config = Config::parse(&pg.url("host", "postgres")).expect("url");
+    let config = Config::parse(&host_url(pg, host)).expect("url");
     Fleet::open(dir.join(host), config, FleetOptions::new(host)).expect("join the fleet")
 }
 
@@ -176,7 +185,7 @@ fn a_batch_postgres_already_holds_appended_again_by_its_host_is_acknowledged_onc
 
     // The same host, its store without those commits (as after a commit whose outcome stayed
     // unknown and was refused as unavailable): PostgreSQL is ahead of it by batches it holds.
-    let config = Config::parse(&pg.url("host", "postgres")).expect("url");
+    let config = Config::parse(&host_url(&pg, "h")).expect("url");
     let again = Fleet::open(dir.path().join("again"), config, FleetOptions::new("h"))
         .expect("join the fleet");
     creating(&again, 0).expect("the creation PostgreSQL holds is acknowledged");
@@ -191,7 +200,7 @@ fn a_batch_postgres_already_holds_appended_again_by_its_host_is_acknowledged_onc
     );
 
     // Other bytes where PostgreSQL holds a batch stay refused as stale, nothing written.
-    let config = Config::parse(&pg.url("host", "postgres")).expect("url");
+    let config = Config::parse(&host_url(&pg, "h")).expect("url");
     let other = Fleet::open(dir.path().join("other"), config, FleetOptions::new("h"))
         .expect("join the fleet");
     let refused = creating(&other, 100).expect_err("other bytes");
@@ -224,7 +233,7 @@ fn a_creation_with_no_events_postgres_already_holds_is_acknowledged_once() {
     };
     let first = join(&pg, dir.path(), "h");
     create(&first, header("e")).expect("created");
-    let config = Config::parse(&pg.url("host", "postgres")).expect("url");
+    let config = Config::parse(&host_url(&pg, "h")).expect("url");
     let again = Fleet::open(dir.path().join("again"), config, FleetOptions::new("h"))
         .expect("join the fleet");
     create(&again, header("e")).expect("the creation PostgreSQL holds is acknowledged");
@@ -256,7 +265,7 @@ fn a_host_role_runs_the_fenced_functions_and_nothing_else() {
     host.query("SELECT count(*) FROM sessionlog.sessions", &[])
         .expect("the host role reads");
     host.query(
-        "SELECT * FROM sessionlog.renew('h', 5, '{}', '{}', '{}')",
+        "SELECT * FROM sessionlog.renew('host', 5, '{}', '{}', '{}')",
         &[],
     )
     .expect("and runs the functions");

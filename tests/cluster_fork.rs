@@ -13,11 +13,11 @@ use sessionlog_cluster::{Config, Fleet, FleetOptions};
 use sessionlog_harness::gen::{host_options, session_feed, GenOptions, LogFormat};
 use sessionlog_harness::postgres::TempPostgres;
 
-use crate::cluster::{fleet_database, verified};
+use crate::cluster::{fleet_database, host_url, verified};
 use crate::fixtures::{all_events, export_as, temp_host_store};
 
 fn join(pg: &TempPostgres, dir: &Path, host: &str) -> Fleet {
-    let config = Config::parse(&pg.url("host", "postgres")).expect("url");
+    let config = Config::parse(&host_url(pg, host)).expect("url");
     let options = FleetOptions {
         store: host_options(Options::default()),
         ..FleetOptions::new(host)
@@ -339,8 +339,8 @@ fn an_id_is_created_once_across_lineage_roots() {
         .expect_err("no newline after the header");
     a.import("s", format!("{}\n", crate::cluster::header("s")).as_bytes())
         .expect("an empty session");
-    let mut host = postgres::Client::connect(&pg.url("host", "postgres"), postgres::NoTls)
-        .expect("connect as the host role");
+    let mut host = postgres::Client::connect(&host_url(&pg, "host-b"), postgres::NoTls)
+        .expect("connect as host-b's role");
     let row = host
         .query_one(
             "SELECT outcome FROM sessionlog.append_batches('host-b', 30, ARRAY['another-root'], \
@@ -370,12 +370,14 @@ fn cluster_init_upgrades_a_version_1_schema_and_a_host_refuses_another_version()
          UPDATE sessionlog.schema_version SET version = 1",
     )
     .expect("a version-1 schema");
-    let config = Config::parse(&pg.url("host", "postgres")).expect("url");
+    let config = Config::parse(&host_url(&pg, "h")).expect("url");
     let e = Fleet::open(dir.path().join("h"), config, FleetOptions::new("h"))
         .expect_err("another version");
     assert!(
-        e.to_string()
-            .contains("is version 1; this build uses version 2; run `sessionlog cluster init`"),
+        e.to_string().contains(&format!(
+            "is version 1; this build uses version {}; run `sessionlog cluster init`",
+            sessionlog_cluster::schema::VERSION
+        )),
         "{e}"
     );
     let mut admin = postgres::Client::connect(&pg.url("postgres", "postgres"), postgres::NoTls)
@@ -395,12 +397,11 @@ fn cluster_init_upgrades_a_version_1_schema_and_a_host_refuses_another_version()
 fn the_cli_forks_and_imports_in_the_fleet() {
     let Some(pg) = fleet_database() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
-    let url = pg.url("host", "postgres");
     let run = |host: &str, args: &[&str]| {
         let out = std::process::Command::new(crate::objects::cli())
             .arg("--db")
             .arg(dir.path().join(host))
-            .args(["--cluster", &url, "--host", host])
+            .args(["--cluster", &host_url(&pg, host), "--host", host])
             .args(args)
             .output()
             .expect("run sessionlog");

@@ -59,12 +59,12 @@ fn verify_full(ca: &Path) -> String {
     format!("sslmode=verify-full&sslrootcert={}", ca.display())
 }
 
-/// `sessionlog --db DB --cluster URL --host cli ARGS`.
+/// `sessionlog --db DB --cluster URL --host host ARGS` (the host role's own host).
 fn run_cli(db: &Path, cluster: &str, args: &[&str]) -> Output {
     Command::new(cli())
         .arg("--db")
         .arg(db)
-        .args(["--cluster", cluster, "--host", "cli"])
+        .args(["--cluster", cluster, "--host", "host"])
         .args(args)
         .output()
         .expect("run sessionlog")
@@ -123,9 +123,9 @@ fn over_tls_only_a_verified_host_joins_and_the_password_is_never_shown() {
 
     // (a) A host that verifies the server joins and appends.
     let fleet = Fleet::open(
-        dir.path().join("host-a"),
+        dir.path().join("host"),
         Config::parse(&verified).expect("url"),
-        FleetOptions::new("host-a"),
+        FleetOptions::new("host"),
     )
     .expect("join over verify-full");
     let created = fleet.append_many(vec![AppendItem::new(
@@ -144,7 +144,7 @@ fn over_tls_only_a_verified_host_joins_and_the_password_is_never_shown() {
     let text = shown(&status);
     assert!(status.status.success(), "{text}");
     assert!(
-        text.contains("1 sessions") && text.contains("host-a: 1"),
+        text.contains("1 sessions") && text.contains("host: 1"),
         "{text}"
     );
     let status = run_cli(

@@ -1,14 +1,37 @@
--- The only statements hosts run against the system of record's tables (version 2). Each is
+-- The only statements hosts run against the system of record's tables (version 3). Each is
 -- SECURITY DEFINER, owned by the schema's owner, and fenced: a write to a session names the
 -- owner epoch its host acquired it at, and the statement that advances the session checks that
 -- epoch and the expected next seq and batch in its WHERE clause, so a host whose ownership was
--- taken over (a higher epoch) can never write it again.
+-- taken over (a higher epoch) can never write it again. Each first checks that its caller may
+-- act as the host it names (`check_caller`): a host's credentials are its own name's.
 
 -- The functions whose arguments or results differ from a version-1 schema's are dropped first,
 -- so `cluster init` upgrades that schema in its one transaction.
 DROP FUNCTION IF EXISTS sessionlog.append_batches(text, integer, text[], text[], bigint[],
     bigint[], bigint[], bigint[], bytea[], bigint[], text[], bytea[], boolean[], integer[]);
 DROP FUNCTION IF EXISTS sessionlog.acquire(text, text, integer, boolean);
+-- And a version-2 schema's purge, which named no host.
+DROP FUNCTION IF EXISTS sessionlog.purge(bigint);
+
+-- Refuse (insufficient_privilege, 42501), before anything is read or written, a caller acting as
+-- a `host` that is not its login role, unless it acts for every host: the schema's owner, a
+-- member of that role, or a superuser (operators' tooling). `session_user` is the role the
+-- connection logged in as, which neither SET ROLE nor a SECURITY DEFINER function changes.
+CREATE OR REPLACE FUNCTION sessionlog.check_caller(host text)
+RETURNS void
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF host IS DISTINCT FROM session_user::text AND NOT pg_has_role(
+        session_user,
+        (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = 'sessionlog'),
+        'MEMBER'
+    ) THEN
+        RAISE EXCEPTION 'role "%" may not act as host "%"', session_user, host
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'A host connects as the login role of its own name: sessionlog cluster add-host NAME.';
+    END IF;
+END
+$$;
 
 -- Commit a group of session batches in one transaction: each is refused alone ('fenced',
 -- 'stale', 'missing', 'exists', 'deleted') or committed ('ok'). `headers[i]` is not null for a
@@ -26,6 +49,7 @@ DECLARE
     i integer;
     cur record;
 BEGIN
+    PERFORM check_caller(host);
     FOR i IN 1 .. coalesce(array_length(ids, 1), 0) LOOP
         idx := i;
         IF headers[i] IS NOT NULL THEN
@@ -99,6 +123,7 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = sessionlog, pg_temp AS $$
 DECLARE
     root text;
 BEGIN
+    PERFORM check_caller(host);
     SELECT l.root_id INTO root FROM lineage l WHERE l.id = session_id;
     IF NOT FOUND THEN
         RETURN;
@@ -129,6 +154,7 @@ CREATE OR REPLACE FUNCTION sessionlog.renew(
     host text, lease_seconds integer, roots text[], ids text[], epochs bigint[])
 RETURNS TABLE (id text)
 LANGUAGE sql SECURITY DEFINER SET search_path = sessionlog, pg_temp AS $$
+    SELECT check_caller(host);
     UPDATE sessions s
        SET lease_until = now() + make_interval(secs => lease_seconds)
       FROM unnest(roots, ids, epochs) AS t(root_id, id, epoch)
@@ -144,6 +170,7 @@ CREATE OR REPLACE FUNCTION sessionlog.release(
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = sessionlog, pg_temp AS $$
 BEGIN
+    PERFORM check_caller(host);
     UPDATE sessions s SET owner = NULL, lease_until = NULL
      WHERE s.root_id = root AND s.id = session_id
        AND s.owner = host AND s.owner_epoch = epoch;
@@ -157,6 +184,7 @@ CREATE OR REPLACE FUNCTION sessionlog.set_deleted(
 RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = sessionlog, pg_temp AS $$
 BEGIN
+    PERFORM check_caller(host);
     UPDATE sessions s
        SET deleted_at = CASE WHEN deleted THEN coalesce(s.deleted_at, now()) END
      WHERE s.root_id = root AND s.id = session_id
@@ -165,16 +193,19 @@ BEGIN
 END
 $$;
 
--- Remove for good the sessions deleted more than `older_than_seconds` ago: their batches,
--- their rows and their routing. Returns the ids removed.
-CREATE OR REPLACE FUNCTION sessionlog.purge(older_than_seconds bigint)
+-- Remove for good the sessions deleted more than `older_than_seconds` ago that `host` could
+-- acquire without force (unowned, its own, or their lease run out): their batches, their rows
+-- and their routing. Returns the ids removed.
+CREATE OR REPLACE FUNCTION sessionlog.purge(host text, older_than_seconds bigint)
 RETURNS TABLE (id text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = sessionlog, pg_temp AS $$
 BEGIN
+    PERFORM check_caller(host);
     RETURN QUERY
     WITH doomed AS (
         DELETE FROM sessions s
          WHERE s.deleted_at < now() - make_interval(secs => older_than_seconds)
+           AND (s.owner IS NULL OR s.owner = host OR s.lease_until < now())
         RETURNING s.root_id, s.id
     ), gone AS (
         DELETE FROM batches b USING doomed d

@@ -1,4 +1,4 @@
--- sessionlog's fleet schema in PostgreSQL, the system of record (version 2).
+-- sessionlog's fleet schema in PostgreSQL, the system of record (version 3).
 --
 -- Every session table's primary key starts with the lineage root id (a session's fork-tree
 -- root), so a distributed PostgreSQL can place a fork tree on one shard and every session
@@ -7,7 +7,8 @@
 -- distributed by `id`); `schema_version` is one row.
 --
 -- Hosts never write these tables directly: they run the SECURITY DEFINER functions in
--- functions.sql, which fence every write by the session's owner epoch.
+-- functions.sql, which fence every write by the session's owner epoch and act only as the host
+-- of the caller's login role.
 
 CREATE SCHEMA IF NOT EXISTS sessionlog;
 

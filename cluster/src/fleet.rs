@@ -104,6 +104,10 @@ impl Fleet {
         }
         let mut control = Pg::new(config.clone());
         control.retrying("checking the schema", PATIENCE, schema::check)??;
+        let as_host = format!("joining the fleet as host \"{}\"", options.host);
+        control.retrying(&as_host, PATIENCE, |c| {
+            schema::check_caller(c, &options.host)
+        })?;
         let store = Store::open(
             path,
             Options {
@@ -320,12 +324,14 @@ impl Fleet {
         Ok(())
     }
 
-    /// Remove for good the sessions deleted in the fleet more than `older_than` ago (from
-    /// PostgreSQL and from the local store); the ids removed.
+    /// Remove for good the sessions deleted in the fleet more than `older_than` ago that this
+    /// host could acquire without force (none under another host's live lease), from
+    /// PostgreSQL and from the local store; the ids removed.
     pub fn purge(&self, older_than: Duration) -> Result<Vec<String>> {
         let seconds = i64::try_from(older_than.as_secs()).unwrap_or(i64::MAX);
+        let host = &self.options.host;
         let rows = self.control().retrying("purging sessions", PATIENCE, |c| {
-            c.query("SELECT id FROM sessionlog.purge($1)", &[&seconds])
+            c.query("SELECT id FROM sessionlog.purge($1, $2)", &[host, &seconds])
         })?;
         let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
         for id in &ids {

@@ -24,6 +24,7 @@
 mod catch_up;
 mod commit;
 mod config;
+mod conninfo;
 mod error;
 mod fleet;
 mod fork;

@@ -109,10 +109,13 @@ impl Pg {
     /// The error of `e` during `during`.
     pub(crate) fn pg_error(&self, during: &str, e: &postgres::Error) -> Error {
         let detail = match e.as_db_error() {
-            Some(db) => format!("{} ({})", db.message(), db.code().code()),
+            Some(db) => match db.hint() {
+                Some(hint) => format!("{} ({}); {hint}", db.message(), db.code().code()),
+                None => format!("{} ({})", db.message(), db.code().code()),
+            },
             None => message_with_causes(e),
         };
-        self.error(during, crate::config::redact(&detail))
+        self.error(during, crate::config::redact_message(&detail))
     }
 
     fn error(&self, during: &str, detail: String) -> Error {
@@ -134,8 +137,18 @@ impl Config {
     }
 }
 
+/// Say on stderr, once in the process (at the first connection), what an unverified
+/// connection off this machine exposes ([`Config::unverified_warning`]).
+fn warn_once_if_unverified(config: &Config) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if let Some(warning) = config.unverified_warning() {
+        WARNED.call_once(|| eprintln!("sessionlog: warning: PostgreSQL at {config}: {warning}"));
+    }
+}
+
 /// [`Config::connect`], saying whether a failure may pass.
 fn connect_once(config: &Config, during: &str) -> std::result::Result<Client, NoConnection> {
+    warn_once_if_unverified(config);
     let mut pg = config.pg.clone();
     if pg.get_connect_timeout().is_none() {
         pg.connect_timeout(CONNECT_TIMEOUT);

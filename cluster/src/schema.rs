@@ -4,14 +4,17 @@
 //!
 //! Invariant: a host role (a member of [`HOST_ROLE`]) can read the tables and run the functions,
 //! and nothing else: no DDL, no INSERT, UPDATE or DELETE of its own. Every write it makes is a
-//! function's, fenced by the session's owner epoch (deletion only through `purge`).
+//! function's, fenced by the session's owner epoch (deletion only through `purge`), and made as
+//! the host of the role's own name: each function refuses a `host` that is not the caller's
+//! login role (`sessionlog.check_caller`), unless the caller acts for every host (the schema's
+//! owner, a member of it, or a superuser). A host's login role is made by [`add_host`].
 
 use postgres::Client;
 
 use crate::error::{Error, Result};
 
 /// The schema version this build reads and writes.
-pub const VERSION: i32 = 2;
+pub const VERSION: i32 = 3;
 
 /// The role every host's login role is granted.
 pub const HOST_ROLE: &str = "sessionlog_host";
@@ -20,13 +23,14 @@ const TABLES: &str = include_str!("../sql/schema.sql");
 const FUNCTIONS: &str = include_str!("../sql/functions.sql");
 
 /// Every function hosts may run, with its signature (for the grants).
-const HOST_FUNCTIONS: [&str; 6] = [
+const HOST_FUNCTIONS: [&str; 7] = [
+    "sessionlog.check_caller(text)",
     "sessionlog.append_batches(text, integer, text[], text[], bigint[], bigint[], bigint[], bigint[], bytea[], bigint[], text[], bytea[], boolean[], integer[], text[], bigint[])",
     "sessionlog.acquire(text, text, integer, boolean)",
     "sessionlog.renew(text, integer, text[], text[], bigint[])",
     "sessionlog.release(text, text, text, bigint)",
     "sessionlog.set_deleted(text, text, text, bigint, boolean)",
-    "sessionlog.purge(bigint)",
+    "sessionlog.purge(text, bigint)",
 ];
 
 /// Create (or bring up to date) the schema as the connected role, which owns it, and grant
@@ -71,6 +75,43 @@ pub fn init(
     }
     tx.commit()?;
     Ok(grants)
+}
+
+/// Make `host` a host of the fleet: its login role of that name (made when missing, without a
+/// password: the operator sets one, or a certificate, as the server authenticates), a member of
+/// [`HOST_ROLE`], so that it runs the fenced functions as host `host` and as no other. Run as the
+/// schema's owner after [`init`]; returns the statements applied.
+pub fn add_host(
+    client: &mut Client,
+    host: &str,
+) -> std::result::Result<Vec<String>, postgres::Error> {
+    let mut tx = client.transaction()?;
+    let exists: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)",
+            &[&host],
+        )?
+        .get(0);
+    let mut statements = Vec::new();
+    if !exists {
+        statements.push(format!("CREATE ROLE {} LOGIN", quote_ident(host)));
+    }
+    statements.push(format!("GRANT {HOST_ROLE} TO {}", quote_ident(host)));
+    for statement in &statements {
+        tx.batch_execute(statement)?;
+    }
+    tx.commit()?;
+    Ok(statements)
+}
+
+/// Refuse (42501, naming the role and the host) a connection whose role may not act as `host`.
+pub(crate) fn check_caller(
+    client: &mut Client,
+    host: &str,
+) -> std::result::Result<(), postgres::Error> {
+    client
+        .execute("SELECT sessionlog.check_caller($1)", &[&host])
+        .map(drop)
 }
 
 /// Refuse a database whose schema is missing or of another version.

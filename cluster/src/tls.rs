@@ -3,8 +3,11 @@
 //! given, as libpq does), `verify-ca` (the server's chain must lead to the CA) and `verify-full`
 //! (that, and the certificate must name the host connected to). rustls over ring, in pure Rust.
 
+use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
+
+use postgres::config::Host;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
@@ -33,6 +36,71 @@ impl TlsMode {
             _ => postgres::config::SslMode::Require,
         }
     }
+
+    /// libpq's name of the mode.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            TlsMode::Disable => "disable",
+            TlsMode::Prefer => "prefer",
+            TlsMode::Require => "require",
+            TlsMode::VerifyCa => "verify-ca",
+            TlsMode::VerifyFull => "verify-full",
+        }
+    }
+
+    /// Whether connections in this mode authenticate the server: `verify-ca`, `verify-full`, and
+    /// `require` with a CA given (verified as `verify-ca`, as libpq does).
+    pub(crate) fn verifies(self, ca_given: bool) -> bool {
+        match self {
+            TlsMode::VerifyCa | TlsMode::VerifyFull => true,
+            TlsMode::Require => ca_given,
+            TlsMode::Disable | TlsMode::Prefer => false,
+        }
+    }
+}
+
+/// What a host says once when it connects to a server off this machine without authenticating
+/// it (libpq's meaning of `mode` is kept; this only says what it costs), or `None`: the mode
+/// verifies the server, or every host connected to is this machine (a unix socket, `localhost`,
+/// a loopback address).
+pub(crate) fn unverified_warning(
+    mode: TlsMode,
+    ca_given: bool,
+    hosts: &[Host],
+    hostaddrs: &[IpAddr],
+) -> Option<String> {
+    if mode.verifies(ca_given) {
+        return None;
+    }
+    // A `hostaddr` is where its host's connection goes (the name then only checks the
+    // certificate).
+    let remote = match hostaddrs.is_empty() {
+        true => hosts.iter().find_map(|h| match h {
+            Host::Tcp(name) if !is_loopback_name(name) => Some(name.clone()),
+            _ => None,
+        }),
+        false => hostaddrs
+            .iter()
+            .find(|a| !a.is_loopback())
+            .map(IpAddr::to_string),
+    }?;
+    let exposure = match mode {
+        TlsMode::Disable => "nothing is encrypted",
+        TlsMode::Prefer => {
+            "the server is not authenticated and a machine on the path can turn encryption off"
+        }
+        _ => "the server is not authenticated",
+    };
+    Some(format!(
+        "sslmode {} to {remote}, off this machine: {exposure}, so a machine on the path can read          and change the fleet's traffic, the password included; use sslmode=verify-full with          sslrootcert (the CA that signed the server's certificate)",
+        mode.name()
+    ))
+}
+
+/// Whether host name `name` is this machine.
+fn is_loopback_name(name: &str) -> bool {
+    let bare = name.trim_start_matches('[').trim_end_matches(']');
+    name.eq_ignore_ascii_case("localhost") || bare.parse::<IpAddr>().is_ok_and(|a| a.is_loopback())
 }
 
 /// The rustls client configuration for `mode`, trusting the CA in `root_cert` (PEM).

@@ -1,7 +1,8 @@
 // A throwaway PostgreSQL for the cluster-mode specs: `sessionlog-harness pg` starts one (initdb
-// in a temp dir, loopback only, never a system service) with the fleet's schema, prints a host
-// role's URL, creates a fresh database with the schema for every line written to its stdin, and
-// stops the server when its stdin closes. Each test gets a database of its own, so DSH's suites,
+// in a temp dir, loopback only, never a system service) with the fleet's schema, prints the
+// superuser's URL (the superuser may act as any host, so the specs name their hosts freely),
+// creates a fresh database with the schema for every line written to its stdin, and stops the
+// server when its stdin closes. Each test gets a database of its own, so DSH's suites,
 // which reuse session ids from test to test, each see an empty fleet.
 //
 // Where PostgreSQL 15 is not installed the specs skip and say so; under CI they fail instead.
@@ -31,7 +32,7 @@ export class Postgres {
   /** Who waits for the next answer line, in the order the requests were written. */
   readonly #waiting: ((line: string) => void)[] = []
   #databases = 0
-  /** The host role's URL to the server's first database (with the schema). */
+  /** The URL to the server's first database (with the schema). */
   url = ''
 
   private constructor(child: ChildProcessWithoutNullStreams) {
@@ -56,7 +57,7 @@ export class Postgres {
     return pg
   }
 
-  /** The host role's URL to a new, empty database with the schema. */
+  /** The URL to a new, empty database with the schema. */
   async database(): Promise<string> {
     this.#databases += 1
     const answer = this.#answer()

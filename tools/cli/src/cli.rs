@@ -366,9 +366,18 @@ pub enum ClusterCommand {
     /// Create (or bring up to date) the schema, as the URL's role (its owner), and grant the
     /// host role what hosts need; prints the privilege statements applied.
     Init {
-        /// Login roles to make hosts (granted the host role).
+        /// Existing login roles to make hosts (granted the host role); each acts as the host of
+        /// its own name.
         #[arg(long = "host-role")]
         host_roles: Vec<String>,
+    },
+    /// Make host NAME's login role (named NAME, made without a password when missing) a member
+    /// of the host role, as the schema's owner: that role runs the fleet's functions as host
+    /// NAME and as no other. Set its password (`ALTER ROLE`) or certificate as the server
+    /// authenticates.
+    AddHost {
+        /// The host's name, which is its login role's.
+        name: String,
     },
     /// The schema's version, the sessions and who owns them.
     Status {

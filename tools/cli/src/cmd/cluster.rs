@@ -3,7 +3,7 @@
 //! PostgreSQL first; a write takes the session for this host (refused while another host's lease
 //! is live), commits through PostgreSQL, and gives it up again, as a one-shot host does; a fork
 //! or an import creates its session through PostgreSQL the same way. Plus
-//! `sessionlog cluster init|status|acquire|release`.
+//! `sessionlog cluster init|add-host|status|acquire|release`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,11 +21,14 @@ use crate::cli::{Cli, ClusterCommand, Command};
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let url = cli.cluster.clone().unwrap_or_default();
     let config = Config::parse(&url)?;
-    if let Command::Cluster {
-        command: ClusterCommand::Init { host_roles },
-    } = &cli.command
-    {
-        return init(&config, host_roles);
+    match &cli.command {
+        Command::Cluster {
+            command: ClusterCommand::Init { host_roles },
+        } => return init(&config, host_roles),
+        Command::Cluster {
+            command: ClusterCommand::AddHost { name },
+        } => return add_host(&config, name),
+        _ => {}
     }
     let host = match cli.host.clone() {
         Some(host) => host,
@@ -41,6 +44,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Cluster { command } => match command {
             ClusterCommand::Init { host_roles } => init(&config, &host_roles),
+            ClusterCommand::AddHost { name } => add_host(&config, &name),
             ClusterCommand::Status { json } => status(&fleet, json),
             ClusterCommand::Acquire { id, force } => {
                 let acquired = fleet.acquire(&id, force)?;
@@ -207,6 +211,22 @@ fn init(config: &Config, host_roles: &[String]) -> anyhow::Result<ExitCode> {
     println!("privileges applied:");
     for g in grants {
         println!("  {g};");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cluster add-host NAME`: host NAME's login role, a member of the host role.
+fn add_host(config: &Config, name: &str) -> anyhow::Result<ExitCode> {
+    let mut client = config.connect("adding a host")?;
+    let applied = schema::add_host(&mut client, name)
+        .map_err(|e| anyhow::anyhow!("adding host {name} at {}: {e}", config.shown()))?;
+    println!(
+        "host {name} may join the fleet at {} as role {name}",
+        config.shown()
+    );
+    println!("privileges applied:");
+    for statement in applied {
+        println!("  {statement};");
     }
     Ok(ExitCode::SUCCESS)
 }

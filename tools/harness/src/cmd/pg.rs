@@ -5,8 +5,9 @@
 //!
 //! The server does not fsync: what it holds need not survive the machine, only the test.
 //!
-//! Output: one JSON object per line, `{"url": ...}` (the login role `host`, a member of the
-//! fleet's host role, no password: the server trusts loopback) or `{"error": ...}`.
+//! Output: one JSON object per line, `{"url": ...}` (the superuser, no password: the server
+//! trusts loopback; it may act as any host, so that the suites name their hosts freely, where a
+//! host's own login role acts only as itself) or `{"error": ...}`.
 
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -20,8 +21,8 @@ use sessionlog_harness::postgres::{PgSetup, TempPostgres};
 /// copy of the template, would otherwise be flushed to a disk shared with the rest of the suite).
 const THROWAWAY: [&str; 1] = ["fsync = off"];
 
-/// The login role the URLs name.
-const HOST_ROLE: &str = "host";
+/// The role the URLs name.
+const ROLE: &str = "postgres";
 
 /// Start the server, answer stdin's lines, stop when stdin closes.
 pub fn run() -> anyhow::Result<ExitCode> {
@@ -29,7 +30,6 @@ pub fn run() -> anyhow::Result<ExitCode> {
         settings: THROWAWAY.iter().map(|s| (*s).to_owned()).collect(),
         ..PgSetup::default()
     })?;
-    pg.psql(&format!("CREATE ROLE {HOST_ROLE} LOGIN"))?;
     let url = with_schema(&pg, "postgres")?;
     say("url", &url)?;
     for line in std::io::stdin().lock().lines() {
@@ -61,13 +61,13 @@ fn create(pg: &TempPostgres, name: &str) -> anyhow::Result<String> {
     with_schema(pg, name)
 }
 
-/// Create the fleet's schema in database `db`, granting it to the host role; its host URL.
+/// Create the fleet's schema in database `db`; the URL hosts connect to it with.
 fn with_schema(pg: &TempPostgres, db: &str) -> anyhow::Result<String> {
-    let mut admin = postgres::Client::connect(&pg.url("postgres", db), postgres::NoTls)
+    let mut admin = postgres::Client::connect(&pg.url(ROLE, db), postgres::NoTls)
         .with_context(|| format!("connecting to database {db} as the superuser"))?;
-    schema::init(&mut admin, &[HOST_ROLE.to_owned()])
+    schema::init(&mut admin, &[])
         .with_context(|| format!("creating the schema in database {db}"))?;
-    Ok(pg.url(HOST_ROLE, db))
+    Ok(pg.url(ROLE, db))
 }
 
 /// Print `{"<key>": value}` on its own line, flushed (the reader waits for it).

@@ -29,7 +29,7 @@ use crate::patroni::PatroniCluster;
 use check::{check_batches, check_store, read_postgres};
 use load::{Ledger, Load};
 
-/// The login role the host connects as.
+/// The host's name, and the login role it connects as (a host acts only as its own role).
 const ROLE: &str = "failover_host";
 /// How long appends may stay stopped after a kill before the run fails.
 const OUTAGE_LIMIT: Duration = Duration::from_secs(180);
@@ -139,7 +139,7 @@ pub fn run(
         FleetOptions {
             store: host_options(Options::default()),
             commit_patience: opts.commit_patience,
-            ..FleetOptions::new("failover-host")
+            ..FleetOptions::new(ROLE)
         },
     )?;
     let ledger = Ledger::default();

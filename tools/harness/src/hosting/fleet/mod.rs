@@ -20,8 +20,10 @@ use super::{Host, Item, PendingSessions, SessionStart};
 use crate::gen::host_options;
 use crate::postgres::{PgSetup, TempPostgres};
 
-/// The login role hosts connect as.
-const ROLE: &str = "bench_host";
+/// The role hosts connect as: the superuser, who may act as any host, so that the benches name
+/// their hosts freely (a host's own login role runs the same functions, and may act only as
+/// itself: `tests/cluster_roles.rs`).
+const ROLE: &str = "postgres";
 
 /// One fleet host. Sessions are created with their first batch, as
 /// [`super::sessionlog::SessionlogHost`] creates them.
@@ -52,19 +54,11 @@ impl FleetHost {
 }
 
 /// A throwaway PostgreSQL 15 (`fsync` on) holding the fleet's schema, and the configuration a
-/// host joins it with (the login role [`ROLE`], a member of the fleet's host role).
+/// host joins it with (as [`ROLE`]).
 pub fn fleet_postgres() -> anyhow::Result<(TempPostgres, Config)> {
     let postgres = TempPostgres::start(&PgSetup::default())?;
-    postgres.psql(&format!("CREATE ROLE {ROLE} LOGIN"))?;
-    let admin = Config::parse(&format!(
-        "{}?sslmode=disable",
-        postgres.url("postgres", "postgres")
-    ))?;
-    schema::init(
-        &mut admin.connect("creating the schema")?,
-        &[ROLE.to_owned()],
-    )?;
     let config = Config::parse(&host_url(&postgres))?;
+    schema::init(&mut config.connect("creating the schema")?, &[])?;
     Ok((postgres, config))
 }
 
