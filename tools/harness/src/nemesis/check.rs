@@ -99,6 +99,15 @@ pub struct Finding {
     pub detail: String,
     /// The calls involved, by number.
     pub ops: Vec<u64>,
+    /// The session, when no call shows the finding alone (a host's final state).
+    pub session: Option<String>,
+}
+
+impl Finding {
+    fn on(mut self, session: &str) -> Finding {
+        self.session = Some(session.to_owned());
+        self
+    }
 }
 
 /// The incarnation of a log or header: the crc32 of its first line.
@@ -121,7 +130,12 @@ pub fn check(history: &History, state: &FinalState) -> Vec<Finding> {
 }
 
 fn finding(kind: &'static str, detail: String, ops: Vec<u64>) -> Finding {
-    Finding { kind, detail, ops }
+    Finding {
+        kind,
+        detail,
+        ops,
+        session: None,
+    }
 }
 
 fn integrity(state: &FinalState, found: &mut Vec<Finding>) {
@@ -200,7 +214,7 @@ fn batches(history: &History, state: &FinalState, found: &mut Vec<Finding>) {
         .iter()
         .filter(|o| matches!(o.call, Call::Read { .. }))
     {
-        for op in r.answer.bytes.as_deref().map(ops_in).unwrap_or_default() {
+        for &op in r.answer.served.iter().flat_map(|s| &s.ops) {
             elsewhere
                 .entry(op)
                 .or_default()
@@ -287,28 +301,32 @@ fn batches(history: &History, state: &FinalState, found: &mut Vec<Finding>) {
 }
 
 fn reads(history: &History, state: &FinalState, found: &mut Vec<Finding>) {
+    let logs: HashMap<&str, (u32, Vec<u8>)> = state
+        .postgres
+        .iter()
+        .map(|(id, s)| (id.as_str(), (incarnation(&s.header), s.log())))
+        .collect();
     for r in &history.ops {
-        let (Call::Read { session }, Outcome::Acknowledged, Some(bytes)) =
-            (&r.call, &r.answer.outcome, &r.answer.bytes)
+        let (Call::Read { session }, Outcome::Acknowledged, Some(served)) =
+            (&r.call, &r.answer.outcome, &r.answer.served)
         else {
             continue;
         };
-        let read_inc = incarnation(bytes);
-        if let Some(s) = state.postgres.get(session) {
-            if incarnation(&s.header) == read_inc && !s.log().starts_with(bytes) {
+        let read_inc = served.incarnation;
+        if let Some((now, log)) = logs.get(session.as_str()) {
+            if *now == read_inc && !served.is_prefix_of(log) {
                 found.push(finding(
                     "read-not-prefix",
                     format!(
                         "read #{} of {session} ({} bytes) is not a prefix of its final log ({} bytes)",
                         r.index,
-                        bytes.len(),
-                        s.log().len()
+                        served.len,
+                        log.len()
                     ),
                     vec![r.index],
                 ));
             }
         }
-        let served = ops_in(bytes);
         for a in history.ops.iter().filter(|a| {
             a.call.writes_events()
                 && a.call.session() == Some(session.as_str())
@@ -316,7 +334,7 @@ fn reads(history: &History, state: &FinalState, found: &mut Vec<Finding>) {
                 && a.answer.incarnation == Some(read_inc)
                 && a.completed < r.invoked
         }) {
-            if !served.contains(&a.index) {
+            if !served.ops.contains(&a.index) {
                 found.push(finding(
                     "stale-read",
                     format!(
@@ -360,22 +378,28 @@ fn hosts(state: &FinalState, found: &mut Vec<Finding>) {
     for (h, copies) in state.hosts.iter().enumerate() {
         for (id, copy) in copies {
             let Some(s) = state.postgres.get(id) else {
-                found.push(finding(
-                    "purged-readable",
-                    format!(
+                found.push(
+                    finding(
+                        "purged-readable",
+                        format!(
                         "host{h} serves {id} after catching up; PostgreSQL holds no such session"
                     ),
-                    Vec::new(),
-                ));
+                        Vec::new(),
+                    )
+                    .on(id),
+                );
                 continue;
             };
             let log = s.log();
             if incarnation(&copy.bytes) != incarnation(&s.header) {
-                found.push(finding(
-                    "host-diverged",
-                    format!("host{h}'s {id} is another incarnation than PostgreSQL's"),
-                    Vec::new(),
-                ));
+                found.push(
+                    finding(
+                        "host-diverged",
+                        format!("host{h}'s {id} is another incarnation than PostgreSQL's"),
+                        Vec::new(),
+                    )
+                    .on(id),
+                );
             } else if copy.bytes != log {
                 let kind = if log.starts_with(&copy.bytes) {
                     "host-stale"
@@ -390,22 +414,26 @@ fn hosts(state: &FinalState, found: &mut Vec<Finding>) {
                         log.len()
                     ),
                     Vec::new(),
-                ));
+                )
+                .on(id));
             }
             if copy.deleted != s.deleted {
-                found.push(finding(
-                    "delete-not-propagated",
-                    format!(
-                        "host{h}'s {id} is {} after catching up; in PostgreSQL it is {}",
-                        if copy.deleted {
-                            "deleted"
-                        } else {
-                            "not deleted"
-                        },
-                        if s.deleted { "deleted" } else { "not deleted" }
-                    ),
-                    Vec::new(),
-                ));
+                found.push(
+                    finding(
+                        "delete-not-propagated",
+                        format!(
+                            "host{h}'s {id} is {} after catching up; in PostgreSQL it is {}",
+                            if copy.deleted {
+                                "deleted"
+                            } else {
+                                "not deleted"
+                            },
+                            if s.deleted { "deleted" } else { "not deleted" }
+                        ),
+                        Vec::new(),
+                    )
+                    .on(id),
+                );
             }
         }
     }

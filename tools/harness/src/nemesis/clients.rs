@@ -54,10 +54,10 @@ impl Clients<'_> {
             let preferred = session.as_ref().and_then(|s| owner.get(s).copied());
             let mut h = match preferred {
                 Some(h) if rng.range(0, 4) > 0 && self.hosts.accepts(h) => h,
-                _ => rng.range(0, self.hosts.len() as u64) as usize,
+                _ => rng.range(0, self.hosts.count() as u64) as usize,
             };
             if !self.hosts.accepts(h) {
-                match (0..self.hosts.len()).find(|&o| self.hosts.accepts(o)) {
+                match (0..self.hosts.count()).find(|&o| self.hosts.accepts(o)) {
                     Some(o) => h = o,
                     None => {
                         std::thread::sleep(Duration::from_millis(100));

@@ -61,7 +61,7 @@ impl Nemesis<'_> {
             {
                 kind = "pause";
             }
-            let h = rng.range(0, self.hosts.len() as u64) as usize;
+            let h = rng.range(0, self.hosts.count() as u64) as usize;
             let at = self.start.elapsed();
             let (target, detail) = match kind {
                 "pause" => {
@@ -122,7 +122,7 @@ impl Nemesis<'_> {
     /// Restart every host that exited by itself (no fault of the nemesis stops one for good),
     /// recording the exit and the end of its stderr in the history.
     pub(crate) fn restart_exited(&self) -> anyhow::Result<()> {
-        for h in 0..self.hosts.len() {
+        for h in 0..self.hosts.count() {
             if !self.hosts.is_running(h) {
                 let tail = self.hosts.stderr_tail(h);
                 self.history

@@ -191,8 +191,9 @@ pub struct Answer {
     /// The owner epoch the host holds the session at, as it learned it (acquire: the row's;
     /// create, import, fork: 1), with an acknowledged append or acquire.
     pub epoch: Option<i64>,
-    /// A read's bytes (the session's export), `None` when the host had no such session.
-    pub bytes: Option<Vec<u8>>,
+    /// What a read served (the session's export, by digest), `None` when the host had no
+    /// such session.
+    pub served: Option<Served>,
     /// An acknowledged purge's ids.
     pub purged: Vec<String>,
 }
@@ -206,7 +207,7 @@ impl Answer {
             seqs: None,
             incarnation: None,
             epoch: None,
-            bytes: None,
+            served: None,
             purged: Vec::new(),
         }
     }
@@ -231,8 +232,8 @@ impl Answer {
         if let Some(e) = self.epoch {
             o = o.with("epoch", e);
         }
-        if let Some(b) = &self.bytes {
-            o = o.with("bytes", &*String::from_utf8_lossy(b));
+        if let Some(served) = &self.served {
+            o = o.with("served", served.to_json());
         }
         if !self.purged.is_empty() {
             o = o.with("purged", strings(&self.purged));
@@ -266,10 +267,11 @@ impl Answer {
                     .and_then(Value::as_safe_u64)
                     .and_then(|n| u32::try_from(n).ok()),
                 epoch: o.get("epoch").and_then(Value::as_safe_integer),
-                bytes: o
-                    .get("bytes")
-                    .and_then(Value::as_str)
-                    .map(|s| s.as_bytes().to_vec()),
+                served: o
+                    .get("served")
+                    .and_then(Value::as_object)
+                    .map(Served::from_json)
+                    .transpose()?,
                 purged: o
                     .get("purged")
                     .and_then(Value::as_array)
@@ -282,6 +284,66 @@ impl Answer {
                     .unwrap_or_default(),
             },
         ))
+    }
+}
+
+/// What a read served, without its bytes (a log grows long; the checker needs only this).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// Its length.
+    pub len: u64,
+    /// The crc32 of its bytes.
+    pub crc: u32,
+    /// Its incarnation (the crc32 of its header line and newline).
+    pub incarnation: u32,
+    /// The calls whose events it holds.
+    pub ops: BTreeSet<u64>,
+}
+
+impl Served {
+    /// The digest of `bytes`.
+    pub fn of(bytes: &[u8]) -> Served {
+        Served {
+            len: bytes.len() as u64,
+            crc: crc32fast::hash(bytes),
+            incarnation: crc32fast::hash(header_of(bytes)),
+            ops: ops_in(bytes),
+        }
+    }
+
+    /// Whether `log` starts with the bytes served.
+    pub fn is_prefix_of(&self, log: &[u8]) -> bool {
+        usize::try_from(self.len)
+            .ok()
+            .and_then(|n| log.get(..n))
+            .is_some_and(|p| crc32fast::hash(p) == self.crc)
+    }
+
+    fn to_json(&self) -> Object {
+        Object::new()
+            .with("len", count(self.len))
+            .with("crc", i64::from(self.crc))
+            .with("incarnation", i64::from(self.incarnation))
+            .with(
+                "ops",
+                Value::Array(self.ops.iter().map(|&o| Value::from(count(o))).collect()),
+            )
+    }
+
+    fn from_json(o: &Object) -> anyhow::Result<Served> {
+        let small = |key: &str| -> anyhow::Result<u32> {
+            u32::try_from(number(o, key)?).with_context(|| format!("\"{key}\" is no crc"))
+        };
+        Ok(Served {
+            len: number(o, "len")?,
+            crc: small("crc")?,
+            incarnation: small("incarnation")?,
+            ops: o
+                .get("ops")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_safe_u64).collect())
+                .unwrap_or_default(),
+        })
     }
 }
 
@@ -307,15 +369,7 @@ pub struct Op {
 impl Op {
     /// The op as one line of a finding's excerpt.
     pub fn line(&self) -> String {
-        let mut a = self.answer.to_json(self.index);
-        if let Some(b) = &self.answer.bytes {
-            // A read's bytes by what they hold, not in full.
-            let ops: Vec<String> = ops_in(b).iter().map(u64::to_string).collect();
-            a = a.with(
-                "bytes",
-                format!("{} bytes, ops [{}]", b.len(), ops.join(",")).as_str(),
-            );
-        }
+        let a = self.answer.to_json(self.index);
         format!(
             "#{} {:.3}-{:.3}s client {} host{} {} -> {}",
             self.index,
@@ -509,7 +563,7 @@ mod tests {
             seqs: Some((3, 2)),
             incarnation: Some(77),
             epoch: Some(4),
-            bytes: Some(b"{}\n".to_vec()),
+            served: Some(Served::of(b"{}\n")),
             purged: vec!["s1".into()],
         };
         let line = json::stringify(&Value::Object(answer.to_json(9)));

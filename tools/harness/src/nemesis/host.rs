@@ -23,7 +23,7 @@ use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::{self, Object, Value};
 use sessionlog_engine::{AppendItem, Error as StoreError, Options, RefusalKind, SourceEncoding};
 
-use super::history::{event_line, header_line, Answer, Call, Outcome};
+use super::history::{event_line, header_line, Answer, Call, Outcome, Served};
 use crate::gen::host_options;
 
 /// What a host prints once it has joined the fleet.
@@ -248,7 +248,7 @@ fn read(fleet: &Fleet, id: &str) -> Answer {
     let mut bytes = Vec::new();
     match fleet.store().export(id, None, &mut bytes) {
         Ok(_) => Answer {
-            bytes: Some(bytes),
+            served: Some(Served::of(&bytes)),
             ..Answer::plain(Outcome::Acknowledged, "")
         },
         Err(StoreError::UnknownSession { .. }) => Answer::plain(Outcome::Acknowledged, "absent"),
@@ -341,4 +341,54 @@ fn variant(e: &dyn std::fmt::Debug) -> String {
         .next()
         .unwrap_or("Error")
         .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sessionlog_engine::Refusal;
+
+    fn refusal(kind: RefusalKind, message: &str) -> StoreError {
+        StoreError::Refused(Refusal {
+            kind,
+            message: message.into(),
+        })
+    }
+
+    fn code(answer: &Answer) -> Option<&str> {
+        match &answer.outcome {
+            Outcome::Refused { code } => Some(code),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn answers_say_what_the_fleet_claims() {
+        let unknown = refusal(
+            RefusalKind::Unavailable,
+            "outcome unknown: the connection dropped during the commit",
+        );
+        assert_eq!(store_failure(&unknown).outcome, Outcome::Unknown);
+        let not_committed = refusal(RefusalKind::Unavailable, "PostgreSQL unreachable");
+        assert_eq!(
+            code(&store_failure(&not_committed)),
+            Some("SESSIONLOG_UNAVAILABLE")
+        );
+        let fenced = refusal(RefusalKind::Fenced, "taken over");
+        assert_eq!(code(&store_failure(&fenced)), Some("SESSIONLOG_FENCED"));
+
+        let lost = FleetError::Postgres {
+            url: "postgres://h@127.0.0.1/p".into(),
+            during: "acquiring a session".into(),
+            detail: "connection reset".into(),
+        };
+        assert_eq!(fleet_failure(&lost, true).outcome, Outcome::Unknown);
+        assert_eq!(code(&fleet_failure(&lost, false)), Some("Postgres"));
+        let missing = FleetError::UnknownSession("s0".into());
+        assert_eq!(code(&fleet_failure(&missing, true)), Some("UnknownSession"));
+        assert_eq!(
+            code(&fleet_failure(&FleetError::Store(fenced), true)),
+            Some("SESSIONLOG_FENCED")
+        );
+    }
 }

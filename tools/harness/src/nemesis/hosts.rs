@@ -104,13 +104,8 @@ impl Hosts {
     }
 
     /// How many hosts.
-    pub fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.slots.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
     }
 
     /// Whether host `h` may take a call now: running, not paused, not piled up.

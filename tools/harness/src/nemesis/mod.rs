@@ -143,6 +143,26 @@ impl NemesisReport {
             .iter()
             .filter(|o| finding.ops.contains(&o.index))
             .collect();
+        let ops = match (&finding.session, ops.is_empty()) {
+            // A final state's finding: the calls that changed the session's life, last ones.
+            (Some(session), true) => {
+                let mut life: Vec<&history::Op> = self
+                    .history
+                    .ops
+                    .iter()
+                    .filter(|o| {
+                        !matches!(
+                            o.call,
+                            history::Call::Read { .. } | history::Call::Append { .. }
+                        ) && (o.call.session() == Some(session.as_str())
+                            || o.answer.purged.contains(session))
+                    })
+                    .collect();
+                life.sort_by_key(|o| o.invoked);
+                life.split_off(life.len().saturating_sub(limit))
+            }
+            _ => ops,
+        };
         let from = ops.iter().map(|o| o.invoked).min().unwrap_or_default();
         let to = ops
             .iter()
@@ -295,7 +315,7 @@ pub fn run(opts: &NemesisOptions, exe: &Path, dir: &Path) -> anyhow::Result<Neme
     db.wait_leader()?;
 
     let mut state = FinalState::default();
-    for h in 0..hosts.len() {
+    for h in 0..hosts.count() {
         let (copies, failures) = parse_dump(&hosts.dump(h, &ids, DUMP_PATIENCE)?)
             .with_context(|| format!("host{h}'s final state"))?;
         state.hosts.push(copies);

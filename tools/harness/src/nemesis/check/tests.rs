@@ -2,7 +2,7 @@
 //! is found (and only where it is one).
 
 use super::*;
-use crate::nemesis::history::{event_line, header_line, Answer, Fault};
+use crate::nemesis::history::{event_line, header_line, Answer, Fault, Served};
 
 const S: &str = "s0";
 
@@ -107,7 +107,7 @@ fn read(index: u64, host: usize, at: (f64, f64), bytes: Vec<u8>) -> Op {
         Call::Read { session: S.into() },
         at,
         Answer {
-            bytes: Some(bytes),
+            served: Some(Served::of(&bytes)),
             ..Answer::plain(Outcome::Acknowledged, "")
         },
     )
