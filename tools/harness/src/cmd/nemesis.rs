@@ -17,8 +17,8 @@ use sessionlog_tools_common::output::json_line;
 
 use super::work_dir::WorkDir;
 
-/// Findings printed in full (each with its excerpt); the rest are counted.
-const FINDINGS_SHOWN: usize = 20;
+/// Findings of each kind printed in full (each with its excerpt); the rest are counted.
+const SHOWN_PER_KIND: usize = 3;
 /// History lines per finding's excerpt.
 const EXCERPT_LINES: usize = 12;
 
@@ -112,6 +112,20 @@ fn counts<K: AsRef<str>>(map: impl IntoIterator<Item = (K, u64)>) -> Value {
     Value::Object(o)
 }
 
+/// The first [`SHOWN_PER_KIND`] findings of each kind, in the order found.
+fn shown(report: &NemesisReport) -> Vec<&Finding> {
+    let mut per_kind: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    report
+        .findings
+        .iter()
+        .filter(|f| {
+            let n = per_kind.entry(f.kind).or_default();
+            *n += 1;
+            *n <= SHOWN_PER_KIND
+        })
+        .collect()
+}
+
 fn report_json(report: &NemesisReport, opts: &NemesisOptions, minutes: f64) -> Object {
     let by_kind = counts(report.findings.iter().fold(
         std::collections::BTreeMap::<&str, u64>::new(),
@@ -120,10 +134,8 @@ fn report_json(report: &NemesisReport, opts: &NemesisOptions, minutes: f64) -> O
             m
         },
     ));
-    let shown: Vec<Value> = report
-        .findings
-        .iter()
-        .take(FINDINGS_SHOWN)
+    let shown: Vec<Value> = shown(report)
+        .into_iter()
         .map(|f| {
             Value::Object(
                 Object::new()
@@ -186,7 +198,7 @@ fn print_report(
         report.sessions,
         report.findings.len()
     )?;
-    for f in report.findings.iter().take(FINDINGS_SHOWN) {
+    for f in shown(report) {
         writeln!(out, "{}: {}", f.kind, f.detail)?;
         for l in report.excerpt(f, EXCERPT_LINES) {
             writeln!(out, "    {l}")?;
