@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use sessionlog_codec::json::{JsString, Object, Value};
+use sessionlog_harness::nemesis::check::Finding;
 use sessionlog_harness::nemesis::host::{serve, HostSpec};
 use sessionlog_harness::nemesis::{
     run as run_nemesis, NemesisOptions, NemesisReport, FAULTS, KINDS,
