@@ -40,7 +40,7 @@ impl Nemesis<'_> {
     /// Inject faults until the deadline (see the module docs); every fault is healed before
     /// the next, and before this returns, even on error where it can be.
     pub(crate) fn run(&self, db: &mut Database, seed: u64) -> anyhow::Result<()> {
-        let mut rng = Rng::new(seed ^ 0x6e65_6d65_7369_73);
+        let mut rng = Rng::new(seed ^ 0x006e_656d_6573_6973);
         let kinds: Vec<&'static str> = self
             .faults
             .iter()
