@@ -4,6 +4,7 @@ mod append;
 mod cluster;
 mod cluster_failover;
 mod cluster_fork;
+mod cluster_nemesis;
 mod cluster_roles;
 mod cluster_tls;
 mod concurrency;

@@ -101,8 +101,35 @@ pub enum Command {
         /// With `--cluster`: Patroni nodes, 2 (a leader and its synchronous standby: after a
         /// failover no write is acknowledged until the killed node is back) or 3 (plus an
         /// asynchronous replica, made the synchronous standby once the old one is promoted).
-        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..=3), requires = "cluster")]
+        /// With `--fleet-nemesis`: 1 (a plain PostgreSQL, no leader to kill) to 3.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=3))]
         nodes: u64,
+        /// Run the fleet under a nemesis: 3 host processes (this binary) over `--nodes`
+        /// PostgreSQL nodes (Patroni for 2–3), each host behind its own blackholing TCP proxy,
+        /// all on loopback in temp dirs and stopped after. Seeded clients create, append,
+        /// fork, import, delete, undelete, purge, acquire, release and read a small set of
+        /// ids while the nemesis pauses (SIGSTOP), kills and restarts hosts, silently drops
+        /// their packets to PostgreSQL and kills the database's leader. Every call, answer and
+        /// fault is recorded; a checker then holds the history against PostgreSQL's final rows
+        /// and every host's store (caught up): every acknowledged batch present exactly once,
+        /// every batch refused as not written absent, every read a prefix of its final log and
+        /// not stale, a purged session readable nowhere, no two hosts acknowledging appends to
+        /// one session at one epoch. Exits non-zero when it finds anything, each finding with
+        /// the history lines that show it; the run's directory (with `history.txt`) is kept
+        /// then. `--seed`, `--nodes`, `--dir` and `--json` apply.
+        #[arg(long, conflicts_with_all = ["power_loss", "worker", "cluster"])]
+        fleet_nemesis: bool,
+        /// With `--fleet-nemesis`: how long clients and nemesis run, in minutes.
+        #[arg(long, default_value_t = 2.0, requires = "fleet_nemesis")]
+        minutes: f64,
+        /// With `--fleet-nemesis`: call kinds the clients do not make, comma-separated (of
+        /// append, read, acquire, create, release, fork, import, delete, undelete, purge).
+        #[arg(long, value_delimiter = ',', requires = "fleet_nemesis")]
+        without_calls: Vec<String>,
+        /// With `--fleet-nemesis`: fault kinds the nemesis does not inject, comma-separated
+        /// (of pause, kill, blackhole, kill-leader).
+        #[arg(long, value_delimiter = ',', requires = "fleet_nemesis")]
+        without_faults: Vec<String>,
         /// Internal: run as the child worker on `<dir>` (the parent passes this).
         #[arg(long, hide = true)]
         worker: bool,
@@ -129,6 +156,25 @@ pub enum Command {
         /// acknowledged session must hold them, and `verify` must be clean.
         #[arg(last = true)]
         host: Vec<String>,
+    },
+    /// Internal: one host process of `stress --fleet-nemesis` (the parent passes these).
+    #[command(hide = true)]
+    NemesisHost {
+        /// PostgreSQL's URL, through the host's proxies.
+        #[arg(long)]
+        url: String,
+        /// The host's name in the fleet.
+        #[arg(long)]
+        host: String,
+        /// The host's store directory.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The host's lease, in ms.
+        #[arg(long)]
+        lease_ms: u64,
+        /// The host's group-commit patience, in ms.
+        #[arg(long)]
+        commit_patience_ms: u64,
     },
     /// Start a throwaway SeaweedFS server (S3 on loopback, in a temp dir) with bucket BUCKET,
     /// print `{"endpoint","region","accessKeyId","secretAccessKey"}` on one line, and stop it

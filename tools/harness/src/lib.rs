@@ -15,6 +15,8 @@
 //! - [`patroni`]: a throwaway etcd + Patroni cluster (PostgreSQL with a synchronous standby)
 //!   for the database-failover harness.
 //! - [`failover`]: the database-failover harness behind `sessionlog-harness stress --cluster`.
+//! - [`nemesis`]: the fleet under a nemesis behind `sessionlog-harness stress --fleet-nemesis`:
+//!   host processes, blackholing proxies, seeded clients and faults, a history and its checker.
 //! - [`process_tree`]: a process's descendants and the CPU time of a whole tree (a server's).
 //! - [`requirement`]: how a test whose requirement is missing fails under CI and says what it
 //!   skipped elsewhere.
@@ -26,6 +28,7 @@ pub mod disk_cgroup;
 pub mod failover;
 pub mod gen;
 pub mod hosting;
+pub mod nemesis;
 pub mod patroni;
 pub mod postgres;
 pub mod power;

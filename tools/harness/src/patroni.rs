@@ -125,6 +125,11 @@ impl PatroniCluster {
         )
     }
 
+    /// Each node's PostgreSQL port on loopback, by node.
+    pub fn pg_ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|n| n.pg_port).collect()
+    }
+
     /// The index of the node that holds the leader lock, if any answers so.
     pub fn leader(&self) -> Option<usize> {
         (0..self.nodes.len()).find(|&n| self.answers(n, "/leader"))

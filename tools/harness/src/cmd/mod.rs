@@ -5,6 +5,7 @@ mod failover;
 mod fleet_fork;
 mod gen;
 mod lineage;
+mod nemesis;
 mod node_hosting;
 mod pg;
 mod pit;
@@ -45,13 +46,29 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             cluster,
             commit_patience_ms,
             nodes,
+            fleet_nemesis,
+            minutes,
+            without_calls,
+            without_faults,
             worker,
             power_loss,
             lazyfs_build,
             power_worker,
             host,
         } => {
+            if fleet_nemesis {
+                return nemesis::run(
+                    nodes,
+                    minutes,
+                    seed,
+                    &without_calls,
+                    &without_faults,
+                    dir,
+                    json,
+                );
+            }
             if cluster {
+                anyhow::ensure!(nodes >= 2, "--cluster runs 2 or 3 Patroni nodes");
                 let opts = sessionlog_harness::failover::FailoverOptions {
                     cycles: cycles.unwrap_or(10),
                     nodes: usize::try_from(nodes).unwrap_or(2),
@@ -95,6 +112,19 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             stress::run(&opts, cycles, max_kill_ms, dir, json, worker)
         }
+        Command::NemesisHost {
+            url,
+            host,
+            dir,
+            lease_ms,
+            commit_patience_ms,
+        } => nemesis::host(sessionlog_harness::nemesis::host::HostSpec {
+            url,
+            host,
+            dir,
+            lease: std::time::Duration::from_millis(lease_ms),
+            commit_patience: std::time::Duration::from_millis(commit_patience_ms),
+        }),
         Command::Seaweed { bucket } => seaweed(&bucket),
         Command::Pg => pg::run(),
         Command::Bench { workload } => match workload {
