@@ -44,8 +44,6 @@ use proxy::{Proxy, Switch};
 pub use clients::KINDS;
 pub use faults::FAULTS;
 
-/// The login role every host connects as.
-const ROLE: &str = "nemesis_host";
 /// How long a host may take to catch up on every id and dump its store at the end.
 const DUMP_PATIENCE: Duration = Duration::from_secs(180);
 /// How long the database may take to have a leader again at the end.
@@ -251,8 +249,11 @@ pub fn run(opts: &NemesisOptions, exe: &Path, dir: &Path) -> anyhow::Result<Neme
     let mut db = Database::start(opts.nodes)?;
     let admin = Config::parse(&Database::url("postgres", &db.ports()))?;
     let mut client = admin.connect("creating the fleet's schema")?;
-    client.batch_execute(&format!("CREATE ROLE {ROLE} LOGIN"))?;
-    schema::init(&mut client, &[ROLE.to_owned()])?;
+    schema::init(&mut client, &[])?;
+    // Each host connects as its own login role, named as the host: the fence binds the two.
+    for h in 0..opts.hosts {
+        schema::add_host(&mut client, &format!("host{h}"))?;
+    }
     drop(client);
 
     let switches: Vec<Arc<Switch>> = (0..opts.hosts).map(|_| Arc::default()).collect();
@@ -266,7 +267,7 @@ pub fn run(opts: &NemesisOptions, exe: &Path, dir: &Path) -> anyhow::Result<Neme
             proxies.push(proxy);
         }
         specs.push(HostSpec {
-            url: Database::url(ROLE, &ports),
+            url: Database::url(&format!("host{h}"), &ports),
             host: format!("host{h}"),
             dir: dir.join(format!("host{h}")),
             lease: opts.lease,
