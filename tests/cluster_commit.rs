@@ -121,8 +121,12 @@ fn join(pg: &TempPostgres, dir: &Path, host: &str) -> Fleet {
 
 fn create(fleet: &Fleet, id: &str) -> sessionlog::engine::Result<()> {
     fleet
-        .append_many(vec![AppendItem::new(id, Some(0), vec![prompt(0), prompt(1)])
-            .creating(header(id), SourceEncoding::Jsonl)])
+        .append_many(vec![AppendItem::new(
+            id,
+            Some(0),
+            vec![prompt(0), prompt(1)],
+        )
+        .creating(header(id), SourceEncoding::Jsonl)])
         .pop()
         .expect("an outcome")
         .map(drop)
@@ -281,13 +285,21 @@ fn a_batch_postgres_refuses_for_good_is_refused_alone_and_its_group_committed() 
            FOR EACH ROW EXECUTE FUNCTION sessionlog.poison()",
     )
     .expect("the trigger");
-    let group = a.append_many(vec![item("s1", 2, 1), item("poison", 2, 1), item("s2", 2, 1)]);
+    let group = a.append_many(vec![
+        item("s1", 2, 1),
+        item("poison", 2, 1),
+        item("s2", 2, 1),
+    ]);
     assert!(group[0].is_ok(), "s1: {:?}", group[0]);
     assert!(group[2].is_ok(), "s2: {:?}", group[2]);
     let e = group[1].as_ref().expect_err("the poisoned batch");
     assert!(e.to_string().contains("poisoned batch"), "{e}");
     assert_eq!(
-        [batch_rows(&pg, "s1"), batch_rows(&pg, "poison"), batch_rows(&pg, "s2")],
+        [
+            batch_rows(&pg, "s1"),
+            batch_rows(&pg, "poison"),
+            batch_rows(&pg, "s2")
+        ],
         [2, 1, 2]
     );
     append(&a, "s1", 3, 1).expect("s1 goes on");
@@ -324,7 +336,10 @@ fn a_row_locked_elsewhere_stalls_only_its_own_batch_for_the_hook_s_patience() {
     let e = group[0].as_ref().expect_err("the locked session's batch");
     assert_eq!(refusal_kind(e), Some(RefusalKind::Unavailable), "{e}");
     assert!(e.to_string().contains("not committed"), "{e}");
-    assert!(took < patience + Duration::from_secs(10), "answered after {took:?}");
+    assert!(
+        took < patience + Duration::from_secs(10),
+        "answered after {took:?}"
+    );
     assert_eq!([batch_rows(&pg, "locked"), batch_rows(&pg, "free")], [1, 2]);
     append(&a, "locked", 2, 1).expect("appended once the row is free");
 }
@@ -444,7 +459,10 @@ fn a_local_write_failing_after_postgres_committed_says_outcome_unknown_and_is_re
     std::fs::remove_file(fs.dir.join("filler")).expect("free the disk");
     let a = join_at(&url, &fs.dir, "host-a", small);
     let acquired = a.acquire("s", false).expect("acquired again");
-    assert_eq!(acquired.caught_up, 1, "the batch answered unknown, caught up");
+    assert_eq!(
+        acquired.caught_up, 1,
+        "the batch answered unknown, caught up"
+    );
     assert_eq!(a.store().summary("s").expect("s").events, acked + 1);
     let other = tempfile::tempdir().expect("temp dir");
     let b = join(&pg, other.path(), "host-b");

@@ -580,7 +580,11 @@ mod tests {
         // Both were committed at epoch 2; "old" was acquired again at epoch 3 meanwhile.
         let rows = [row(0, &old, 2), row(1, &current, 2)];
         settle_held(&held, &rows, &[fenced(), fenced()]);
-        assert_eq!(held.get("old").map(|h| h.epoch), Some(3), "the newer epoch stays");
+        assert_eq!(
+            held.get("old").map(|h| h.epoch),
+            Some(3),
+            "the newer epoch stays"
+        );
         assert_eq!(held.get("current"), None, "the epoch refused is forgotten");
     }
 
@@ -604,7 +608,11 @@ mod tests {
             .enumerate()
             .map(|(i, &n)| record(&format!("s{i}"), n))
             .collect();
-        let rows: Vec<Row<'_>> = records.iter().enumerate().map(|(i, r)| row(i, r, 1)).collect();
+        let rows: Vec<Row<'_>> = records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| row(i, r, 1))
+            .collect();
         let cut: Vec<Vec<usize>> = calls(&rows, 100)
             .iter()
             .map(|c| c.iter().map(|r| r.at).collect())
@@ -616,9 +624,15 @@ mod tests {
     #[test]
     fn a_batch_postgres_cannot_hold_is_refused_naming_the_session_and_the_rule() {
         let nul = unstorable(&record("a\0b", 1), 10).expect("an id with NUL");
-        assert!(nul.contains("\"a\\u0000b\"") && nul.contains("NUL"), "{nul}");
+        assert!(
+            nul.contains("\"a\\u0000b\"") && nul.contains("NUL"),
+            "{nul}"
+        );
         let big = unstorable(&record("big", 11), 10).expect("too large");
-        assert!(big.contains("\"big\" batch 1: 11 bytes") && big.contains("1 GB"), "{big}");
+        assert!(
+            big.contains("\"big\" batch 1: 11 bytes") && big.contains("1 GB"),
+            "{big}"
+        );
         assert_eq!(unstorable(&record("fine", 10), 10), None);
     }
 }

@@ -359,9 +359,10 @@ mod tests {
             pg.get_options(),
             Some("-c statement_timeout=30000 -c lock_timeout=5000")
         );
-        let mut given: postgres::Config = "postgres://h@127.0.0.1/db?options=-c%20lock_timeout%3D1s"
-            .parse()
-            .expect("a URL");
+        let mut given: postgres::Config =
+            "postgres://h@127.0.0.1/db?options=-c%20lock_timeout%3D1s"
+                .parse()
+                .expect("a URL");
         bound(&mut given, Limits::commit(Duration::from_secs(4)));
         assert_eq!(
             given.get_options(),
