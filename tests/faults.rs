@@ -22,15 +22,15 @@ use crate::crash::worker_command;
 use crate::fixtures::{append_feed, export_bytes, listed_ids, temp_store};
 
 /// A tmpfs of a given size mounted for one test, unmounted on drop.
-struct Tmpfs {
+pub struct Tmpfs {
     _parent: tempfile::TempDir,
-    dir: PathBuf,
+    pub dir: PathBuf,
 }
 
 impl Tmpfs {
     /// Mount one, or `None` where mounting is not permitted: then the calling test fails under
     /// CI and says on stderr what it skipped elsewhere (`requirement::missing`).
-    fn mount(bytes: u64) -> Option<Tmpfs> {
+    pub fn mount(bytes: u64) -> Option<Tmpfs> {
         let parent = tempfile::tempdir().expect("temp dir");
         let dir = parent.path().join("fs");
         std::fs::create_dir(&dir).expect("mount point");
@@ -71,7 +71,7 @@ impl Drop for Tmpfs {
 }
 
 /// Fill the file system holding `dir` with `dir/filler` until ENOSPC.
-fn fill(dir: &Path) -> PathBuf {
+pub fn fill(dir: &Path) -> PathBuf {
     let path = dir.join("filler");
     let mut f = File::create(&path).expect("filler");
     let chunk = vec![0x5a_u8; 4096];

@@ -2,6 +2,7 @@
 
 mod append;
 mod cluster;
+mod cluster_commit;
 mod cluster_failover;
 mod cluster_fork;
 mod cluster_nemesis;

@@ -92,8 +92,12 @@ export type ClusterErrorCode =
   | 'SESSIONLOG_FENCED'
   /** PostgreSQL's log of the session does not continue where the batch starts (another writer), or the session exists, is deleted or is missing there: nothing was written. */
   | 'SESSIONLOG_STALE'
-  /** PostgreSQL could not be reached, or did not commit, for a minute: the append is not acknowledged; appending it again is safe (had it committed after all, the retry is refused as stale, never written twice). */
+  /** PostgreSQL could not be reached, or did not commit, for a minute: the append is not acknowledged; appending it again is safe (had it committed after all, the retry is acknowledged once, never written twice). */
   | 'SESSIONLOG_UNAVAILABLE'
+  /** PostgreSQL committed the batch but this host's store failed to write it: the store refuses writes until reopened, then `acquire` brings the batch in. */
+  | 'SESSIONLOG_OUTCOME_UNKNOWN'
+  /** A batch PostgreSQL cannot hold (an id holding NUL, a batch past the size limit): nothing was written; appending it again is refused again. */
+  | 'SESSIONLOG_UNSTORABLE'
   /** Another host holds a live lease on the session: acquire with force, or later. */
   | 'SESSIONLOG_OWNED'
   /** A write the fleet does not carry (repair, archive, restore; an import of a file that is not whole). */

@@ -14,7 +14,7 @@ use crate::commit::FleetHook;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::ownership::{self, Forks, Held, Holding};
-use crate::pg::Pg;
+use crate::pg::{Limits, Pg};
 use crate::schema;
 
 pub use crate::ownership::SessionRow;
@@ -118,7 +118,7 @@ impl Fleet {
         let held = Arc::new(Held::default());
         let forks = Arc::new(Forks::default());
         let hook = Arc::new(FleetHook {
-            pg: Mutex::new(Pg::new(config)),
+            pg: Mutex::new(Pg::new(config).with_limits(Limits::commit(options.commit_patience))),
             host: options.host.clone(),
             lease: options.lease,
             patience: options.commit_patience,
@@ -208,15 +208,12 @@ impl Fleet {
         let renewed = self.control().retrying("renewing leases", PATIENCE, |c| {
             ownership::renew(c, host, lease, &held)
         })?;
-        let lost: Vec<String> = held
+        // Only the holdings renewed here: one acquired again meanwhile, at a new epoch, stays.
+        Ok(held
             .into_iter()
+            .filter(|(id, h)| !renewed.contains(id) && self.held.lose(id, h.epoch))
             .map(|(id, _)| id)
-            .filter(|id| !renewed.contains(id))
-            .collect();
-        for id in &lost {
-            self.held.remove(id);
-        }
-        Ok(lost)
+            .collect())
     }
 
     /// Renew this host's leases in the background, every third of the lease, until the

@@ -9,9 +9,10 @@
 //! in PostgreSQL are its whole file, so every host builds it by catch-up alone and a parent
 //! purged later takes nothing of the child with it.
 
-use sessionlog_engine::{AppendItem, ForkReport, RefusalKind, SourceEncoding};
+use sessionlog_engine::{AppendItem, ForkReport, Refusal, RefusalKind, SourceEncoding};
 
 use crate::catch_up::catch_up;
+use crate::commit::unstorable_id;
 use crate::error::{Error, Result};
 use crate::fleet::{Fleet, PATIENCE};
 use crate::ownership::{self, Fork};
@@ -20,9 +21,16 @@ use crate::pg::Pg;
 impl Fleet {
     /// Fork session `parent` after event `boundary` (default: its last event) into a new
     /// session `new_id` (DSH `SessionStore.fork`), which this host then holds. Refused with
-    /// DSH's codes (an existing id anywhere in the fleet, a missing parent, a boundary past its
-    /// end, and DSH's other fork rules), writing nothing.
+    /// DSH's codes (an existing id anywhere in the fleet or a fork into it under way on this
+    /// host, a missing parent, a boundary past its end, and DSH's other fork rules), writing
+    /// nothing.
     pub fn fork(&self, parent: &str, boundary: Option<u64>, new_id: &str) -> Result<ForkReport> {
+        if let Some(rule) = [new_id, parent].into_iter().find_map(unstorable_id) {
+            return Err(Error::Store(sessionlog_engine::Error::Refused(Refusal {
+                kind: RefusalKind::Unstorable,
+                message: rule,
+            })));
+        }
         let row = {
             let mut pg = self.control();
             if id_taken(&mut pg, new_id)? {
@@ -48,7 +56,12 @@ impl Fleet {
             parent: parent.to_owned(),
             seed: i64::try_from(file.report.seed).unwrap_or(i64::MAX),
         };
-        self.forks.insert(new_id, fork);
+        if !self.forks.claim(new_id, fork) {
+            return Err(refused(
+                "SESSION_ALREADY_EXISTS",
+                format!("session \"{new_id}\": a fork into this id is under way on this host"),
+            ));
+        }
         let created = self.store.append_many(vec![item]).pop();
         self.forks.remove(new_id);
         match created.unwrap_or_else(|| {

@@ -56,6 +56,28 @@ impl<T: Clone> BySession<T> {
             .remove(id);
     }
 
+    /// Give `id` the value `value` unless it has one already; whether it was given.
+    pub(crate) fn claim(&self, id: &str, value: T) -> bool {
+        let mut map = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        match map.contains_key(id) {
+            true => false,
+            false => {
+                map.insert(id.to_owned(), value);
+                true
+            }
+        }
+    }
+
+    /// Forget `id` if its value is still one `stale` says is stale (checked and removed under
+    /// one lock, so a value set meanwhile stays); whether it was forgotten.
+    pub(crate) fn remove_if(&self, id: &str, stale: impl FnOnce(&T) -> bool) -> bool {
+        let mut map = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        match map.get(id).is_some_and(stale) {
+            true => map.remove(id).is_some(),
+            false => false,
+        }
+    }
+
     /// Every session with its value.
     pub(crate) fn all(&self) -> Vec<(String, T)> {
         self.0
@@ -70,6 +92,15 @@ impl<T: Clone> BySession<T> {
 /// The sessions this host holds: removed when released or taken over.
 pub(crate) type Held = BySession<Holding>;
 
+impl Held {
+    /// Forget `id` because its holding at `epoch` was refused (taken over): only while this
+    /// host still holds it at that epoch, so a late answer about an old epoch never erases a
+    /// newer acquisition.
+    pub(crate) fn lose(&self, id: &str, epoch: i64) -> bool {
+        self.remove_if(id, |h| h.epoch == epoch)
+    }
+}
+
 /// A fork this host is creating: where its row goes and what it records.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Fork {
@@ -83,6 +114,8 @@ pub(crate) struct Fork {
 
 /// The forks this host is creating, by child id, from before their creating batch is committed
 /// until after. A session created with no entry here is no fork, and its own lineage root.
+/// Invariant: one fork per child id at a time ([`BySession::claim`]): a second concurrent fork
+/// into an id is refused, so it can never give the first one's creation its parent.
 pub(crate) type Forks = BySession<Fork>;
 
 /// A session's row in PostgreSQL, as an acquisition returns it.

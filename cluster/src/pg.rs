@@ -29,6 +29,37 @@ const UNACKED_LIMIT: Duration = Duration::from_secs(30);
 /// The driver's keepalive idle time when the URL sets none.
 const DRIVER_DEFAULT_IDLE: Duration = Duration::from_secs(2 * 60 * 60);
 
+/// How long one statement of the fleet may run and wait on a lock (`statement_timeout`,
+/// `lock_timeout`), set on every connection a host makes, so that a statement stuck behind a
+/// row lock (an operator's open transaction, a takeover's) or a server that stalls gives the
+/// caller its turn back: PostgreSQL cancels it, rolled back, and the caller tries again or
+/// answers within its patience rather than waiting without end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// The longest a statement runs.
+    pub(crate) statement: Duration,
+    /// The longest a statement waits on a lock.
+    pub(crate) lock: Duration,
+}
+
+impl Limits {
+    /// The control connection's (acquisitions, renewals, catch-up pages, listings, purges).
+    pub(crate) const CONTROL: Limits = Limits {
+        statement: Duration::from_secs(120),
+        lock: Duration::from_secs(5),
+    };
+
+    /// The commit hook's, for its `patience`: a call waits on a row lock at most an eighth of
+    /// it (at most 5 s), so that a group split around one locked row commits its other batches
+    /// well within the patience (`commit.rs`), and runs at most half of it (at most 30 s).
+    pub(crate) fn commit(patience: Duration) -> Limits {
+        Limits {
+            statement: (patience / 2).clamp(Duration::from_secs(1), Duration::from_secs(30)),
+            lock: (patience / 8).clamp(Duration::from_millis(100), Duration::from_secs(5)),
+        }
+    }
+}
+
 /// A connection attempt that failed, and whether trying again may succeed.
 struct NoConnection {
     error: Error,
@@ -42,15 +73,23 @@ struct NoConnection {
 pub(crate) struct Pg {
     config: Config,
     client: Option<Client>,
+    limits: Limits,
 }
 
 impl Pg {
-    /// A connection to `config`'s PostgreSQL, not yet made.
+    /// A connection to `config`'s PostgreSQL, not yet made, its statements bounded by
+    /// [`Limits::CONTROL`].
     pub(crate) fn new(config: Config) -> Pg {
         Pg {
             config,
             client: None,
+            limits: Limits::CONTROL,
         }
+    }
+
+    /// This connection, its statements bounded by `limits` instead.
+    pub(crate) fn with_limits(self, limits: Limits) -> Pg {
+        Pg { limits, ..self }
     }
 
     /// The connected client, connecting when there is none.
@@ -62,7 +101,7 @@ impl Pg {
     fn connected(&mut self, during: &str) -> std::result::Result<&mut Client, NoConnection> {
         let client = match self.client.take() {
             Some(client) => client,
-            None => connect_once(&self.config, during)?,
+            None => connect_once(&self.config, during, Some(self.limits))?,
         };
         Ok(self.client.insert(client))
     }
@@ -133,7 +172,7 @@ impl Config {
     /// A connection to this PostgreSQL, as a host or an operator makes one (`during` names what
     /// for, in an error).
     pub fn connect(&self, during: &str) -> Result<Client> {
-        connect_once(self, during).map_err(|n| n.error)
+        connect_once(self, during, None).map_err(|n| n.error)
     }
 }
 
@@ -146,14 +185,22 @@ fn warn_once_if_unverified(config: &Config) {
     }
 }
 
-/// [`Config::connect`], saying whether a failure may pass.
-fn connect_once(config: &Config, during: &str) -> std::result::Result<Client, NoConnection> {
+/// [`Config::connect`], saying whether a failure may pass; a host's connections are bounded
+/// by `limits`.
+fn connect_once(
+    config: &Config,
+    during: &str,
+    limits: Option<Limits>,
+) -> std::result::Result<Client, NoConnection> {
     warn_once_if_unverified(config);
     let mut pg = config.pg.clone();
     if pg.get_connect_timeout().is_none() {
         pg.connect_timeout(CONNECT_TIMEOUT);
     }
     notice_silent_loss(&mut pg);
+    if let Some(limits) = limits {
+        bound(&mut pg, limits);
+    }
     pg.ssl_mode(config.tls.negotiation());
     let connected = match config.tls {
         TlsMode::Disable => pg.connect(NoTls),
@@ -202,6 +249,13 @@ fn connect_once(config: &Config, during: &str) -> std::result::Result<Client, No
     })
 }
 
+/// Whether `e` is a statement cancelled by its [`Limits`] (or by an operator): it waited on a
+/// lock, or ran, too long, and was rolled back.
+pub(crate) fn is_timeout(e: &postgres::Error) -> bool {
+    e.code()
+        .is_some_and(|c| [SqlState::LOCK_NOT_AVAILABLE, SqlState::QUERY_CANCELED].contains(c))
+}
+
 /// Set the TCP liveness checks (see [`PROBE_AFTER_IDLE`]) the URL leaves at the driver's
 /// defaults; what the URL sets (`keepalives_idle`, `tcp_user_timeout`, `keepalives=0`) stays.
 fn notice_silent_loss(pg: &mut postgres::Config) {
@@ -217,6 +271,21 @@ fn notice_silent_loss(pg: &mut postgres::Config) {
     if pg.get_tcp_user_timeout().is_none() {
         pg.tcp_user_timeout(UNACKED_LIMIT);
     }
+}
+
+/// Set `limits` as the session's `statement_timeout` and `lock_timeout`, before the options
+/// the URL gives (`options=-c lock_timeout=…`), which PostgreSQL applies after, so they stay.
+fn bound(pg: &mut postgres::Config, limits: Limits) {
+    let mut options = format!(
+        "-c statement_timeout={} -c lock_timeout={}",
+        limits.statement.as_millis(),
+        limits.lock.as_millis()
+    );
+    if let Some(given) = pg.get_options() {
+        options.push(' ');
+        options.push_str(given);
+    }
+    pg.options(&options);
 }
 
 /// Why the TLS handshake of `e` failed, when it failed on the server's certificate (untrusted
@@ -251,11 +320,14 @@ fn message_with_causes(e: &postgres::Error) -> String {
 }
 
 /// Whether `e` left nothing done and may pass: the connection failed or closed, or PostgreSQL
-/// refused the statement in a way that rolled it back.
+/// refused the statement in a way that rolled it back (a [`Limits`] timeout among them: the
+/// statement is cancelled before its transaction commits, so its outcome is known).
 pub(crate) fn is_transient(e: &postgres::Error) -> bool {
     match e.code() {
         None => true,
         Some(code) => [
+            SqlState::LOCK_NOT_AVAILABLE,
+            SqlState::QUERY_CANCELED,
             SqlState::T_R_SERIALIZATION_FAILURE,
             SqlState::T_R_DEADLOCK_DETECTED,
             SqlState::READ_ONLY_SQL_TRANSACTION,
@@ -290,6 +362,25 @@ mod tests {
         // Inside the commit hook's default patience of 60 s.
         let detected = PROBE_AFTER_IDLE + PROBE_INTERVAL * PROBES;
         assert!(detected < Duration::from_secs(60), "{detected:?}");
+    }
+
+    #[test]
+    fn statements_are_bounded_and_the_url_s_options_win() {
+        let mut pg: postgres::Config = "postgres://h@127.0.0.1/db".parse().expect("a URL");
+        bound(&mut pg, Limits::commit(Duration::from_secs(60)));
+        assert_eq!(
+            pg.get_options(),
+            Some("-c statement_timeout=30000 -c lock_timeout=5000")
+        );
+        let mut given: postgres::Config =
+            "postgres://h@127.0.0.1/db?options=-c%20lock_timeout%3D1s"
+                .parse()
+                .expect("a URL");
+        bound(&mut given, Limits::commit(Duration::from_secs(4)));
+        assert_eq!(
+            given.get_options(),
+            Some("-c statement_timeout=2000 -c lock_timeout=500 -c lock_timeout=1s")
+        );
     }
 
     #[test]

@@ -173,6 +173,22 @@ pub enum Error {
     #[error("the store refuses writes after a failed durable write; reopen it (acknowledged data is intact)")]
     Poisoned,
 
+    /// The commit hook's system of record committed the batch, but this store's write after it
+    /// failed (the store is then poisoned): the append is not acknowledged, yet the batch is
+    /// in the system of record. Appending it again is refused (the store refuses writes until
+    /// reopened); once reopened, acquiring the session catches the batch up from there.
+    #[error("session \"{id}\" batch {batch}: outcome unknown: the fleet's system of record committed the batch, but writing it to this host's store failed while {context}: {source}; this store refuses writes until it is reopened, and acquiring the session then brings the batch in")]
+    OutcomeUnknown {
+        /// The session.
+        id: String,
+        /// The session's batch number.
+        batch: u64,
+        /// What the store was doing.
+        context: String,
+        /// RocksDB's error.
+        source: rocksdb::Error,
+    },
+
     /// The store (or the queue the operation went through) was closed.
     #[error("the store is closed")]
     Closed,
@@ -285,6 +301,17 @@ impl Error {
                 context: context.clone(),
                 source: source.clone(),
             },
+            Error::OutcomeUnknown {
+                id,
+                batch,
+                context,
+                source,
+            } => Error::OutcomeUnknown {
+                id: id.clone(),
+                batch: *batch,
+                context: context.clone(),
+                source: source.clone(),
+            },
             other => Error::Shared(std::sync::Arc::new(Error::Internal(other.to_string()))),
         }
     }
@@ -330,6 +357,9 @@ pub enum RefusalKind {
     Stale,
     /// The system of record could not be reached, or did not commit the batch.
     Unavailable,
+    /// The system of record cannot hold the batch as it is (an id or a size past its limits,
+    /// named in the message): appending it again is refused again.
+    Unstorable,
 }
 
 /// The hook's refusal of one batch.

@@ -96,6 +96,7 @@ pub fn code_of(e: &Error) -> &'static str {
     match e {
         Error::Codec(_) => "SESSIONLOG_CODEC",
         Error::Storage { .. } => "SESSIONLOG_STORAGE",
+        Error::OutcomeUnknown { .. } => "SESSIONLOG_OUTCOME_UNKNOWN",
         Error::Io { .. } => "SESSIONLOG_IO",
         Error::NotASession { .. } => "SESSIONLOG_NOT_A_SESSION",
         Error::Unstorable { .. } => "SESSIONLOG_UNSTORABLE",
@@ -131,6 +132,7 @@ pub fn code_of(e: &Error) -> &'static str {
             RefusalKind::Fenced => "SESSIONLOG_FENCED",
             RefusalKind::Stale => "SESSIONLOG_STALE",
             RefusalKind::Unavailable => "SESSIONLOG_UNAVAILABLE",
+            RefusalKind::Unstorable => "SESSIONLOG_UNSTORABLE",
         },
         _ => "SESSIONLOG_ERROR",
     }

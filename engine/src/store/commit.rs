@@ -13,7 +13,9 @@
 //!
 //! A commit is made of parts (one per session batch when a commit hook is set, else one): with a
 //! hook (`commit_hook.rs`), the leader hands the group's records to it first and writes only the
-//! parts it accepted; each caller learns the outcome of each of its parts.
+//! parts it accepted; each caller learns the outcome of each of its parts. A part the hook
+//! committed whose local write then fails is answered `OutcomeUnknown`, never a plain storage
+//! error: its batch is in the system of record though not here.
 //!
 //! Invariants: a commit returns only after the write holding its batch returned, so a returned
 //! durable commit is durable; batches are written in the order they were queued (a group keeps
@@ -149,6 +151,13 @@ pub(crate) struct Part {
 enum PartFailure {
     Storage(rocksdb::Error),
     Refused(Refusal),
+    /// The local write failed after the commit hook committed the part's batch (its session
+    /// and batch number).
+    CommittedElsewhere {
+        session: String,
+        batch: u64,
+        error: rocksdb::Error,
+    },
 }
 
 /// The outcome of each part of each member of a group, in order.
@@ -269,11 +278,15 @@ impl Store {
         .into_iter();
         let mut outcome: GroupOutcome = Vec::with_capacity(members.len());
         let mut accepted = Vec::new();
+        // Where each accepted part's batch is committed already: the hook's session and batch
+        // (`None`: the part is this store's alone), by member and part.
+        let mut committed: Vec<Vec<Option<(String, u64)>>> = Vec::with_capacity(members.len());
         let mut appends = 0;
         for parts in members {
             let mut of_member = Vec::with_capacity(parts.len());
+            let mut elsewhere = Vec::with_capacity(parts.len());
             for part in parts {
-                let verdict = match part.record {
+                let verdict = match &part.record {
                     None => Ok(()),
                     Some(_) => verdicts.next().unwrap_or_else(|| {
                         Err(Refusal {
@@ -282,6 +295,7 @@ impl Store {
                         })
                     }),
                 };
+                elsewhere.push(part.record.as_ref().map(|r| (r.session.clone(), r.batch)));
                 match verdict {
                     Ok(()) => {
                         appends += part.appends;
@@ -292,6 +306,7 @@ impl Store {
                 }
             }
             outcome.push(of_member);
+            committed.push(elsewhere);
         }
         if accepted.is_empty() {
             return outcome;
@@ -315,8 +330,18 @@ impl Store {
         });
         if let Err(e) = written {
             self.poisoned.store(true, Ordering::SeqCst);
-            for r in outcome.iter_mut().flatten().filter(|r| r.is_ok()) {
-                *r = Err(PartFailure::Storage(e.clone()));
+            let parts = outcome.iter_mut().flatten();
+            for (r, elsewhere) in parts.zip(committed.into_iter().flatten()) {
+                if r.is_ok() {
+                    *r = Err(match elsewhere {
+                        Some((session, batch)) => PartFailure::CommittedElsewhere {
+                            session,
+                            batch,
+                            error: e.clone(),
+                        },
+                        None => PartFailure::Storage(e.clone()),
+                    });
+                }
             }
         }
         outcome
@@ -406,6 +431,16 @@ fn part_error(failure: PartFailure, context: &str) -> Error {
     match failure {
         PartFailure::Storage(e) => Error::storage(context)(e),
         PartFailure::Refused(refusal) => Error::Refused(refusal),
+        PartFailure::CommittedElsewhere {
+            session,
+            batch,
+            error,
+        } => Error::OutcomeUnknown {
+            id: session,
+            batch,
+            context: context.to_owned(),
+            source: error,
+        },
     }
 }
 

@@ -106,6 +106,7 @@ impl Ledger {
             RefusalKind::Unavailable => "unavailable",
             RefusalKind::Stale => "stale",
             RefusalKind::Fenced => "fenced",
+            RefusalKind::Unstorable => "unstorable",
         };
         *locked(&self.refusals).entry(name).or_default() += 1;
         if kind == RefusalKind::Unavailable && message.contains("outcome unknown") {

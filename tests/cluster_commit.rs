@@ -1,0 +1,481 @@
+//! The fleet's group commit at its edges, on a real PostgreSQL (a throwaway cluster started here):
+//! a commit whose answer is lost and whose retry meets a new owner is read back, not reported
+//! fenced; one bad batch or one locked row is refused alone, the rest of its group committed;
+//! two concurrent forks into one id cannot swap parents; and a local write that fails after
+//! PostgreSQL committed says the outcome is unknown, the batch recovered on the next acquire.
+//!
+//! Connections are dropped mid-commit by a TCP proxy the test controls ([`Proxy`]); rows are
+//! held locked by a second connection with an open `SELECT … FOR UPDATE`. Needs PostgreSQL 15's
+//! server binaries, as `cluster.rs` does (and root for the full-disk case, as `faults.rs`).
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sessionlog::engine::{AppendItem, Error, ExportFormat, Options, RefusalKind, SourceEncoding};
+use sessionlog_cluster::{Config, Fleet, FleetOptions};
+use sessionlog_harness::gen::{session_feed, GenOptions, LogFormat};
+use sessionlog_harness::postgres::TempPostgres;
+
+use crate::cluster::{fleet_database, header, prompt, verified};
+use crate::faults::{fill, Tmpfs};
+
+/// A TCP proxy in front of PostgreSQL that the test controls. [`Proxy::cut`] closes the client
+/// side of every connection and refuses new ones: a statement under way runs on in its backend
+/// (whose socket stays open) and commits, its answer never delivered, as when a network drops
+/// a connection mid-commit. [`Proxy::open`] lets connections through again.
+struct Proxy {
+    port: u16,
+    open: Arc<AtomicBool>,
+    /// Every client socket, to cut them.
+    clients: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(to: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let port = listener.local_addr().expect("address").port();
+        let open = Arc::new(AtomicBool::new(true));
+        let clients = Arc::new(Mutex::new(Vec::new()));
+        // Server sockets are kept open for the test's life, so that no backend notices a cut.
+        let servers = Arc::new(Mutex::new(Vec::new()));
+        let (is_open, all) = (Arc::clone(&open), Arc::clone(&clients));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if !is_open.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(("127.0.0.1", to)) else {
+                    continue;
+                };
+                let (Ok(c2), Ok(s2), Ok(c3), Ok(s3)) = (
+                    client.try_clone(),
+                    server.try_clone(),
+                    client.try_clone(),
+                    server.try_clone(),
+                ) else {
+                    continue;
+                };
+                all.lock().expect("clients").push(c3);
+                servers.lock().expect("servers").push(s3);
+                std::thread::spawn(move || pump(client, server));
+                std::thread::spawn(move || pump(s2, c2));
+            }
+        });
+        Proxy {
+            port,
+            open,
+            clients,
+        }
+    }
+
+    /// A host's URL through the proxy.
+    fn url(&self) -> String {
+        format!("postgres://host@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Drop every connection's client side and refuse new connections.
+    fn cut(&self) {
+        self.open.store(false, Ordering::SeqCst);
+        for c in self.clients.lock().expect("clients").drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Let connections through again.
+    fn open(&self) {
+        self.open.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Copy `from` to `to` until either ends (never closing `to`'s other direction).
+fn pump(mut from: TcpStream, mut to: TcpStream) {
+    let mut buf = [0u8; 16 << 10];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn join_at(url: &str, dir: &Path, host: &str, options: impl FnOnce(&mut FleetOptions)) -> Fleet {
+    let config = Config::parse(url).expect("url");
+    let mut o = FleetOptions::new(host);
+    options(&mut o);
+    Fleet::open(dir.join(host), config, o).expect("join the fleet")
+}
+
+fn join(pg: &TempPostgres, dir: &Path, host: &str) -> Fleet {
+    join_at(&pg.url("host", "postgres"), dir, host, |_| {})
+}
+
+fn create(fleet: &Fleet, id: &str) -> sessionlog::engine::Result<()> {
+    fleet
+        .append_many(vec![AppendItem::new(
+            id,
+            Some(0),
+            vec![prompt(0), prompt(1)],
+        )
+        .creating(header(id), SourceEncoding::Jsonl)])
+        .pop()
+        .expect("an outcome")
+        .map(drop)
+}
+
+fn item(id: &str, at: u64, n: u64) -> AppendItem {
+    AppendItem::new(id, Some(at), (at..at + n).map(prompt).collect())
+}
+
+fn append(fleet: &Fleet, id: &str, at: u64, n: u64) -> sessionlog::engine::Result<()> {
+    fleet
+        .append_many(vec![item(id, at, n)])
+        .pop()
+        .expect("an outcome")
+        .map(drop)
+}
+
+/// The batch rows PostgreSQL holds for session `id`.
+fn batch_rows(pg: &TempPostgres, id: &str) -> u64 {
+    pg.psql(&format!(
+        "SELECT count(*) FROM sessionlog.batches WHERE session_id = '{id}'"
+    ))
+    .expect("count")
+    .trim()
+    .parse()
+    .expect("a count")
+}
+
+/// Wait until `n` backends wait on a lock.
+fn wait_for_lock_waiters(pg: &TempPostgres, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let waiting: usize = pg
+            .psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+            .expect("pg_stat_activity")
+            .trim()
+            .parse()
+            .expect("a count");
+        if waiting >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{waiting} backends wait on a lock, not {n}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A superuser connection holding session `id`'s row locked (`SELECT … FOR UPDATE` in an open
+/// transaction) until it commits.
+fn lock_row(pg: &TempPostgres, id: &str) -> postgres::Client {
+    let mut lock = postgres::Client::connect(&pg.url("postgres", "postgres"), postgres::NoTls)
+        .expect("connect as the superuser");
+    lock.batch_execute(&format!(
+        "BEGIN; SELECT 1 FROM sessionlog.sessions WHERE id = '{id}' FOR UPDATE"
+    ))
+    .expect("lock the row");
+    lock
+}
+
+fn refusal_kind(e: &Error) -> Option<RefusalKind> {
+    match e {
+        Error::Refused(r) => Some(r.kind),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_lost_answer_whose_retry_meets_a_new_owner_is_read_back_not_reported_fenced() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let proxy = Proxy::start(pg.port());
+    let a = Arc::new(join_at(&proxy.url(), dir.path(), "host-a", |_| {}));
+    let b = Arc::new(join(&pg, dir.path(), "host-b"));
+    create(&a, "s").expect("created on host-a");
+
+    // host-a's commit of seqs 2.. waits on the row lock; its connection is then cut, so its
+    // answer is lost while the backend waits on.
+    let mut lock = lock_row(&pg, "s");
+    let appending = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || append(&a, "s", 2, 1))
+    };
+    wait_for_lock_waiters(&pg, 1);
+    proxy.cut();
+    // host-b takes the session over, queued behind host-a's first call.
+    let taking = {
+        let b = Arc::clone(&b);
+        std::thread::spawn(move || b.acquire("s", true))
+    };
+    wait_for_lock_waiters(&pg, 2);
+    // host-a reads back (nothing yet: the first call still waits) and calls again, queued
+    // behind host-b's takeover.
+    proxy.open();
+    wait_for_lock_waiters(&pg, 3);
+    lock.batch_execute("COMMIT").expect("release the row");
+
+    let taken = taking.join().expect("takeover thread").expect("taken over");
+    assert_eq!(batch_rows(&pg, "s"), 2, "host-a's first call committed");
+    assert_eq!(taken.row.next_seq, 3, "{taken:?}");
+    let outcome = appending.join().expect("append thread");
+    assert!(
+        outcome.is_ok(),
+        "a batch PostgreSQL holds (and host-b caught up) was answered {outcome:?}"
+    );
+    let on_b = b.store().summary("s").expect("on host-b").events;
+    let on_a = a.store().summary("s").expect("on host-a").events;
+    assert_eq!((on_a, on_b), (3, 3));
+    // host-a is fenced from here on, its next batch written nowhere.
+    let fenced = append(&a, "s", 3, 1).expect_err("fenced");
+    assert_eq!(refusal_kind(&fenced), Some(RefusalKind::Fenced), "{fenced}");
+    assert_eq!(batch_rows(&pg, "s"), 2);
+    verified(&[&a, &b]);
+}
+
+#[test]
+fn a_session_id_postgres_cannot_hold_is_refused_alone_at_the_door() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    create(&a, "s").expect("created");
+    let bad = "with\u{0}nul";
+    let group = a.append_many(vec![
+        AppendItem::new(bad, Some(0), vec![prompt(0)])
+            .creating(header("with\\u0000nul"), SourceEncoding::Jsonl),
+        item("s", 2, 1),
+    ]);
+    assert!(group[1].is_ok(), "the other tenant's batch: {:?}", group[1]);
+    let e = group[0].as_ref().expect_err("an id holding NUL");
+    let text = e.to_string();
+    assert!(
+        text.contains("NUL") && text.contains("with\\u0000nul"),
+        "the error names the session and the rule: {text}"
+    );
+    assert_ne!(refusal_kind(e), Some(RefusalKind::Unavailable), "{text}");
+    assert_eq!(batch_rows(&pg, "s"), 2);
+}
+
+#[test]
+fn a_batch_postgres_refuses_for_good_is_refused_alone_and_its_group_committed() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    for id in ["s1", "poison", "s2"] {
+        create(&a, id).expect("created");
+    }
+    // A batch of session "poison" fails in PostgreSQL for good (a data error, raised by a
+    // trigger the test adds), inside the group's one transaction.
+    pg.psql(
+        "CREATE FUNCTION sessionlog.poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN IF NEW.session_id = 'poison' THEN \
+           RAISE EXCEPTION 'poisoned batch' USING ERRCODE = '22000'; END IF; \
+         RETURN NEW; END $$; \
+         CREATE TRIGGER poison BEFORE INSERT ON sessionlog.batches \
+           FOR EACH ROW EXECUTE FUNCTION sessionlog.poison()",
+    )
+    .expect("the trigger");
+    let group = a.append_many(vec![
+        item("s1", 2, 1),
+        item("poison", 2, 1),
+        item("s2", 2, 1),
+    ]);
+    assert!(group[0].is_ok(), "s1: {:?}", group[0]);
+    assert!(group[2].is_ok(), "s2: {:?}", group[2]);
+    let e = group[1].as_ref().expect_err("the poisoned batch");
+    assert!(e.to_string().contains("poisoned batch"), "{e}");
+    assert_eq!(
+        [
+            batch_rows(&pg, "s1"),
+            batch_rows(&pg, "poison"),
+            batch_rows(&pg, "s2")
+        ],
+        [2, 1, 2]
+    );
+    append(&a, "s1", 3, 1).expect("s1 goes on");
+}
+
+#[test]
+fn a_row_locked_elsewhere_stalls_only_its_own_batch_for_the_hook_s_patience() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let patience = Duration::from_secs(4);
+    let a = Arc::new(join_at(
+        &pg.url("host", "postgres"),
+        dir.path(),
+        "host-a",
+        |o| o.commit_patience = patience,
+    ));
+    create(&a, "locked").expect("created");
+    create(&a, "free").expect("created");
+    let mut lock = lock_row(&pg, "locked");
+    let (tx, rx) = mpsc::channel();
+    let committing = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let group = a.append_many(vec![item("locked", 2, 1), item("free", 2, 1)]);
+            let _ = tx.send((group, started.elapsed()));
+        })
+    };
+    let answered = rx.recv_timeout(patience + Duration::from_secs(20));
+    lock.batch_execute("COMMIT").expect("release the row");
+    committing.join().expect("append thread");
+    let (group, took) = answered.expect("the group commit still waited on the row lock");
+    assert!(group[1].is_ok(), "the free session's batch: {:?}", group[1]);
+    let e = group[0].as_ref().expect_err("the locked session's batch");
+    assert_eq!(refusal_kind(e), Some(RefusalKind::Unavailable), "{e}");
+    assert!(e.to_string().contains("not committed"), "{e}");
+    assert!(
+        took < patience + Duration::from_secs(10),
+        "answered after {took:?}"
+    );
+    assert_eq!([batch_rows(&pg, "locked"), batch_rows(&pg, "free")], [1, 2]);
+    append(&a, "locked", 2, 1).expect("appended once the row is free");
+}
+
+/// A V4 session imported on `fleet`, its id.
+fn parent(fleet: &Fleet, n: u64) -> String {
+    let opts = GenOptions {
+        sessions: 1,
+        events_per_session: 40,
+        seed: n,
+        torn_fraction: 0.0,
+    };
+    let feed = session_feed(n, &opts, LogFormat::V4);
+    fleet
+        .import(&format!("parent-{n}"), &feed.dsh_bytes())
+        .expect("import a parent")
+        .id
+}
+
+#[test]
+fn two_concurrent_forks_into_one_id_cannot_swap_parents() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = Arc::new(join(&pg, dir.path(), "host-a"));
+    let (p1, p2) = (parent(&a, 1), parent(&a, 2));
+    assert_ne!(p1, p2);
+    create(&a, "busy").expect("created");
+
+    // The group commit is busy (a batch waiting on a row lock), so both forks' creations queue.
+    let mut lock = lock_row(&pg, "busy");
+    let busy = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || append(&a, "busy", 2, 1))
+    };
+    wait_for_lock_waiters(&pg, 1);
+    let (tx, rx) = mpsc::channel();
+    let forks: Vec<_> = [p1.clone(), p2.clone()]
+        .into_iter()
+        .map(|p| {
+            let (a, tx) = (Arc::clone(&a), tx.clone());
+            std::thread::spawn(move || {
+                let forked = a.fork(&p, None, "child");
+                let _ = tx.send((p, forked));
+            })
+        })
+        .collect();
+    // The second fork into "child" is refused while the first is under way.
+    let first = rx.recv_timeout(Duration::from_secs(20));
+    lock.batch_execute("COMMIT").expect("release the row");
+    let second = rx.recv_timeout(Duration::from_secs(120));
+    for f in forks {
+        f.join().expect("fork thread");
+    }
+    busy.join().expect("append thread").expect("appended");
+    let (refused_parent, refused) = first.expect("no fork returned while the other was under way");
+    let e = refused.expect_err("the second fork into one id");
+    assert!(e.to_string().contains("under way"), "{e}");
+    let (forked_parent, forked) = second.expect("the other fork's answer");
+    let report = forked.expect("the first fork");
+    assert_ne!(refused_parent, forked_parent);
+    let row = a
+        .sessions()
+        .expect("listing")
+        .into_iter()
+        .find(|r| r.id == "child")
+        .expect("the child's row");
+    assert_eq!(row.parent.as_deref(), Some(forked_parent.as_str()));
+    assert_eq!(row.seed, Some(report.seed as i64));
+    // Every host builds the child PostgreSQL holds as the forking host wrote it.
+    let reference = join(&pg, dir.path(), "host-ref");
+    reference.sync("child").expect("child");
+    assert_eq!(exported(&reference, "child"), exported(&a, "child"));
+}
+
+#[test]
+fn a_local_write_failing_after_postgres_committed_says_outcome_unknown_and_is_recovered() {
+    let Some(pg) = fleet_database() else { return };
+    let Some(fs) = Tmpfs::mount(24 << 20) else {
+        return;
+    };
+    let url = pg.url("host", "postgres");
+    let small = |o: &mut FleetOptions| {
+        o.store = Options {
+            write_buffer_bytes: 1 << 20,
+            ..Options::default()
+        }
+    };
+    let big = |at: u64| {
+        let text = format!(
+            r#"{{"type":"user/message","time":{at},"data":{{"content":[{{"type":"text","text":"{}"}}],"source":{{"kind":"user"}},"role":"user","id":"u{at}"}},"surfaceOp":"append"}}"#,
+            "x".repeat(64 << 10)
+        );
+        AppendItem::new("s", Some(at), vec![crate::fixtures::ev(&text)])
+    };
+    let (acked, failed) = {
+        let a = join_at(&url, &fs.dir, "host-a", small);
+        create(&a, "s").expect("created");
+        fill(&fs.dir);
+        let mut at = 2;
+        let failed = loop {
+            assert!(at < 200, "appends kept succeeding on a full disk");
+            match a.append_many(vec![big(at)]).pop().expect("an outcome") {
+                Ok(_) => at += 1,
+                Err(e) => break e,
+            }
+        };
+        (at, failed)
+    };
+    let text = failed.to_string();
+    assert!(
+        text.contains("outcome unknown") && text.contains("session \"s\""),
+        "a batch PostgreSQL committed was answered: {text}"
+    );
+    assert!(!matches!(failed, Error::Storage { .. }), "{text}");
+    // PostgreSQL holds it: the creation, the acknowledged batches and the one answered unknown.
+    assert_eq!(batch_rows(&pg, "s"), acked);
+    std::fs::remove_file(fs.dir.join("filler")).expect("free the disk");
+    let a = join_at(&url, &fs.dir, "host-a", small);
+    let acquired = a.acquire("s", false).expect("acquired again");
+    assert_eq!(
+        acquired.caught_up, 1,
+        "the batch answered unknown, caught up"
+    );
+    assert_eq!(a.store().summary("s").expect("s").events, acked + 1);
+    let other = tempfile::tempdir().expect("temp dir");
+    let b = join(&pg, other.path(), "host-b");
+    b.sync("s").expect("host-b catches up");
+    assert_eq!(exported(&a, "s"), exported(&b, "s"));
+    verified(&[&a, &b]);
+}
+
+fn exported(fleet: &Fleet, id: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    fleet
+        .store()
+        .export(id, Some(ExportFormat::Jsonl), &mut out)
+        .expect("export");
+    out
+}
