@@ -20,7 +20,7 @@ use sessionlog_cluster::{Config, Fleet, FleetOptions};
 use sessionlog_harness::gen::{session_feed, GenOptions, LogFormat};
 use sessionlog_harness::postgres::TempPostgres;
 
-use crate::cluster::{fleet_database, header, prompt, verified};
+use crate::cluster::{fleet_database, header, host_url, prompt, verified};
 use crate::faults::{fill, Tmpfs};
 
 /// A TCP proxy in front of PostgreSQL that the test controls. [`Proxy::cut`] closes the client
@@ -74,9 +74,10 @@ impl Proxy {
         }
     }
 
-    /// A host's URL through the proxy.
-    fn url(&self) -> String {
-        format!("postgres://host@127.0.0.1:{}/postgres", self.port)
+    /// Host `host`'s URL through the proxy (its login role made first).
+    fn url(&self, pg: &TempPostgres, host: &str) -> String {
+        host_url(pg, host);
+        format!("postgres://{host}@127.0.0.1:{}/postgres", self.port)
     }
 
     /// Drop every connection's client side and refuse new connections.
@@ -116,7 +117,7 @@ fn join_at(url: &str, dir: &Path, host: &str, options: impl FnOnce(&mut FleetOpt
 }
 
 fn join(pg: &TempPostgres, dir: &Path, host: &str) -> Fleet {
-    join_at(&pg.url("host", "postgres"), dir, host, |_| {})
+    join_at(&host_url(pg, host), dir, host, |_| {})
 }
 
 fn create(fleet: &Fleet, id: &str) -> sessionlog::engine::Result<()> {
@@ -200,7 +201,7 @@ fn a_lost_answer_whose_retry_meets_a_new_owner_is_read_back_not_reported_fenced(
     let Some(pg) = fleet_database() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let proxy = Proxy::start(pg.port());
-    let a = Arc::new(join_at(&proxy.url(), dir.path(), "host-a", |_| {}));
+    let a = Arc::new(join_at(&proxy.url(&pg, "host-a"), dir.path(), "host-a", |_| {}));
     let b = Arc::new(join(&pg, dir.path(), "host-b"));
     create(&a, "s").expect("created on host-a");
 
@@ -311,7 +312,7 @@ fn a_row_locked_elsewhere_stalls_only_its_own_batch_for_the_hook_s_patience() {
     let dir = tempfile::tempdir().expect("temp dir");
     let patience = Duration::from_secs(4);
     let a = Arc::new(join_at(
-        &pg.url("host", "postgres"),
+        &host_url(&pg, "host-a"),
         dir.path(),
         "host-a",
         |o| o.commit_patience = patience,
@@ -420,7 +421,7 @@ fn a_local_write_failing_after_postgres_committed_says_outcome_unknown_and_is_re
     let Some(fs) = Tmpfs::mount(24 << 20) else {
         return;
     };
-    let url = pg.url("host", "postgres");
+    let url = host_url(&pg, "host-a");
     let small = |o: &mut FleetOptions| {
         o.store = Options {
             write_buffer_bytes: 1 << 20,
