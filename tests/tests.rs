@@ -4,6 +4,7 @@ mod append;
 mod cluster;
 mod cluster_failover;
 mod cluster_fork;
+mod cluster_lifecycle;
 mod cluster_tls;
 mod concurrency;
 mod corpus;

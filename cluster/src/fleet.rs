@@ -34,6 +34,9 @@ pub struct FleetOptions {
     /// whose outcome is unknown) before its batches are refused as unavailable; longer than a
     /// failover of the primary, so that appends wait one out. Default: 60 s.
     pub commit_patience: Duration,
+    /// How long after PostgreSQL last confirmed this host's hold on a session the host serves
+    /// reads of it from its own copy. Default: 10 s.
+    pub read_bound: Duration,
     /// The local store's options. Its durability is `Buffered` whatever is given here:
     /// PostgreSQL holds durability. Default: `Options::default()`.
     pub store: Options,
@@ -46,6 +49,7 @@ impl FleetOptions {
             host: host.into(),
             lease: Duration::from_secs(30),
             commit_patience: Duration::from_secs(60),
+            read_bound: Duration::from_secs(10),
             store: Options::default(),
         }
     }
@@ -334,6 +338,13 @@ impl Fleet {
         self.store
             .apply_recorded(&RecordedChange::Purged(ids.clone()))?;
         Ok(ids)
+    }
+
+    /// Remove session `id`, which this host holds, from the fleet.
+    pub fn remove(&self, id: &str) -> Result<()> {
+        self.set_deleted(id, true)?;
+        self.purge(Duration::ZERO)?;
+        Ok(())
     }
 
     /// The control connection.
