@@ -375,7 +375,7 @@ fn cluster_init_upgrades_a_version_1_schema_and_a_host_refuses_another_version()
         .expect_err("another version");
     assert!(
         e.to_string()
-            .contains("is version 1; this build uses version 2; run `sessionlog cluster init`"),
+            .contains("is version 1; this build uses version 3; run `sessionlog cluster init`"),
         "{e}"
     );
     let mut admin = postgres::Client::connect(&pg.url("postgres", "postgres"), postgres::NoTls)

@@ -1,4 +1,4 @@
--- sessionlog's fleet schema in PostgreSQL, the system of record (version 2).
+-- sessionlog's fleet schema in PostgreSQL, the system of record (version 3).
 --
 -- Every session table's primary key starts with the lineage root id (a session's fork-tree
 -- root), so a distributed PostgreSQL can place a fork tree on one shard and every session
@@ -71,4 +71,12 @@ $$;
 CREATE TABLE IF NOT EXISTS sessionlog.lineage (
     id      text PRIMARY KEY,
     root_id text NOT NULL
+);
+
+-- The ids ever purged, keyed by the id alone as `lineage` is (added to a version-2 schema by
+-- `cluster init`). A host's copy of a session whose id is here may be of an earlier session
+-- under the same id, so catch-up compares its bytes with PostgreSQL's before trusting it.
+CREATE TABLE IF NOT EXISTS sessionlog.purged (
+    id        text PRIMARY KEY,
+    purged_at timestamptz NOT NULL
 );

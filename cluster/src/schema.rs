@@ -4,14 +4,15 @@
 //!
 //! Invariant: a host role (a member of [`HOST_ROLE`]) can read the tables and run the functions,
 //! and nothing else: no DDL, no INSERT, UPDATE or DELETE of its own. Every write it makes is a
-//! function's, fenced by the session's owner epoch (deletion only through `purge`).
+//! function's, fenced by the session's owner epoch (deletion only through `purge`
+//! and `purge_session`).
 
 use postgres::Client;
 
 use crate::error::{Error, Result};
 
 /// The schema version this build reads and writes.
-pub const VERSION: i32 = 2;
+pub const VERSION: i32 = 3;
 
 /// The role every host's login role is granted.
 pub const HOST_ROLE: &str = "sessionlog_host";
@@ -20,13 +21,14 @@ const TABLES: &str = include_str!("../sql/schema.sql");
 const FUNCTIONS: &str = include_str!("../sql/functions.sql");
 
 /// Every function hosts may run, with its signature (for the grants).
-const HOST_FUNCTIONS: [&str; 6] = [
+const HOST_FUNCTIONS: [&str; 7] = [
     "sessionlog.append_batches(text, integer, text[], text[], bigint[], bigint[], bigint[], bigint[], bytea[], bigint[], text[], bytea[], boolean[], integer[], text[], bigint[])",
     "sessionlog.acquire(text, text, integer, boolean)",
     "sessionlog.renew(text, integer, text[], text[], bigint[])",
     "sessionlog.release(text, text, text, bigint)",
     "sessionlog.set_deleted(text, text, text, bigint, boolean)",
     "sessionlog.purge(bigint)",
+    "sessionlog.purge_session(text, text, text, bigint)",
 ];
 
 /// Create (or bring up to date) the schema as the connected role, which owns it, and grant
