@@ -5,6 +5,7 @@ mod cluster;
 mod cluster_commit;
 mod cluster_failover;
 mod cluster_fork;
+mod cluster_lifecycle;
 mod cluster_nemesis;
 mod cluster_roles;
 mod cluster_tls;

@@ -85,14 +85,14 @@ const DEFAULT_LEASE_MS = 30_000
 /** Check a plugin config's `cluster` and fill its defaults (`undefined`: no cluster mode). */
 function clusterConfig(cluster) {
   if (cluster === undefined) return undefined
-  const { url, host, lease = DEFAULT_LEASE_MS, takeover = 'wait' } = cluster
+  const { url, host, lease = DEFAULT_LEASE_MS, readBound, takeover = 'wait' } = cluster
   if (typeof url !== 'string' || url === '' || typeof host !== 'string' || host === '') {
     throw new Error('SessionlogPersistence cluster mode needs PostgreSQL\'s URL and this host\'s name: { cluster: { url, host } }')
   }
   if (takeover !== 'wait' && takeover !== 'force') {
     throw new Error(`SessionlogPersistence cluster.takeover must be 'wait' or 'force', got ${String(takeover)}`)
   }
-  return { url, host, lease, takeover }
+  return { url, host, lease, readBound, takeover }
 }
 
 /** Whether `error` is the store saying it has no such session. */
@@ -123,7 +123,7 @@ export class SessionlogPersistence extends SessionPersistence {
    *   messageProjections?: string[],
    *   encoding?: 'jsonl' | 'jsonl.zstd', preparedSessionCacheSize?: number,
    *   writeBatchMaxDelayMs?: number,
-   *   cluster?: {url: string, host: string, lease?: number, takeover?: 'wait' | 'force'}}} config
+   *   cluster?: {url: string, host: string, lease?: number, readBound?: number, takeover?: 'wait' | 'force'}}} config
    */
   constructor(ctx, config) {
     super(ctx)
@@ -142,7 +142,7 @@ export class SessionlogPersistence extends SessionPersistence {
       messageProjections: config.messageProjections ?? [],
       ...this.cluster === undefined
         ? {}
-        : { cluster: { url: this.cluster.url, host: this.cluster.host, lease: this.cluster.lease } },
+        : { cluster: { url: this.cluster.url, host: this.cluster.host, lease: this.cluster.lease, readBound: this.cluster.readBound } },
     })
     // Open failures surface on first use; don't let them go unobserved meanwhile.
     this.store.catch(() => {})
@@ -315,7 +315,7 @@ export class SessionlogPersistence extends SessionPersistence {
     }
   }
 
-  /** Cluster mode: catch the store up on session `id` (unless this host holds it); else nothing. */
+  /** Cluster mode: catch the store up on session `id` (one this host holds within its read bound is its own copy); else nothing. */
   async catchUp(id) {
     if (this.cluster !== undefined) await (await this.store).sync([id])
   }

@@ -84,6 +84,8 @@ export interface ClusterOptions {
   host: string
   /** How long an acquisition keeps the session from other hosts without force, in ms; renewed while the store is open. Default: 30000. */
   lease?: number
+  /** How long after PostgreSQL last confirmed this host's hold on a session (an acquisition or a lease renewal) `sync` serves that session from the local copy without asking PostgreSQL, in ms; at most the lease; 0 asks at every read. The longest a host deposed by a forced takeover serves reads that miss the new owner's appends. Default: 10000. */
+  readBound?: number
 }
 
 /** The fleet's refusal codes (cluster mode), on {@link SessionlogError.code}. */
@@ -181,6 +183,6 @@ export declare class Store {
   acquire(id: string, options?: { force?: boolean }): Promise<Acquired>
   /** Cluster mode: give up the session; whether this host held it. */
   release(id: string): Promise<boolean>
-  /** Cluster mode: catch the store up on `ids` (all of the fleet's when empty), but for the sessions this host holds; the batches applied. */
+  /** Cluster mode: catch the store up on `ids` (all of the fleet's when empty, the copies of sessions purged elsewhere removed first); a session this host holds is served from its own copy while its hold was confirmed within `readBound`, else PostgreSQL is asked first; the batches applied. */
   sync(ids?: string[]): Promise<number>
 }

@@ -54,7 +54,7 @@ export class Store {
    * Open (creating if needed) the store in `dir`.
    * @param {string} dir store directory
    * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean,
-   *   messageProjections?: string[], cluster?: {url: string, host: string, lease?: number}}} [options]
+   *   messageProjections?: string[], cluster?: {url: string, host: string, lease?: number, readBound?: number}}} [options]
    *   `walRecycling` (default true, under 'sync'): reuse WAL files in place (one device write
    *   fewer per synced commit; the WAL is audited before every open, docs/RELIABILITY.md);
    *   false is the CLI's --no-wal-recycling
@@ -69,11 +69,13 @@ export class Store {
    *   plugin; the CLI's --message-projection
    *   `cluster`: open the store as host `host` of the fleet whose PostgreSQL `url` reaches
    *   (README.md, "Cluster mode"): every append is committed to PostgreSQL first, fenced by this
-   *   host's ownership of the session; `lease` in ms (default 30000); `durability` is then moot
+   *   host's ownership of the session; `lease` in ms (default 30000); `readBound` in ms (default
+   *   10000, at most the lease): how long after PostgreSQL last confirmed this host's hold on a
+   *   session `sync` serves it from the local copy without asking; `durability` is then moot
    */
   static async open(dir, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true, messageProjections = [], cluster } = {}) {
     const native = new NativeStore()
-    const fleet = cluster === undefined ? undefined : { url: cluster.url, host: cluster.host, lease: cluster.lease }
+    const fleet = cluster === undefined ? undefined : { url: cluster.url, host: cluster.host, lease: cluster.lease, readBound: cluster.readBound }
     settled(await native.open(dir, { durability, walRecycling, blobFiles, directIo, messageProjections, cluster: fleet }))
     return new Store(native)
   }
@@ -244,7 +246,9 @@ export class Store {
 
   /**
    * Cluster mode: catch the store up with PostgreSQL on `ids` (every session of the fleet when
-   * empty), leaving the sessions this host holds as they are; the batches applied.
+   * empty, the copies of sessions purged elsewhere removed first); a session this host holds is
+   * served from its own copy while its hold was confirmed within `readBound`, else PostgreSQL is
+   * asked first; the batches applied.
    */
   async sync(ids = []) {
     return parsed(await this.#native.sync(ids))

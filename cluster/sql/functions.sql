@@ -194,8 +194,10 @@ END
 $$;
 
 -- Remove for good the sessions deleted more than `older_than_seconds` ago that `host` could
--- acquire without force (unowned, its own, or their lease run out): their batches, their rows
--- and their routing. Returns the ids removed.
+-- acquire without force (unowned, its own, or their lease run out; another holder may still
+-- restore them): their batches, their rows and their routing; each id is recorded in `purged`.
+-- The operator's retention sweep; a host removes one session it holds with `purge_session`.
+-- Returns the ids removed.
 CREATE OR REPLACE FUNCTION sessionlog.purge(host text, older_than_seconds bigint)
 RETURNS TABLE (id text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = sessionlog, pg_temp AS $$
@@ -212,7 +214,34 @@ BEGIN
          WHERE b.root_id = d.root_id AND b.session_id = d.id
     ), unrouted AS (
         DELETE FROM lineage l USING doomed d WHERE l.id = d.id
+    ), buried AS (
+        INSERT INTO purged (id, purged_at) SELECT d.id, now() FROM doomed d
+        ON CONFLICT ON CONSTRAINT purged_pkey DO UPDATE SET purged_at = now()
     )
     SELECT d.id FROM doomed d;
+END
+$$;
+
+-- Remove for good the one session `host` holds at `epoch`, deleted or not: its batches, its row
+-- and its routing; its id is recorded in `purged`. Returns whether `host` held it (nothing is
+-- removed otherwise).
+CREATE OR REPLACE FUNCTION sessionlog.purge_session(
+    host text, root text, session_id text, epoch bigint)
+RETURNS boolean
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = sessionlog, pg_temp AS $$
+BEGIN
+    PERFORM check_caller(host);
+    DELETE FROM sessions s
+     WHERE s.root_id = root AND s.id = purge_session.session_id
+       AND s.owner = host AND s.owner_epoch = epoch;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    DELETE FROM batches b
+     WHERE b.root_id = root AND b.session_id = purge_session.session_id;
+    DELETE FROM lineage l WHERE l.id = purge_session.session_id;
+    INSERT INTO purged (id, purged_at) VALUES (purge_session.session_id, now())
+    ON CONFLICT ON CONSTRAINT purged_pkey DO UPDATE SET purged_at = now();
+    RETURN true;
 END
 $$;

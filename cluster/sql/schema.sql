@@ -73,3 +73,11 @@ CREATE TABLE IF NOT EXISTS sessionlog.lineage (
     id      text PRIMARY KEY,
     root_id text NOT NULL
 );
+
+-- The ids ever purged, keyed by the id alone as `lineage` is (added to a version-2 schema by
+-- `cluster init`). A host's copy of a session whose id is here may be of an earlier session
+-- under the same id, so catch-up compares its bytes with PostgreSQL's before trusting it.
+CREATE TABLE IF NOT EXISTS sessionlog.purged (
+    id        text PRIMARY KEY,
+    purged_at timestamptz NOT NULL
+);

@@ -1,34 +1,52 @@
 //! Catching a host's store up with PostgreSQL: the batches of a session from the first its
 //! local copy lacks, applied as replicated batches (kept verbatim, read by DSH's reader, never
-//! offered back to PostgreSQL). A session the host never held is built from its header and
-//! every batch, so a host that restarts with an empty disk loses nothing.
+//! offered back to PostgreSQL), then its deleted or restored state, applied as a recorded change.
+//! A session the host never held is built from its header and every batch, so a host that
+//! restarts with an empty disk loses nothing.
 //!
-//! Invariant: local batch numbers are PostgreSQL's (the header is batch 0, each committed batch
-//! the next), so the local copy's next batch says where catching up starts; a local copy ahead
-//! of PostgreSQL is refused rather than trusted.
+//! Invariants: local batch numbers are PostgreSQL's (the header is batch 0, each committed batch
+//! the next), so the local copy's next batch says where catching up starts; a local copy is only
+//! caught up when it is of the session PostgreSQL holds, not of an earlier one under the same id
+//! (its header differs, or the id was once purged and its bytes differ), which is removed and
+//! built again; and a local copy ahead of PostgreSQL's same session is refused rather than
+//! trusted. Pages are read by bytes: at most [`PAGE_BYTES`] a query, or one batch larger alone.
 
 use std::time::Duration;
 
 use sessionlog_codec::format::zstd::FrameDecoder;
-use sessionlog_engine::{AppendItem, SourceEncoding, Store};
+use sessionlog_engine::{AppendItem, RecordedChange, SessionSummary, SourceEncoding, Store};
 
 use crate::error::{Error, Result};
 use crate::ownership::SessionRow;
 use crate::pg::Pg;
 
-/// Batches read per query.
-const PAGE: i64 = 1000;
+/// The bytes a page of batches holds at most (a larger batch makes a page of its own): a host
+/// catching up a long session holds one page in memory at a time.
+const PAGE_BYTES: i64 = 8 << 20;
+/// Batch sizes read per query to plan pages.
+const SIZES: i64 = 10_000;
 /// How long reading keeps trying PostgreSQL.
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// Bring the local copy of `row`'s session up to PostgreSQL's; the batches applied.
 pub(crate) fn catch_up(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<u64> {
     let id = row.id.as_str();
-    let local = match store.summary(id) {
-        Ok(summary) => Some(summary),
-        Err(sessionlog_engine::Error::UnknownSession { .. }) => None,
-        Err(e) => return Err(e.into()),
-    };
+    let mut local = local_copy(store, id)?;
+    if let Some(copy) = &local {
+        if !same_session(pg, store, row, copy)? {
+            // An earlier session under this id, purged since: built again from PostgreSQL.
+            store.apply_recorded(&RecordedChange::Purged(vec![id.to_owned()]))?;
+            if local_copy(store, id)?.is_some() {
+                return Err(Error::Diverged {
+                    id: id.to_owned(),
+                    detail: "the local store keeps an earlier session under this id (a fork of \
+                             it reads its prefix), and PostgreSQL holds another"
+                        .into(),
+                });
+            }
+            local = None;
+        }
+    }
     let mut next = local.as_ref().map_or(1, |s| s.batches);
     let target = u64::try_from(row.next_batch).unwrap_or(0);
     if next > target {
@@ -41,6 +59,12 @@ pub(crate) fn catch_up(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<u
             ),
         });
     }
+    // A deleted copy takes no batches: restored first, deleted again below if PostgreSQL says.
+    let mut deleted = local.as_ref().is_some_and(|s| s.deleted_at_ms.is_some());
+    if deleted && (next < target || !row.deleted) {
+        store.apply_recorded(&RecordedChange::Undeleted(id.to_owned()))?;
+        deleted = false;
+    }
     let encoding = if row.zstd {
         SourceEncoding::JsonlZstd
     } else {
@@ -48,16 +72,10 @@ pub(crate) fn catch_up(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<u
     };
     let mut create = local.is_none().then(|| header_line(row)).transpose()?;
     let mut applied = 0;
-    while next < target || create.is_some() {
+    'pages: while next < target || create.is_some() {
         let from = i64::try_from(next).unwrap_or(i64::MAX);
-        let page = pg.retrying("catching a session up", PATIENCE, |client| {
-            client.query(
-                "SELECT batch, first_seq, bytes, crc FROM sessionlog.batches \
-                 WHERE root_id = $1 AND session_id = $2 AND batch >= $3 ORDER BY batch LIMIT $4",
-                &[&row.root, &id, &from, &PAGE],
-            )
-        })?;
-        if page.is_empty() {
+        let sizes = batch_sizes(pg, row, from)?;
+        if sizes.is_empty() {
             if let Some(header) = create.take() {
                 // Created with no events: the header alone.
                 apply(
@@ -67,30 +85,169 @@ pub(crate) fn catch_up(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<u
             }
             break;
         }
-        for r in &page {
-            let batch: i64 = r.get(0);
-            let first_seq: i64 = r.get(1);
-            let bytes: Vec<u8> = r.get(2);
-            let crc: i64 = r.get(3);
-            if u64::try_from(batch).ok() != Some(next) || i64::from(crc32fast::hash(&bytes)) != crc
-            {
-                return Err(Error::Diverged {
-                    id: id.to_owned(),
-                    detail: format!(
-                        "PostgreSQL's batch {batch} is not batch {next} with its crc32"
-                    ),
-                });
+        for (first, last) in pages(&sizes, PAGE_BYTES) {
+            let page = pg.retrying("catching a session up", PATIENCE, |client| {
+                client.query(
+                    "SELECT batch, first_seq, bytes, crc FROM sessionlog.batches \
+                     WHERE root_id = $1 AND session_id = $2 AND batch BETWEEN $3 AND $4 \
+                     ORDER BY batch",
+                    &[&row.root, &id, &first, &last],
+                )
+            })?;
+            if page.is_empty() {
+                // Removed since the sizes were read (purged): nothing more to apply.
+                break 'pages;
             }
-            let mut item = AppendItem::replicated(id, u64::try_from(first_seq).ok(), bytes);
-            if let Some(header) = create.take() {
-                item = item.creating(header, encoding);
+            for r in &page {
+                let batch: i64 = r.get(0);
+                let first_seq: i64 = r.get(1);
+                let bytes: Vec<u8> = r.get(2);
+                let crc: i64 = r.get(3);
+                if u64::try_from(batch).ok() != Some(next)
+                    || i64::from(crc32fast::hash(&bytes)) != crc
+                {
+                    return Err(Error::Diverged {
+                        id: id.to_owned(),
+                        detail: format!(
+                            "PostgreSQL's batch {batch} is not batch {next} with its crc32"
+                        ),
+                    });
+                }
+                let mut item = AppendItem::replicated(id, u64::try_from(first_seq).ok(), bytes);
+                if let Some(header) = create.take() {
+                    item = item.creating(header, encoding);
+                }
+                apply(store, item)?;
+                next += 1;
+                applied += 1;
             }
-            apply(store, item)?;
-            next += 1;
-            applied += 1;
         }
     }
+    if row.deleted != deleted {
+        store.apply_recorded(&match row.deleted {
+            true => RecordedChange::Deleted(id.to_owned()),
+            false => RecordedChange::Undeleted(id.to_owned()),
+        })?;
+    }
     Ok(applied)
+}
+
+/// The local copy of session `id`, if the store keeps one.
+pub(crate) fn local_copy(store: &Store, id: &str) -> Result<Option<SessionSummary>> {
+    match store.summary(id) {
+        Ok(summary) => Ok(Some(summary)),
+        Err(sessionlog_engine::Error::UnknownSession { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether `copy`, the local copy of `row`'s session, is of that session rather than of an
+/// earlier one under the same id. Its header must be PostgreSQL's; and when the id was once
+/// purged (the only way it can name two sessions), its bytes must be PostgreSQL's first ones.
+fn same_session(
+    pg: &mut Pg,
+    store: &Store,
+    row: &SessionRow,
+    copy: &SessionSummary,
+) -> Result<bool> {
+    if copy.header != header_line(row)? {
+        return Ok(false);
+    }
+    let id = row.id.as_str();
+    let reused = pg
+        .retrying("reading a session", PATIENCE, |c| {
+            c.query_opt("SELECT 1 FROM sessionlog.purged WHERE id = $1", &[&id])
+        })?
+        .is_some();
+    if !reused {
+        return Ok(true);
+    }
+    if copy.batches > u64::try_from(row.next_batch).unwrap_or(0) {
+        return Ok(false);
+    }
+    // PostgreSQL's crc32 of the file up to the copy's end, from the header's bytes and each
+    // batch's crc32 and length; then the copy's, as it exports.
+    let upto = i64::try_from(copy.batches).unwrap_or(i64::MAX);
+    let batches = pg.retrying("reading a session's checksums", PATIENCE, |c| {
+        c.query(
+            "SELECT crc, octet_length(bytes)::bigint FROM sessionlog.batches \
+             WHERE root_id = $1 AND session_id = $2 AND batch < $3 ORDER BY batch",
+            &[&row.root, &id, &upto],
+        )
+    })?;
+    if u64::try_from(batches.len()).ok() != Some(copy.batches.saturating_sub(1)) {
+        return Ok(false);
+    }
+    let mut fleet = Checksum::default();
+    fleet.hasher.update(&row.header);
+    fleet.len = row.header.len() as u64;
+    for b in &batches {
+        let (crc, len): (i64, i64) = (b.get(0), b.get(1));
+        let len = u64::try_from(len).unwrap_or(0);
+        let crc = u32::try_from(crc).unwrap_or(0);
+        fleet
+            .hasher
+            .combine(&crc32fast::Hasher::new_with_initial_len(crc, len));
+        fleet.len += len;
+    }
+    let mut mine = Checksum::default();
+    store.export(id, None, &mut mine)?;
+    Ok(mine.len == fleet.len && mine.hasher.finalize() == fleet.hasher.finalize())
+}
+
+/// A writer that keeps only the crc32 and the length of what it is given.
+#[derive(Default)]
+struct Checksum {
+    hasher: crc32fast::Hasher,
+    len: u64,
+}
+
+impl std::io::Write for Checksum {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.hasher.update(buf);
+        self.len += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The numbers and byte lengths of `row`'s batches from `from` on, at most [`SIZES`] of them.
+fn batch_sizes(pg: &mut Pg, row: &SessionRow, from: i64) -> Result<Vec<(i64, i64)>> {
+    let id = row.id.as_str();
+    let rows = pg.retrying("catching a session up", PATIENCE, |client| {
+        client.query(
+            "SELECT batch, octet_length(bytes)::bigint FROM sessionlog.batches \
+             WHERE root_id = $1 AND session_id = $2 AND batch >= $3 ORDER BY batch LIMIT $4",
+            &[&row.root, &id, &from, &SIZES],
+        )
+    })?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+/// The pages (first and last batch) `sizes` (batch numbers with their byte lengths, in order)
+/// are read in: each holds at most `budget` bytes, or a single batch larger than that.
+fn pages(sizes: &[(i64, i64)], budget: i64) -> Vec<(i64, i64)> {
+    let mut pages = Vec::new();
+    let mut current: Option<(i64, i64, i64)> = None;
+    for &(batch, len) in sizes {
+        current = match current {
+            Some((first, _, bytes)) if bytes.saturating_add(len) <= budget => {
+                Some((first, batch, bytes + len))
+            }
+            Some((first, last, _)) => {
+                pages.push((first, last));
+                Some((batch, batch, len))
+            }
+            None => Some((batch, batch, len)),
+        };
+    }
+    if let Some((first, last, _)) = current {
+        pages.push((first, last));
+    }
+    pages
 }
 
 /// Append one replicated item.
@@ -122,4 +279,41 @@ fn header_line(row: &SessionRow) -> Result<String> {
         id: row.id.clone(),
         detail: "its header in PostgreSQL is not text".into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pages;
+
+    #[test]
+    fn a_page_holds_at_most_the_budget_or_one_larger_batch() {
+        let sizes = [(1, 4), (2, 4), (3, 3), (4, 20), (5, 1), (6, 10), (7, 10)];
+        assert_eq!(
+            pages(&sizes, 10),
+            vec![(1, 2), (3, 3), (4, 4), (5, 5), (6, 6), (7, 7)]
+        );
+        assert_eq!(pages(&sizes, 11), vec![(1, 3), (4, 4), (5, 6), (7, 7)]);
+        assert_eq!(pages(&sizes, 1000), vec![(1, 7)]);
+        assert_eq!(pages(&[(9, 0)], 0), vec![(9, 9)]);
+        assert_eq!(pages(&[], 10), Vec::<(i64, i64)>::new());
+    }
+
+    #[test]
+    fn every_batch_is_in_one_page_in_order() {
+        let sizes: Vec<(i64, i64)> = (1..=500).map(|b| (b, (b * 7919) % 97)).collect();
+        for budget in [0, 1, 50, 96, 97, 500, 10_000] {
+            let mut next = 1;
+            for (first, last) in pages(&sizes, budget) {
+                assert_eq!(first, next, "budget {budget}");
+                assert!(last >= first);
+                let bytes: i64 = sizes[(first - 1) as usize..last as usize]
+                    .iter()
+                    .map(|&(_, len)| len)
+                    .sum();
+                assert!(bytes <= budget || first == last, "budget {budget}: {bytes}");
+                next = last + 1;
+            }
+            assert_eq!(next, 501, "budget {budget}");
+        }
+    }
 }

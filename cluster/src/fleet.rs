@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sessionlog_engine::{AppendItem, AppendReceipt, Durability, Options, RecordedChange, Store};
 
@@ -13,7 +13,7 @@ use crate::catch_up::catch_up;
 use crate::commit::FleetHook;
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::ownership::{self, Forks, Held, Holding};
+use crate::ownership::{self, BySession, Forks, Held, Holding};
 use crate::pg::{Limits, Pg};
 use crate::schema;
 
@@ -34,6 +34,13 @@ pub struct FleetOptions {
     /// whose outcome is unknown) before its batches are refused as unavailable; longer than a
     /// failover of the primary, so that appends wait one out. Default: 60 s.
     pub commit_patience: Duration,
+    /// How long after PostgreSQL last confirmed this host's hold on a session (an acquisition
+    /// or a renewal) the host serves reads of it from its own copy without asking PostgreSQL
+    /// again ([`Fleet::sync`]): the longest a host deposed by a forced takeover serves reads
+    /// that miss the new owner's appends. Used as at most the lease, so that a takeover without
+    /// force never finds a host still trusting its copy. Zero asks PostgreSQL at every read.
+    /// Default: 10 s.
+    pub read_bound: Duration,
     /// The local store's options. Its durability is `Buffered` whatever is given here:
     /// PostgreSQL holds durability. Default: `Options::default()`.
     pub store: Options,
@@ -46,6 +53,7 @@ impl FleetOptions {
             host: host.into(),
             lease: Duration::from_secs(30),
             commit_patience: Duration::from_secs(60),
+            read_bound: Duration::from_secs(10),
             store: Options::default(),
         }
     }
@@ -82,9 +90,12 @@ pub struct Fleet {
     pub(crate) store: Arc<Store>,
     /// The connection for acquisitions, catch-up and listings (the hook has its own).
     control: Mutex<Pg>,
-    held: Arc<Held>,
+    pub(crate) held: Arc<Held>,
+    /// When PostgreSQL last confirmed each held session this host's (the instant before the
+    /// acquisition or renewal that did): how long its own copy is trusted for reads.
+    pub(crate) confirmed: BySession<Instant>,
     pub(crate) forks: Arc<Forks>,
-    options: FleetOptions,
+    pub(crate) options: FleetOptions,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -130,6 +141,7 @@ impl Fleet {
             store: Arc::new(store),
             control: Mutex::new(control),
             held,
+            confirmed: BySession::default(),
             forks,
             options,
         })
@@ -147,37 +159,59 @@ impl Fleet {
 
     /// Take session `id` for this host and catch the local store up with PostgreSQL. A session
     /// this host holds already is only caught up (its epoch stays); one another host holds
-    /// under a live lease is refused unless `force`.
+    /// under a live lease is refused unless `force`. A session whose catch-up fails is given up
+    /// again (released in PostgreSQL, not held here): a host never holds a session it cannot
+    /// serve.
     pub fn acquire(&self, id: &str, force: bool) -> Result<Acquired> {
         let mut pg = self.control();
         if let Some(holding) = self.held.get(id) {
+            let asked = Instant::now();
             let row = pg
                 .retrying("reading a session", PATIENCE, |c| ownership::row(c, id))?
                 .ok_or_else(|| Error::UnknownSession(id.to_owned()))?;
             if row.owner.as_deref() == Some(self.options.host.as_str())
                 && row.epoch == holding.epoch
             {
-                let caught_up = catch_up(&mut pg, &self.store, &row)?;
+                self.confirmed.insert(id, asked);
+                let caught_up = self.caught_up_or_given_up(&mut pg, &row, &holding)?;
                 return Ok(Acquired { row, caught_up });
             }
             // Taken over since: this host acquires it anew.
-            self.held.remove(id);
+            self.forget(id);
         }
         let host = &self.options.host;
         let lease = self.options.lease;
+        let asked = Instant::now();
         let row = pg.retrying("acquiring a session", PATIENCE, |c| {
             ownership::acquire(c, host, id, lease, force)
         })??;
+        let holding = Holding {
+            root: row.root.clone(),
+            epoch: row.epoch,
+        };
+        let caught_up = self.caught_up_or_given_up(&mut pg, &row, &holding)?;
         // Held from here on: appends name this epoch, and every earlier one is fenced.
-        self.held.insert(
-            id,
-            Holding {
-                root: row.root.clone(),
-                epoch: row.epoch,
-            },
-        );
-        let caught_up = catch_up(&mut pg, &self.store, &row)?;
+        self.held.insert(id, holding);
+        self.confirmed.insert(id, asked);
         Ok(Acquired { row, caught_up })
+    }
+
+    /// Catch the local copy of `row`'s session, held as `holding`, up; when that fails, give
+    /// the session up (in PostgreSQL and here) and say why.
+    fn caught_up_or_given_up(
+        &self,
+        pg: &mut Pg,
+        row: &SessionRow,
+        holding: &Holding,
+    ) -> Result<u64> {
+        catch_up(pg, &self.store, row).inspect_err(|_| {
+            self.forget(&row.id);
+            let host = &self.options.host;
+            // Best effort: a release that fails leaves a lease that runs out.
+            let _released = pg.retrying("releasing a session", PATIENCE, |c| {
+                ownership::release(c, host, &row.id, holding)
+            });
+        })
     }
 
     /// Give up session `id`: the next acquisition by any host needs no force. Whether this host
@@ -192,7 +226,7 @@ impl Fleet {
             .retrying("releasing a session", PATIENCE, |c| {
                 ownership::release(c, host, id, &holding)
             })?;
-        self.held.remove(id);
+        self.forget(id);
         Ok(released)
     }
 
@@ -205,15 +239,23 @@ impl Fleet {
         }
         let host = &self.options.host;
         let lease = self.options.lease;
+        let asked = Instant::now();
         let renewed = self.control().retrying("renewing leases", PATIENCE, |c| {
             ownership::renew(c, host, lease, &held)
         })?;
+        for id in &renewed {
+            self.confirmed.insert(id, asked);
+        }
         // Only the holdings renewed here: one acquired again meanwhile, at a new epoch, stays.
-        Ok(held
+        let lost: Vec<String> = held
             .into_iter()
             .filter(|(id, h)| !renewed.contains(id) && self.held.lose(id, h.epoch))
             .map(|(id, _)| id)
-            .collect())
+            .collect();
+        for id in &lost {
+            self.confirmed.remove(id);
+        }
+        Ok(lost)
     }
 
     /// Renew this host's leases in the background, every third of the lease, until the
@@ -283,16 +325,6 @@ impl Fleet {
         Ok(rows.iter().map(ownership::session_row).collect())
     }
 
-    /// Catch the local store up with PostgreSQL on session `id` without taking it (for reads);
-    /// the batches applied.
-    pub fn sync(&self, id: &str) -> Result<u64> {
-        let mut pg = self.control();
-        let row = pg
-            .retrying("reading a session", PATIENCE, |c| ownership::row(c, id))?
-            .ok_or_else(|| Error::UnknownSession(id.to_owned()))?;
-        catch_up(&mut pg, &self.store, &row)
-    }
-
     /// Mark session `id` (which this host holds) deleted in the fleet and in the local store,
     /// or restore it (`deleted` false).
     pub fn set_deleted(&self, id: &str, deleted: bool) -> Result<()> {
@@ -311,7 +343,7 @@ impl Fleet {
             })?
             .get(0);
         if !done {
-            self.held.remove(id);
+            self.forget(id);
             return Err(Error::NotHeld(id.to_owned()));
         }
         self.store.apply_recorded(&match deleted {
@@ -323,7 +355,8 @@ impl Fleet {
 
     /// Remove for good the sessions deleted in the fleet more than `older_than` ago that this
     /// host could acquire without force (none under another host's live lease), from
-    /// PostgreSQL and from the local store; the ids removed.
+    /// PostgreSQL and from the local store (other hosts' copies go when they next catch up):
+    /// the operator's retention sweep. The ids removed.
     pub fn purge(&self, older_than: Duration) -> Result<Vec<String>> {
         let seconds = i64::try_from(older_than.as_secs()).unwrap_or(i64::MAX);
         let host = &self.options.host;
@@ -332,11 +365,17 @@ impl Fleet {
         })?;
         let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
         for id in &ids {
-            self.held.remove(id);
+            self.forget(id);
         }
         self.store
             .apply_recorded(&RecordedChange::Purged(ids.clone()))?;
         Ok(ids)
+    }
+
+    /// Forget that this host holds `id`.
+    pub(crate) fn forget(&self, id: &str) {
+        self.held.remove(id);
+        self.confirmed.remove(id);
     }
 
     /// The control connection.

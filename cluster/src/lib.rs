@@ -17,6 +17,8 @@
 //!   way ([`Fleet::import`]).
 //! - Each host's store is the index: on acquire it catches up from PostgreSQL ([`catch_up`]), so
 //!   a host that restarts with an empty disk loses nothing; its own fsync is not needed.
+//!   Deletion, restoration and purges reach it the same way, and reads are read-your-writes on
+//!   the owner, as of the last catch-up elsewhere, within a stated bound ([`lifecycle`]).
 //!
 //! [`Fleet`] ties them together; [`Config`] says how to reach PostgreSQL (URL, TLS, password
 //! sources, with the password never shown).
@@ -29,6 +31,7 @@ mod error;
 mod fleet;
 mod fork;
 mod import;
+mod lifecycle;
 mod ownership;
 mod pg;
 pub mod schema;

@@ -4,10 +4,11 @@
 //!
 //! Invariant: a host role (a member of [`HOST_ROLE`]) can read the tables and run the functions,
 //! and nothing else: no DDL, no INSERT, UPDATE or DELETE of its own. Every write it makes is a
-//! function's, fenced by the session's owner epoch (deletion only through `purge`), and made as
-//! the host of the role's own name: each function refuses a `host` that is not the caller's
-//! login role (`sessionlog.check_caller`), unless the caller acts for every host (the schema's
-//! owner, a member of it, or a superuser). A host's login role is made by [`add_host`].
+//! function's, fenced by the session's owner epoch (deletion only through `purge` and
+//! `purge_session`), and made as the host of the role's own name: each function refuses a `host`
+//! that is not the caller's login role (`sessionlog.check_caller`), unless the caller acts for
+//! every host (the schema's owner, a member of it, or a superuser). A host's login role is made
+//! by [`add_host`].
 
 use postgres::Client;
 
@@ -23,7 +24,7 @@ const TABLES: &str = include_str!("../sql/schema.sql");
 const FUNCTIONS: &str = include_str!("../sql/functions.sql");
 
 /// Every function hosts may run, with its signature (for the grants).
-const HOST_FUNCTIONS: [&str; 7] = [
+const HOST_FUNCTIONS: [&str; 8] = [
     "sessionlog.check_caller(text)",
     "sessionlog.append_batches(text, integer, text[], text[], bigint[], bigint[], bigint[], bigint[], bytea[], bigint[], text[], bytea[], boolean[], integer[], text[], bigint[])",
     "sessionlog.acquire(text, text, integer, boolean)",
@@ -31,6 +32,7 @@ const HOST_FUNCTIONS: [&str; 7] = [
     "sessionlog.release(text, text, text, bigint)",
     "sessionlog.set_deleted(text, text, text, bigint, boolean)",
     "sessionlog.purge(text, bigint)",
+    "sessionlog.purge_session(text, text, text, bigint)",
 ];
 
 /// Create (or bring up to date) the schema as the connected role, which owns it, and grant

@@ -29,6 +29,10 @@ pub struct ClusterOptions {
     pub host: String,
     /// Lease length in milliseconds (default 30 000).
     pub lease: Option<f64>,
+    /// How long after PostgreSQL last confirmed this host's hold on a session its reads are
+    /// served from the local copy without asking PostgreSQL, in milliseconds (default 10 000;
+    /// at most the lease; 0 asks at every read).
+    pub read_bound: Option<f64>,
 }
 
 /// Join the fleet `cluster` names with the store at `dir`, and start renewing leases.
@@ -46,6 +50,15 @@ pub fn open(dir: &str, store: Options, cluster: ClusterOptions) -> Result<Opened
             ));
         }
         options.lease = Duration::from_millis(ms as u64);
+    }
+    if let Some(ms) = cluster.read_bound {
+        if !(0.0..=86_400_000.0).contains(&ms) {
+            return Err(Reply::failed(
+                "SESSIONLOG_BAD_ARGUMENT",
+                format!("cluster.readBound must be from 0 to 86400000 ms, got {ms}"),
+            ));
+        }
+        options.read_bound = Duration::from_millis(ms as u64);
     }
     let fleet = Arc::new(Fleet::open(dir, config, options).map_err(failure)?);
     let leases = fleet.keep_leases().map_err(failure)?;
@@ -129,12 +142,13 @@ pub fn acquire(fleet: &Fleet, id: &str, force: bool) -> Reply {
     }
 }
 
-/// Catch the store up on `ids` (every live session of the fleet when empty), leaving the
-/// sessions this host holds as they are (it wrote them): the batches applied.
+/// Catch the store up on `ids` (every live session of the fleet when empty, the copies of
+/// sessions purged elsewhere removed first): the batches applied. A session this host holds
+/// is served from its own copy within the read bound (`Fleet::sync`).
 pub fn sync(fleet: &Fleet, ids: Vec<String>) -> Reply {
     let ids = match ids.is_empty() {
         false => ids,
-        true => match live(fleet) {
+        true => match fleet.forget_purged().and_then(|_| live(fleet)) {
             Ok(ids) => ids,
             Err(e) => return failure(e),
         },
@@ -172,10 +186,11 @@ fn live(fleet: &Fleet) -> Result<Vec<String>, Error> {
         .collect())
 }
 
-/// Catch the store up on `ids` but for the sessions this host holds; the batches applied.
+/// Catch the store up on `ids` (`Fleet::sync`: a purged session's copy removed, a held one
+/// trusted within the read bound); the batches applied.
 fn catch_up(fleet: &Fleet, ids: &[String]) -> Result<u64, Error> {
     let mut applied = 0;
-    for id in ids.iter().filter(|id| !fleet.holds(id)) {
+    for id in ids {
         match fleet.sync(id) {
             Ok(n) => applied += n,
             Err(Error::UnknownSession(_)) => {}
@@ -185,13 +200,10 @@ fn catch_up(fleet: &Fleet, ids: &[String]) -> Result<u64, Error> {
     Ok(applied)
 }
 
-/// Remove session `id` (which this host holds) from the fleet: delete it, then purge every
-/// deleted session, as a store of its own does.
+/// Remove session `id` (which this host holds) from the fleet for good: that session alone,
+/// every other one, deleted or not, kept.
 pub fn remove(fleet: &Fleet, id: &str) -> Reply {
-    match fleet
-        .set_deleted(id, true)
-        .and_then(|()| fleet.purge(Duration::ZERO))
-    {
+    match fleet.remove(id) {
         Ok(_) => Reply::Done,
         Err(e) => failure(e),
     }

@@ -462,7 +462,7 @@ impl NativeStore {
     }
 
     /// Remove session `id` for good (delete, then purge every deleted session); in cluster
-    /// mode from the fleet (the session must be held by this host).
+    /// mode that session alone, from the fleet (it must be held by this host).
     #[napi]
     pub fn remove(&self, env: Env, id: String) -> napi::Result<JsObject> {
         self.run_opened(&env, move |o| match &o.host {

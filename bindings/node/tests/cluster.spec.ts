@@ -244,6 +244,32 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
       }
     })
 
+    it('a deposed host serves its own copy no longer than its read bound; a session removed on one host leaves every host\'s store', async () => {
+      const url = await postgres().database()
+      const [dirA, dirB] = await Promise.all([freshDir(), freshDir()])
+      // A renews a minute apart: what it serves after the takeover is its read bound's doing.
+      const a = await Store.open(dirA, { cluster: { url, host: 'a', lease: 60_000, readBound: 0 } })
+      const b = await Store.open(dirB, { cluster: { url, host: 'b' } })
+      try {
+        await a.createAsWritten({ version: 0, id: 's', createdAt: 1, cwd: '/w' }, oneTurnLog())
+        await a.createAsWritten({ version: 0, id: 'kept', createdAt: 1, cwd: '/w' }, oneTurnLog())
+        await b.acquire('s', { force: true })
+        expect(await b.append('s', 6, [{ type: 'turn/start', data: { turn: 2 } }])).toEqual({ firstSeq: 6, count: 1 })
+        expect(await a.sync(['s'])).toBe(1)
+        expect(await a.exportBytes('s')).toEqual(await b.exportBytes('s'))
+
+        // B removes it: that session alone, gone from A's store at A's next sync.
+        await b.remove('s')
+        expect(await a.sync(['s'])).toBe(0)
+        expect(await a.summary('s')).toBeUndefined()
+        expect((await a.list()).map(s => s.id)).toEqual(['kept'])
+      } finally {
+        await a.close()
+        await b.close()
+        await Promise.all([dirA, dirB].map(removeDir))
+      }
+    })
+
     it('a URL PostgreSQL refuses fails the open at once, with the reason and without the password', async () => {
       const dir = await freshDir()
       try {

@@ -1,0 +1,121 @@
+//! A session's life on a host's store beyond appends: reads brought up to date with the fleet
+//! ([`Fleet::sync`]), one session removed for good by the host holding it ([`Fleet::remove`]),
+//! and the local copies of sessions purged elsewhere removed ([`Fleet::forget_purged`]).
+//!
+//! Read guarantee: a host serves a session it holds from its own copy (read-your-writes: every
+//! batch it acknowledged is there) while PostgreSQL confirmed its hold less than
+//! [`FleetOptions::read_bound`](crate::FleetOptions::read_bound) ago (capped at the lease);
+//! past that, and for every session it does not hold, a read asks PostgreSQL first and is as of
+//! that catch-up. A host deposed by a forced takeover therefore serves its own copy for at most
+//! that bound after its last confirmation.
+
+use std::time::Instant;
+
+use sessionlog_engine::RecordedChange;
+
+use crate::catch_up::{catch_up, local_copy};
+use crate::error::{Error, Result};
+use crate::fleet::{Fleet, PATIENCE};
+use crate::ownership;
+
+impl Fleet {
+    /// Bring the local copy of session `id` up to date for reads without taking it; the batches
+    /// applied. A session this host holds is served from its own copy while its hold is
+    /// confirmed within the read bound (see the module docs); past it, PostgreSQL is asked (the
+    /// hold confirmed, or found taken over and forgotten) and the copy caught up. One PostgreSQL
+    /// no longer holds (purged) is removed from the local store too, and refused as unknown.
+    pub fn sync(&self, id: &str) -> Result<u64> {
+        if self.trusted(id) {
+            return Ok(0);
+        }
+        let mut pg = self.control();
+        // Looked at before PostgreSQL is: a copy already here when PostgreSQL has no row is of a
+        // session purged since (a creation reaches PostgreSQL before the local store).
+        let had_copy = local_copy(&self.store, id)?.is_some();
+        let asked = Instant::now();
+        let Some(row) = pg.retrying("reading a session", PATIENCE, |c| ownership::row(c, id))?
+        else {
+            self.forget(id);
+            if had_copy {
+                self.store
+                    .apply_recorded(&RecordedChange::Purged(vec![id.to_owned()]))?;
+            }
+            return Err(Error::UnknownSession(id.to_owned()));
+        };
+        if let Some(holding) = self.held.get(id) {
+            if row.owner.as_deref() == Some(self.host()) && row.epoch == holding.epoch {
+                // Still this host's, confirmed for another read bound.
+                self.confirmed.insert(id, asked);
+            } else {
+                // Taken over: caught up like any session this host does not hold.
+                self.forget(id);
+            }
+        }
+        catch_up(&mut pg, &self.store, &row)
+    }
+
+    /// Remove session `id`, which this host holds, from the fleet for good, deleted or not:
+    /// from PostgreSQL (fenced by the epoch this host holds it at, so a host taken over removes
+    /// nothing) and from the local store; other hosts' copies go when they next catch up. Every
+    /// other session, deleted or not, stays.
+    pub fn remove(&self, id: &str) -> Result<()> {
+        let holding = self
+            .held
+            .get(id)
+            .ok_or_else(|| Error::NotHeld(id.to_owned()))?;
+        let host = self.host().to_owned();
+        let mut pg = self.control();
+        let removed: bool = pg
+            .retrying("removing a session", PATIENCE, |c| {
+                c.query_one(
+                    "SELECT sessionlog.purge_session($1, $2, $3, $4)",
+                    &[&host, &holding.root, &id, &holding.epoch],
+                )
+            })?
+            .get(0);
+        self.forget(id);
+        // Refused: taken over, unless it is gone already (a first try whose connection dropped
+        // after it committed).
+        if !removed
+            && pg
+                .retrying("reading a session", PATIENCE, |c| ownership::row(c, id))?
+                .is_some()
+        {
+            return Err(Error::NotHeld(id.to_owned()));
+        }
+        drop(pg);
+        self.store
+            .apply_recorded(&RecordedChange::Purged(vec![id.to_owned()]))?;
+        Ok(())
+    }
+
+    /// Remove from the local store every session PostgreSQL no longer holds (purged by another
+    /// host); the ids removed.
+    pub fn forget_purged(&self) -> Result<Vec<String>> {
+        // The local ids first: a session created here reaches PostgreSQL before the local
+        // store, so one listed here and missing from PostgreSQL after was purged.
+        let local = self.store.ids()?;
+        let fleet: std::collections::HashSet<String> =
+            self.sessions()?.into_iter().map(|r| r.id).collect();
+        let gone: Vec<String> = local.into_iter().filter(|id| !fleet.contains(id)).collect();
+        if !gone.is_empty() {
+            for id in &gone {
+                self.forget(id);
+            }
+            self.store
+                .apply_recorded(&RecordedChange::Purged(gone.clone()))?;
+        }
+        Ok(gone)
+    }
+
+    /// Whether this host serves its own copy of `id` without asking PostgreSQL: it holds the
+    /// session, confirmed less than the read bound (at most the lease) ago.
+    fn trusted(&self, id: &str) -> bool {
+        let bound = self.options.read_bound.min(self.options.lease);
+        self.held.get(id).is_some()
+            && self
+                .confirmed
+                .get(id)
+                .is_some_and(|at| at.elapsed() < bound)
+    }
+}

@@ -1,0 +1,291 @@
+//! A session's life across the fleet's hosts (several `Fleet` handles in one process, one real
+//! PostgreSQL): removing one session purges that session alone; the fleet-wide purge keeps what a
+//! live host holds; deletion, restoration and purges reach every host's store by catch-up; an
+//! id reused after a purge replaces the old local copy; an acquisition whose catch-up fails
+//! leaves nothing held; and a host deposed by a takeover serves its own copy no longer than its
+//! read bound.
+
+use std::path::Path;
+use std::time::Duration;
+
+use sessionlog::engine::{AppendItem, ExportFormat, SourceEncoding};
+use sessionlog_cluster::{Config, Error, Fleet, FleetOptions};
+use sessionlog_harness::postgres::TempPostgres;
+
+use crate::cluster::{fleet_database, host_url, prompt, verified};
+
+fn join(pg: &TempPostgres, dir: &Path, host: &str) -> Fleet {
+    join_with(pg, dir, FleetOptions::new(host))
+}
+
+fn join_with(pg: &TempPostgres, dir: &Path, options: FleetOptions) -> Fleet {
+    let config = Config::parse(&host_url(pg, &options.host)).expect("url");
+    let path = dir.join(&options.host);
+    Fleet::open(path, config, options).expect("join the fleet")
+}
+
+/// A header line for `id` created at `created_at`.
+fn header_at(id: &str, created_at: u64) -> String {
+    format!(
+        r#"{{"type":"session","version":0,"id":"{id}","createdAt":{created_at},"cwd":"/w","delegationDepth":0}}"#
+    )
+}
+
+/// Create `id` on `fleet` with the events `events` (prompts by number) in one batch.
+fn create(fleet: &Fleet, id: &str, created_at: u64, events: std::ops::Range<u64>) {
+    let created = fleet
+        .append_many(vec![AppendItem::new(
+            id,
+            Some(0),
+            events.map(prompt).collect(),
+        )
+        .creating(header_at(id, created_at), SourceEncoding::Jsonl)])
+        .pop()
+        .expect("an outcome");
+    created.unwrap_or_else(|e| panic!("creating {id} on {}: {e}", fleet.host()));
+}
+
+/// Append prompts `events` to `id` on `fleet` in one batch, from seq `at`.
+fn append(fleet: &Fleet, id: &str, at: u64, events: std::ops::Range<u64>) {
+    let appended = fleet
+        .append_many(vec![AppendItem::new(
+            id,
+            Some(at),
+            events.map(prompt).collect(),
+        )])
+        .pop()
+        .expect("an outcome");
+    appended.unwrap_or_else(|e| panic!("appending to {id} on {}: {e}", fleet.host()));
+}
+
+fn exported(fleet: &Fleet, id: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    fleet
+        .store()
+        .export(id, Some(ExportFormat::Jsonl), &mut out)
+        .unwrap_or_else(|e| panic!("exporting {id} on {}: {e}", fleet.host()));
+    out
+}
+
+/// Whether PostgreSQL holds a row for session `id`.
+fn in_postgres(pg: &TempPostgres, id: &str) -> bool {
+    pg.psql(&format!(
+        "SELECT count(*) FROM sessionlog.sessions WHERE id = '{id}'"
+    ))
+    .expect("count")
+    .trim()
+        == "1"
+}
+
+#[test]
+fn removing_a_session_purges_that_session_alone() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    let b = join(&pg, dir.path(), "host-b");
+    create(&a, "restorable", 1, 0..2);
+    create(&b, "removed", 1, 0..2);
+    // Deleted on A, to stay restorable until an operator's purge.
+    a.set_deleted("restorable", true).expect("deleted");
+    a.release("restorable").expect("released");
+
+    b.remove("removed").expect("removed");
+    assert!(!in_postgres(&pg, "removed"), "the removed session is gone");
+    assert!(b.store().summary("removed").is_err(), "and so is B's copy");
+    assert!(!b.holds("removed"));
+    assert!(
+        in_postgres(&pg, "restorable"),
+        "removing one session purged another host's deleted session"
+    );
+    a.acquire("restorable", false).expect("acquired");
+    a.set_deleted("restorable", false).expect("restored");
+    append(&a, "restorable", 2, 2..3);
+
+    // Only the host holding a session removes it.
+    let refused = a.remove("removed").expect_err("not held");
+    assert!(matches!(refused, Error::NotHeld(_)), "{refused}");
+    let refused = b.remove("restorable").expect_err("held by A");
+    assert!(matches!(refused, Error::NotHeld(_)), "{refused}");
+    assert!(in_postgres(&pg, "restorable"));
+    verified(&[&a, &b]);
+}
+
+#[test]
+fn the_fleet_wide_purge_keeps_a_deleted_session_a_live_host_holds() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    let operator = join(&pg, dir.path(), "operator");
+    create(&a, "s", 1, 0..2);
+    a.set_deleted("s", true).expect("deleted");
+
+    // A may still restore it under its live lease: the purge leaves it.
+    assert_eq!(
+        operator.purge(Duration::ZERO).expect("purge"),
+        Vec::<String>::new()
+    );
+    assert!(
+        in_postgres(&pg, "s"),
+        "purged under its holder's live lease"
+    );
+    a.release("s").expect("released");
+    assert_eq!(
+        operator.purge(Duration::ZERO).expect("purge"),
+        vec!["s".to_owned()]
+    );
+    assert!(!in_postgres(&pg, "s"));
+}
+
+#[test]
+fn deletion_restoration_and_purges_reach_every_hosts_store() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    let b = join(&pg, dir.path(), "host-b");
+    create(&a, "s", 1, 0..2);
+    b.sync("s").expect("copied");
+
+    a.set_deleted("s", true).expect("deleted");
+    b.sync("s").expect("caught up");
+    let copy = b.store().summary("s").expect("B's copy");
+    assert!(copy.deleted_at_ms.is_some(), "the deletion did not reach B");
+
+    a.set_deleted("s", false).expect("restored");
+    append(&a, "s", 2, 2..4);
+    assert_eq!(b.sync("s").expect("caught up"), 1);
+    let copy = b.store().summary("s").expect("B's copy");
+    assert_eq!(copy.deleted_at_ms, None, "the restoration did not reach B");
+    assert_eq!(exported(&b, "s"), exported(&a, "s"));
+
+    a.remove("s").expect("removed");
+    let gone = b.sync("s").expect_err("purged");
+    assert!(matches!(gone, Error::UnknownSession(_)), "{gone}");
+    assert!(
+        b.store().summary("s").is_err(),
+        "a purged session stays readable on B"
+    );
+    verified(&[&a, &b]);
+}
+
+#[test]
+fn an_id_reused_after_a_purge_replaces_the_old_copy() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    let b = join(&pg, dir.path(), "host-b");
+    // Each pair: the first incarnation, then the one after the purge (header time, events).
+    let cases = [
+        // Another header; the old copy as long as the new log.
+        ("other-header", (1, 0..2), (2, 10..12), 0),
+        // The same header, other events of the same size: only the bytes tell them apart.
+        ("same-size", (1, 5..6), (1, 6..7), 0),
+        // The same header, the new log longer: catching up would append onto the old copy.
+        ("longer", (1, 0..2), (1, 3..5), 2),
+        // The old copy longer than the new log.
+        ("shorter", (1, 0..2), (1, 3..4), 0),
+    ];
+    for (id, (first_at, first), (second_at, second), more) in cases {
+        create(&a, id, first_at, first.clone());
+        if id == "shorter" {
+            append(&a, id, first.end - first.start, 7..9);
+        }
+        b.sync(id).expect("B's copy of the first incarnation");
+        a.remove(id).expect("removed");
+        create(&a, id, second_at, second.clone());
+        for k in 0..more {
+            let at = second.end - second.start + k;
+            append(&a, id, at, 20 + k..21 + k);
+        }
+        b.sync(id)
+            .unwrap_or_else(|e| panic!("{id}: catching up the second incarnation: {e}"));
+        assert_eq!(
+            String::from_utf8_lossy(&exported(&b, id)),
+            String::from_utf8_lossy(&exported(&a, id)),
+            "{id}: B serves a log that is not the fleet's"
+        );
+    }
+    verified(&[&a, &b]);
+}
+
+#[test]
+fn acquiring_a_session_restored_elsewhere_catches_it_up() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    let b = join(&pg, dir.path(), "host-b");
+    create(&a, "s", 1, 0..2);
+    a.set_deleted("s", true).expect("deleted on A");
+    a.release("s").expect("released");
+    b.acquire("s", false).expect("B takes it");
+    b.set_deleted("s", false).expect("restored on B");
+    append(&b, "s", 2, 2..3);
+
+    let acquired = a
+        .acquire("s", true)
+        .unwrap_or_else(|e| panic!("A takes it back: {e}; A holds it: {}", a.holds("s")));
+    assert_eq!(acquired.caught_up, 1);
+    assert_eq!(exported(&a, "s"), exported(&b, "s"));
+    assert_eq!(
+        a.store().summary("s").expect("A's copy").deleted_at_ms,
+        None
+    );
+    append(&a, "s", 3, 3..4);
+    verified(&[&a, &b]);
+}
+
+#[test]
+fn an_acquisition_whose_catch_up_fails_leaves_the_session_unheld() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    let b = join(&pg, dir.path(), "host-b");
+    create(&a, "s", 1, 0..2);
+    append(&a, "s", 2, 2..3);
+    b.sync("s").expect("B's copy");
+    a.release("s").expect("released");
+    // PostgreSQL loses the last batch (a failover that lost a commit): B's copy is ahead.
+    pg.psql(
+        "DELETE FROM sessionlog.batches WHERE session_id = 's' AND batch = 2; \
+         UPDATE sessionlog.sessions SET next_batch = 2, next_seq = 2 WHERE id = 's'",
+    )
+    .expect("rewind");
+
+    let refused = b.acquire("s", false).expect_err("B's copy is ahead");
+    assert!(matches!(refused, Error::Diverged { .. }), "{refused}");
+    assert!(!b.holds("s"), "B holds a session it cannot serve");
+    // Not left owned either: a host with an empty disk takes it without force.
+    let owner = pg
+        .psql("SELECT coalesce(owner, '(none)') FROM sessionlog.sessions WHERE id = 's'")
+        .expect("owner");
+    assert_eq!(owner.trim(), "(none)", "B left the session owned");
+    let c = join(&pg, dir.path(), "host-c");
+    assert_eq!(c.acquire("s", false).expect("C takes it").caught_up, 1);
+}
+
+#[test]
+fn a_deposed_host_serves_its_own_copy_no_longer_than_its_read_bound() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join_with(
+        &pg,
+        dir.path(),
+        FleetOptions {
+            read_bound: Duration::ZERO,
+            ..FleetOptions::new("host-a")
+        },
+    );
+    let b = join(&pg, dir.path(), "host-b");
+    create(&a, "s", 1, 0..2);
+    b.acquire("s", true).expect("taken over");
+    append(&b, "s", 2, 2..4);
+
+    // A's renewals never ran (as when they cannot reach PostgreSQL): past its bound, a read
+    // asks PostgreSQL, finds the session taken over, and catches up.
+    assert_eq!(a.sync("s").expect("caught up"), 1);
+    assert!(!a.holds("s"), "A still takes itself for the owner");
+    assert_eq!(exported(&a, "s"), exported(&b, "s"));
+
+    // The owner, within its bound, serves its own copy without asking.
+    assert_eq!(b.sync("s").expect("the owner's copy"), 0);
+    assert!(b.holds("s"));
+}
