@@ -14,6 +14,7 @@ mod corpus;
 mod corruption;
 mod crash;
 mod direct_io;
+mod export_default;
 mod faults;
 mod fixtures;
 mod fork;

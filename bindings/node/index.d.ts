@@ -141,7 +141,7 @@ export declare class Store {
   summary(id: string): Promise<{ events: number; lines: number; bytes: number; verdict: string; revision: string } | undefined>
   /** Every live session; in cluster mode every live session of the fleet, the store caught up on each first. */
   list(): Promise<SessionSummary[]>
-  exportBytes(id: string, options?: { format?: 'jsonl' | 'jsonl.zstd'; generation?: number }): Promise<Buffer>
+  exportBytes(id: string, options?: { format?: 'stored' | 'jsonl' | 'jsonl.zstd'; generation?: number }): Promise<Buffer>
   repair(id: string): Promise<{ cutBytes: number; recovered: number; closers: number; endSeed: boolean }>
   cutTornTail(id: string): Promise<{ cutBytes: number; recovered: number; closers: number; endSeed: boolean }>
   fork(source: string, newId: string, options?: { at?: number }): Promise<{ id: string; seed: number; endSeed: boolean; closers: number }>
@@ -156,7 +156,7 @@ export declare class Store {
    * open of the store.
    */
   metrics(): Promise<string>
-  exportAll(options: { to: string; format?: 'jsonl' | 'jsonl.zstd'; endpoint?: string; region?: string }): Promise<{
+  exportAll(options: { to: string; format?: 'stored' | 'jsonl' | 'jsonl.zstd'; endpoint?: string; region?: string }): Promise<{
     sessions: number
     created: number
     alreadyThere: number

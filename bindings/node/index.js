@@ -154,7 +154,8 @@ export class Store {
   /**
    * The session's bytes, exactly as DSH's writer would have written its file.
    * @param {string} id session id
-   * @param {{format?: 'jsonl' | 'jsonl.zstd', generation?: number}} [options]
+   * @param {{format?: 'stored' | 'jsonl' | 'jsonl.zstd', generation?: number}} [options] `stored`
+   *   (the default): the encoding the session is stored in
    * @returns {Promise<Buffer>}
    */
   async exportBytes(id, { format, generation } = {}) {
@@ -206,7 +207,8 @@ export class Store {
 
   /**
    * Export every session to object storage as a DSH session root: `to` is `s3://BUCKET/PREFIX`;
-   * `format` `jsonl` or `jsonl.zstd` (default: each session's own); `endpoint` and `region` over
+   * `format` `stored` (the default: each session in the encoding it is stored in, so importing
+   * the root gives back the same bytes), `jsonl` or `jsonl.zstd`; `endpoint` and `region` over
    * the AWS environment's (credentials come from it alone). Objects are never overwritten; one
    * already there with the same bytes counts as done. Resolves to the summary.
    */

@@ -85,11 +85,11 @@ fn seq_arg(name: &str, v: Option<f64>) -> Result<Option<u64>, Reply> {
 
 fn format_arg(format: Option<String>) -> Result<Option<ExportFormat>, Reply> {
     match format.as_deref() {
-        None => Ok(None),
+        None | Some("stored") => Ok(None),
         Some("jsonl") => Ok(Some(ExportFormat::Jsonl)),
         Some("jsonl.zstd") => Ok(Some(ExportFormat::JsonlZstd)),
         Some(other) => Err(bad(format!(
-            "format must be \"jsonl\" or \"jsonl.zstd\", got \"{other}\""
+            "format must be \"stored\", \"jsonl\" or \"jsonl.zstd\", got \"{other}\""
         ))),
     }
 }
@@ -374,7 +374,8 @@ impl NativeStore {
         })
     }
 
-    /// Session `id`'s bytes (`format`: `jsonl` or `jsonl.zstd`; `generation`: a format version).
+    /// Session `id`'s bytes (`format`: `stored`, the default, `jsonl` or `jsonl.zstd`;
+    /// `generation`: a format version).
     #[napi]
     pub fn export_bytes(
         &self,
@@ -509,7 +510,8 @@ impl NativeStore {
     }
 
     /// Export every session to object storage at `to` (`s3://BUCKET/PREFIX`) as a DSH session
-    /// root, in `format` (default: each session's own encoding); `endpoint` and `region` over
+    /// root, in `format` (default `stored`: each session in the encoding it is stored in, so an
+    /// import of the root gives back the same bytes); `endpoint` and `region` over
     /// the AWS environment's.
     #[napi]
     pub fn export_all(

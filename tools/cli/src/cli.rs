@@ -79,6 +79,20 @@ pub enum FormatArg {
     JsonlZstd,
 }
 
+/// `export --format` and `export-all --format` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormatArg {
+    /// Each session in the encoding it is stored in, byte for byte.
+    #[value(name = "stored")]
+    Stored,
+    /// `session.jsonl`.
+    #[value(name = "jsonl")]
+    Jsonl,
+    /// `session.jsonl.zstd`.
+    #[value(name = "jsonl.zstd")]
+    JsonlZstd,
+}
+
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -158,9 +172,9 @@ pub enum Command {
     Export {
         /// Session id.
         id: String,
-        /// Output encoding (default: the encoding the session was imported in).
-        #[arg(long, value_enum)]
-        format: Option<FormatArg>,
+        /// Output encoding.
+        #[arg(long, value_enum, default_value_t = ExportFormatArg::Stored)]
+        format: ExportFormatArg,
         /// Output file (default: standard output).
         #[arg(short, long)]
         output: Option<PathBuf>,
@@ -181,9 +195,10 @@ pub enum Command {
         /// resumes.
         #[arg(long, group = "root")]
         to: Option<String>,
-        /// Output encoding (default: each session's imported encoding).
-        #[arg(long, value_enum)]
-        format: Option<FormatArg>,
+        /// Output encoding: `stored` writes each session in the encoding it is stored in, so
+        /// that `import` of the root stores the same bytes; `jsonl` or `jsonl.zstd` converts.
+        #[arg(long, value_enum, default_value_t = ExportFormatArg::Stored)]
+        format: ExportFormatArg,
         /// Print a summary as one JSON object (with --to).
         #[arg(long, requires = "to")]
         json: bool,

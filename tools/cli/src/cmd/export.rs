@@ -7,19 +7,21 @@ use std::process::ExitCode;
 use anyhow::Context;
 use sessionlog_engine::{ExportFormat, Store};
 
-use crate::cli::FormatArg;
+use crate::cli::ExportFormatArg;
 
-pub fn engine_format(format: Option<FormatArg>) -> Option<ExportFormat> {
-    format.map(|f| match f {
-        FormatArg::Jsonl => ExportFormat::Jsonl,
-        FormatArg::JsonlZstd => ExportFormat::JsonlZstd,
-    })
+/// The engine's format for `format`: `None` (each session as stored) for `stored`.
+pub fn engine_format(format: ExportFormatArg) -> Option<ExportFormat> {
+    match format {
+        ExportFormatArg::Stored => None,
+        ExportFormatArg::Jsonl => Some(ExportFormat::Jsonl),
+        ExportFormatArg::JsonlZstd => Some(ExportFormat::JsonlZstd),
+    }
 }
 
 pub fn run(
     store: &Store,
     id: &str,
-    format: Option<FormatArg>,
+    format: ExportFormatArg,
     generation: Option<u32>,
     output: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
@@ -59,7 +61,7 @@ pub fn run(
 }
 
 /// Export every session into a DSH root, one worker per core.
-pub fn run_all(store: &Store, out: &Path, format: Option<FormatArg>) -> anyhow::Result<ExitCode> {
+pub fn run_all(store: &Store, out: &Path, format: ExportFormatArg) -> anyhow::Result<ExitCode> {
     let format = engine_format(format);
     let ids = store.ids()?;
     let bar = crate::cmd::session_bar(ids.len() as u64, "exporting");
