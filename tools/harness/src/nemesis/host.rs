@@ -302,8 +302,8 @@ fn refused(code: &str, message: impl Into<String>) -> Answer {
     )
 }
 
-/// A store error's answer: a refusal whose outcome the hook says is unknown is unknown; every
-/// other error is a refusal (the fleet claims nothing was written), coded by its variant.
+/// A store error's answer: a refusal whose outcome the hook says is unknown, or a local write
+/// failing after PostgreSQL committed, is unknown; every other error is a refusal (the fleet claims nothing was written), coded by its variant.
 fn store_failure(e: &StoreError) -> Answer {
     match e {
         StoreError::Refused(r)
@@ -316,9 +316,11 @@ fn store_failure(e: &StoreError) -> Answer {
                 RefusalKind::Fenced => "SESSIONLOG_FENCED",
                 RefusalKind::Stale => "SESSIONLOG_STALE",
                 RefusalKind::Unavailable => "SESSIONLOG_UNAVAILABLE",
+                RefusalKind::Unstorable => "SESSIONLOG_UNSTORABLE",
             },
             r.message.as_str(),
         ),
+        StoreError::OutcomeUnknown { .. } => Answer::plain(Outcome::Unknown, e.to_string()),
         StoreError::Shared(inner) => store_failure(inner),
         other => refused(&variant(other), other.to_string()),
     }
