@@ -201,7 +201,12 @@ fn a_lost_answer_whose_retry_meets_a_new_owner_is_read_back_not_reported_fenced(
     let Some(pg) = fleet_database() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let proxy = Proxy::start(pg.port());
-    let a = Arc::new(join_at(&proxy.url(&pg, "host-a"), dir.path(), "host-a", |_| {}));
+    let a = Arc::new(join_at(
+        &proxy.url(&pg, "host-a"),
+        dir.path(),
+        "host-a",
+        |_| {},
+    ));
     let b = Arc::new(join(&pg, dir.path(), "host-b"));
     create(&a, "s").expect("created on host-a");
 

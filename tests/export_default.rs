@@ -318,7 +318,8 @@ fn assert_none(differ: &[String]) {
 /// comes back as one batch, and its `.jsonl.zstd` conversion (a frame per stored batch) is the
 /// one export a round trip may change (docs/USAGE.md says so); every other export is compared.
 #[test]
-fn the_default_export_all_round_trips_every_writers_sessions_byte_for_byte_but_plain_zstd_conversions() {
+fn the_default_export_all_round_trips_every_writers_sessions_byte_for_byte_but_plain_zstd_conversions(
+) {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("db");
     let Some(store) = every_writer_store(&db) else {
