@@ -275,8 +275,8 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
       try {
         const port = new URL(postgres().url).port
         for (const [url, reason] of [
-          [`postgres://host:s3cret-pw@127.0.0.1:${port}/nosuchdb`, 'database "nosuchdb" does not exist'],
-          [`postgres://host:s3cret-pw@127.0.0.1:${port}/postgres?sslmode=bogus`, 'sslmode "bogus"'],
+          [`postgres://postgres:s3cret-pw@127.0.0.1:${port}/nosuchdb`, 'database "nosuchdb" does not exist'],
+          [`postgres://postgres:s3cret-pw@127.0.0.1:${port}/postgres?sslmode=bogus`, 'sslmode "bogus"'],
         ] as const) {
           const error = await Store.open(dir, { cluster: { url, host: 'a' } }).then(() => undefined, (e: unknown) => e as SessionlogError)
           expect(error?.code).toMatch(/^SESSIONLOG_(UNAVAILABLE|CLUSTER_CONFIG)$/)
