@@ -154,7 +154,7 @@ pub fn verified(fleets: &[&Fleet]) {
 }
 
 /// The batch rows PostgreSQL holds for session `id`.
-fn batch_rows(pg: &TempPostgres, id: &str) -> u64 {
+pub fn batch_rows(pg: &TempPostgres, id: &str) -> u64 {
     pg.psql(&format!(
         "SELECT count(*) FROM sessionlog.batches WHERE session_id = '{id}'"
     ))

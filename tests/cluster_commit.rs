@@ -20,7 +20,7 @@ use sessionlog_cluster::{Config, Fleet, FleetOptions};
 use sessionlog_harness::gen::{session_feed, GenOptions, LogFormat};
 use sessionlog_harness::postgres::TempPostgres;
 
-use crate::cluster::{fleet_database, header, host_url, prompt, verified};
+use crate::cluster::{batch_rows, fleet_database, header, host_url, prompt, verified};
 use crate::faults::{fill, Tmpfs};
 
 /// A TCP proxy in front of PostgreSQL that the test controls. [`Proxy::cut`] closes the client
@@ -143,17 +143,6 @@ fn append(fleet: &Fleet, id: &str, at: u64, n: u64) -> sessionlog::engine::Resul
         .pop()
         .expect("an outcome")
         .map(drop)
-}
-
-/// The batch rows PostgreSQL holds for session `id`.
-fn batch_rows(pg: &TempPostgres, id: &str) -> u64 {
-    pg.psql(&format!(
-        "SELECT count(*) FROM sessionlog.batches WHERE session_id = '{id}'"
-    ))
-    .expect("count")
-    .trim()
-    .parse()
-    .expect("a count")
 }
 
 /// Wait until `n` backends wait on a lock.
