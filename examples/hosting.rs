@@ -16,7 +16,7 @@ use std::sync::Arc;
 use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::format::header::{author_header, HeaderFields};
 use sessionlog::codec::json;
-use sessionlog::engine::{AppendItem, Durability, Options, SourceEncoding, Store};
+use sessionlog::engine::{Durability, Options, SourceEncoding, Store};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -69,8 +69,7 @@ fn host_thread(store: &Store, thread: usize) -> Result<()> {
             ..HeaderFields::default()
         });
         // A session is created with its first batch, in one commit.
-        let first = AppendItem::new(id, Some(0), turn(1)?).creating(header, SourceEncoding::Jsonl);
-        let receipt = store.append_many(vec![first]).remove(0)?;
+        let receipt = store.create(&header, SourceEncoding::Jsonl, turn(1)?)?;
         next_seqs.push(receipt.first_seq + receipt.count);
     }
     for n in 2..=TURNS {

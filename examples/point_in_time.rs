@@ -10,7 +10,7 @@
 use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::format::header::{author_header, HeaderFields};
 use sessionlog::codec::json::{self, Value};
-use sessionlog::engine::{AppendItem, Options, SourceEncoding, Store};
+use sessionlog::engine::{Options, SourceEncoding, Store};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -65,9 +65,7 @@ fn main() -> Result<()> {
         r#"{"type":"step/end","data":{"turn":1,"step":1}}"#,
         r#"{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}"#,
     ])?;
-    let created =
-        AppendItem::new("pit", Some(0), first_turn).creating(header, SourceEncoding::Jsonl);
-    let receipt = store.append_many(vec![created]).remove(0)?;
+    let receipt = store.create(&header, SourceEncoding::Jsonl, first_turn)?;
     let end_of_turn_one = receipt.first_seq + receipt.count - 1;
 
     let second_turn = batch(&[

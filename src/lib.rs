@@ -14,7 +14,7 @@
 //! use sessionlog::codec::format::event::NewEvent;
 //! use sessionlog::codec::format::header::{author_header, HeaderFields};
 //! use sessionlog::codec::json;
-//! use sessionlog::engine::{AppendItem, Options, SourceEncoding, Store};
+//! use sessionlog::engine::{Options, SourceEncoding, Store};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
@@ -36,8 +36,7 @@
 //!     r#"{"type":"user/message","data":{"id":"u1","role":"user","content":[{"type":"text","text":"List the files."}],"source":{"kind":"user"}},"surfaceOp":"append"}"#,
 //!     r#"{"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}"#,
 //! ])?;
-//! let created = AppendItem::new("s1", Some(0), first).creating(&header, SourceEncoding::Jsonl);
-//! store.append_many(vec![created]).remove(0)?;
+//! store.create(&header, SourceEncoding::Jsonl, first)?;
 //!
 //! // Later batches are appended at the seq the host expects next (a stale one writes nothing).
 //! let second = batch(&[
@@ -47,15 +46,20 @@
 //! ])?;
 //! store.append("s1", Some(3), second)?;
 //!
+//! // The events, seqs assigned, as DSH's reader parses them.
+//! assert_eq!(store.read_events("s1", 0, None)?.len(), 6);
+//!
 //! // What the model saw at seq 2, answered from the indexes without replaying the log.
 //! assert_eq!(store.messages_at("s1", Some(2))?.len(), 1);
 //! assert_eq!(store.messages_at("s1", None)?.len(), 2);
 //!
 //! // The log, byte for byte as DSH's JSONL writer writes it: the header and six event lines.
-//! let mut jsonl = Vec::new();
-//! store.export("s1", None, &mut jsonl)?;
+//! let jsonl = store.export_bytes("s1")?;
 //! assert!(jsonl.starts_with(header.as_bytes()));
 //! assert_eq!(jsonl.iter().filter(|&&b| b == b'\n').count(), 7);
+//!
+//! // A host writing many sessions at once commits their batches together: `Store::append_many`
+//! // (one commit for several sessions), `AppendQueue` (group commit without a thread per append).
 //! # Ok(())
 //! # }
 //! ```

@@ -127,7 +127,9 @@ pub fn listed_ids(store: &Store) -> Vec<String> {
 
 /// Export to memory, the bytes as kept.
 pub fn export_bytes(store: &Store, id: &str) -> Vec<u8> {
-    export_as(store, id, None)
+    store
+        .export_bytes(id)
+        .unwrap_or_else(|e| panic!("export {id}: {e}"))
 }
 
 /// Export to memory as `format` (`None`: the bytes as kept).
@@ -170,14 +172,7 @@ pub fn assert_empty(store: &Store) {
 
 /// Every logical event of a stored session, by a full scan.
 pub fn all_events(store: &Store, id: &str) -> Vec<sessionlog::codec::json::Value> {
-    let mut out = Vec::new();
-    store
-        .events(id, 0, None, &mut |_, e| {
-            out.push(e.clone());
-            Ok(())
-        })
-        .expect("events");
-    out
+    store.read_events(id, 0, None).expect("events")
 }
 
 /// The workspace binary `name` beside this test binary (`cargo build --release` builds it; `./x

@@ -39,6 +39,7 @@ mod roundtrip;
 mod state;
 mod surface;
 mod v4_verdicts;
+mod verbs;
 mod views;
 mod wal;
 mod zstd;

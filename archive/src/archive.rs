@@ -21,14 +21,18 @@ use crate::error::{Error, Result};
 use crate::sources::ArchiveSources;
 use crate::upload::Stored;
 
-/// What an archive run did.
-#[derive(Clone, Debug, Default)]
+/// What an archive run did. Serializes as `{archived: [{id, bytes}], kept: [{id, reason}],
+/// failed: [{id, error}]}`.
+#[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct ArchiveSummary {
     /// Sessions archived, with the bytes of their objects, in id order.
+    #[serde(serialize_with = "crate::render::sizes")]
     pub archived: Vec<(String, u64)>,
     /// Sessions idle long enough that stay, with why.
+    #[serde(serialize_with = "crate::render::reasons")]
     pub kept: Vec<(String, String)>,
     /// Sessions whose archive failed (each unchanged in the store), with why.
+    #[serde(rename = "failed", serialize_with = "crate::render::errors")]
     pub failures: Vec<(String, String)>,
 }
 
@@ -111,14 +115,18 @@ fn archive_one(
     Ok(bytes)
 }
 
-/// What a restore did.
-#[derive(Clone, Debug)]
+/// What a restore did. Serializes as the import's report (`{id, verdict, events, lines,
+/// bytes}`) with `deleted` and `notDeleted: [{id, error}]` (`id` naming the object).
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RestoreReport {
     /// The session as imported back.
+    #[serde(flatten)]
     pub import: ImportReport,
     /// Its objects deleted from the archive.
     pub deleted: u64,
     /// Objects that could not be deleted (the session is restored all the same), with why.
+    #[serde(serialize_with = "crate::render::errors")]
     pub not_deleted: Vec<(String, String)>,
 }
 

@@ -15,8 +15,10 @@ use crate::error::{Error, Result};
 use crate::sources::{archived_files, ArchiveSources};
 use crate::upload::Stored;
 
-/// What an export to object storage did.
-#[derive(Clone, Debug, Default)]
+/// What an export to object storage did. Serializes as `{sessions, created, alreadyThere,
+/// bytesUploaded, bytes, failed: [{id, error}]}`.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ExportSummary {
     /// Sessions exported whole (every file created or already there).
     pub sessions: u64,
@@ -29,6 +31,7 @@ pub struct ExportSummary {
     /// Bytes of every object exported (created or already there).
     pub bytes: u64,
     /// Sessions that failed, with why (their other files may be stored).
+    #[serde(rename = "failed", serialize_with = "crate::render::errors")]
     pub failures: Vec<(String, String)>,
 }
 

@@ -27,6 +27,7 @@ mod fetch;
 mod import;
 mod location;
 mod par;
+mod render;
 mod sources;
 mod upload;
 mod view;

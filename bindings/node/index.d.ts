@@ -37,15 +37,47 @@ export interface StoredSession {
   verdict: string
 }
 
+/** A stored session's summary: what the CLI's `ls --json` prints for it, its header parsed. */
 export interface SessionSummary {
   id: string
   header: SessionHeaderFields
+  /** The header's `createdAt`. */
+  createdAt: number | null
+  /** The time of its last human prompt. */
+  activityAt: number | null
+  /** The header's `cwd`. */
+  cwd: string | null
+  verdict: string
   events: number
   /** Body lines, whatever DSH's reader makes of them. */
   lines: number
   bytes: number
-  verdict: string
+  /** The served generation's format version. */
+  format: number
+  /** Every format generation held, ascending (the served one last). */
+  generations: number[]
+  /** Where its bytes are when it is archived (`s3://…`). */
+  archived: string | null
   revision: string
+}
+
+/** What an import stored (the CLI's `import --json` line of an imported file, less `file`, `status` and `error`). */
+export interface ImportReport {
+  id: string
+  verdict: string
+  events: number
+  /** Body lines. */
+  lines: number
+  /** Bytes of the file. */
+  bytes: number
+}
+
+/** What a repair (or cutting a torn tail) did (the CLI's `repair --json`). */
+export interface RepairReport {
+  cutBytes: number
+  recovered: number
+  closers: number
+  endSeed: boolean
 }
 
 export declare class SessionlogError extends Error {
@@ -111,16 +143,31 @@ export type ClusterErrorCode =
   /** The local store and PostgreSQL disagree in a way catching up cannot mend. */
   | 'SESSIONLOG_DIVERGED'
 
-/** A session as acquired by this host. */
+/** A session as acquired by this host: its row in PostgreSQL, and the batches caught up (the CLI's `cluster acquire --json`). */
 export interface Acquired {
+  id: string
+  /** The root of its lineage. */
+  root: string
   /** This host. */
-  owner: string
+  owner: string | null
   /** The owner epoch this host holds it at: every append names it. */
   epoch: number
   /** The seq the session's next batch starts at. */
   nextSeq: number
+  /** The batch number its next batch takes. */
+  nextBatch: number
+  /** Its format version. */
+  version: number
+  /** Kept as `.jsonl.zstd`. */
+  zstd: boolean
+  /** DSH's reader verdict on it. */
+  verdict: string
   /** The session is deleted in the fleet (its local copy is kept as it was). */
   deleted: boolean
+  /** The session it was forked from. */
+  parent: string | null
+  /** The events it inherited from its parent. */
+  seed: number | null
   /** Batches the local store caught up with. */
   caughtUp: number
 }
@@ -138,24 +185,26 @@ export declare class Store {
   load(id: string): Promise<StoredSession | undefined>
   readFrom(id: string, fromSeq: number): Promise<StoredSession | undefined>
   revision(id: string): Promise<string | undefined>
-  summary(id: string): Promise<{ events: number; lines: number; bytes: number; verdict: string; revision: string } | undefined>
+  summary(id: string): Promise<SessionSummary | undefined>
   /** Every live session; in cluster mode every live session of the fleet, the store caught up on each first. */
   list(): Promise<SessionSummary[]>
   exportBytes(id: string, options?: { format?: 'stored' | 'jsonl' | 'jsonl.zstd'; generation?: number }): Promise<Buffer>
-  repair(id: string): Promise<{ cutBytes: number; recovered: number; closers: number; endSeed: boolean }>
-  cutTornTail(id: string): Promise<{ cutBytes: number; recovered: number; closers: number; endSeed: boolean }>
+  repair(id: string): Promise<RepairReport>
+  cutTornTail(id: string): Promise<RepairReport>
   fork(source: string, newId: string, options?: { at?: number }): Promise<{ id: string; seed: number; endSeed: boolean; closers: number }>
   messagesAt(id: string, seq?: number): Promise<unknown[]>
   stateAt(id: string, unit: string, seq?: number): Promise<unknown>
-  importBytes(name: string, bytes: Uint8Array): Promise<{ id: string; verdict: string }>
+  importBytes(name: string, bytes: Uint8Array): Promise<ImportReport>
   remove(id: string): Promise<void>
-  verify(ids?: string[]): Promise<{ sessions: number; events: number; problems: { session: string; detail: string }[] }>
+  /** The CLI's `verify --json`. */
+  verify(ids?: string[]): Promise<{ sessions: number; lines: number; events: number; problems: { session: string; detail: string }[] }>
   /**
    * The store's metrics as Prometheus text exposition (format 0.0.4, names under `sessionlog_`, no
    * `# EOF` line), for a host's `/metrics` handler to append to its own. Counters count from this
    * open of the store.
    */
   metrics(): Promise<string>
+  /** The CLI's `export-all --to --json`, less `to` and `seconds`. */
   exportAll(options: { to: string; format?: 'stored' | 'jsonl' | 'jsonl.zstd'; endpoint?: string; region?: string }): Promise<{
     sessions: number
     created: number
@@ -164,15 +213,14 @@ export declare class Store {
     bytes: number
     failed: { id: string; error: string }[]
   }>
+  /** The CLI's `archive --json`, less `to`. */
   archive(options: { to: string; olderThanMs?: number; endpoint?: string; region?: string }): Promise<{
     archived: { id: string; bytes: number }[]
     kept: { id: string; reason: string }[]
     failed: { id: string; error: string }[]
   }>
-  restore(id: string, options?: { endpoint?: string; region?: string }): Promise<{
-    id: string
-    verdict: string
-    events: number
+  /** The CLI's `restore --json`: the import's report, and the archive's objects deleted. */
+  restore(id: string, options?: { endpoint?: string; region?: string }): Promise<ImportReport & {
     deleted: number
     notDeleted: { id: string; error: string }[]
   }>

@@ -2,6 +2,8 @@
 // Every call runs off the JS thread in the addon; appends of many sessions issued together are
 // group-committed (one write and one fsync for all of them). Events cross as JSON text: one
 // JSON.stringify here and one parse in Rust beat building values through N-API call by call.
+// Results cross the same way: each is its report's one rendering in Rust (serde), the same text
+// the CLI's `--json` prints, parsed here.
 import { headerLine, headerFields } from './header.js'
 import { loadAddon } from './native.js'
 
@@ -138,14 +140,20 @@ export class Store {
     return (await this.summary(id))?.revision
   }
 
-  /** `{events, lines, bytes, verdict, revision}` of a session; `undefined` when absent. */
+  /**
+   * A session's summary (as {@link Store.list} gives it: `{id, header, createdAt, activityAt,
+   * cwd, verdict, events, lines, bytes, format, generations, archived, revision}`); `undefined`
+   * when absent.
+   */
   async summary(id) {
-    return parsed(await this.#native.summary(id))
+    return stored(parsed(await this.#native.summary(id)))
   }
 
   /**
-   * Every live session: `{id, header, events, lines, bytes, verdict, revision}`; in cluster
-   * mode every live session of the fleet, the store caught up on each first.
+   * Every live session's summary (the CLI's `ls --json` lines, header parsed): `{id, header,
+   * createdAt, activityAt, cwd, verdict, events, lines, bytes, format, generations, archived,
+   * revision}`; in cluster mode every live session of the fleet, the store caught up on each
+   * first.
    */
   async list() {
     return parsed(await this.#native.list()).map(stored)

@@ -59,10 +59,13 @@ impl FleetOptions {
     }
 }
 
-/// A session this host acquired.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A session this host acquired. Serializes as its row's fields (see [`SessionRow`]) and
+/// `caughtUp`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Acquired {
     /// The session's row in PostgreSQL once acquired.
+    #[serde(flatten)]
     pub row: SessionRow,
     /// Batches the local store caught up with.
     pub caught_up: u64,

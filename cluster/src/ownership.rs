@@ -118,8 +118,11 @@ pub(crate) struct Fork {
 /// into an id is refused, so it can never give the first one's creation its parent.
 pub(crate) type Forks = BySession<Fork>;
 
-/// A session's row in PostgreSQL, as an acquisition returns it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A session's row in PostgreSQL, as an acquisition returns it. Serializes (the CLI's `--json`,
+/// Node's results) as `{id, root, owner, epoch, nextSeq, nextBatch, version, zstd, verdict,
+/// deleted, parent, seed}`: every field but the header's bytes.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SessionRow {
     /// The session.
     pub id: String,
@@ -138,6 +141,7 @@ pub struct SessionRow {
     /// Whether it is kept as `.jsonl.zstd`.
     pub zstd: bool,
     /// Its header's bytes in the file.
+    #[serde(skip)]
     pub header: Vec<u8>,
     /// DSH's reader verdict on it.
     pub verdict: String,

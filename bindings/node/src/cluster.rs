@@ -12,11 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use napi_derive::napi;
-use sessionlog_cluster::{Acquired, Config, Error, Fleet, FleetOptions};
-use sessionlog_engine::Options;
+use sessionlog_cluster::{Config, Error, Fleet, FleetOptions};
+use sessionlog_engine::{ImportReport, Options};
 
 use crate::host::Host;
-use crate::ops::{self, quoted};
+use crate::ops;
 use crate::reply::{code_of, Reply};
 use crate::workers::Opened;
 
@@ -99,16 +99,16 @@ pub fn local_only(opened: &Opened, what: &str, job: impl FnOnce() -> Reply) -> R
 pub fn fork(opened: &Opened, source: &str, at: Option<u64>, new_id: &str) -> Reply {
     match &opened.host {
         Some(host) => match host.fleet().fork(source, at, new_id) {
-            Ok(report) => ops::fork_json(report),
+            Ok(report) => Reply::json(&report),
             Err(e) => failure(e),
         },
-        None => crate::reply::reply(opened.store.fork(source, at, new_id), ops::fork_json),
+        None => crate::reply::report(opened.store.fork(source, at, new_id)),
     }
 }
 
 /// Import the session log `bytes` (named `name` in errors): through the fleet in cluster mode
 /// (committed to PostgreSQL whole or refused whole; this host then holds it), else into the
-/// store. `{id, verdict}`.
+/// store. Its `ImportReport` (in cluster mode, of the session as stored).
 pub fn import_bytes(opened: &Opened, name: &str, bytes: &[u8]) -> Reply {
     let Some(host) = &opened.host else {
         return ops::import_bytes(&opened.store, name, bytes);
@@ -118,26 +118,16 @@ pub fn import_bytes(opened: &Opened, name: &str, bytes: &[u8]) -> Reply {
         .import(name, bytes)
         .and_then(|i| Ok(opened.store.summary(&i.id)?));
     match imported {
-        Ok(s) => Reply::Json(format!(
-            "{{\"id\":{},\"verdict\":{}}}",
-            quoted(&s.id),
-            quoted(&s.verdict.to_string())
-        )),
+        Ok(s) => Reply::json(&ImportReport::from(&s)),
         Err(e) => failure(e),
     }
 }
 
 /// Take session `id` for this host (`force`: even from a host with a live lease) and catch the
-/// store up: `{owner, epoch, nextSeq, deleted, caughtUp}`.
+/// store up: its `Acquired` (the session's row, and `caughtUp`).
 pub fn acquire(fleet: &Fleet, id: &str, force: bool) -> Reply {
     match fleet.acquire(id, force) {
-        Ok(Acquired { row, caught_up }) => Reply::Json(format!(
-            "{{\"owner\":{},\"epoch\":{},\"nextSeq\":{},\"deleted\":{},\"caughtUp\":{caught_up}}}",
-            quoted(row.owner.as_deref().unwrap_or_default()),
-            row.epoch,
-            row.next_seq,
-            row.deleted
-        )),
+        Ok(acquired) => Reply::json(&acquired),
         Err(e) => failure(e),
     }
 }
@@ -154,7 +144,7 @@ pub fn sync(fleet: &Fleet, ids: Vec<String>) -> Reply {
         },
     };
     match catch_up(fleet, &ids) {
-        Ok(applied) => Reply::Json(applied.to_string()),
+        Ok(applied) => Reply::json(&applied),
         Err(e) => failure(e),
     }
 }

@@ -7,11 +7,9 @@
 //! Invariants (the queue's): a resolved append is durable; appends to one session commit in the
 //! order they were issued; closing commits everything already queued.
 
-use sessionlog_engine::{
-    AppendItem, AppendQueue, AppendReceipt, SourceEncoding, Store, StoreAccess,
-};
+use sessionlog_engine::{AppendItem, AppendQueue, SourceEncoding, Store, StoreAccess};
 
-use crate::reply::{Pending, Reply};
+use crate::reply::Pending;
 use crate::workers::Shared;
 
 /// One append from JavaScript.
@@ -72,14 +70,6 @@ pub fn submit(queue: &AppendQueue, request: AppendRequest) {
     }
     let pending = request.pending;
     queue.submit_json(item, request.events_json, move |result| {
-        pending.settle(crate::reply::reply(result, receipt));
+        pending.settle(crate::reply::report(result));
     });
-}
-
-/// An append's (or creation's) receipt: `{firstSeq, count}`.
-fn receipt(r: AppendReceipt) -> Reply {
-    Reply::Json(format!(
-        "{{\"firstSeq\":{},\"count\":{}}}",
-        r.first_seq, r.count
-    ))
 }

@@ -4,7 +4,8 @@
 //! Every method returns a promise and runs off the JS thread: appends go to the engine's append
 //! queue (`commit.rs`), everything else to worker threads (`workers.rs`). Arguments and results
 //! cross as JSON text, parsed on the far side by one `JSON.parse`/`JSON.stringify` call each,
-//! which is much cheaper than building values property by property through N-API.
+//! which is much cheaper than building values property by property through N-API. A result is
+//! its report's serde rendering (`reply.rs`), the same text the CLI's `--json` prints.
 
 mod cluster;
 mod commit;
@@ -397,16 +398,14 @@ impl NativeStore {
     /// Repair session `id` as DSH does on load (cut a torn tail, close an interrupted turn).
     #[napi]
     pub fn repair(&self, env: Env, id: String) -> napi::Result<JsObject> {
-        self.run_local(&env, "repair", move |s| {
-            reply::reply(s.repair(&id), ops::repair_json)
-        })
+        self.run_local(&env, "repair", move |s| reply::report(s.repair(&id)))
     }
 
     /// Cut session `id`'s torn tail, closing nothing.
     #[napi]
     pub fn cut_torn_tail(&self, env: Env, id: String) -> napi::Result<JsObject> {
         self.run_local(&env, "cutting a torn tail", move |s| {
-            reply::reply(s.cut_torn_tail(&id), ops::repair_json)
+            reply::report(s.cut_torn_tail(&id))
         })
     }
 
@@ -488,7 +487,7 @@ impl NativeStore {
     #[napi]
     pub fn release(&self, env: Env, id: String) -> napi::Result<JsObject> {
         self.run_fleet(&env, move |f| match f.release(&id) {
-            Ok(held) => Reply::Json(held.to_string()),
+            Ok(held) => Reply::json(&held),
             Err(e) => cluster::failure(e),
         })
     }

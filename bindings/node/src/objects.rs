@@ -1,12 +1,12 @@
 //! Object storage for Node hosts (`exportAll`, `archive`, `restore`, and reads of archived
-//! sessions), through `sessionlog-archive`, each rendered as the JSON text `index.js` parses.
+//! sessions), through `sessionlog-archive`, each result its report's serde rendering
+//! (`reply.rs`), which `index.js` parses.
 //! The endpoint and region come from the call or the AWS environment; credentials only from
 //! the environment, and no reply ever carries them.
 
 use sessionlog_archive::{ArchiveRoot, ArchiveSources, Bucket, S3Config, Transfer};
 use sessionlog_engine::{ExportFormat, Options, Store};
 
-use crate::ops::quoted;
 use crate::reply::Reply;
 
 /// Where object storage is: the AWS environment, with the call's endpoint and region over it.
@@ -53,15 +53,6 @@ fn failed(e: sessionlog_archive::Error) -> Reply {
     }
 }
 
-/// `[{"id","<what>"}]` of (id, text) pairs.
-fn pairs(list: &[(String, String)], what: &str) -> String {
-    let items: Vec<String> = list
-        .iter()
-        .map(|(id, text)| format!("{{\"id\":{},\"{what}\":{}}}", quoted(id), quoted(text)))
-        .collect();
-    format!("[{}]", items.join(","))
-}
-
 /// Export every session to `to`: the summary.
 pub fn export_all(
     store: &Store,
@@ -74,15 +65,7 @@ pub fn export_all(
         Err(reply) => return reply,
     };
     match sessionlog_archive::export_all(store, &bucket, &endpoint.sources(), format, &|_| {}) {
-        Ok(s) => Reply::Json(format!(
-            "{{\"sessions\":{},\"created\":{},\"alreadyThere\":{},\"bytesUploaded\":{},\"bytes\":{},\"failed\":{}}}",
-            s.sessions,
-            s.created,
-            s.already_there,
-            s.bytes_uploaded,
-            s.bytes,
-            pairs(&s.failures, "error")
-        )),
+        Ok(summary) => Reply::json(&summary),
         Err(e) => failed(e),
     }
 }
@@ -94,34 +77,15 @@ pub fn archive(store: &Store, endpoint: &Endpoint, to: &str, older_than_ms: i64)
         Err(reply) => return reply,
     };
     match sessionlog_archive::archive(store, &bucket, older_than_ms, &|_| {}) {
-        Ok(s) => {
-            let archived: Vec<String> = s
-                .archived
-                .iter()
-                .map(|(id, bytes)| format!("{{\"id\":{},\"bytes\":{bytes}}}", quoted(id)))
-                .collect();
-            Reply::Json(format!(
-                "{{\"archived\":[{}],\"kept\":{},\"failed\":{}}}",
-                archived.join(","),
-                pairs(&s.kept, "reason"),
-                pairs(&s.failures, "error")
-            ))
-        }
+        Ok(summary) => Reply::json(&summary),
         Err(e) => failed(e),
     }
 }
 
-/// Bring archived session `id` back: `{id, verdict, events, deleted}`.
+/// Bring archived session `id` back: its `RestoreReport`.
 pub fn restore(store: &Store, endpoint: &Endpoint, id: &str) -> Reply {
     match sessionlog_archive::restore(store, &endpoint.sources(), id) {
-        Ok(r) => Reply::Json(format!(
-            "{{\"id\":{},\"verdict\":{},\"events\":{},\"deleted\":{},\"notDeleted\":{}}}",
-            quoted(&r.import.id),
-            quoted(&r.import.verdict.to_string()),
-            r.import.events,
-            r.deleted,
-            pairs(&r.not_deleted, "error")
-        )),
+        Ok(report) => Reply::json(&report),
         Err(e) => failed(e),
     }
 }

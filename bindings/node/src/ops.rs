@@ -1,34 +1,33 @@
-//! The store operations the addon serves, each rendering its result as the JSON text (or bytes)
-//! `index.js` parses. Events and headers are rendered with the codec's `JSON.stringify`, so a
-//! value reaches JavaScript exactly as DSH's reader would have parsed it.
+//! The store operations the addon serves, each rendering its result as its report's one
+//! serialization (serde's JSON, as the CLI's `--json` prints it; `reply.rs`) or as bytes, for
+//! `index.js` to parse. Events are rendered with the codec's `JSON.stringify`, so a value reaches
+//! JavaScript exactly as DSH's reader would have parsed it.
 //!
 //! Invariant: a load's events and its revision describe the same stored prefix (the events are
 //! read up to the count the revision names).
 
+use serde::Serialize;
+use serde_json::value::RawValue;
 use sessionlog_codec::json::{stringify, Value};
 use sessionlog_engine::{
-    Error, ExportFormat, ForkReport, RepairReport, SessionSummary, SourceEncoding, Store, Verdict,
+    Error, ExportFormat, ImportReport, SessionSummary, SourceEncoding, Store, Verdict,
 };
 
-use crate::reply::{reply, Reply};
+use crate::reply::{reply, report, Reply};
 
-/// A Rust string as a JSON string literal.
-pub fn quoted(s: &str) -> String {
-    stringify(&Value::from(s))
-}
-
-/// The revision token of a stored session: it changes with every commit to it.
-fn revision(s: &SessionSummary) -> String {
-    let verdict = match s.verdict {
-        Verdict::Clean => "clean",
-        Verdict::Torn => "torn",
-        Verdict::Corrupt(_) => "corrupt",
-        Verdict::Unsupported(_) => "unsupported",
-    };
-    format!(
-        "sessionlog:{}:{}:{}:{verdict}",
-        s.events, s.bytes, s.batches
-    )
+/// A stored session as `load` returns it: `{header, events, revision, torn, verdict}`.
+#[derive(Serialize)]
+struct Loaded<'a> {
+    /// The header line.
+    header: &'a str,
+    /// The events, as the codec's `JSON.stringify` of their array.
+    events: Box<RawValue>,
+    /// [`SessionSummary::revision`].
+    revision: String,
+    /// The stored log ends in a torn fragment.
+    torn: bool,
+    /// DSH's verdict, as text.
+    verdict: String,
 }
 
 /// `summary` when the session exists and is not deleted, `None` when absent.
@@ -47,17 +46,15 @@ pub fn load(store: &Store, id: &str, from: u64) -> Reply {
         Ok(None) => return Reply::Json("null".into()),
         Err(e) => return e.into(),
     };
-    let mut out = String::with_capacity(256 + summary.bytes as usize);
-    out.push_str("{\"header\":");
-    out.push_str(&quoted(&summary.header));
-    out.push_str(",\"events\":[");
+    let mut events = String::with_capacity(64 + summary.bytes as usize);
+    events.push('[');
     let mut first = true;
     let mut put = |e: &Value| {
         if !first {
-            out.push(',');
+            events.push(',');
         }
         first = false;
-        sessionlog_codec::json::write_value(&mut out, e);
+        sessionlog_codec::json::write_value(&mut events, e);
     };
     let walked = match summary.verdict {
         Verdict::Corrupt(_) | Verdict::Unsupported(_) => {
@@ -74,63 +71,39 @@ pub fn load(store: &Store, id: &str, from: u64) -> Reply {
     if let Err(e) = walked {
         return e.into();
     }
-    out.push_str("],\"revision\":");
-    out.push_str(&quoted(&revision(&summary)));
-    out.push_str(",\"torn\":");
-    out.push_str(if summary.verdict == Verdict::Torn {
-        "true"
-    } else {
-        "false"
-    });
-    out.push_str(",\"verdict\":");
-    out.push_str(&quoted(&summary.verdict.to_string()));
-    out.push('}');
-    Reply::Json(out)
-}
-
-/// `{events, lines, bytes, verdict, revision}` of session `id`, or `null`.
-pub fn summary_of(store: &Store, id: &str) -> Reply {
-    reply(live_summary(store, id), |s| {
-        Reply::Json(s.map_or_else(
-            || "null".into(),
-            |s| {
-                format!(
-                    "{{\"events\":{},\"lines\":{},\"bytes\":{},\"verdict\":{},\"revision\":{}}}",
-                    s.events,
-                    s.body_lines,
-                    s.bytes,
-                    quoted(&s.verdict.to_string()),
-                    quoted(&revision(&s))
-                )
-            },
-        ))
+    events.push(']');
+    let events = match RawValue::from_string(events) {
+        Ok(events) => events,
+        Err(e) => {
+            return Reply::failed(
+                "SESSIONLOG_INTERNAL",
+                format!("session \"{id}\": its events did not render as JSON: {e}"),
+            )
+        }
+    };
+    Reply::json(&Loaded {
+        header: &summary.header,
+        events,
+        revision: summary.revision(),
+        torn: summary.verdict == Verdict::Torn,
+        verdict: summary.verdict.to_string(),
     })
 }
 
-/// Every live session: `[{id, header, events, lines, bytes, verdict, revision}]`.
+/// The summary of session `id` (`SessionSummary`'s rendering), or `null`.
+pub fn summary_of(store: &Store, id: &str) -> Reply {
+    report(live_summary(store, id))
+}
+
+/// Every live session's summary.
 pub fn list(store: &Store) -> Reply {
     reply(store.list(), |all| list_of(&all))
 }
 
 /// The live sessions of `all`, as [`list`] renders them.
 pub fn list_of(all: &[SessionSummary]) -> Reply {
-    let rows: Vec<String> = all
-        .iter()
-        .filter(|s| s.deleted_at_ms.is_none())
-        .map(|s| {
-                format!(
-                    "{{\"id\":{},\"header\":{},\"events\":{},\"lines\":{},\"bytes\":{},\"verdict\":{},\"revision\":{}}}",
-                    quoted(&s.id),
-                    quoted(&s.header),
-                    s.events,
-                    s.body_lines,
-                    s.bytes,
-                    quoted(&s.verdict.to_string()),
-                    quoted(&revision(s)),
-                )
-        })
-        .collect();
-    Reply::Json(format!("[{}]", rows.join(",")))
+    let live: Vec<&SessionSummary> = all.iter().filter(|s| s.deleted_at_ms.is_none()).collect();
+    Reply::json(&live)
 }
 
 /// Create an empty session from its header line.
@@ -140,9 +113,7 @@ pub fn create_session(store: &Store, header_line: &str, zstd: bool) -> Reply {
     } else {
         SourceEncoding::Jsonl
     };
-    reply(store.create_session(header_line, encoding), |id| {
-        Reply::Json(quoted(&id))
-    })
+    report(store.create_session(header_line, encoding))
 }
 
 /// The session's bytes in `format` (default: its own encoding), or one generation's.
@@ -160,66 +131,24 @@ pub fn export(
     reply(written, |_| Reply::Bytes(bytes))
 }
 
-/// A repair report as JSON.
-pub fn repair_json(r: RepairReport) -> Reply {
-    Reply::Json(format!(
-        "{{\"cutBytes\":{},\"recovered\":{},\"closers\":{},\"endSeed\":{}}}",
-        r.cut_bytes, r.recovered, r.closers, r.end_seed
-    ))
-}
-
-/// A fork report as JSON.
-pub fn fork_json(r: ForkReport) -> Reply {
-    Reply::Json(format!(
-        "{{\"id\":{},\"seed\":{},\"endSeed\":{},\"closers\":{}}}",
-        quoted(&r.id),
-        r.seed,
-        r.end_seed,
-        r.closers
-    ))
-}
-
 /// A list of values as a JSON array.
 pub fn values_json(values: Vec<Value>) -> Reply {
     Reply::Json(stringify(&Value::Array(values)))
 }
 
-/// Import one session log given as bytes: `{id, verdict}`.
+/// Import one session log given as bytes: its `ImportReport`.
 pub fn import_bytes(store: &Store, name: &str, bytes: &[u8]) -> Reply {
     let options = sessionlog_engine::ImportOptions::default();
-    let report = if bytes.starts_with(&sessionlog_codec::format::zstd::MAGIC_BYTES) {
-        store.import_zstd(name, bytes, &options)
-    } else {
-        store.import_jsonl(name, bytes, &options, &mut |_| {})
-    };
-    reply(report, |r| {
-        Reply::Json(format!(
-            "{{\"id\":{},\"verdict\":{}}}",
-            quoted(&r.id),
-            quoted(&r.verdict.to_string())
-        ))
-    })
+    let imported: sessionlog_engine::Result<ImportReport> =
+        if bytes.starts_with(&sessionlog_codec::format::zstd::MAGIC_BYTES) {
+            store.import_zstd(name, bytes, &options)
+        } else {
+            store.import_jsonl(name, bytes, &options, &mut |_| {})
+        };
+    report(imported)
 }
 
-/// Check the given sessions (all when empty): `{sessions, events, problems: [{session, detail}]}`.
+/// Check the given sessions (all when empty): its `VerifyReport`.
 pub fn verify(store: &Store, ids: &[String]) -> Reply {
-    reply(store.verify(ids), |r| {
-        let problems: Vec<String> = r
-            .problems
-            .iter()
-            .map(|p| {
-                format!(
-                    "{{\"session\":{},\"detail\":{}}}",
-                    quoted(&p.session),
-                    quoted(&p.detail)
-                )
-            })
-            .collect();
-        Reply::Json(format!(
-            "{{\"sessions\":{},\"events\":{},\"problems\":[{}]}}",
-            r.sessions,
-            r.events,
-            problems.join(",")
-        ))
-    })
+    report(store.verify(ids))
 }

@@ -7,6 +7,7 @@
 use napi::bindgen_prelude::Buffer;
 use napi::{Env, JsDeferred, JsObject};
 use napi_derive::napi;
+use serde::Serialize;
 use sessionlog_engine::{Error, RefusalKind};
 
 /// The settled value of every promise the addon returns.
@@ -81,6 +82,22 @@ impl From<Error> for Reply {
             message: e.to_string(),
         }
     }
+}
+
+impl Reply {
+    /// `value` as its report's one rendering (serde's JSON, the CLI's `--json` too), which
+    /// `index.js` parses.
+    pub fn json(value: &impl Serialize) -> Reply {
+        match serde_json::to_string(value) {
+            Ok(text) => Reply::Json(text),
+            Err(e) => Reply::failed("SESSIONLOG_INTERNAL", format!("rendering a result: {e}")),
+        }
+    }
+}
+
+/// An engine result as a reply: a success as its report's rendering ([`Reply::json`]).
+pub fn report<T: Serialize>(result: sessionlog_engine::Result<T>) -> Reply {
+    reply(result, |v| Reply::json(&v))
 }
 
 /// Turn an engine result into a reply, rendering a success with `render`.

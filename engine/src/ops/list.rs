@@ -1,12 +1,15 @@
 //! Listing stored sessions: by id, or a page at a time through the activity and creation
 //! indexes (`A`, `R` keys), reading O(page) index keys.
 
+use serde::{Serialize, Serializer};
+
 use crate::error::Result;
 use crate::layout::keys::{ACTIVITY_TAG, CF_SESSIONS, CREATED_TAG};
 use crate::layout::meta::{SessionMeta, Verdict};
 use crate::store::{visit, Store};
 
-/// One line of `ls`.
+/// One line of `ls`. Serializes (`ops/render.rs`) as `{id, header, createdAt, activityAt, cwd,
+/// verdict, events, lines, bytes, format, generations, archived, revision}`.
 #[derive(Clone, Debug)]
 pub struct SessionSummary {
     /// Session id.
@@ -68,6 +71,65 @@ impl From<&SessionMeta> for SessionSummary {
                 .map(crate::layout::meta::ArchivedCopy::location),
             batches: m.next_batch,
         }
+    }
+}
+
+impl SessionSummary {
+    /// The stored revision's token: it changes with every commit to the session (a host
+    /// compares it to learn whether a session moved since it last read it).
+    pub fn revision(&self) -> String {
+        let verdict = match self.verdict {
+            Verdict::Clean => "clean",
+            Verdict::Torn => "torn",
+            Verdict::Corrupt(_) => "corrupt",
+            Verdict::Unsupported(_) => "unsupported",
+        };
+        format!(
+            "sessionlog:{}:{}:{}:{verdict}",
+            self.events, self.bytes, self.batches
+        )
+    }
+}
+
+/// A [`SessionSummary`] as it is rendered: what a reader of a listing is told (not the batch
+/// count or the deletion time, which only the revision and the listing's filter use).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SummaryView<'a> {
+    id: &'a str,
+    header: &'a str,
+    created_at: Option<i64>,
+    activity_at: Option<i64>,
+    cwd: Option<&'a str>,
+    #[serde(serialize_with = "crate::ops::render::as_text")]
+    verdict: &'a Verdict,
+    events: u64,
+    lines: u64,
+    bytes: u64,
+    format: u32,
+    generations: &'a [u32],
+    archived: Option<&'a str>,
+    revision: String,
+}
+
+impl Serialize for SessionSummary {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        SummaryView {
+            id: &self.id,
+            header: &self.header,
+            created_at: self.created_at,
+            activity_at: self.activity_ms,
+            cwd: self.cwd.as_deref(),
+            verdict: &self.verdict,
+            events: self.events,
+            lines: self.body_lines,
+            bytes: self.bytes,
+            format: self.format,
+            generations: &self.generations,
+            archived: self.archived.as_deref(),
+            revision: self.revision(),
+        }
+        .serialize(s)
     }
 }
 

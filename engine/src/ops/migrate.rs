@@ -47,7 +47,9 @@ pub struct MigrationReport {
     pub published: bool,
 }
 
-/// One session's outcome in a whole-store migration.
+/// One session's outcome in a whole-store migration. Serializes as `{id, outcome}`:
+/// `outcome` `migrated` or `would-migrate` (a dry run) with `fromVersion`, `sourceEvents`,
+/// `events` and `bytes`; `current`; or `refused` with `reason`.
 #[derive(Clone, Debug)]
 pub enum MigrationOutcome {
     /// Migrated (or would be, dry).
@@ -56,6 +58,62 @@ pub enum MigrationOutcome {
     Current(String),
     /// Refused; the session is unchanged.
     Refused(String, String),
+}
+
+/// A [`MigrationOutcome`] as it is rendered (`ops/render.rs`).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OutcomeView<'a> {
+    id: &'a str,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    from_version: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source_events: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
+}
+
+impl<'a> OutcomeView<'a> {
+    /// An outcome that migrated nothing.
+    fn bare(id: &'a str, outcome: &'static str, reason: Option<&'a str>) -> Self {
+        OutcomeView {
+            id,
+            outcome,
+            from_version: None,
+            source_events: None,
+            events: None,
+            bytes: None,
+            reason,
+        }
+    }
+}
+
+impl serde::Serialize for MigrationOutcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            MigrationOutcome::Migrated(r) => OutcomeView {
+                id: &r.id,
+                outcome: if r.published {
+                    "migrated"
+                } else {
+                    "would-migrate"
+                },
+                from_version: Some(r.from_version),
+                source_events: Some(r.source_events),
+                events: Some(r.events),
+                bytes: Some(r.bytes),
+                reason: None,
+            },
+            MigrationOutcome::Current(id) => OutcomeView::bare(id, "current", None),
+            MigrationOutcome::Refused(id, reason) => OutcomeView::bare(id, "refused", Some(reason)),
+        }
+        .serialize(s)
+    }
 }
 
 /// Whether DSH's write-open of a session of format `version` migrates it first (V1–V3).

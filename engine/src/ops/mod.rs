@@ -13,10 +13,12 @@ pub(crate) mod import;
 pub(crate) mod list;
 pub(crate) mod migrate;
 pub(crate) mod open;
+mod render;
 pub(crate) mod repair;
 pub(crate) mod request;
 pub(crate) mod retention;
 pub(crate) mod root;
+mod verbs;
 pub(crate) mod verify;
 
 #[cfg(test)]

@@ -22,8 +22,9 @@ use crate::write::appended_batch::write_records;
 use crate::write::indexer::{fold_batch, Folded};
 use crate::write::session_batch::SessionBatch;
 
-/// What a repair or resume did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What a repair or resume did. Serializes as `{cutBytes, recovered, closers, endSeed}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RepairReport {
     /// Bytes cut from the end of the stored file (the torn tail).
     pub cut_bytes: u64,

@@ -24,8 +24,8 @@ use crate::layout::values::{
 };
 use crate::store::{visit, Snapshot, Store};
 
-/// One failed check.
-#[derive(Clone, Debug)]
+/// One failed check. Serializes as `{session, detail}`.
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct VerifyProblem {
     /// The session (its id, or `#number` when only the number is known).
     pub session: String,
@@ -33,8 +33,8 @@ pub struct VerifyProblem {
     pub detail: String,
 }
 
-/// What `verify` checked and found.
-#[derive(Clone, Debug, Default)]
+/// What `verify` checked and found. Serializes as `{sessions, lines, events, problems}`.
+#[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct VerifyReport {
     /// Sessions checked.
     pub sessions: u64,

@@ -75,6 +75,7 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 /// | the open store | [`path`](Store::path), [`direct_io`](Store::direct_io) | `store/open.rs` |
 /// | durability, the commit queue | [`durability`](Store::durability), [`sync`](Store::sync), [`commit_stats`](Store::commit_stats), [`set_commit_hook`](Store::set_commit_hook) | `store/commit.rs` |
 /// | live writes (group-committed) | [`append_many`](Store::append_many), [`append`](Store::append), [`create_session`](Store::create_session) | `ops/append/mod.rs` |
+/// | first contact: one session at a time | [`create`](Store::create), [`read_events`](Store::read_events), [`export_bytes`](Store::export_bytes) | `ops/verbs.rs` |
 /// | crash repair | [`repair`](Store::repair), [`resume`](Store::resume), [`cut_torn_tail`](Store::cut_torn_tail) | `ops/repair.rs` |
 /// | import | [`import_path`](Store::import_path) | `ops/import/mod.rs` |
 /// | | [`import_jsonl`](Store::import_jsonl) | `ops/import/jsonl.rs` |

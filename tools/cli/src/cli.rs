@@ -140,6 +140,9 @@ pub enum Command {
         /// call/result pairing).
         #[arg(long)]
         strict: bool,
+        /// Print the receipt as one JSON object `{"firstSeq","count"}`.
+        #[arg(long)]
+        json: bool,
     },
     /// Migrate a V0–V3 session (or, with --all, every one) to DSH 0.2's current format V4:
     /// the V4 successor becomes the served generation, the source stays as a frozen lower
@@ -162,11 +165,17 @@ pub enum Command {
     Repair {
         /// Session id.
         id: String,
+        /// Print the report as one JSON object `{"cutBytes","recovered","closers","endSeed"}`.
+        #[arg(long)]
+        json: bool,
     },
     /// Resume a session: repair it, then append `session/end-seed` unless the log ends with one.
     Resume {
         /// Session id.
         id: String,
+        /// Print the report as one JSON object `{"cutBytes","recovered","closers","endSeed"}`.
+        #[arg(long)]
+        json: bool,
     },
     /// Write a session's stored bytes, exactly as imported (or converted with --format).
     Export {
@@ -321,6 +330,9 @@ pub enum Command {
         /// The last inherited seq.
         #[arg(long)]
         at: Option<u64>,
+        /// Print the report as one JSON object `{"id","seed","endSeed","closers"}`.
+        #[arg(long)]
+        json: bool,
     },
     /// A session's lineage: ancestors and descendants with their fork boundaries.
     Tree {
@@ -407,6 +419,9 @@ pub enum ClusterCommand {
         /// Take it even while another host's lease is live.
         #[arg(long)]
         force: bool,
+        /// Print the session's row and the batches caught up as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// Give a session up: the next host takes it without force.
     Release {

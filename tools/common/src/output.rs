@@ -1,9 +1,20 @@
-//! Output helpers: JSON objects via the codec's JS-exact stringify, and how a binary ends (its
-//! exit code, with a broken pipe taken for success).
+//! Output helpers: reports as their one serde rendering (the text the Node binding returns
+//! too), other JSON objects via the codec's JS-exact stringify, and how a binary ends (its exit
+//! code, with a broken pipe taken for success).
 
 use std::process::ExitCode;
 
 use sessionlog_codec::json::{self, Object, Value};
+
+/// Print a report as its one rendering (serde's JSON, what the Node binding returns), on a line.
+pub fn report_line(
+    out: &mut impl std::io::Write,
+    report: &impl serde::Serialize,
+) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(report)?;
+    line.push(b'\n');
+    out.write_all(&line)
+}
 
 /// Print one JSON object per line.
 pub fn json_line(out: &mut impl std::io::Write, o: Object) -> std::io::Result<()> {

@@ -144,8 +144,9 @@ impl AppendItem {
     }
 }
 
-/// What an append stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What an append stored. Serializes as `{firstSeq, count}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct AppendReceipt {
     /// Seq of the batch's first event.
     pub first_seq: u64,
@@ -557,7 +558,7 @@ fn expected_batch_bytes(
 }
 
 /// The parsed header of a session a caller creates; a line that is not one is refused.
-fn header_of(header_line: &str) -> Result<sessionlog_codec::format::header::Header> {
+pub(crate) fn header_of(header_line: &str) -> Result<sessionlog_codec::format::header::Header> {
     parse_header(header_line.as_bytes()).map_err(|e| Error::Rejected {
         id: String::new(),
         seq: None,

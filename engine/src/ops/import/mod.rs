@@ -15,6 +15,7 @@ use sessionlog_codec::rules::scanner::LineOutcome;
 use crate::error::{Error, Result};
 use crate::layout::meta::{human_prompt_time, seed_length, SessionMeta, Verdict};
 use crate::ops::generations::{check_served_version, stage_frozen, LowerGeneration, SessionDir};
+use crate::ops::list::SessionSummary;
 use crate::store::{ProjectionCheckpoints, Store};
 use crate::write::indexer::SurfaceBuilder;
 use crate::write::session_batch::SessionBatch;
@@ -53,12 +54,13 @@ pub struct RootLocation {
     pub session_dir: String,
 }
 
-/// What an import stored.
-#[derive(Clone, Debug)]
+/// What an import stored. Serializes as `{id, verdict, events, lines, bytes}`.
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct ImportReport {
     /// Session id.
     pub id: String,
     /// DSH's verdict.
+    #[serde(serialize_with = "crate::ops::render::as_text")]
     pub verdict: Verdict,
     /// Logical events in the committed region.
     pub events: u64,
@@ -66,6 +68,20 @@ pub struct ImportReport {
     pub lines: u64,
     /// Bytes of the imported file.
     pub bytes: u64,
+}
+
+impl From<&SessionSummary> for ImportReport {
+    /// What an import that stored the session `summary` describes reports (a fleet's import,
+    /// committed through its system of record, is reported from the stored session).
+    fn from(summary: &SessionSummary) -> Self {
+        ImportReport {
+            id: summary.id.clone(),
+            verdict: summary.verdict.clone(),
+            events: summary.events,
+            lines: summary.body_lines,
+            bytes: summary.bytes,
+        }
+    }
 }
 
 /// Where an import lands, beyond what [`ImportOptions`] says (engine-internal: a migration

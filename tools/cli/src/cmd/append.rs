@@ -9,6 +9,7 @@ use sessionlog_codec::format::header::{author_header, HeaderFields};
 use sessionlog_codec::json;
 use sessionlog_engine::{ForkReport, SourceEncoding, Store};
 use sessionlog_tools_common::args::LogFormatArg;
+use sessionlog_tools_common::output::report_line;
 
 use crate::cli::FormatArg;
 
@@ -41,7 +42,12 @@ pub fn create(
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn append(store: &Store, id: &str, expect_seq: Option<u64>) -> anyhow::Result<ExitCode> {
+pub fn append(
+    store: &Store,
+    id: &str,
+    expect_seq: Option<u64>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let mut input = String::new();
     std::io::stdin()
         .read_to_string(&mut input)
@@ -58,6 +64,10 @@ pub fn append(store: &Store, id: &str, expect_seq: Option<u64>) -> anyhow::Resul
         events.push(event);
     }
     let receipt = store.append(id, expect_seq, events)?;
+    if json {
+        report_line(&mut std::io::stdout().lock(), &receipt)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     match receipt.count {
         0 => println!(
             "appended nothing (empty batch); next seq {}",
@@ -72,12 +82,16 @@ pub fn append(store: &Store, id: &str, expect_seq: Option<u64>) -> anyhow::Resul
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn repair(store: &Store, id: &str, resume: bool) -> anyhow::Result<ExitCode> {
+pub fn repair(store: &Store, id: &str, resume: bool, json: bool) -> anyhow::Result<ExitCode> {
     let r = if resume {
         store.resume(id)?
     } else {
         store.repair(id)?
     };
+    if json {
+        report_line(&mut std::io::stdout().lock(), &r)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "{id}: cut {} torn bytes, re-appended {} recovered events, appended {} closers{}",
         r.cut_bytes,
@@ -97,13 +111,17 @@ pub fn fork(
     source: &str,
     new_id: &str,
     at: Option<u64>,
+    json: bool,
 ) -> anyhow::Result<ExitCode> {
-    print_fork(source, &store.fork(source, at, new_id)?);
-    Ok(ExitCode::SUCCESS)
+    print_fork(source, &store.fork(source, at, new_id)?, json)
 }
 
-/// Say what the fork of `source` created.
-pub fn print_fork(source: &str, r: &ForkReport) {
+/// Say what the fork of `source` created (`json`: its report's rendering).
+pub fn print_fork(source: &str, r: &ForkReport, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        report_line(&mut std::io::stdout().lock(), r)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let closers = match r.closers {
         0 => String::new(),
         n => format!(", {n} closers of the open turn"),
@@ -118,4 +136,5 @@ pub fn print_fork(source: &str, r: &ForkReport) {
             ""
         }
     );
+    Ok(ExitCode::SUCCESS)
 }

@@ -10,9 +10,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use sessionlog_cluster::{schema, Config, Fleet, FleetOptions, SessionRow};
-use sessionlog_codec::json::{JsString, Object, Value};
-use sessionlog_tools_common::output::{json_line, opt};
+use serde::Serialize;
+use sessionlog_cluster::{schema, Config, Fleet, FleetOptions};
+use sessionlog_tools_common::output::report_line;
 
 use super::{append, export, inspect};
 use crate::cli::{Cli, ClusterCommand, Command};
@@ -46,8 +46,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             ClusterCommand::Init { host_roles } => init(&config, &host_roles),
             ClusterCommand::AddHost { name } => add_host(&config, &name),
             ClusterCommand::Status { json } => status(&fleet, json),
-            ClusterCommand::Acquire { id, force } => {
+            ClusterCommand::Acquire { id, force, json } => {
                 let acquired = fleet.acquire(&id, force)?;
+                if json {
+                    report_line(&mut std::io::stdout().lock(), &acquired)?;
+                    return Ok(ExitCode::SUCCESS);
+                }
                 println!(
                     "{} holds {id} at epoch {} (caught up {} batches; next seq {})",
                     fleet.host(),
@@ -79,12 +83,21 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => holding(&fleet, None, || {
             append::create(store, id.clone(), cwd, created_at, encoding, format)
         }),
-        Command::Append { id, expect_seq, .. } => {
-            holding(&fleet, Some(&id), || append::append(store, &id, expect_seq))
-        }
-        Command::Fork { source, new_id, at } => holding(&fleet, None, || {
-            append::print_fork(&source, &fleet.fork(&source, at, &new_id)?);
-            Ok(ExitCode::SUCCESS)
+        Command::Append {
+            id,
+            expect_seq,
+            json,
+            ..
+        } => holding(&fleet, Some(&id), || {
+            append::append(store, &id, expect_seq, json)
+        }),
+        Command::Fork {
+            source,
+            new_id,
+            at,
+            json,
+        } => holding(&fleet, None, || {
+            append::print_fork(&source, &fleet.fork(&source, at, &new_id)?, json)
         }),
         Command::Import {
             paths,
@@ -231,6 +244,20 @@ fn add_host(config: &Config, name: &str) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `cluster status --json` prints.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Status<'a> {
+    /// The schema's version.
+    schema_version: i32,
+    /// This host.
+    host: &'a str,
+    /// The fleet's sessions.
+    sessions: usize,
+    /// Sessions per owner (`(none)`: held by no host).
+    owners: &'a std::collections::BTreeMap<String, u64>,
+}
+
 /// `cluster status`: the fleet's sessions by owner.
 fn status(fleet: &Fleet, as_json: bool) -> anyhow::Result<ExitCode> {
     let rows = fleet.sessions()?;
@@ -241,16 +268,13 @@ fn status(fleet: &Fleet, as_json: bool) -> anyhow::Result<ExitCode> {
             .or_default() += 1;
     }
     if as_json {
-        let mut by_owner = Object::new();
-        for (owner, n) in &owners {
-            by_owner.insert(JsString::from(owner.as_str()), Value::Number(*n as f64));
-        }
-        let o = Object::new()
-            .with("schema_version", Value::Number(f64::from(schema::VERSION)))
-            .with("host", Value::String(fleet.host().into()))
-            .with("sessions", Value::Number(rows.len() as f64))
-            .with("owners", Value::Object(by_owner));
-        json_line(&mut std::io::stdout().lock(), o)?;
+        let report = Status {
+            schema_version: schema::VERSION,
+            host: fleet.host(),
+            sessions: rows.len(),
+            owners: &owners,
+        };
+        report_line(&mut std::io::stdout().lock(), &report)?;
     } else {
         println!(
             "schema version {}; this host: {}",
@@ -269,7 +293,7 @@ fn status(fleet: &Fleet, as_json: bool) -> anyhow::Result<ExitCode> {
 fn list(fleet: &Fleet, as_json: bool) -> anyhow::Result<ExitCode> {
     for r in fleet.sessions()? {
         if as_json {
-            json_line(&mut std::io::stdout().lock(), row_json(&r))?;
+            report_line(&mut std::io::stdout().lock(), &r)?;
         } else {
             println!(
                 "{}\t{}\tnext seq {}\towner {} (epoch {}){}",
@@ -283,25 +307,6 @@ fn list(fleet: &Fleet, as_json: bool) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn row_json(r: &SessionRow) -> Object {
-    Object::new()
-        .with("id", Value::String(r.id.as_str().into()))
-        .with("root", Value::String(r.root.as_str().into()))
-        .with(
-            "owner",
-            opt(r.owner.as_deref().map(|o| Value::String(o.into()))),
-        )
-        .with("epoch", Value::Number(r.epoch as f64))
-        .with("next_seq", Value::Number(r.next_seq as f64))
-        .with("verdict", Value::String(r.verdict.as_str().into()))
-        .with("deleted", Value::Bool(r.deleted))
-        .with(
-            "parent",
-            opt(r.parent.as_deref().map(|p| Value::String(p.into()))),
-        )
-        .with("seed", opt(r.seed.map(|s| Value::Number(s as f64))))
 }
 
 /// The machine's host name (`/proc/sys/kernel/hostname`).

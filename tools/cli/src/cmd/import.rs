@@ -6,11 +6,11 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use serde::Serialize;
 use sessionlog_archive::ArchiveRoot;
-use sessionlog_codec::json::Object;
 use sessionlog_engine::{Error, ImportOptions, ImportReport, Store};
 use sessionlog_tools_common::import::{collect_inputs, import_all};
-use sessionlog_tools_common::output::{json_line, opt};
+use sessionlog_tools_common::output::report_line;
 
 use crate::cmd::objects::{ImportFailure, ObjectStorage};
 
@@ -64,7 +64,7 @@ pub fn run(
                 imported += 1;
                 events += r.events;
                 if json {
-                    json_line(&mut out, report_json(name, Ok(r)))?;
+                    report_line(&mut out, &ImportLine::imported(name, r))?;
                 } else if single {
                     writeln!(
                         out,
@@ -76,7 +76,7 @@ pub fn run(
             Err(e) => {
                 rejected += 1;
                 if json {
-                    json_line(&mut out, report_json(name, Err(e)))?;
+                    report_line(&mut out, &ImportLine::rejected(name, e))?;
                 } else {
                     eprintln!("rejected {name}: {e}");
                 }
@@ -96,27 +96,57 @@ pub fn run(
     })
 }
 
-fn report_json(file: &str, result: Result<&ImportReport, &ImportFailure>) -> Object {
-    let o = Object::new().with("file", file);
-    match result {
-        Ok(r) => o
-            .with("id", r.id.as_str())
-            .with("status", "imported")
-            .with("verdict", r.verdict.to_string().as_str())
-            .with("events", r.events as i64)
-            .with("lines", r.lines as i64)
-            .with("error", opt::<&str>(None)),
-        Err(e) => {
-            let engine = match e {
-                ImportFailure::Engine(e) => Some(e),
-                ImportFailure::Other(_) => None,
-            };
-            o.with("id", opt(engine.and_then(rejected_id)))
-                .with("status", "rejected")
-                .with("verdict", opt(engine.and_then(rejected_verdict)))
-                .with("events", opt::<i64>(None))
-                .with("lines", opt::<i64>(None))
-                .with("error", e.to_string().as_str())
+/// One input's line of `import --json`: the file, whether it was imported, and the import's
+/// report (`ImportReport`'s rendering, as Node's `importBytes` returns it) or why it was not.
+#[derive(Serialize)]
+struct ImportLine<'a> {
+    file: &'a str,
+    status: &'static str,
+    #[serde(flatten)]
+    report: Stored<'a>,
+    error: Option<String>,
+}
+
+/// What an input stored, or what is known of a rejected one (its fields `null` otherwise).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Stored<'a> {
+    Imported(&'a ImportReport),
+    Rejected {
+        id: Option<&'a str>,
+        verdict: Option<&'a str>,
+        events: Option<u64>,
+        lines: Option<u64>,
+        bytes: Option<u64>,
+    },
+}
+
+impl<'a> ImportLine<'a> {
+    fn imported(file: &'a str, report: &'a ImportReport) -> Self {
+        ImportLine {
+            file,
+            status: "imported",
+            report: Stored::Imported(report),
+            error: None,
+        }
+    }
+
+    fn rejected(file: &'a str, failure: &'a ImportFailure) -> Self {
+        let engine = match failure {
+            ImportFailure::Engine(e) => Some(e),
+            ImportFailure::Other(_) => None,
+        };
+        ImportLine {
+            file,
+            status: "rejected",
+            report: Stored::Rejected {
+                id: engine.and_then(rejected_id),
+                verdict: engine.and_then(rejected_verdict),
+                events: None,
+                lines: None,
+                bytes: None,
+            },
+            error: Some(failure.to_string()),
         }
     }
 }

@@ -3,9 +3,10 @@
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
 
-use sessionlog_codec::json::{self, Object, Value};
+use serde::Serialize;
+use sessionlog_codec::json;
 use sessionlog_engine::{ListOrder, Store, VerifyProblem};
-use sessionlog_tools_common::output::{json_line, opt};
+use sessionlog_tools_common::output::report_line;
 
 use crate::cli::OrderArg;
 
@@ -82,6 +83,12 @@ pub fn check_request(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The last line of a limited `ls --json` page when more remain: the cursor to continue after.
+#[derive(Serialize)]
+struct NextPage<'a> {
+    next: &'a str,
+}
+
 pub fn ls(
     store: &Store,
     order: OrderArg,
@@ -98,26 +105,7 @@ pub fn ls(
     let mut out = BufWriter::new(std::io::stdout().lock());
     for s in &page.sessions {
         if as_json {
-            let o = Object::new()
-                .with("id", s.id.as_str())
-                .with("createdAt", opt(s.created_at))
-                .with("activityAt", opt(s.activity_ms))
-                .with("cwd", opt(s.cwd.as_deref()))
-                .with("verdict", s.verdict.to_string().as_str())
-                .with("events", s.events as i64)
-                .with("bytes", s.bytes as i64)
-                .with("format", i64::from(s.format))
-                .with("archived", opt(s.archived.as_deref()))
-                .with(
-                    "generations",
-                    Value::Array(
-                        s.generations
-                            .iter()
-                            .map(|&g| Value::from(i64::from(g)))
-                            .collect(),
-                    ),
-                );
-            json_line(&mut out, o)?;
+            report_line(&mut out, s)?;
         } else {
             writeln!(
                 out,
@@ -129,7 +117,7 @@ pub fn ls(
     if let (Some(next), Some(_)) = (&page.next, limit) {
         let hex: String = next.iter().map(|b| format!("{b:02x}")).collect();
         if as_json {
-            json_line(&mut out, Object::new().with("next", hex.as_str()))?;
+            report_line(&mut out, &NextPage { next: &hex })?;
         } else {
             writeln!(out, "more: --after {hex}")?;
         }
@@ -154,12 +142,7 @@ fn decode_hex(s: &str) -> anyhow::Result<Vec<u8>> {
 pub fn tree(store: &Store, id: &str) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::new(std::io::stdout().lock());
     for e in store.lineage(id)? {
-        let o = Object::new()
-            .with("id", e.id.as_str())
-            .with("depth", e.depth)
-            .with("parent", opt(e.parent.as_deref()))
-            .with("seedLength", opt(e.seed.map(|s| s as i64)));
-        json_line(&mut out, o)?;
+        report_line(&mut out, &e)?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
@@ -238,22 +221,7 @@ pub fn verify(
     report.problems.extend(objects);
     let mut out = std::io::stdout().lock();
     if as_json {
-        let problems = report
-            .problems
-            .iter()
-            .map(|p| {
-                Object::new()
-                    .with("session", p.session.as_str())
-                    .with("problem", p.detail.as_str())
-                    .into()
-            })
-            .collect();
-        let o = Object::new()
-            .with("sessions", report.sessions as i64)
-            .with("lines", report.lines as i64)
-            .with("events", report.events as i64)
-            .with("problems", json::Value::Array(problems));
-        json_line(&mut out, o)?;
+        report_line(&mut out, &report)?;
     } else {
         for p in &report.problems {
             writeln!(out, "session \"{}\": {}", p.session, p.detail)?;

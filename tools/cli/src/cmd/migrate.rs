@@ -3,9 +3,8 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use sessionlog_codec::json::Object;
-use sessionlog_engine::{MigrateOptions, MigrationOutcome, MigrationReport, Store};
-use sessionlog_tools_common::output::json_line;
+use sessionlog_engine::{MigrateOptions, MigrationOutcome, Store};
+use sessionlog_tools_common::output::report_line;
 
 /// Migrate `id`, or every session with `all`; exits 1 when a named session is refused, and 0
 /// for `--all` (its refusals are reported per session).
@@ -46,7 +45,7 @@ pub fn run(
 
 fn print(out: &mut impl Write, outcome: &MigrationOutcome, json: bool) -> std::io::Result<()> {
     match (outcome, json) {
-        (MigrationOutcome::Migrated(r), true) => json_line(out, report_object(r)),
+        (outcome, true) => report_line(out, outcome),
         (MigrationOutcome::Migrated(r), false) => writeln!(
             out,
             "{}: v{} → v4, {} → {} events, {} bytes{}",
@@ -61,37 +60,7 @@ fn print(out: &mut impl Write, outcome: &MigrationOutcome, json: bool) -> std::i
                 " (dry run: nothing published)"
             }
         ),
-        (MigrationOutcome::Current(id), true) => json_line(
-            out,
-            Object::new()
-                .with("id", id.as_str())
-                .with("outcome", "current"),
-        ),
         (MigrationOutcome::Current(id), false) => writeln!(out, "{id}: already current"),
-        (MigrationOutcome::Refused(id, reason), true) => json_line(
-            out,
-            Object::new()
-                .with("id", id.as_str())
-                .with("outcome", "refused")
-                .with("reason", reason.as_str()),
-        ),
         (MigrationOutcome::Refused(id, reason), false) => writeln!(out, "{id}: refused: {reason}"),
     }
-}
-
-fn report_object(r: &MigrationReport) -> Object {
-    Object::new()
-        .with("id", r.id.as_str())
-        .with(
-            "outcome",
-            if r.published {
-                "migrated"
-            } else {
-                "would-migrate"
-            },
-        )
-        .with("fromVersion", f64::from(r.from_version))
-        .with("sourceEvents", r.source_events as f64)
-        .with("events", r.events as f64)
-        .with("bytes", r.bytes as f64)
 }

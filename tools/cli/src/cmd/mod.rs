@@ -86,15 +86,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             id,
             expect_seq,
             strict,
-        } => append::append(&open_with(strict)?, &id, expect_seq),
+            json,
+        } => append::append(&open_with(strict)?, &id, expect_seq, json),
         Command::Migrate {
             id,
             all,
             dry_run,
             json,
         } => migrate::run(&open()?, id.as_deref(), all, dry_run, json),
-        Command::Repair { id } => append::repair(&open()?, &id, false),
-        Command::Resume { id } => append::repair(&open()?, &id, true),
+        Command::Repair { id, json } => append::repair(&open()?, &id, false, json),
+        Command::Resume { id, json } => append::repair(&open()?, &id, true, json),
         Command::Events { id, from, to } => {
             read(&id, &|store| inspect::events(store, &id, from, to))
         }
@@ -125,7 +126,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             after,
             json,
         } => inspect::ls(&open()?, order, limit, after.as_deref(), json),
-        Command::Fork { source, new_id, at } => append::fork(&open()?, &source, &new_id, at),
+        Command::Fork {
+            source,
+            new_id,
+            at,
+            json,
+        } => append::fork(&open()?, &source, &new_id, at, json),
         Command::Tree { id } => inspect::tree(&open()?, &id),
         Command::Delete { id } => inspect::retain(&open()?, &id, true),
         Command::Undelete { id } => inspect::retain(&open()?, &id, false),

@@ -5,10 +5,10 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use serde::Serialize;
 use sessionlog_archive::{ArchiveRoot, ArchiveSources, ArchivedView, Bucket, S3Config, Transfer};
-use sessionlog_codec::json::{Object, Value};
 use sessionlog_engine::{ExportFormat, ImportOptions, ImportReport, Options, Store, VerifyProblem};
-use sessionlog_tools_common::output::json_line;
+use sessionlog_tools_common::output::report_line;
 
 use crate::cli::S3Args;
 
@@ -88,16 +88,12 @@ impl ObjectStorage {
         }
         let root = bucket.root().to_string();
         if json {
-            let o = Object::new()
-                .with("to", root.as_str())
-                .with("sessions", summary.sessions as i64)
-                .with("created", summary.created as i64)
-                .with("alreadyThere", summary.already_there as i64)
-                .with("bytesUploaded", summary.bytes_uploaded as i64)
-                .with("bytes", summary.bytes as i64)
-                .with("seconds", seconds)
-                .with("failed", failures(&summary.failures, "error"));
-            json_line(&mut std::io::stdout().lock(), o)?;
+            let line = Rooted {
+                to: &root,
+                report: &summary,
+                seconds: Some(seconds),
+            };
+            report_line(&mut std::io::stdout().lock(), &line)?;
         } else {
             println!(
                 "exported {} sessions ({} bytes) to {root}: {} objects created, {} already there, {} failed",
@@ -151,22 +147,12 @@ impl ObjectStorage {
         }
         let root = bucket.root().to_string();
         if json {
-            let archived = summary
-                .archived
-                .iter()
-                .map(|(id, bytes)| {
-                    Object::new()
-                        .with("id", id.as_str())
-                        .with("bytes", *bytes as i64)
-                        .into()
-                })
-                .collect();
-            let o = Object::new()
-                .with("to", root.as_str())
-                .with("archived", Value::Array(archived))
-                .with("kept", failures(&summary.kept, "reason"))
-                .with("failed", failures(&summary.failures, "error"));
-            json_line(&mut std::io::stdout().lock(), o)?;
+            let line = Rooted {
+                to: &root,
+                report: &summary,
+                seconds: None,
+            };
+            report_line(&mut std::io::stdout().lock(), &line)?;
         } else {
             let mut out = std::io::stdout().lock();
             for (id, bytes) in &summary.archived {
@@ -195,14 +181,7 @@ impl ObjectStorage {
         }
         let r = &report.import;
         if json {
-            let o = Object::new()
-                .with("id", r.id.as_str())
-                .with("verdict", r.verdict.to_string().as_str())
-                .with("events", r.events as i64)
-                .with("bytes", r.bytes as i64)
-                .with("deleted", report.deleted as i64)
-                .with("notDeleted", failures(&report.not_deleted, "error"));
-            json_line(&mut std::io::stdout().lock(), o)?;
+            report_line(&mut std::io::stdout().lock(), &report)?;
         } else {
             println!(
                 "restored {}: {}, {} events, {} bytes; {} objects deleted from the archive",
@@ -261,19 +240,15 @@ fn is_archived(e: &anyhow::Error) -> bool {
     })
 }
 
-/// `[{"id", what}]` of (id, text) pairs.
-fn failures(pairs: &[(String, String)], what: &'static str) -> Value {
-    Value::Array(
-        pairs
-            .iter()
-            .map(|(id, text)| {
-                Object::new()
-                    .with("id", id.as_str())
-                    .with(what, text.as_str())
-                    .into()
-            })
-            .collect(),
-    )
+/// A report of a run against an object-storage root, as `--json` prints it: the root, the
+/// report's own rendering (what Node returns), and the run's seconds where they are timed.
+#[derive(Serialize)]
+struct Rooted<'a, R> {
+    to: &'a str,
+    #[serde(flatten)]
+    report: &'a R,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seconds: Option<f64>,
 }
 
 fn exit(ok: bool) -> ExitCode {
