@@ -451,7 +451,7 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
         const urls = [await postgres().database(), await postgres().database()]
         for (const [url, dir] of [[urls[0], createdA], [urls[1], createdB]] as const) {
           const store = await Store.open(dir, { cluster: { url, host: 'a' } })
-          await store.createSession({ version: 4, id: 's', createdAt: 1, cwd: '/w' })
+          await store.createSession({ version: 0, id: 's', createdAt: 1, cwd: '/w' })
           await store.append('s', 0, [{ type: 'turn/start', time: 2, data: { turn: 1 } }])
           await store.close()
         }
