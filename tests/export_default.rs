@@ -2,13 +2,14 @@
 //! writer (create and append in both encodings, appends kept as written, imports of `.jsonl` and
 //! of `.jsonl.zstd` files framed per batch by DSH, fork, migrate, repair), then `export-all`
 //! with its default format into a directory and into a bucket, then `import` of that root into
-//! a fresh store. Every session exports the same stored bytes, the same `.jsonl` bytes, every
-//! generation the same bytes and, stored as `.jsonl.zstd`, the same frames, before and after.
+//! a fresh store. Every session exports the same stored bytes, the same `.jsonl` bytes, the same
+//! `.jsonl.zstd` bytes (its own frames when stored as `.jsonl.zstd`, the conversion when stored
+//! as `.jsonl`) and every generation the same bytes, before and after.
 
 use std::path::Path;
 use std::process::Command;
 
-use sessionlog::codec::format::zstd::{compress_frame, scan_frames, MAGIC_BYTES};
+use sessionlog::codec::format::zstd::{compress_frame, scan_frames};
 use sessionlog::codec::json::{parse, stringify, Value};
 use sessionlog::engine::{AppendItem, ExportFormat, SourceEncoding, Store, Verdict};
 use sessionlog_harness::gen::{session, session_batches, GenOptions, SessionFeed};
@@ -52,8 +53,7 @@ fn all_exports(store: &Store) -> Vec<(String, Exports)> {
         .collect()
 }
 
-/// Every difference between two stores' exports (but a plain session's `.jsonl.zstd`
-/// conversion), one line each (`id: export: before → after`).
+/// Every difference between two stores' exports, one line each (`id: export: before → after`).
 fn differences(before: &[(String, Exports)], after: &[(String, Exports)]) -> Vec<String> {
     let shown = |r: Option<&Result<Vec<u8>, String>>| match r {
         None => "absent".to_owned(),
@@ -66,13 +66,7 @@ fn differences(before: &[(String, Exports)], after: &[(String, Exports)]) -> Vec
             out.push(format!("{id}: missing after the round trip"));
             continue;
         };
-        let stored_plain = exports
-            .iter()
-            .any(|(n, b)| n == "stored" && matches!(b, Ok(b) if !b.starts_with(&MAGIC_BYTES)));
         for (name, bytes) in exports {
-            if stored_plain && name == ".jsonl.zstd" {
-                continue;
-            }
             let other = again.iter().find(|(n, _)| n == name).map(|(_, b)| b);
             if other != Some(bytes) {
                 out.push(format!(
@@ -315,11 +309,10 @@ fn assert_none(differ: &[String]) {
 }
 
 /// A `.jsonl` file carries no batch boundaries, so a plain session written in several batches
-/// comes back as one batch, and its `.jsonl.zstd` conversion (a frame per stored batch) is the
-/// one export a round trip may change (docs/USAGE.md says so); every other export is compared.
+/// comes back as one batch; its `.jsonl.zstd` conversion is framed by its plaintext alone, so it
+/// is compared like every other export.
 #[test]
-fn the_default_export_all_round_trips_every_writers_sessions_byte_for_byte_but_plain_zstd_conversions(
-) {
+fn the_default_export_all_round_trips_every_writers_sessions_byte_for_byte() {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("db");
     let Some(store) = every_writer_store(&db) else {

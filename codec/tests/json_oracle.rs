@@ -19,6 +19,9 @@ use std::process::{Command, Stdio};
 
 use sessionlog_codec::json::{number_to_string, parse, stringify, Value};
 
+mod rng;
+use rng::Rng;
+
 /// A case for the oracle and the answer our codec gives for it.
 struct Case {
     /// What the case is, for failure messages.
@@ -53,27 +56,6 @@ fn shared_dir() -> Option<PathBuf> {
     let line = format!("SKIPPED {test}: needs the JSON oracle: {why}\n");
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
     None
-}
-
-/// splitmix64: small, deterministic, good enough to spread cases.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        usize::try_from(self.next() % n as u64).expect("below n fits usize")
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())]
-    }
 }
 
 fn hex(bytes: &[u8]) -> String {

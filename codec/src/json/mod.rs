@@ -7,6 +7,8 @@
 //! - `parse`: `JSON.parse`; `stringify`: `JSON.stringify` and `String(v)`; `number`: JS's
 //!   `Number::toString`; `plain_run`: the bytes a string holds unescaped, for both directions;
 //! - `gate`: the lossless-JSON admission gate ([`admit`]);
+//! - `skim`: `JSON.parse`'s verdict without building the value, with the envelope's member
+//!   spans ([`skim()`]), for readers that build only what they use;
 //! - `interned`: DSH's repeated words held as `&'static str`, looked up through `by_length`.
 
 pub(crate) mod by_length;
@@ -15,6 +17,7 @@ mod interned;
 mod number;
 mod parse;
 mod plain_run;
+pub mod skim;
 mod stringify;
 mod value;
 

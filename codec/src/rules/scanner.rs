@@ -22,6 +22,7 @@
 use crate::format::header::Header;
 use crate::format::known_types::v4_unknown_type;
 use crate::format::rows::{admit_v4_row, check_surface_op, decode_line, decode_row, Admission};
+use crate::json::skim::{skim, Level, Rejected, Skim};
 use crate::json::{self, Value};
 use crate::rules::relations::V4Relations;
 use crate::Result;
@@ -204,6 +205,9 @@ impl BodyScanner {
     /// A V2–V4 line: one row, one event. V4 rows pass admission before anything else; after
     /// the first issue, rows are only parsed to find a `turn/end` that makes it fatal.
     fn push_row(&mut self, line: &[u8], end: u64) -> Result<LineOutcome> {
+        if self.issue.is_some() && self.version < 4 {
+            return self.push_row_after_issue(line);
+        }
         let value = match json::parse(&String::from_utf8_lossy(line)) {
             Ok(value) => value,
             Err(e @ crate::Error::TooDeep { .. }) => return Err(e),
@@ -273,6 +277,31 @@ impl BodyScanner {
                 Ok(LineOutcome::Tail)
             }
         }
+    }
+
+    /// A V2/V3 row after the first issue: all that matters is whether it holds a `turn/end`
+    /// (which makes the issue fatal), so the row is skimmed, not built; a row the skim does not
+    /// index is parsed in full, and one nested too deep fails as the full parser fails.
+    fn push_row_after_issue(&mut self, line: &[u8]) -> Result<LineOutcome> {
+        let is_turn_end = match skim(line) {
+            Ok(Skim::Indexed(envelope)) => envelope
+                .get(Level::Top, "type")
+                .and_then(|t| envelope.str(t))
+                .is_some_and(|t| t == "turn/end"),
+            Ok(Skim::Unusual) | Err(Rejected::TooDeep) => {
+                let value = json::parse(&String::from_utf8_lossy(line))?;
+                value
+                    .as_object()
+                    .and_then(|o| o.get("type"))
+                    .and_then(Value::as_str)
+                    == Some("turn/end")
+            }
+            Err(Rejected::Syntax) => false,
+        };
+        if is_turn_end {
+            self.fatal = self.issue.clone();
+        }
+        Ok(LineOutcome::Tail)
     }
 
     /// Decode one V2–V4 row at the next seq: the envelope, the seq, the generation's surfaceOp

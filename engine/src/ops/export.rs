@@ -6,21 +6,22 @@
 //! - Across encodings: `.jsonl.zstd` → `.jsonl` is `zstd -dc` of the stored file: every byte its
 //!   frames decode to, whatever the verdict (lines past the committed region and what a torn
 //!   final frame's complete blocks hold included); `.jsonl` → `.jsonl.zstd` is a header frame
-//!   plus one Node-identical frame per stored batch, covering the committed region (a torn tail
-//!   cannot be framed: DSH would reject a frame holding a torn record).
+//!   plus the committed region in Node-identical frames cut at line ends by size
+//!   ([`BodyFramer`]), so the conversion is a function of the plaintext alone and survives an
+//!   export → import round trip through a `.jsonl` file (a torn tail cannot be framed: DSH
+//!   would reject a frame holding a torn record).
 //!
 //! Every stored value's crc32 is checked before its bytes are written.
 
 use std::io::Write;
 
 use sessionlog_codec::format::stored::block_text;
-use sessionlog_codec::format::zstd::{Decompressor, FrameCompressor};
+use sessionlog_codec::format::zstd::{BodyFramer, Decompressor, FrameCompressor};
 
 use crate::error::{Error, Result};
 use crate::layout::keys;
 use crate::layout::meta::{SessionMeta, SourceEncoding};
 use crate::layout::values::checked_bytes;
-use crate::read::events::stored_block;
 use crate::store::{visit, Snapshot, Store};
 
 /// The two DSH artifact encodings.
@@ -210,43 +211,22 @@ impl Store {
         })
     }
 
-    /// Author DSH frames for a session stored as plain lines: header frame, then one frame per
-    /// stored batch, in order.
+    /// Author DSH frames for a session stored as plain lines: the header frame, then the
+    /// committed body (a fork's re-serialized seed first) cut by [`BodyFramer`].
     fn write_frames(
         &self,
         meta: &SessionMeta,
         snap: Option<&Snapshot<'_>>,
         w: &mut Counting<'_>,
     ) -> Result<()> {
-        let mut compressor = FrameCompressor::new()?;
-        let mut frame = Vec::new();
-        compressor.compress_into(&meta.header, &mut frame)?;
-        w.put(&frame)?;
-        // A fork's seed batch (batch 1) starts with the inherited events, re-serialized.
-        let mut plain = Vec::new();
-        self.seed_text(meta, &mut |text| {
-            plain.extend_from_slice(text);
-            Ok(())
+        w.put(&FrameCompressor::new()?.compress(&meta.header)?)?;
+        let mut framer = BodyFramer::new()?;
+        let mut emit = |frame: &[u8]| w.put(frame);
+        self.seed_text(meta, &mut |text| framer.feed(text, &mut emit))?;
+        self.copy_section(meta, snap, keys::BLOCK, &mut |text| {
+            framer.feed(text, &mut emit)
         })?;
-        let mut batch = (!plain.is_empty()).then_some(1);
-        self.scan_section(meta, snap, keys::BLOCK, 0, &mut |n, v| {
-            let block = stored_block(meta, n, v)?;
-            if batch.is_some_and(|b| b != block.meta.batch) {
-                frame.clear();
-                compressor.compress_into(&plain, &mut frame)?;
-                w.put(&frame)?;
-                plain.clear();
-            }
-            batch = Some(block.meta.batch);
-            plain.extend_from_slice(block.text);
-            Ok(true)
-        })?;
-        if batch.is_some() {
-            frame.clear();
-            compressor.compress_into(&plain, &mut frame)?;
-            w.put(&frame)?;
-        }
-        Ok(())
+        framer.finish(&mut emit)
     }
 }
 

@@ -112,20 +112,21 @@ impl SurfaceBuilder {
 
     /// Fold and index committed event `seq`, then, under V4, run its message projection (if its
     /// type has one) with `store`'s registry and store its record. A refusal of either stops the
-    /// index at `seq`.
+    /// index at `seq`. The event is taken by value: a later replace may target it, and it is
+    /// then kept whole, moved rather than copied.
     pub(crate) fn apply(
         &mut self,
         store: &Store,
         number: u64,
         seq: u64,
-        event: &Value,
+        event: Value,
         put: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> Result<()>,
     ) -> Result<()> {
         if self.error.is_some() {
             return Ok(());
         }
         let current = &self.current;
-        let change = match self.fold.apply(event, |s| current.get(&s).cloned()) {
+        let change = match self.fold.apply(&event, |s| current.get(&s).cloned()) {
             Ok(change) => change,
             Err(e) => {
                 self.rule = Some(match &e {
@@ -142,19 +143,25 @@ impl SurfaceBuilder {
                 self.current.remove(s);
             }
         }
-        if !matches!(change, SurfaceChange::Unchanged) {
-            let ty = event_type(event);
-            let kept = if ty == "tool/result" || (v4 && ty == "user/message") {
-                event.clone()
-            } else {
-                Value::Object(Object::new().with("type", ty))
-            };
+        let changed = !matches!(change, SurfaceChange::Unchanged);
+        let ty = event_type(&event);
+        let whole = changed && (ty == "tool/result" || (v4 && ty == "user/message"));
+        if changed && !whole {
+            let kept = Value::Object(Object::new().with("type", ty));
             self.current.insert(seq, kept);
         }
         self.indexer
             .record(number, seq, &change, &self.fold, &mut |k, v| {
                 put(k.to_vec(), v)
             })?;
+        let held;
+        let event = if whole {
+            self.current.insert(seq, event);
+            &self.current[&seq]
+        } else {
+            held = event;
+            &held
+        };
         if !v4 {
             return Ok(());
         }

@@ -8,16 +8,20 @@
 //! - `read`: the whole-artifact reader in DSH's check order ([`read_frames`], [`FrameReader`]),
 //!   and the listing's header read ([`read_header_line`]);
 //! - `write`: frame authoring byte-identical to Node's `zlib.zstdCompress` ([`compress_frame`],
-//!   [`FrameCompressor`]).
+//!   [`FrameCompressor`]);
+//! - `body_frames`: the line-aligned framing of a plain session's body when it is rendered as
+//!   `.jsonl.zstd` ([`BodyFramer`]), a function of the plaintext alone.
 //!
 //! Invariant: every refusal is an [`Error::Zstd`] whose message is DSH's own text, so the engine
 //! reports what DSH would report. No file I/O happens here.
 
+mod body_frames;
 mod decode;
 mod read;
 mod scan;
 mod write;
 
+pub use body_frames::{BodyFramer, BODY_FRAME_BYTES};
 pub use decode::{Decompressor, FrameDecoder};
 pub use read::{
     check_header_frame, read_frames, read_header_line, DecodedFrame, FrameReader, TornFrame,

@@ -230,3 +230,52 @@ fn v4_refuses_an_unknown_required_type_after_the_scan_and_before_the_relationshi
     let (s, len) = scan_header(&v(4, false), &ignorable);
     assert_eq!((s.finish(len), s.events()), (BodyVerdict::Clean, 2));
 }
+
+/// After a V2/V3 row's issue, a later row makes it fatal exactly when `JSON.parse` would read
+/// its `type` as `turn/end`: spelled plainly, escaped, or as the last of duplicate keys (the
+/// rows the skim leaves to the full parser); a row that is not JSON, or names another type,
+/// leaves the rest a tail.
+#[test]
+fn a_turn_end_after_a_later_generation_issue_is_found_however_it_is_spelled() {
+    let first = row(0, "turn/start", r#"{"turn":1}"#);
+    for version in [2, 3] {
+        for (later, fatal) in [
+            (row(9, "turn/end", "{}"), true),
+            (r#"{"type":"turn\/end","seq":9}"#.to_owned() + "\n", true),
+            (r#"{"t\u0079pe":"turn/end"}"#.to_owned() + "\n", true),
+            (
+                r#"{"type":"turn/start","type":"turn/end"}"#.to_owned() + "\n",
+                true,
+            ),
+            (
+                r#"{"type":"turn/end","type":"turn/start"}"#.to_owned() + "\n",
+                false,
+            ),
+            (row(9, "turn/start", "{}"), false),
+            ("{\"type\":\"turn/end\"\n".to_owned(), false),
+            ("[\"turn/end\"]\n".to_owned(), false),
+        ] {
+            let body = format!("{first}garbage\n{later}");
+            let (s, len) = scan_header(&v(version, false), &body);
+            let want = if fatal {
+                BodyVerdict::Corrupt("row 2 is not valid JSON".into())
+            } else {
+                BodyVerdict::Torn
+            };
+            assert_eq!(s.finish(len), want, "v{version}: {later}");
+        }
+    }
+}
+
+/// A row nested past the depth limit after an issue fails as the full parser does.
+#[test]
+fn a_too_deep_row_after_a_later_generation_issue_is_an_error() {
+    let h = crate::format::header::parse_header(v(2, false).as_bytes()).expect("a header");
+    let mut s = BodyScanner::for_header(&h, 0);
+    s.push_line(b"garbage", 8).expect("a line");
+    let deep = "[".repeat(json::MAX_DEPTH + 1);
+    assert!(matches!(
+        s.push_line(deep.as_bytes(), 9),
+        Err(crate::Error::TooDeep { .. })
+    ));
+}

@@ -265,11 +265,18 @@ impl BodyIndexer {
         let first_seq = self.reader.scanner.events() - events.len() as u64;
         let number = w.number();
         let store = w.store();
-        for (k, e) in events.iter().enumerate() {
+        let members = u32::try_from(events.len()).unwrap_or(u32::MAX);
+        // The surface fold comes last: it takes the event (and may keep it).
+        for (k, e) in events.into_iter().enumerate() {
             let seq = first_seq + k as u64;
-            self.reader.observe(seq, e);
-            if let Some(t) = human_prompt_time(e) {
+            self.reader.observe(seq, &e);
+            if let Some(t) = human_prompt_time(&e) {
                 self.activity = Some(t);
+            }
+            if self.projected {
+                self.checkpoints.apply(number, seq, &e, &mut |key, value| {
+                    w.put_checkpoint(key, value)
+                })?;
             }
             if self.indexed {
                 let refused_before = self.surface.error.is_some();
@@ -281,13 +288,7 @@ impl BodyIndexer {
                     self.reader.surface_refused(seq, rule);
                 }
             }
-            if self.projected {
-                self.checkpoints.apply(number, seq, e, &mut |key, value| {
-                    w.put_checkpoint(key, value)
-                })?;
-            }
         }
-        let members = u32::try_from(events.len()).unwrap_or(u32::MAX);
         w.put_line(first_seq, members, batch, bytes)?;
         Ok(true)
     }

@@ -73,10 +73,7 @@ impl Store {
         decoder
             .decode_frame(&bytes[frame0], 0, &mut header_plain)
             .map_err(|e| not_a_session(format!("its header frame does not decode: {e}")))?;
-        let header_end = header_plain
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(header_plain.len(), |i| i + 1);
+        let header_end = memchr::memchr(b'\n', &header_plain).map_or(header_plain.len(), |i| i + 1);
         let header_line = header_plain[..header_end].to_vec();
         let header = parse_header(header_line.strip_suffix(b"\n").unwrap_or(&header_line))
             .map_err(|e| not_a_session(e.to_string()))?;
@@ -193,7 +190,7 @@ fn feed(
     stop_at_tail: bool,
 ) -> Result<()> {
     let mut rest = plain;
-    while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+    while let Some(nl) = memchr::memchr(b'\n', rest) {
         let (piece, after) = rest.split_at(nl);
         *end += nl as u64 + 1;
         let committed = if carry.is_empty() {
