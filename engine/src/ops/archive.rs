@@ -24,6 +24,7 @@ use crate::ops::import::{ImportOptions, ImportReport, Landing};
 use crate::ops::root::{root_files_of, RootFile};
 use crate::store::{lock_session, Store};
 use crate::write::session_batch::SessionBatch;
+use crate::layout::changes::{Change, ChangeKind};
 
 /// Which sessions an archive run takes, and which it keeps with why.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -150,6 +151,9 @@ impl Store {
         };
         let mut batch = SessionBatch::new(self);
         batch.replace_with_archive(&archived)?;
+        batch.record_change(
+            Change::new(ChangeKind::Archived, &archived.id, archived.events, 0).with_other(root),
+        );
         batch.commit(&format!("archiving session \"{id}\""))?;
         *state = None;
         Ok(())

@@ -17,6 +17,7 @@ pub(crate) mod repair;
 pub(crate) mod request;
 pub(crate) mod retention;
 pub(crate) mod root;
+pub(crate) mod subscribe;
 pub(crate) mod verify;
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 use sessionlog_codec::json::Value;
 use sessionlog_codec::rules::repair::{end_seed, needs_end_seed, OpenTurn};
 
+use crate::layout::changes::{Change, ChangeKind};
 use crate::error::{Error, Result};
 use crate::layout::keys;
 use crate::layout::meta::{now_ms, SessionMeta, Verdict};
@@ -162,6 +163,8 @@ impl Store {
         // The repair's own changes (verdict, tail) and its batches' counters, written once.
         if let Some(stored) = stored {
             batch.update_meta(&stored, &meta)?;
+            let added = meta.events.saturating_sub(stored.events);
+            batch.record_change(Change::new(ChangeKind::Repaired, &meta.id, stored.events, added));
         }
         Ok(report)
     }
