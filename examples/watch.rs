@@ -46,7 +46,9 @@ fn main() -> Result<()> {
         std::thread::spawn(move || -> Result<Vec<u64>> {
             let mut seqs = Vec::new();
             while seqs.len() < 10 {
-                if let Some((seq, event)) = subscription.next_within(&store, Duration::from_secs(10))? {
+                if let Some((seq, event)) =
+                    subscription.next_within(&store, Duration::from_secs(10))?
+                {
                     println!("follower: {seq} {}", json::stringify(&event));
                     seqs.push(seq);
                 }
@@ -66,9 +68,15 @@ fn main() -> Result<()> {
     let mut feed = store.subscribe_all(None)?;
     let mut cursor = None;
     for _ in 0..4 {
-        let item = feed.next_within(&store, Duration::ZERO)?.ok_or("the feed ended early")?;
+        let item = feed
+            .next_within(&store, Duration::ZERO)?
+            .ok_or("the feed ended early")?;
         if let FeedChange::Session { kind, count, .. } = &item.change {
-            println!("indexer: session {} {} ({count} events)", item.session, kind.name());
+            println!(
+                "indexer: session {} {} ({count} events)",
+                item.session,
+                kind.name()
+            );
         }
         cursor = Some(item.next.to_string());
     }
@@ -90,6 +98,9 @@ fn main() -> Result<()> {
     if events != 8 {
         return Err(format!("the resumed feed gave {events} events, not 8").into());
     }
-    println!("indexer: resumed from {}, {events} more events", cursor.unwrap_or_default());
+    println!(
+        "indexer: resumed from {}, {events} more events",
+        cursor.unwrap_or_default()
+    );
     Ok(())
 }

@@ -310,6 +310,7 @@ impl Error {
         match self {
             Error::Poisoned => Error::Poisoned,
             Error::Closed => Error::Closed,
+            Error::ReadOnly { path } => Error::ReadOnly { path: path.clone() },
             Error::Refused(r) => Error::Refused(r.clone()),
             Error::Shared(e) => Error::Shared(std::sync::Arc::clone(e)),
             Error::Storage { context, source } => Error::Storage {

@@ -27,6 +27,7 @@ mod layering;
 mod test_support;
 
 pub use error::{Error, Refusal, RefusalKind, Result};
+pub use layout::changes::ChangeKind;
 pub use layout::meta::{ArchivedCopy, ArchivedFile, FrozenGeneration, SourceEncoding, Verdict};
 pub use metrics::{
     AppendMetrics, ColumnFamilyMetrics, CommitDistributions, CommitStats, HistogramSnapshot,
@@ -42,11 +43,8 @@ pub use ops::list::{ListOrder, ListPage, SessionSummary};
 pub use ops::migrate::{MigrateOptions, MigrationOutcome, MigrationReport};
 pub use ops::repair::RepairReport;
 pub use ops::retention::{PurgeReport, RecordedChange};
-pub use layout::changes::ChangeKind;
 pub use ops::root::{is_session_root, scan_root, RootFile, RootScan};
-pub use ops::subscribe::{
-    Feed, FeedChange, FeedCursor, FeedItem, Subscription, BUFFERED_EVENTS,
-};
+pub use ops::subscribe::{Feed, FeedChange, FeedCursor, FeedItem, Subscription, BUFFERED_EVENTS};
 pub use ops::verify::{VerifyProblem, VerifyReport};
 pub use options::{BuiltinProjection, Durability, Options, V0Reads};
 pub use read::surface::SurfaceView;

@@ -18,13 +18,13 @@
 //!   archived record in its final commit (as a migration publishes its successor).
 
 use crate::error::{Error, Result};
+use crate::layout::changes::{Change, ChangeKind};
 use crate::layout::meta::{now_ms, ArchivedCopy, ArchivedFile, SessionMeta};
 use crate::ops::generations::SessionDir;
 use crate::ops::import::{ImportOptions, ImportReport, Landing};
 use crate::ops::root::{root_files_of, RootFile};
 use crate::store::{lock_session, Store};
 use crate::write::session_batch::SessionBatch;
-use crate::layout::changes::{Change, ChangeKind};
 
 /// Which sessions an archive run takes, and which it keeps with why.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

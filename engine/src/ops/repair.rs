@@ -13,8 +13,8 @@
 use sessionlog_codec::json::Value;
 use sessionlog_codec::rules::repair::{end_seed, needs_end_seed, OpenTurn};
 
-use crate::layout::changes::{Change, ChangeKind};
 use crate::error::{Error, Result};
+use crate::layout::changes::{Change, ChangeKind};
 use crate::layout::keys;
 use crate::layout::meta::{now_ms, SessionMeta, Verdict};
 use crate::read::events::stored_block;
@@ -164,7 +164,12 @@ impl Store {
         if let Some(stored) = stored {
             batch.update_meta(&stored, &meta)?;
             let added = meta.events.saturating_sub(stored.events);
-            batch.record_change(Change::new(ChangeKind::Repaired, &meta.id, stored.events, added));
+            batch.record_change(Change::new(
+                ChangeKind::Repaired,
+                &meta.id,
+                stored.events,
+                added,
+            ));
         }
         Ok(report)
     }

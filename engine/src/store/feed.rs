@@ -45,7 +45,9 @@ impl Signal {
     /// The counter. Its lock is held only to read or bump a number, so a poisoned lock still
     /// holds a true one.
     fn count(&self) -> MutexGuard<'_, u64> {
-        self.published.lock().unwrap_or_else(PoisonError::into_inner)
+        self.published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The counter's value now.
@@ -185,12 +187,7 @@ impl Store {
     /// Wait, at most `timeout`, for `signal` to move past `seen`. A store opened beside another
     /// process's (a secondary instance) is woken by no commit of its own: it waits out
     /// [`SECONDARY_POLL`] (or `timeout`, if shorter) and catches up with the primary instead.
-    pub(crate) fn await_change(
-        &self,
-        signal: &Signal,
-        seen: u64,
-        timeout: Duration,
-    ) -> Result<()> {
+    pub(crate) fn await_change(&self, signal: &Signal, seen: u64, timeout: Duration) -> Result<()> {
         match self.secondary.is_some() {
             false => {
                 signal.wait_past(seen, timeout);

@@ -27,8 +27,8 @@ mod wal_audit;
 
 pub use commit_hook::{CommitHook, CommitRecord, CreatedSession};
 pub use direct_io::supported as direct_io_supported;
-pub use feed::SECONDARY_POLL;
 pub(crate) use feed::Signal;
+pub use feed::SECONDARY_POLL;
 
 use std::collections::HashSet;
 use std::path::PathBuf;

@@ -53,6 +53,29 @@ fn lock_dir(path: &Path) -> Result<std::fs::File> {
     }
 }
 
+/// How a RocksDB instance was opened: as the primary, holding the directory lock (flushing and
+/// compacting with direct I/O or not), or as a secondary beside it, with its scratch directory.
+enum Opened {
+    Primary {
+        direct_io: bool,
+        dir_lock: std::fs::File,
+    },
+    Secondary(SecondaryDir),
+}
+
+/// The descriptors of every column family, with the tuned options of `tuning.rs`.
+fn column_families(options: &Options, cache: &Cache) -> Result<Vec<ColumnFamilyDescriptor>> {
+    ALL_CFS
+        .into_iter()
+        .map(|name| {
+            let o = cf_options(name, options, cache).map_err(Error::storage(format!(
+                "building the options of column family {name}"
+            )))?;
+            Ok(ColumnFamilyDescriptor::new(name, o))
+        })
+        .collect()
+}
+
 /// A secondary instance's own directory, removed when the store closes.
 pub(crate) struct SecondaryDir(std::path::PathBuf);
 
@@ -127,15 +150,7 @@ impl Store {
         let direct_io = options.direct_io && direct_io::supported(&path);
         db_opts.set_use_direct_io_for_flush_and_compaction(direct_io);
         wal_audit::audit(&path, options.recycles_wal())?;
-        let cfs = ALL_CFS
-            .into_iter()
-            .map(|name| {
-                let o = cf_options(name, &options, &cache).map_err(Error::storage(format!(
-                    "building the options of column family {name}"
-                )))?;
-                Ok(ColumnFamilyDescriptor::new(name, o))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let cfs = column_families(&options, &cache)?;
         let db = DB::open_cf_descriptors(&db_opts, &path, cfs).map_err(|source| {
             // RocksDB's messages: "While lock file: …/LOCK: Resource temporarily unavailable"
             // (another process) and "lock hold by current process" (another handle here).
@@ -149,21 +164,29 @@ impl Store {
                 Error::storage(format!("opening the store at {}", path.display()))(source)
             }
         })?;
-        Ok(Store::with_db(db, options, path, db_opts, cache, direct_io, Some(dir_lock), None))
+        let opened = Opened::Primary {
+            direct_io,
+            dir_lock,
+        };
+        Ok(Store::with_db(db, options, path, (db_opts, cache), opened))
     }
 
-    /// A store handle around an open RocksDB instance.
-    #[expect(clippy::too_many_arguments, reason = "one call per kind of open, each naming every part")]
+    /// A store handle around an open RocksDB instance, with the options and block cache it was
+    /// opened with.
     fn with_db(
         db: DB,
         options: Options,
         path: std::path::PathBuf,
-        db_opts: rocksdb::Options,
-        cache: Cache,
-        direct_io: bool,
-        dir_lock: Option<std::fs::File>,
-        secondary: Option<SecondaryDir>,
+        (db_opts, cache): (rocksdb::Options, Cache),
+        opened: Opened,
     ) -> Store {
+        let (direct_io, dir_lock, secondary) = match opened {
+            Opened::Primary {
+                direct_io,
+                dir_lock,
+            } => (direct_io, Some(dir_lock), None),
+            Opened::Secondary(scratch) => (false, None, Some(scratch)),
+        };
         let write_states = WriteStateCache::new(options.hot_sessions);
         let projection_registry = Registry::with(&options.message_projections);
         Store {
@@ -212,22 +235,15 @@ impl Store {
         db_opts.set_max_open_files(-1);
         db_opts.enable_statistics();
         db_opts.set_statistics_level(StatsLevel::ExceptHistogramOrTimers);
-        let cfs = ALL_CFS
-            .into_iter()
-            .map(|name| {
-                let o = cf_options(name, &options, &cache).map_err(Error::storage(format!(
-                    "building the options of column family {name}"
-                )))?;
-                Ok(ColumnFamilyDescriptor::new(name, o))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let cfs = column_families(&options, &cache)?;
         let db = DB::open_cf_descriptors_as_secondary(&db_opts, &path, &scratch.0, cfs).map_err(
             Error::storage(format!(
                 "opening the store at {} beside the process that holds it",
                 path.display()
             )),
         )?;
-        let store = Store::with_db(db, options, path, db_opts, cache, false, None, Some(scratch));
+        let opened = Opened::Secondary(scratch);
+        let store = Store::with_db(db, options, path, (db_opts, cache), opened);
         store.catch_up()?;
         Ok(store)
     }
@@ -238,9 +254,9 @@ impl Store {
         if self.secondary.is_none() {
             return Ok(());
         }
-        self.db
-            .try_catch_up_with_primary()
-            .map_err(Error::storage("catching up with the process that holds the store"))
+        self.db.try_catch_up_with_primary().map_err(Error::storage(
+            "catching up with the process that holds the store",
+        ))
     }
 
     /// Whether this handle reads beside another process that holds the store (a RocksDB

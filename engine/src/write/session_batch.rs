@@ -9,10 +9,10 @@
 //! holds; a removed session's ranges in every session-keyed CF go in the same batch.
 
 use crate::error::Result;
+use crate::layout::changes::Change;
 use crate::layout::keys::{
     self, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE, EVENT_KEY_LEN,
 };
-use crate::layout::changes::Change;
 use crate::layout::meta::SessionMeta;
 use crate::store::{Batch, CommitRecord, Part, Store, Sync};
 

@@ -14,12 +14,12 @@
 use sessionlog_codec::format::stored::{encode_block, BlockMeta};
 
 use crate::error::Result;
+use crate::layout::changes::{Change, ChangeKind};
 use crate::layout::keys;
 use crate::layout::meta::{FrozenGeneration, SessionMeta};
 use crate::layout::values::checked_value;
 use crate::store::Store;
 use crate::write::session_batch::SessionBatch;
-use crate::layout::changes::{Change, ChangeKind};
 
 /// Accumulates one session's keys.
 pub(crate) struct SessionWriter<'s> {
@@ -211,7 +211,8 @@ impl<'s> SessionWriter<'s> {
         meta.tail_bytes = self.tail_bytes;
         meta.frozen = std::mem::take(&mut self.frozen);
         self.batch.insert_session(&meta)?;
-        self.batch.record_change(landed(&meta, self.replaces.as_ref()));
+        self.batch
+            .record_change(landed(&meta, self.replaces.as_ref()));
         if self.spilled {
             self.batch.clear_pending(self.number)?;
         }

@@ -66,7 +66,11 @@ impl FromStr for FeedCursor {
         let (store, position, seq) = match parts.as_slice() {
             [store, position] => (*store, number(position)?, None),
             [store, position, seq] => (*store, number(position)?, Some(number(seq)?)),
-            _ => return Err(bad("it is not STORE:POSITION[:SEQ], as `tail --all` prints it")),
+            _ => {
+                return Err(bad(
+                    "it is not STORE:POSITION[:SEQ], as `tail --all` prints it",
+                ))
+            }
         };
         if store.is_empty() {
             return Err(bad("it names no store"));
@@ -303,7 +307,12 @@ impl Feed {
 
 /// Events `from..=last` of session `id`, or `None` when it is no longer stored here (purged,
 /// archived).
-fn read_events(store: &Store, id: &[u8], from: u64, last: u64) -> Result<Option<Vec<(u64, Value)>>> {
+fn read_events(
+    store: &Store,
+    id: &[u8],
+    from: u64,
+    last: u64,
+) -> Result<Option<Vec<(u64, Value)>>> {
     let meta = match store.require_meta(id) {
         Ok(meta) => meta,
         Err(Error::UnknownSession { .. } | Error::Archived { .. }) => return Ok(None),

@@ -86,7 +86,11 @@ impl Subscription {
 
     /// The next event (seq, event), waiting at most `timeout` for it to commit; `None` when
     /// none came by then. `Duration::ZERO` asks only for what is stored.
-    pub fn next_within(&mut self, store: &Store, timeout: Duration) -> Result<Option<(u64, Value)>> {
+    pub fn next_within(
+        &mut self,
+        store: &Store,
+        timeout: Duration,
+    ) -> Result<Option<(u64, Value)>> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some((seq, event)) = self.buffer.pop_front() {

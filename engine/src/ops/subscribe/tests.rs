@@ -198,13 +198,14 @@ fn the_store_wide_feed_resumes_from_any_cursor_across_a_reopen() {
     let store = open(&path);
     create(&store, "a");
     store
-        .append_many(vec![
-            AppendItem::new("b", Some(0), vec![prompt(1)]).creating(header("b"), SourceEncoding::Jsonl),
-        ])
+        .append_many(vec![AppendItem::new("b", Some(0), vec![prompt(1)])
+            .creating(header("b"), SourceEncoding::Jsonl)])
         .pop()
         .expect("one")
         .expect("create b");
-    store.append("a", Some(0), vec![prompt(2), prompt(3)]).expect("a");
+    store
+        .append("a", Some(0), vec![prompt(2), prompt(3)])
+        .expect("a");
     store.delete("b").expect("delete");
     store.append("a", Some(2), vec![prompt(4)]).expect("a");
     let mut feed = store.subscribe_all(None).expect("feed");
@@ -215,7 +216,9 @@ fn the_store_wide_feed_resumes_from_any_cursor_across_a_reopen() {
     let shape: Vec<String> = items
         .iter()
         .map(|i| match &i.change {
-            FeedChange::Session { kind, first, count, .. } => {
+            FeedChange::Session {
+                kind, first, count, ..
+            } => {
                 format!("{} {} {first}+{count}", i.session, kind.name())
             }
             FeedChange::Event { seq, .. } => format!("{} event {seq}", i.session),
@@ -237,7 +240,10 @@ fn the_store_wide_feed_resumes_from_any_cursor_across_a_reopen() {
     );
     assert!(matches!(
         &items[0].change,
-        FeedChange::Session { kind: ChangeKind::Created, .. }
+        FeedChange::Session {
+            kind: ChangeKind::Created,
+            ..
+        }
     ));
     drop(feed);
     drop(store);
@@ -255,12 +261,16 @@ fn the_store_wide_feed_resumes_from_any_cursor_across_a_reopen() {
     let other = tempfile::tempdir().expect("temp dir");
     let other = open(&other.path().join("db"));
     let foreign = items[0].next.to_string();
-    let err = other.subscribe_all(Some(&foreign)).expect_err("foreign cursor");
+    let err = other
+        .subscribe_all(Some(&foreign))
+        .expect_err("foreign cursor");
     assert!(
         matches!(&err, Error::Cursor { .. }) && err.to_string().contains("belongs to store"),
         "{err}"
     );
-    let err = store.subscribe_all(Some("nonsense")).expect_err("not a cursor");
+    let err = store
+        .subscribe_all(Some("nonsense"))
+        .expect_err("not a cursor");
     assert!(err.to_string().contains("STORE:POSITION"), "{err}");
 }
 
