@@ -56,45 +56,53 @@ fn session(store: &Store, id: &str, from: Option<&str>, follow: bool) -> anyhow:
         }
         eprintln!("sessionlog: session \"{id}\" holds seqs below {end}; waiting for seq {from}");
     }
-    let mut out = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     let mut line = String::new();
-    loop {
-        let next = match sub.next_within(store, Duration::ZERO)? {
-            Some(event) => Some(event),
-            None => {
-                out.flush()?;
-                if !follow {
-                    return Ok(ExitCode::SUCCESS);
-                }
-                sub.next_within(store, WAIT)?
-            }
-        };
-        if let Some((_, event)) = next {
+    follow_with(
+        follow,
+        |wait| Ok(sub.next_within(store, wait)?),
+        |out, (_, event)| {
             line.clear();
             json::write_value(&mut line, &event);
             line.push('\n');
-            out.write_all(line.as_bytes())?;
-        }
-    }
+            out.write_all(line.as_bytes())
+        },
+    )
 }
 
 /// `tail --all [--from CURSOR] [--follow]`.
 fn everything(store: &Store, from: Option<&str>, follow: bool) -> anyhow::Result<ExitCode> {
     let mut feed = store.subscribe_all(from)?;
+    follow_with(
+        follow,
+        |wait| Ok(feed.next_within(store, wait)?),
+        |out, item| json_line(out, item_json(item)),
+    )
+}
+
+/// Where `tail` prints.
+type Out = BufWriter<std::io::StdoutLock<'static>>;
+
+/// Print what `next` yields (called with how long it may wait) with `print`, flushing whenever
+/// it has nothing more stored; with `follow`, then wait for more, until interrupted.
+fn follow_with<T>(
+    follow: bool,
+    mut next: impl FnMut(Duration) -> anyhow::Result<Option<T>>,
+    mut print: impl FnMut(&mut Out, T) -> std::io::Result<()>,
+) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     loop {
-        let next = match feed.next_within(store, Duration::ZERO)? {
-            Some(item) => Some(item),
+        let got = match next(Duration::ZERO)? {
+            Some(got) => Some(got),
             None => {
                 out.flush()?;
                 if !follow {
                     return Ok(ExitCode::SUCCESS);
                 }
-                feed.next_within(store, WAIT)?
+                next(WAIT)?
             }
         };
-        if let Some(item) = next {
-            json_line(&mut out, item_json(item))?;
+        if let Some(got) = got {
+            print(&mut out, got)?;
         }
     }
 }
