@@ -181,6 +181,16 @@ impl Store {
         self.db.snapshot()
     }
 
+    /// Make `ro` read as of `snap`, when given. A secondary instance (`open.rs`) reads without
+    /// one: RocksDB's secondary mode takes no snapshot, and needs none, as it holds still
+    /// between catch-ups, which run only at open and in [`Store::await_change`] on the thread
+    /// that reads next (a secondary serves one follower or one command at a time).
+    fn read_at(&self, ro: &mut rocksdb::ReadOptions, snap: Option<&Snapshot<'_>>) {
+        if let (Some(snap), None) = (snap, &self.secondary) {
+            ro.set_snapshot(snap);
+        }
+    }
+
     /// An iterator over column family `cf` that stops before `upper` (exclusive).
     pub(crate) fn iter_below(&self, cf: &str, upper: Vec<u8>) -> Result<RawIter<'_>> {
         let mut ro = rocksdb::ReadOptions::default();
@@ -251,9 +261,7 @@ impl Store {
         what: impl FnOnce() -> String,
     ) -> Result<Option<rocksdb::DBPinnableSlice<'_>>> {
         let mut ro = rocksdb::ReadOptions::default();
-        if let Some(snap) = snap {
-            ro.set_snapshot(snap);
-        }
+        self.read_at(&mut ro, snap);
         self.db
             .get_pinned_cf_opt(self.cf(cf)?, key, &ro)
             .map_err(|source| Error::storage(what())(source))
@@ -314,7 +322,7 @@ impl Store {
     /// Visit every `S` record (id, stored value) in id order, as of `snap`.
     fn for_each_meta_record(&self, snap: &Snapshot<'_>, each: &mut VisitRecord<'_>) -> Result<()> {
         let mut ro = rocksdb::ReadOptions::default();
-        ro.set_snapshot(snap);
+        self.read_at(&mut ro, Some(snap));
         let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_SESSIONS)?, ro);
         it.seek([keys::META_TAG]);
         visit(&mut it, "listing sessions".into(), &mut |k, v| {
@@ -436,9 +444,7 @@ impl Store {
         snap: Option<&Snapshot<'_>>,
     ) -> Result<RawIter<'_>> {
         let mut ro = self.bounded(number);
-        if let Some(snap) = snap {
-            ro.set_snapshot(snap);
-        }
+        self.read_at(&mut ro, snap);
         ro.set_readahead_size(2 << 20);
         ro.fill_cache(false);
         Ok(self.db.raw_iterator_cf_opt(self.cf(cf)?, ro))
