@@ -38,6 +38,7 @@ mod root;
 mod roundtrip;
 mod state;
 mod surface;
+mod tail;
 mod v4_verdicts;
 mod verbs;
 mod views;

@@ -73,6 +73,8 @@ export declare class SessionlogPersistence extends SessionPersistence implements
   readFrom(id: SessionId, fromSeq: number, signal?: AbortSignal): Promise<{ meta: SessionHeader; events: SessionEvent[] }>
   list(signal?: AbortSignal): Promise<SessionHeader[]>
   listSnapshots(signal?: AbortSignal): Promise<SessionPersistenceSnapshot[]>
+  /** Follow a session as this host appends to it: stored events first, then each as it commits; end it with `break` or `signal`. */
+  tail(id: SessionId, options?: { from?: number; signal?: AbortSignal }): AsyncGenerator<SessionEvent, void, undefined>
   /** The session's file text, byte for byte what DSH's JSONL backend writes (a torn tail included). */
   readRaw(id: SessionId, signal?: AbortSignal): Promise<SessionRawArtifact | undefined>
 

@@ -183,6 +183,16 @@ export class SessionlogPersistence extends SessionPersistence {
     return this.coordinator.readFrom(id, fromSeq, signal)
   }
 
+  /**
+   * Follow session `id` as this host appends to it: every event from `from` on, stored ones
+   * first, then each as it commits (`Store.tail`); end it with `break` or `signal`.
+   * @param {string} id session id
+   * @param {{from?: number, signal?: AbortSignal}} [options]
+   */
+  async *tail(id, { from = 0, signal } = {}) {
+    yield* (await this.store).tail(id, { from, signal })
+  }
+
   // --- PersistenceBackend hooks ---
 
   /**

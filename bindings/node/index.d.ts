@@ -184,6 +184,11 @@ export declare class Store {
   append(id: string, expectedNextSeq: number | undefined, events: readonly EventInput[], options?: { asWritten?: boolean }): Promise<{ firstSeq: number; count: number }>
   load(id: string): Promise<StoredSession | undefined>
   readFrom(id: string, fromSeq: number): Promise<StoredSession | undefined>
+  /**
+   * Follow a session: every event from `from` (default 0) on, stored ones first, then each as it
+   * commits; end it with `break` or `signal`. A `from` past the end waits.
+   */
+  tail(id: string, options?: { from?: number; signal?: AbortSignal }): AsyncGenerator<StoredEvent, void, undefined>
   revision(id: string): Promise<string | undefined>
   summary(id: string): Promise<SessionSummary | undefined>
   /** Every live session; in cluster mode every live session of the fleet, the store caught up on each first. */

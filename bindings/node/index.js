@@ -43,6 +43,26 @@ function stored(value) {
 
 export { headerLine, headerFields }
 
+/** How long one native step of {@link Store.tail} waits for a commit (it ends sooner on one). */
+const TAIL_WAIT_MS = 500
+
+/** What {@link untilAborted} gives when the signal fired first. */
+const ABORTED = Symbol('aborted')
+
+/** `promise`'s value, or {@link ABORTED} as soon as `signal` aborts. */
+function untilAborted(promise, signal) {
+  if (signal === undefined) return promise
+  if (signal.aborted) return Promise.resolve(ABORTED)
+  return new Promise((resolve, reject) => {
+    const abort = () => resolve(ABORTED)
+    signal.addEventListener('abort', abort, { once: true })
+    promise.then(
+      (value) => { signal.removeEventListener('abort', abort); resolve(value) },
+      (error) => { signal.removeEventListener('abort', abort); reject(error) },
+    )
+  })
+}
+
 /** An open sessionlog store. */
 export class Store {
   #native
@@ -133,6 +153,28 @@ export class Store {
   /** Like {@link Store.load}, with only the events at or after `fromSeq` (a seek, not a scan). */
   async readFrom(id, fromSeq) {
     return stored(parsed(await this.#native.load(id, fromSeq)))
+  }
+
+  /**
+   * Follow a session: every event from `from` on, in order, each once, those stored first, then
+   * each as it commits. End it with `break` (the iterator's `return()`) or an AbortSignal; an
+   * unknown session throws `SESSIONLOG_UNKNOWN_SESSION`. A `from` past the end waits.
+   * @param {string} id session id
+   * @param {{from?: number, signal?: AbortSignal}} [options] `from`: the first seq (default 0)
+   * @returns {AsyncGenerator<object>}
+   */
+  async *tail(id, { from = 0, signal } = {}) {
+    let next = from
+    while (!signal?.aborted) {
+      const step = await untilAborted(this.#native.tailNext(id, next, TAIL_WAIT_MS), signal)
+      if (step === ABORTED) return
+      const { next: after, events } = parsed(step)
+      for (const event of events) {
+        if (signal?.aborted) return
+        yield event
+      }
+      next = after
+    }
   }
 
   /** The session's revision token (changes with every commit to it); `undefined` when absent. */

@@ -158,6 +158,21 @@ pub enum Error {
         /// Which lock is held: the store's own (`sessionlog.lock`) or RocksDB's (`LOCK`).
         reason: String,
     },
+    /// A write to a store opened beside the process that holds it (a read-only secondary
+    /// instance).
+    #[error("the store at {} is held by another process and open here for reading only; write through that process", path.display())]
+    ReadOnly {
+        /// The store directory.
+        path: PathBuf,
+    },
+    /// A feed cursor that does not belong to this store, or is not a cursor.
+    #[error("cursor \"{cursor}\": {reason}")]
+    Cursor {
+        /// The cursor as given.
+        cursor: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A WAL file holds a complete record after damage: replaying it would silently drop the
     /// acknowledged writes past the damage (RocksDB's reader stops there), so nothing was opened.
     #[error("WAL file {} is corrupt at byte {offset}, and a complete record follows at byte {record}: replay would silently drop the acknowledged writes after the damage, so the store was not opened; nothing was changed", path.display())]
@@ -295,6 +310,7 @@ impl Error {
         match self {
             Error::Poisoned => Error::Poisoned,
             Error::Closed => Error::Closed,
+            Error::ReadOnly { path } => Error::ReadOnly { path: path.clone() },
             Error::Refused(r) => Error::Refused(r.clone()),
             Error::Shared(e) => Error::Shared(std::sync::Arc::clone(e)),
             Error::Storage { context, source } => Error::Storage {

@@ -27,6 +27,7 @@ mod layering;
 mod test_support;
 
 pub use error::{Error, Refusal, RefusalKind, Result};
+pub use layout::changes::ChangeKind;
 pub use layout::meta::{ArchivedCopy, ArchivedFile, FrozenGeneration, SourceEncoding, Verdict};
 pub use metrics::{
     AppendMetrics, ColumnFamilyMetrics, CommitDistributions, CommitStats, HistogramSnapshot,
@@ -43,8 +44,11 @@ pub use ops::migrate::{MigrateOptions, MigrationOutcome, MigrationReport};
 pub use ops::repair::RepairReport;
 pub use ops::retention::{PurgeReport, RecordedChange};
 pub use ops::root::{is_session_root, scan_root, RootFile, RootScan};
+pub use ops::subscribe::{Feed, FeedChange, FeedCursor, FeedItem, Subscription, BUFFERED_EVENTS};
 pub use ops::verify::{VerifyProblem, VerifyReport};
 pub use options::{BuiltinProjection, Durability, Options, V0Reads};
 pub use read::surface::SurfaceView;
-pub use store::{direct_io_supported, CommitHook, CommitRecord, CreatedSession, Store};
+pub use store::{
+    direct_io_supported, CommitHook, CommitRecord, CreatedSession, Store, SECONDARY_POLL,
+};
 pub use write::indexer::CHECKPOINT_EVERY;

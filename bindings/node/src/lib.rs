@@ -13,6 +13,7 @@ mod host;
 mod objects;
 mod ops;
 mod reply;
+mod tail;
 mod workers;
 
 use std::sync::{Arc, RwLock};
@@ -348,6 +349,35 @@ impl NativeStore {
             pending,
         };
         self.submit(request);
+        Ok(promise)
+    }
+
+    /// `{next, events}`: session `id`'s events from `from_seq` on, waiting at most `wait_ms`
+    /// (at most a second) for the first to commit; `Store.tail` in `index.js` loops on it. It
+    /// runs on a thread of its own, so a waiting tail holds up no read.
+    #[napi]
+    pub fn tail_next(
+        &self,
+        env: Env,
+        id: String,
+        from_seq: f64,
+        wait_ms: f64,
+    ) -> napi::Result<JsObject> {
+        let from = match seq_arg("fromSeq", Some(from_seq)) {
+            Ok(from) => from.unwrap_or(0),
+            Err(reply) => return Self::refuse(&env, reply),
+        };
+        let wait = std::time::Duration::from_millis(wait_ms.clamp(0.0, 1000.0) as u64);
+        let (pending, promise) = Pending::new(&env)?;
+        let shared = Arc::clone(&self.shared);
+        std::thread::Builder::new()
+            .name("sessionlog-tail".into())
+            .spawn(move || {
+                pending.settle(workers::with_opened(&shared, |o| {
+                    tail::next(&o.store, &id, from, wait)
+                }));
+            })
+            .map_err(|_| napi::Error::from_reason("could not start a thread for the tail"))?;
         Ok(promise)
     }
 

@@ -132,6 +132,8 @@ pub fn code_of(e: &Error) -> &'static str {
         Error::StaleSeq { .. } => "SESSIONLOG_STALE_SEQ",
         Error::NotAppendable { .. } => "SESSIONLOG_NOT_APPENDABLE",
         Error::Locked { .. } => "SESSIONLOG_LOCKED",
+        Error::ReadOnly { .. } => "SESSIONLOG_READ_ONLY",
+        Error::Cursor { .. } => "SESSIONLOG_CURSOR",
         Error::Poisoned => "SESSIONLOG_POISONED",
         Error::Shared(inner) => code_of(inner),
         Error::SurfaceFailed { .. } => "SESSIONLOG_SURFACE_FAILED",

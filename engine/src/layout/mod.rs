@@ -7,6 +7,7 @@
 //! Layers, each importing only itself and the ones before it (checked by `layering.rs`):
 //! `layout` → `store` → `read` → `write` → `ops`.
 
+pub(crate) mod changes;
 pub(crate) mod counter;
 pub(crate) mod keys;
 pub(crate) mod meta;

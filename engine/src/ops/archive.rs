@@ -18,6 +18,7 @@
 //!   archived record in its final commit (as a migration publishes its successor).
 
 use crate::error::{Error, Result};
+use crate::layout::changes::{Change, ChangeKind};
 use crate::layout::meta::{now_ms, ArchivedCopy, ArchivedFile, SessionMeta};
 use crate::ops::generations::SessionDir;
 use crate::ops::import::{ImportOptions, ImportReport, Landing};
@@ -150,6 +151,9 @@ impl Store {
         };
         let mut batch = SessionBatch::new(self);
         batch.replace_with_archive(&archived)?;
+        batch.record_change(
+            Change::new(ChangeKind::Archived, &archived.id, archived.events, 0).with_other(root),
+        );
         batch.commit(&format!("archiving session \"{id}\""))?;
         *state = None;
         Ok(())

@@ -14,6 +14,7 @@ use sessionlog_codec::json::Value;
 use sessionlog_codec::rules::repair::{end_seed, needs_end_seed, OpenTurn};
 
 use crate::error::{Error, Result};
+use crate::layout::changes::{Change, ChangeKind};
 use crate::layout::keys;
 use crate::layout::meta::{now_ms, SessionMeta, Verdict};
 use crate::read::events::stored_block;
@@ -163,6 +164,13 @@ impl Store {
         // The repair's own changes (verdict, tail) and its batches' counters, written once.
         if let Some(stored) = stored {
             batch.update_meta(&stored, &meta)?;
+            let added = meta.events.saturating_sub(stored.events);
+            batch.record_change(Change::new(
+                ChangeKind::Repaired,
+                &meta.id,
+                stored.events,
+                added,
+            ));
         }
         Ok(report)
     }

@@ -3,6 +3,7 @@
 //! files, beside other sessions' blocks, come back with the next [`Store::compact`]).
 
 use crate::error::Result;
+use crate::layout::changes::{Change, ChangeKind};
 use crate::layout::meta::{now_ms, SessionMeta};
 use crate::store::{lock_session, BlobGc, Store};
 use crate::write::session_batch::SessionBatch;
@@ -49,6 +50,11 @@ impl Store {
     fn set_deleted(&self, id: &str, at: Option<i64>) -> Result<()> {
         self.rewrite_session(id, "marking session", |mut meta, batch| {
             meta.deleted_at_ms = at;
+            let kind = match at {
+                Some(_) => ChangeKind::Deleted,
+                None => ChangeKind::Undeleted,
+            };
+            batch.record_change(Change::new(kind, &meta.id, meta.events, 0));
             batch.put_meta(&meta)
         })
     }
@@ -153,6 +159,7 @@ impl Store {
         let mut batch = SessionBatch::new(self);
         for m in &victims {
             batch.remove_session(m, true)?;
+            batch.record_change(Change::new(ChangeKind::Purged, &m.id, m.events, 0));
         }
         batch.commit("purging deleted sessions")?;
         for state in &mut locked {

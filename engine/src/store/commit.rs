@@ -34,6 +34,7 @@ use super::commit_hook::{CommitHook, CommitRecord};
 use super::Store;
 use crate::error::{Error, Result};
 use crate::error::{Refusal, RefusalKind};
+use crate::layout::changes::Change;
 use crate::layout::keys::{self, SESSION_RANGE_CFS};
 use crate::metrics::{CommitStats, GroupWrite};
 use crate::options::Durability;
@@ -42,6 +43,8 @@ use crate::options::Durability;
 pub(crate) struct Batch<'s> {
     store: &'s Store,
     inner: WriteBatch,
+    /// The session changes the batch makes, for the change log (`feed.rs`).
+    feed: Vec<Change>,
 }
 
 impl<'s> Batch<'s> {
@@ -51,6 +54,7 @@ impl<'s> Batch<'s> {
         Batch {
             store,
             inner: WriteBatch::with_capacity_bytes(bytes),
+            feed: Vec::new(),
         }
     }
 
@@ -98,12 +102,18 @@ impl<'s> Batch<'s> {
         Ok(())
     }
 
+    /// Say that the batch makes `change` (the change log records it with the batch).
+    pub(crate) fn record_change(&mut self, change: Change) {
+        self.feed.push(change);
+    }
+
     /// This batch as one part of a commit, with `record` for the commit hook.
     pub(crate) fn into_part(self, record: Option<CommitRecord>) -> Part {
         Part {
             changes: self.inner,
             record,
             appends: 0,
+            feed: self.feed,
         }
     }
 
@@ -112,6 +122,7 @@ impl<'s> Batch<'s> {
         Batch {
             store: self.store,
             inner: std::mem::take(&mut self.inner),
+            feed: std::mem::take(&mut self.feed),
         }
     }
 }
@@ -144,6 +155,8 @@ pub(crate) struct Part {
     pub(crate) record: Option<CommitRecord>,
     /// Session batches appended by its changes (for the group-commit metrics).
     pub(crate) appends: u64,
+    /// The session changes it makes, for the change log (`feed.rs`).
+    pub(crate) feed: Vec<Change>,
 }
 
 /// How one part of a commit failed (cloned for each part a failure covers).
@@ -282,6 +295,7 @@ impl Store {
         // (`None`: the part is this store's alone), by member and part.
         let mut committed: Vec<Vec<Option<(String, u64)>>> = Vec::with_capacity(members.len());
         let mut appends = 0;
+        let mut feed = Vec::new();
         for parts in members {
             let mut of_member = Vec::with_capacity(parts.len());
             let mut elsewhere = Vec::with_capacity(parts.len());
@@ -299,6 +313,7 @@ impl Store {
                 match verdict {
                     Ok(()) => {
                         appends += part.appends;
+                        feed.extend(part.feed);
                         accepted.push(part.changes);
                         of_member.push(Ok(()));
                     }
@@ -312,10 +327,20 @@ impl Store {
             return outcome;
         }
         let batches = accepted.len() as u64;
-        let batch = match accepted.len() {
+        let mut batch = match accepted.len() {
             1 => accepted.pop().unwrap_or_default(),
             _ => merged(&accepted),
         };
+        if let Err(e) = self.log_changes(&mut batch, &feed) {
+            // The change log's column family is missing: nothing of the group is written.
+            for r in outcome.iter_mut().flatten().filter(|r| r.is_ok()) {
+                *r = Err(PartFailure::Refused(Refusal {
+                    kind: RefusalKind::Unavailable,
+                    message: e.to_string(),
+                }));
+            }
+            return outcome;
+        }
         let bytes = batch.size_in_bytes() as u64;
         let mut options = WriteOptions::default();
         options.set_sync(sync);
@@ -328,6 +353,9 @@ impl Store {
             synced: sync,
             took: began.elapsed(),
         });
+        if written.is_ok() {
+            self.publish_changes(&feed);
+        }
         if let Err(e) = written {
             self.poisoned.store(true, Ordering::SeqCst);
             let parts = outcome.iter_mut().flatten();

@@ -13,6 +13,7 @@
 mod commit;
 mod commit_hook;
 mod direct_io;
+mod feed;
 mod maintenance;
 mod metrics;
 mod open;
@@ -26,6 +27,8 @@ mod wal_audit;
 
 pub use commit_hook::{CommitHook, CommitRecord, CreatedSession};
 pub use direct_io::supported as direct_io_supported;
+pub(crate) use feed::Signal;
+pub use feed::SECONDARY_POLL;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -71,8 +74,8 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 ///
 /// | concern | methods | file |
 /// |---|---|---|
-/// | open | [`open`](Store::open) | `ops/open.rs` |
-/// | the open store | [`path`](Store::path), [`direct_io`](Store::direct_io) | `store/open.rs` |
+/// | open | [`open`](Store::open), [`open_reader`](Store::open_reader), [`open_beside`](Store::open_beside) | `ops/open.rs` |
+/// | the open store | [`path`](Store::path), [`direct_io`](Store::direct_io), [`is_secondary`](Store::is_secondary) | `store/open.rs` |
 /// | durability, the commit queue | [`durability`](Store::durability), [`sync`](Store::sync), [`commit_stats`](Store::commit_stats), [`set_commit_hook`](Store::set_commit_hook) | `store/commit.rs` |
 /// | live writes (group-committed) | [`append_many`](Store::append_many), [`append`](Store::append), [`create_session`](Store::create_session) | `ops/append/mod.rs` |
 /// | first contact: one session at a time | [`create`](Store::create), [`read_events`](Store::read_events), [`export_bytes`](Store::export_bytes) | `ops/verbs.rs` |
@@ -87,6 +90,8 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 /// | | [`messages_at`](Store::messages_at), [`surface_at`](Store::surface_at), [`transcript`](Store::transcript) | `read/surface.rs` |
 /// | | [`state_at`](Store::state_at) | `read/checkpoints.rs` |
 /// | | [`request`](Store::request), [`check_request`](Store::check_request), [`dispatch_point`](Store::dispatch_point) | `ops/request.rs` |
+/// | live feeds | [`subscribe`](Store::subscribe) | `ops/subscribe/mod.rs` |
+/// | | [`subscribe_all`](Store::subscribe_all) | `ops/subscribe/all.rs` |
 /// | message projections | [`register_message_projection`](Store::register_message_projection), [`remove_message_projection`](Store::remove_message_projection) | `read/message_projections.rs` |
 /// | forks and lineage | [`fork`](Store::fork), [`fork_file`](Store::fork_file), [`lineage`](Store::lineage), [`stored_bytes`](Store::stored_bytes) | `ops/fork.rs` |
 /// | migration to V4 | [`migrate`](Store::migrate), [`migrate_all`](Store::migrate_all) | `ops/migrate.rs` |
@@ -126,9 +131,14 @@ pub struct Store {
     /// Whether flush and compaction run with direct I/O (`Options::direct_io` where the
     /// filesystem takes it).
     direct_io: bool,
+    /// The change log's next position and the signals that wake subscribers (`feed.rs`).
+    feeds: feed::Feeds,
+    /// A secondary instance's scratch directory (`open.rs`), removed after `db` closes; `None`
+    /// for the primary.
+    secondary: Option<open::SecondaryDir>,
     /// The store's own directory lock (`open.rs`), released after `db` closes (fields drop
-    /// in order).
-    _dir_lock: std::fs::File,
+    /// in order); a secondary instance takes none.
+    _dir_lock: Option<std::fs::File>,
 }
 
 /// One stretch of a session's log and the storage (session number) that holds it: a fork's
@@ -170,6 +180,16 @@ impl Store {
     /// A consistent view of the store as of now: reads at it see no later write.
     pub(crate) fn snapshot(&self) -> Snapshot<'_> {
         self.db.snapshot()
+    }
+
+    /// Make `ro` read as of `snap`, when given. A secondary instance (`open.rs`) reads without
+    /// one: RocksDB's secondary mode takes no snapshot, and needs none, as it holds still
+    /// between catch-ups, which run only at open and in [`Store::await_change`] on the thread
+    /// that reads next (a secondary serves one follower or one command at a time).
+    fn read_at(&self, ro: &mut rocksdb::ReadOptions, snap: Option<&Snapshot<'_>>) {
+        if let (Some(snap), None) = (snap, &self.secondary) {
+            ro.set_snapshot(snap);
+        }
     }
 
     /// An iterator over column family `cf` that stops before `upper` (exclusive).
@@ -242,9 +262,7 @@ impl Store {
         what: impl FnOnce() -> String,
     ) -> Result<Option<rocksdb::DBPinnableSlice<'_>>> {
         let mut ro = rocksdb::ReadOptions::default();
-        if let Some(snap) = snap {
-            ro.set_snapshot(snap);
-        }
+        self.read_at(&mut ro, snap);
         self.db
             .get_pinned_cf_opt(self.cf(cf)?, key, &ro)
             .map_err(|source| Error::storage(what())(source))
@@ -305,7 +323,7 @@ impl Store {
     /// Visit every `S` record (id, stored value) in id order, as of `snap`.
     fn for_each_meta_record(&self, snap: &Snapshot<'_>, each: &mut VisitRecord<'_>) -> Result<()> {
         let mut ro = rocksdb::ReadOptions::default();
-        ro.set_snapshot(snap);
+        self.read_at(&mut ro, Some(snap));
         let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_SESSIONS)?, ro);
         it.seek([keys::META_TAG]);
         visit(&mut it, "listing sessions".into(), &mut |k, v| {
@@ -427,9 +445,7 @@ impl Store {
         snap: Option<&Snapshot<'_>>,
     ) -> Result<RawIter<'_>> {
         let mut ro = self.bounded(number);
-        if let Some(snap) = snap {
-            ro.set_snapshot(snap);
-        }
+        self.read_at(&mut ro, snap);
         ro.set_readahead_size(2 << 20);
         ro.fill_cache(false);
         Ok(self.db.raw_iterator_cf_opt(self.cf(cf)?, ro))
@@ -437,7 +453,11 @@ impl Store {
 
     /// Refuse writes after a failed durable write (until the store is reopened).
     pub(crate) fn check_writable(&self) -> Result<()> {
-        if self.poisoned.load(Ordering::SeqCst) {
+        if self.secondary.is_some() {
+            Err(Error::ReadOnly {
+                path: self.path.clone(),
+            })
+        } else if self.poisoned.load(Ordering::SeqCst) {
             Err(Error::Poisoned)
         } else {
             Ok(())

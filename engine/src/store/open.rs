@@ -1,6 +1,7 @@
 //! Opening the store's RocksDB instance: its directory created durably and locked against every
 //! other open, its WAL audited, its column families opened with the tuned options of
-//! `tuning.rs`.
+//! `tuning.rs`. Or, beside a process that holds the store, a read-only RocksDB secondary
+//! instance that follows it ([`Store::open_secondary_handle`]).
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -11,6 +12,7 @@ use rocksdb::statistics::StatsLevel;
 use rocksdb::{Cache, ColumnFamilyDescriptor, DB};
 
 use super::commit::CommitQueue;
+use super::feed::Feeds;
 use super::tuning::{cf_options, set_wal_policy};
 use super::{direct_io, wal_audit, Registry, Store, SuccessorCache, WriteStateCache};
 use crate::error::{Error, Result};
@@ -48,6 +50,56 @@ fn lock_dir(path: &Path) -> Result<std::fs::File> {
             path: lock_path,
             source,
         }),
+    }
+}
+
+/// How a RocksDB instance was opened: as the primary, holding the directory lock (flushing and
+/// compacting with direct I/O or not), or as a secondary beside it, with its scratch directory.
+enum Opened {
+    Primary {
+        direct_io: bool,
+        dir_lock: std::fs::File,
+    },
+    Secondary(SecondaryDir),
+}
+
+/// The descriptors of every column family, with the tuned options of `tuning.rs`.
+fn column_families(options: &Options, cache: &Cache) -> Result<Vec<ColumnFamilyDescriptor>> {
+    ALL_CFS
+        .into_iter()
+        .map(|name| {
+            let o = cf_options(name, options, cache).map_err(Error::storage(format!(
+                "building the options of column family {name}"
+            )))?;
+            Ok(ColumnFamilyDescriptor::new(name, o))
+        })
+        .collect()
+}
+
+/// A secondary instance's own directory, removed when the store closes.
+pub(crate) struct SecondaryDir(std::path::PathBuf);
+
+impl SecondaryDir {
+    /// A new, empty directory under the system's temporary directory.
+    fn create() -> Result<SecondaryDir> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "sessionlog-reader-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        Ok(SecondaryDir(dir))
+    }
+}
+
+impl Drop for SecondaryDir {
+    fn drop(&mut self) {
+        // Best effort: a scratch directory left behind holds only RocksDB's info log.
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -98,15 +150,7 @@ impl Store {
         let direct_io = options.direct_io && direct_io::supported(&path);
         db_opts.set_use_direct_io_for_flush_and_compaction(direct_io);
         wal_audit::audit(&path, options.recycles_wal())?;
-        let cfs = ALL_CFS
-            .into_iter()
-            .map(|name| {
-                let o = cf_options(name, &options, &cache).map_err(Error::storage(format!(
-                    "building the options of column family {name}"
-                )))?;
-                Ok(ColumnFamilyDescriptor::new(name, o))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let cfs = column_families(&options, &cache)?;
         let db = DB::open_cf_descriptors(&db_opts, &path, cfs).map_err(|source| {
             // RocksDB's messages: "While lock file: …/LOCK: Resource temporarily unavailable"
             // (another process) and "lock hold by current process" (another handle here).
@@ -120,9 +164,32 @@ impl Store {
                 Error::storage(format!("opening the store at {}", path.display()))(source)
             }
         })?;
+        let opened = Opened::Primary {
+            direct_io,
+            dir_lock,
+        };
+        Ok(Store::with_db(db, options, path, (db_opts, cache), opened))
+    }
+
+    /// A store handle around an open RocksDB instance, with the options and block cache it was
+    /// opened with.
+    fn with_db(
+        db: DB,
+        options: Options,
+        path: std::path::PathBuf,
+        (db_opts, cache): (rocksdb::Options, Cache),
+        opened: Opened,
+    ) -> Store {
+        let (direct_io, dir_lock, secondary) = match opened {
+            Opened::Primary {
+                direct_io,
+                dir_lock,
+            } => (direct_io, Some(dir_lock), None),
+            Opened::Secondary(scratch) => (false, None, Some(scratch)),
+        };
         let write_states = WriteStateCache::new(options.hot_sessions);
         let projection_registry = Registry::with(&options.message_projections);
-        let store = Store {
+        Store {
             db,
             options,
             path,
@@ -137,9 +204,65 @@ impl Store {
             statistics: db_opts,
             block_cache: cache,
             direct_io,
+            feeds: Feeds::default(),
+            secondary,
             _dir_lock: dir_lock,
-        };
+        }
+    }
+
+    /// Open the store at `path`, which another process holds, as a RocksDB secondary instance:
+    /// read-only, following the primary as [`Store::catch_up`] replays what it wrote since.
+    /// Its own files (RocksDB's info log) live in a scratch directory removed when it closes.
+    pub(crate) fn open_secondary_handle(path: &Path, options: Options) -> Result<Store> {
+        options.validate()?;
+        let path = path.to_path_buf();
+        let current = path.join("CURRENT");
+        if !current.is_file() {
+            return Err(Error::Io {
+                path: current,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no store is there to read (RocksDB's CURRENT file is missing)",
+                ),
+            });
+        }
+        let scratch = SecondaryDir::create()?;
+        let cache = Cache::new_lru_cache(options.block_cache_bytes);
+        let mut db_opts = rocksdb::Options::default();
+        db_opts.set_paranoid_checks(true);
+        // A secondary instance keeps every table file open: the primary may delete one at any
+        // time, and an open file stays readable.
+        db_opts.set_max_open_files(-1);
+        db_opts.enable_statistics();
+        db_opts.set_statistics_level(StatsLevel::ExceptHistogramOrTimers);
+        let cfs = column_families(&options, &cache)?;
+        let db = DB::open_cf_descriptors_as_secondary(&db_opts, &path, &scratch.0, cfs).map_err(
+            Error::storage(format!(
+                "opening the store at {} beside the process that holds it",
+                path.display()
+            )),
+        )?;
+        let opened = Opened::Secondary(scratch);
+        let store = Store::with_db(db, options, path, (db_opts, cache), opened);
+        store.catch_up()?;
         Ok(store)
+    }
+
+    /// Replay what the primary instance wrote since this secondary last looked (a no-op on a
+    /// primary).
+    pub(crate) fn catch_up(&self) -> Result<()> {
+        if self.secondary.is_none() {
+            return Ok(());
+        }
+        self.db.try_catch_up_with_primary().map_err(Error::storage(
+            "catching up with the process that holds the store",
+        ))
+    }
+
+    /// Whether this handle reads beside another process that holds the store (a RocksDB
+    /// secondary instance, read-only).
+    pub fn is_secondary(&self) -> bool {
+        self.secondary.is_some()
     }
 
     /// Start numbering new sessions past the stored counter and past every number a session

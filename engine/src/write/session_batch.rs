@@ -9,6 +9,7 @@
 //! holds; a removed session's ranges in every session-keyed CF go in the same batch.
 
 use crate::error::Result;
+use crate::layout::changes::Change;
 use crate::layout::keys::{
     self, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE, EVENT_KEY_LEN,
 };
@@ -216,6 +217,13 @@ impl<'s> SessionBatch<'s> {
 
     fn put_session_key(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.batch.put(CF_SESSIONS, key, value)
+    }
+
+    /// Say that the open part makes `change` to a session: the change log records it in the
+    /// same commit, and the session's subscribers and the store-wide feed learn of it once
+    /// that commit is written (`store/feed.rs`).
+    pub(crate) fn record_change(&mut self, change: Change) {
+        self.batch.record_change(change);
     }
 
     /// Say that the open part appends `n` session batches (the group-commit metrics count them).

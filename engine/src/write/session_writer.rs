@@ -14,6 +14,7 @@
 use sessionlog_codec::format::stored::{encode_block, BlockMeta};
 
 use crate::error::Result;
+use crate::layout::changes::{Change, ChangeKind};
 use crate::layout::keys;
 use crate::layout::meta::{FrozenGeneration, SessionMeta};
 use crate::layout::values::checked_value;
@@ -210,6 +211,8 @@ impl<'s> SessionWriter<'s> {
         meta.tail_bytes = self.tail_bytes;
         meta.frozen = std::mem::take(&mut self.frozen);
         self.batch.insert_session(&meta)?;
+        self.batch
+            .record_change(landed(&meta, self.replaces.as_ref()));
         if self.spilled {
             self.batch.clear_pending(self.number)?;
         }
@@ -224,4 +227,20 @@ impl<'s> SessionWriter<'s> {
         }
         Ok(meta)
     }
+}
+
+/// The change a whole session landing as `meta` makes, in place of `replaced` if any: a fork
+/// (its events from its seed on are its own), a migration's successor or an archived session
+/// restored (both replace the stored record of the same id), else an import.
+fn landed(meta: &SessionMeta, replaced: Option<&SessionMeta>) -> Change {
+    let (kind, other) = match (&meta.fork_of, replaced) {
+        (Some(base), _) => (
+            ChangeKind::Forked,
+            String::from_utf8_lossy(&base.id).into_owned(),
+        ),
+        (None, Some(old)) if old.archived.is_some() => (ChangeKind::Restored, String::new()),
+        (None, Some(_)) => (ChangeKind::Migrated, String::new()),
+        (None, None) => (ChangeKind::Imported, String::new()),
+    };
+    Change::new(kind, &meta.id, 0, meta.events).with_other(other)
 }

@@ -234,6 +234,25 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print a session's events from a seq on, exactly as `events` prints them, and with
+    /// --follow each new one as it commits (also while another process holds the store: it is
+    /// read beside it, catching up every 50 ms). With --all, every change to every session in
+    /// commit order, one JSON object a line, each with the cursor to resume after it.
+    Tail {
+        /// Session id (none with --all).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<String>,
+        /// Where to start: a seq (default 0), or with --all a cursor a line printed (`next`;
+        /// default: the first change the store recorded).
+        #[arg(long)]
+        from: Option<String>,
+        /// Keep printing new events as they commit, until interrupted.
+        #[arg(long)]
+        follow: bool,
+        /// Every session's changes instead of one session's events.
+        #[arg(long)]
+        all: bool,
+    },
     /// Print a session's logical events, one JSON.stringify per line.
     Events {
         /// Session id.

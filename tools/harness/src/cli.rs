@@ -239,6 +239,27 @@ pub enum BenchWorkload {
         #[arg(long)]
         json: bool,
     },
+    /// Live subscribers: commit-to-observer latency (p50, p99) and hosting throughput with 1,
+    /// 100 and 1,000 subscribers against none, in the same run, on fresh stores: `threads`
+    /// threads append to `sessions` sessions, each subscriber follows one session. Honours the
+    /// global `--durability`.
+    Tail {
+        /// Concurrent sessions.
+        #[arg(long, default_value_t = 1000)]
+        sessions: usize,
+        /// Host threads; each owns every `threads`-th session.
+        #[arg(long, default_value_t = 32)]
+        threads: usize,
+        /// The subscriber counts to measure (each against a run with none).
+        #[arg(long, value_delimiter = ',', default_values_t = [1usize, 100, 1000])]
+        subscribers: Vec<usize>,
+        /// Seconds each run appends.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Print one JSON object with the raw figures and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
     /// Fork cost against parent size: forks of a small and of a large session, time and bytes.
     Fork {
         /// Events of the large parent.

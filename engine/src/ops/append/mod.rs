@@ -31,6 +31,7 @@ use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::format::header::parse_header;
 
 use crate::error::{Error, Result};
+use crate::layout::changes::{Change, ChangeKind};
 use crate::layout::meta::{SessionMeta, SourceEncoding, Verdict};
 use crate::metrics::{AppendTally, RefusalReason};
 use crate::ops::migrate::opens_by_migrating;
@@ -283,6 +284,7 @@ impl Store {
             match outcome {
                 Ok((mut s, created)) => {
                     let creates = created.is_some();
+                    record_appended(&mut batch, &item.id, &s, creates);
                     if parts {
                         let record = match (guards[slot].as_ref(), replicated) {
                             (Some(state), false) => s.record(&item.id, &state.meta, created),
@@ -523,6 +525,23 @@ impl Store {
             None => Ok(trace),
         }
     }
+}
+
+/// Record the change a staged item makes (its events, or its session's creation) for the
+/// change log and the session's subscribers; an empty batch of a stored session makes none.
+fn record_appended(batch: &mut SessionBatch<'_>, id: &str, staged: &Staged, creates: bool) {
+    let kind = match (creates, staged.receipt.count) {
+        (true, _) => ChangeKind::Created,
+        (false, 0) => return,
+        (false, _) => ChangeKind::Appended,
+    };
+    let receipt = staged.receipt;
+    batch.record_change(Change::new(
+        kind,
+        id.as_bytes(),
+        receipt.first_seq,
+        receipt.count,
+    ));
 }
 
 /// Bytes per event assumed for a session with no events stored yet.

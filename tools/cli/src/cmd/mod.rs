@@ -8,6 +8,7 @@ mod inspect;
 mod migrate;
 mod objects;
 mod stats;
+mod tail;
 
 use std::process::ExitCode;
 
@@ -31,10 +32,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("opening the store at {}", cli.db.display()))
     };
     let open = || open_with(false);
+    // A command that only reads opens the store beside a process that holds it.
+    let open_reader = || {
+        Store::open_reader(&cli.db, store_options.clone())
+            .with_context(|| format!("opening the store at {} for reading", cli.db.display()))
+    };
     let objects = objects::ObjectStorage::new(&cli.s3);
     // A read of a session archived in the store is answered by a scratch store holding it.
     let read = |id: &str, run: &dyn Fn(&Store) -> anyhow::Result<ExitCode>| {
-        objects.read(&open()?, &store_options, id, run)
+        objects.read(&open_reader()?, &store_options, id, run)
     };
     match cli.command {
         Command::Import {
@@ -54,7 +60,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out: Some(out),
             format,
             ..
-        } => export::run_all(&open()?, &out, format),
+        } => export::run_all(&open_reader()?, &out, format),
         Command::ExportAll {
             to: Some(to),
             format,
@@ -96,6 +102,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => migrate::run(&open()?, id.as_deref(), all, dry_run, json),
         Command::Repair { id, json } => append::repair(&open()?, &id, false, json),
         Command::Resume { id, json } => append::repair(&open()?, &id, true, json),
+        Command::Tail {
+            id,
+            from,
+            follow,
+            all,
+        } => tail::run(&cli.db, &store_options, id.as_deref(), from.as_deref(), follow, all),
         Command::Events { id, from, to } => {
             read(&id, &|store| inspect::events(store, &id, from, to))
         }
@@ -125,14 +137,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             limit,
             after,
             json,
-        } => inspect::ls(&open()?, order, limit, after.as_deref(), json),
+        } => inspect::ls(&open_reader()?, order, limit, after.as_deref(), json),
         Command::Fork {
             source,
             new_id,
             at,
             json,
         } => append::fork(&open()?, &source, &new_id, at, json),
-        Command::Tree { id } => inspect::tree(&open()?, &id),
+        Command::Tree { id } => inspect::tree(&open_reader()?, &id),
         Command::Delete { id } => inspect::retain(&open()?, &id, true),
         Command::Undelete { id } => inspect::retain(&open()?, &id, false),
         Command::Purge {
@@ -140,7 +152,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dry_run,
         } => inspect::purge(&open()?, &older_than, dry_run),
         Command::Compact => inspect::compact(&open()?),
-        Command::Stats { prometheus } => stats::run(&open()?, prometheus),
+        Command::Stats { prometheus } => stats::run(&open_reader()?, prometheus),
         Command::Cluster { .. } => anyhow::bail!(
             "`sessionlog cluster` needs --cluster URL (or SESSIONLOG_CLUSTER): the fleet's PostgreSQL"
         ),
@@ -149,7 +161,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             objects: with_objects,
         } => {
-            let store = open()?;
+            let store = open_reader()?;
             let archived = if with_objects {
                 objects.verify_objects(&store, &ids)?
             } else {

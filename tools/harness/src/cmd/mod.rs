@@ -13,6 +13,7 @@ mod power;
 mod s3_export;
 mod space;
 mod stress;
+mod tail;
 mod takeover;
 mod work_dir;
 
@@ -178,6 +179,20 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 cluster: false,
                 json,
             } => lineage::bench_fork(events, forks, json),
+            BenchWorkload::Tail {
+                sessions,
+                threads,
+                subscribers,
+                seconds,
+                json,
+            } => tail::run(
+                sessions,
+                threads,
+                &subscribers,
+                seconds,
+                &cli.store.options(),
+                json,
+            ),
             BenchWorkload::Listing {
                 sessions,
                 limit,

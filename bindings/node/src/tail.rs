@@ -1,0 +1,46 @@
+//! `tailNext`: one step of `Store.tail` in `index.js`: the events of a session from a seq on,
+//! waiting a bounded time for the next commit when none is stored yet. Each step subscribes
+//! afresh from the seq the JS side holds (a subscription is a position and a wake-up signal,
+//! cheap to make), so the JS iterator owns the only state and cancelling it leaves nothing
+//! behind.
+
+use std::time::Duration;
+
+use sessionlog_engine::{Store, BUFFERED_EVENTS};
+
+use crate::reply::Reply;
+
+/// The longest one step waits (so a store being closed waits at most this for a tail).
+pub const MAX_WAIT: Duration = Duration::from_secs(1);
+
+/// `{"next": SEQ, "events": [...]}`: the events of `id` from `from` on that are stored, or the
+/// first ones to commit within `wait`, at most [`BUFFERED_EVENTS`]; `next` is where the next
+/// step starts.
+pub fn next(store: &Store, id: &str, from: u64, wait: Duration) -> Reply {
+    let mut sub = match store.subscribe(id, from) {
+        Ok(sub) => sub,
+        Err(e) => return e.into(),
+    };
+    let mut events = String::from("[");
+    let mut count = 0;
+    let mut timeout = wait.min(MAX_WAIT);
+    while count < BUFFERED_EVENTS {
+        match sub.next_within(store, timeout) {
+            Ok(Some((_, event))) => {
+                if count > 0 {
+                    events.push(',');
+                }
+                sessionlog_codec::json::write_value(&mut events, &event);
+                count += 1;
+                timeout = Duration::ZERO;
+            }
+            Ok(None) => break,
+            Err(e) => return e.into(),
+        }
+    }
+    events.push(']');
+    Reply::Json(format!(
+        "{{\"next\":{},\"events\":{events}}}",
+        sub.next_seq()
+    ))
+}

@@ -1,0 +1,251 @@
+//! `sessionlog-harness bench tail`: what live subscribers cost a host, and how soon they see a
+//! commit. `threads` host threads append to `sessions` sessions for `seconds` (each thread's
+//! sessions' next batches in one `append_many` per round, as the hosting workload submits them),
+//! once with no subscriber and once per subscriber count, in the same run on fresh stores. Each
+//! subscriber follows one session (subscriber j: session j mod `sessions`) on a thread of its
+//! own with [`Store::subscribe`].
+//!
+//! Commit-to-observer latency is taken per batch, from the instant its `append_many` returned
+//! (its acknowledgement) to the instant the subscriber holds its last event; a subscriber woken
+//! before the appender got the acknowledgement counts 0. Throughput is batches per second, and
+//! the ratio is each run's over the run without subscribers (1.0: subscribers cost nothing).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use sessionlog_codec::format::event::NewEvent;
+use sessionlog_codec::json::{Object, Value};
+use sessionlog_engine::{AppendItem, Options, SourceEncoding, Store};
+use sessionlog_harness::hosting::Histogram;
+use sessionlog_tools_common::output::json_line;
+
+/// Events per appended batch.
+const PER_BATCH: u64 = 4;
+
+/// How long a subscriber waits for a commit before it looks at the stop flag again.
+const OBSERVER_WAIT: Duration = Duration::from_millis(50);
+
+/// One measured run.
+struct Run {
+    subscribers: usize,
+    batches: u64,
+    seconds: f64,
+    latency: Histogram,
+}
+
+impl Run {
+    fn batches_per_s(&self) -> f64 {
+        self.batches as f64 / self.seconds.max(f64::EPSILON)
+    }
+}
+
+/// Run the benchmark and print its figures (see the module docs).
+pub fn run(
+    sessions: usize,
+    threads: usize,
+    subscribers: &[usize],
+    seconds: f64,
+    options: &Options,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        sessions > 0 && threads > 0 && seconds > 0.0,
+        "bench tail needs sessions, threads and seconds above 0"
+    );
+    let duration = Duration::from_secs_f64(seconds);
+    let mut runs = Vec::new();
+    for &count in std::iter::once(&0).chain(subscribers) {
+        eprintln!("bench tail: {count} subscribers, {sessions} sessions, {threads} threads");
+        runs.push(measure(sessions, threads, count, duration, options)?);
+    }
+    let base = runs.first().map_or(0.0, Run::batches_per_s);
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        let mut ratios = Object::new();
+        let figures: Vec<Value> = runs
+            .iter()
+            .map(|r| {
+                Value::Object(
+                    Object::new()
+                        .with("subscribers", r.subscribers as i64)
+                        .with("batches", r.batches as i64)
+                        .with("seconds", r.seconds)
+                        .with("batches_per_s", r.batches_per_s())
+                        .with("observed_batches", r.latency.count() as i64)
+                        .with("latency_p50_us", micros(r.latency.quantile(0.5)))
+                        .with("latency_p99_us", micros(r.latency.quantile(0.99))),
+                )
+            })
+            .collect();
+        for r in runs.iter().skip(1) {
+            ratios.insert(
+                format!("throughput_{}_subscribers_over_none", r.subscribers).into(),
+                Value::from(r.batches_per_s() / base.max(f64::EPSILON)),
+            );
+        }
+        json_line(
+            &mut out,
+            Object::new()
+                .with("workload", "tail")
+                .with("sessions", sessions as i64)
+                .with("threads", threads as i64)
+                .with("events_per_batch", PER_BATCH as i64)
+                .with("runs", Value::Array(figures))
+                .with("ratios", Value::Object(ratios)),
+        )?;
+    } else {
+        for r in &runs {
+            writeln!(
+                out,
+                "{:>5} subscribers: {:>9.0} batches/s ({:.2}x none), commit-to-observer p50 {:.0} us, p99 {:.0} us ({} batches observed)",
+                r.subscribers,
+                r.batches_per_s(),
+                r.batches_per_s() / base.max(f64::EPSILON),
+                micros(r.latency.quantile(0.5)),
+                micros(r.latency.quantile(0.99)),
+                r.latency.count()
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// One run on a fresh store: the appenders for `duration`, `subscribers` followers beside them.
+fn measure(
+    sessions: usize,
+    threads: usize,
+    subscribers: usize,
+    duration: Duration,
+    options: &Options,
+) -> anyhow::Result<Run> {
+    let dir = tempfile::tempdir().context("a scratch directory")?;
+    let store = Store::open(dir.path(), options.clone())?;
+    let ids: Vec<String> = (0..sessions).map(|i| format!("tail-{i:05}")).collect();
+    let created = ids
+        .iter()
+        .map(|id| {
+            AppendItem::new(id, Some(0), Vec::new()).creating(header(id), SourceEncoding::Jsonl)
+        })
+        .collect();
+    for r in store.append_many(created) {
+        r?;
+    }
+    let event = prompt()?;
+    // For each followed session, when each batch (by the seq after it) was acknowledged.
+    let followed: Vec<bool> = (0..sessions).map(|s| s < subscribers).collect();
+    let acks: Vec<Mutex<HashMap<u64, Instant>>> = (0..sessions).map(|_| Mutex::default()).collect();
+    let stop = AtomicBool::new(false);
+    let (store, ids, acks, stop, event, followed) = (&store, &ids, &acks, &stop, &event, &followed);
+    std::thread::scope(|scope| -> anyhow::Result<Run> {
+        let observers: Vec<_> = (0..subscribers)
+            .map(|j| {
+                let s = j % sessions;
+                scope.spawn(move || observe(store, &ids[s], &acks[s], stop))
+            })
+            .collect();
+        let started = Instant::now();
+        let appenders: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || -> anyhow::Result<u64> {
+                    let mine: Vec<usize> = (t..sessions).step_by(threads).collect();
+                    let mut next = vec![0u64; mine.len()];
+                    let mut batches = 0;
+                    while started.elapsed() < duration {
+                        let items = mine
+                            .iter()
+                            .zip(&next)
+                            .map(|(&s, &n)| {
+                                let events = vec![event.clone(); PER_BATCH as usize];
+                                AppendItem::new(&ids[s], Some(n), events)
+                            })
+                            .collect();
+                        let results = store.append_many(items);
+                        let acked = Instant::now();
+                        for ((&s, n), r) in mine.iter().zip(next.iter_mut()).zip(results) {
+                            r?;
+                            *n += PER_BATCH;
+                            batches += 1;
+                            if followed[s] {
+                                lock(&acks[s]).insert(*n, acked);
+                            }
+                        }
+                    }
+                    Ok(batches)
+                })
+            })
+            .collect();
+        let mut batches = 0;
+        for a in appenders {
+            batches += a
+                .join()
+                .map_err(|_| anyhow::anyhow!("an appender panicked"))??;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        stop.store(true, Ordering::SeqCst);
+        let mut latency = Histogram::default();
+        for o in observers {
+            latency.merge(
+                &o.join()
+                    .map_err(|_| anyhow::anyhow!("a subscriber panicked"))??,
+            );
+        }
+        Ok(Run {
+            subscribers,
+            batches,
+            seconds,
+            latency,
+        })
+    })
+}
+
+/// Follow session `id` until `stop`: the latency of each batch whose last event it got.
+fn observe(
+    store: &Store,
+    id: &str,
+    acks: &Mutex<HashMap<u64, Instant>>,
+    stop: &AtomicBool,
+) -> anyhow::Result<Histogram> {
+    let mut sub = store.subscribe(id, 0)?;
+    let mut latency = Histogram::default();
+    while !stop.load(Ordering::SeqCst) {
+        let Some((seq, _)) = sub.next_within(store, OBSERVER_WAIT)? else {
+            continue;
+        };
+        if (seq + 1) % PER_BATCH != 0 {
+            continue;
+        }
+        let seen = Instant::now();
+        let acked = lock(acks).remove(&(seq + 1));
+        latency.record(acked.map_or(Duration::ZERO, |a| seen.saturating_duration_since(a)));
+    }
+    Ok(latency)
+}
+
+/// The map's lock; a panic elsewhere leaves at worst a missing instant, so a poisoned lock is
+/// used as it is.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn header(id: &str) -> String {
+    format!(
+        r#"{{"type":"session","version":0,"id":"{id}","createdAt":1,"cwd":"/w","delegationDepth":0}}"#
+    )
+}
+
+/// The one event every batch repeats: a user message of some 200 bytes.
+fn prompt() -> anyhow::Result<NewEvent> {
+    let value = sessionlog_codec::json::parse(
+        r#"{"type":"user/message","time":1,"data":{"content":[{"type":"text","text":"a prompt of some length, as a user would type it into a session, to follow live"}],"source":{"kind":"user"},"role":"user","id":"u"},"surfaceOp":"append"}"#,
+    )?;
+    NewEvent::from_value(&value).map_err(anyhow::Error::msg)
+}
