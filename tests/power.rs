@@ -162,6 +162,28 @@ fn signal(pid: u32, sig: &str) {
     assert!(status.success(), "kill {sig} {pid}");
 }
 
+/// Wait until process `pid` waits on a FUSE request (its kernel stack or wait channel names
+/// FUSE's request path): with the file system stopped, a request that is never answered.
+fn wait_blocked_in_fuse(pid: u32) {
+    let started = Instant::now();
+    loop {
+        let read = |what: &str| std::fs::read_to_string(format!("/proc/{pid}/{what}"));
+        let waits = format!(
+            "{}\n{}",
+            read("stack").unwrap_or_default(),
+            read("wchan").unwrap_or_default()
+        );
+        if waits.contains("fuse") || waits.contains("request_wait_answer") {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "process {pid} did not block on the stopped mount in 30 s; it waits in:\n{waits}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// The mount table names mount points by their canonical paths: a mount under a relative
 /// directory (`stress --power-loss --dir D`) must be found there too.
 #[test]
@@ -206,7 +228,7 @@ fn a_lazyfs_that_stops_answering_is_killed_not_waited_on() {
         .arg(format!("echo unanswered >> '{}'", file.display()))
         .spawn()
         .expect("spawn sh");
-    std::thread::sleep(Duration::from_millis(300));
+    wait_blocked_in_fuse(child.id());
     let err = freeze_for_cut(child.id(), &mut mount).expect_err("the child cannot stop");
     assert!(
         format!("{err:#}").contains("LazyFS stopped answering"),

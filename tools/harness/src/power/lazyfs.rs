@@ -271,6 +271,7 @@ impl Mount {
             let _ = Command::new("kill")
                 .args(["-KILL", &pid.to_string()])
                 .status();
+            wait_until_dead(pid, limit);
             if stopped.recv_timeout(limit) == Err(mpsc::RecvTimeoutError::Timeout) {
                 eprintln!(
                     "power-loss: {what} still blocked {limit:?} after LazyFS was killed: the hang \
@@ -320,6 +321,29 @@ impl Mount {
     }
 }
 
+/// Wait (at most `limit`) until process `pid` has exited: SIGKILL is delivered at once, but a
+/// process with many threads takes a moment to die, and until it has, [`Mount::is_alive`] would
+/// still see LazyFS running and a caller would not restart it.
+fn wait_until_dead(pid: u32, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if matches!(
+            task_state(Path::new(&format!("/proc/{pid}/stat"))),
+            None | Some('Z' | 'X')
+        ) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The state letter of a process or thread from its `/proc/…/stat` file (`R`, `S`, `D`, `T`,
+/// `Z`…), or `None` when it is gone.
+pub(crate) fn task_state(stat: &Path) -> Option<char> {
+    let stat = std::fs::read_to_string(stat).ok()?;
+    stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next())
+}
+
 /// Guards file-system work on a [`Mount`] (see [`Mount::watchdog`]); dropping it ends the guard.
 pub struct Watchdog {
     what: String,
@@ -335,7 +359,7 @@ impl Watchdog {
     }
 
     /// End the guard: an error when the work overran (whatever the work itself returned, it
-    /// ran against a killed LazyFS).
+    /// ran against a killed LazyFS, which has exited by the time this returns).
     pub fn finish(self) -> anyhow::Result<()> {
         if self.fired() {
             bail!(

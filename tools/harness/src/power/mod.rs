@@ -398,8 +398,7 @@ fn freeze(pid: u32) -> anyhow::Result<()> {
         let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))?;
         let mut all_stopped = true;
         for t in tasks {
-            let stat = std::fs::read_to_string(t?.path().join("stat")).unwrap_or_default();
-            let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+            let state = lazyfs::task_state(&t?.path().join("stat"));
             all_stopped &= matches!(state, Some('T' | 't') | None);
         }
         if all_stopped {
