@@ -1,7 +1,7 @@
 //! One [`Store::append_many`] call, in the steps `docs/design.md` numbers ("The write path"):
 //! 1. admission under each session's lock, taken in id order;
 //! 2. write-open (the locks released while V1–V3 sessions migrate, then retaken);
-//! 3–5. checks, authoring and indexing, staged into the call's one batch (`admission.rs`,
+//! 3. to 5. checks, authoring and indexing, staged into the call's one batch (`admission.rs`,
 //!    `as_written.rs`, `creation.rs`), each item a part of its own under a commit hook;
 //! 6. the group commit;
 //! 7. publication of each committed session's write state;

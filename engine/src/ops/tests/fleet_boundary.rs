@@ -296,10 +296,7 @@ fn calls() -> Vec<Row> {
         row("ids", Nothing, |s, _| s.ids().map(drop)),
         row("purge", Nothing, |s, _| s.purge(0, true).map(drop)),
         row("migrate", Nothing, |s, _| {
-            let dry = MigrateOptions {
-                dry_run: true,
-                ..MigrateOptions::default()
-            };
+            let dry = MigrateOptions { dry_run: true };
             s.migrate("m", &dry).map(drop)
         }),
         row("compact", Nothing, |s, _| s.compact()),
