@@ -212,13 +212,13 @@ pub enum Error {
     #[error("{}; nothing was appended", .0.message)]
     Refused(Refusal),
     /// A write that would change a store with a commit hook (the index of a fleet) without
-    /// reaching its system of record; nothing was written.
-    #[error("this store is the index of a fleet: {operation} of {target} would change this host's store alone, not the fleet's system of record; run it through the fleet, or on a store of its own; nothing was written")]
+    /// reaching its system of record; nothing was written. The store's commit layer refuses
+    /// every such write, whichever operation makes it.
+    #[error("this store is the index of a fleet: {write} would change this host's store alone, not the fleet's system of record; run it through the fleet, or on a store of its own; nothing was written")]
     IndexOfFleet {
-        /// The operation refused.
-        operation: &'static str,
-        /// What it would change: `session "ID"`, or the sessions a purge would remove.
-        target: String,
+        /// The write refused, as its commit names it (`committing session "ID"`, `marking
+        /// session "ID"`, `purging deleted sessions`, …).
+        write: String,
     },
     /// One failure reported to every append that shared its group commit.
     #[error(transparent)]
@@ -313,6 +313,9 @@ impl Error {
             Error::ReadOnly { path } => Error::ReadOnly { path: path.clone() },
             Error::Refused(r) => Error::Refused(r.clone()),
             Error::Shared(e) => Error::Shared(std::sync::Arc::clone(e)),
+            Error::IndexOfFleet { write } => Error::IndexOfFleet {
+                write: write.clone(),
+            },
             Error::Storage { context, source } => Error::Storage {
                 context: context.clone(),
                 source: source.clone(),

@@ -3,8 +3,10 @@
 //! beneath all), through the module path (not a crate-root re-export), and the files import
 //! each other in no circle. And the write path's rules: only `store/` names the RocksDB handle or builds a
 //! WriteBatch, and a session's keys are first written by one function, from the two writers
-//! that create sessions. And `Store`'s method map (its type doc, `store/mod.rs`) names every
-//! public method of `Store` with the file that holds it, and nothing else.
+//! that create sessions, and only the two writers of its system of record's own changes write
+//! past a commit hook. And `Store`'s method map (its type doc, `store/mod.rs`) names every
+//! public method of `Store` with the file that holds it, and nothing else (the fleet boundary's
+//! test, `ops/tests/fleet_boundary.rs`, calls each of them).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -18,6 +20,11 @@ fn layer_of_module(first: &str) -> Option<usize> {
         "error" | "options" | "metrics" => Some(0),
         other => LAYERS.iter().position(|l| *l == other),
     }
+}
+
+/// Whether `module` is a test module (a `tests` module or one inside it).
+fn is_tests(module: &str) -> bool {
+    module.ends_with("::tests") || module.contains("::tests::")
 }
 
 /// Every `.rs` file under `dir`.
@@ -124,9 +131,7 @@ fn every_crate_path_goes_down_the_layers_and_no_files_import_in_a_circle() {
         let rel = f.strip_prefix(&src).expect("under src");
         let module = module_of(rel);
         // Tests may reach anywhere, as `test_support.rs` does.
-        if ["lib", "layering", "test_support"].contains(&module.as_str())
-            || module.ends_with("::tests")
-        {
+        if ["lib", "layering", "test_support"].contains(&module.as_str()) || is_tests(&module) {
             continue;
         }
         let first = module.split("::").next().unwrap_or_default();
@@ -219,10 +224,28 @@ fn handle_uses(code: &str) -> Vec<String> {
     found
 }
 
+/// Calls only some modules make (their tests aside): the call, those modules, and what it does.
+const SOLE_CALLERS: [(&str, &[&str], &str); 2] = [
+    // A session's keys come into being only here: a whole log landed (import, fork, a
+    // migration's successor) or a live session created with its first batch.
+    (
+        ".insert_session(",
+        &["ops::append::creation", "write::session_writer"],
+        "create sessions",
+    ),
+    // A store with a commit hook takes changes without it only from the writers that apply
+    // what its system of record holds: replicated appends and `Store::apply_recorded`.
+    (
+        "Recorded::by_the_system_of_record(",
+        &["ops::append::call", "ops::retention"],
+        "write past a commit hook",
+    ),
+];
+
 #[test]
-fn only_the_store_layer_touches_rocksdb_and_one_function_creates_sessions() {
+fn only_the_store_layer_touches_rocksdb_and_sole_callers_create_and_write_past_a_hook() {
     let mut problems = Vec::new();
-    let mut creators = BTreeSet::new();
+    let mut callers = vec![BTreeSet::new(); SOLE_CALLERS.len()];
     for (rel, text) in sources_with_text() {
         let module = module_of(&rel);
         if module == "layering" {
@@ -239,20 +262,17 @@ fn only_the_store_layer_touches_rocksdb_and_one_function_creates_sessions() {
                 problems.push(format!("{}: names {use_} outside store/", rel.display()));
             }
         }
-        if !module.ends_with("::tests") && code(&text).contains(".insert_session(") {
-            creators.insert(module);
+        for ((call, ..), found) in SOLE_CALLERS.iter().zip(&mut callers) {
+            if !is_tests(&module) && code(&text).contains(call) {
+                found.insert(module.clone());
+            }
         }
     }
-    // A session's keys come into being only here: a whole log landed (import, fork, a
-    // migration's successor) or a live session created with its first batch.
-    let expected: BTreeSet<String> = ["ops::append::creation", "write::session_writer"]
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
-    if creators != expected {
-        problems.push(format!(
-            "sessions are created by {creators:?}; only {expected:?} may call insert_session"
-        ));
+    for ((call, sole, what), found) in SOLE_CALLERS.iter().zip(callers) {
+        let sole: BTreeSet<String> = sole.iter().map(|m| (*m).to_owned()).collect();
+        if found != sole {
+            problems.push(format!("{found:?} {what} (`{call}`); only {sole:?} may"));
+        }
     }
     assert!(
         problems.is_empty(),
@@ -304,15 +324,29 @@ fn store_methods(text: &str) -> Vec<String> {
     out
 }
 
-#[test]
-fn the_store_method_map_names_every_public_method_where_it_lives() {
-    let sources = sources_with_text();
+/// Every public method of `Store` (its `impl Store` blocks' `pub fn`s), with the file it is in.
+fn store_methods_by_file(sources: &[(PathBuf, String)]) -> BTreeSet<(String, String)> {
     let mut methods = BTreeSet::new();
-    for (rel, text) in &sources {
+    for (rel, text) in sources {
         for name in store_methods(text) {
             methods.insert((name, rel.display().to_string()));
         }
     }
+    methods
+}
+
+/// The names of every public method of `Store`.
+pub(crate) fn store_public_methods() -> BTreeSet<String> {
+    store_methods_by_file(&sources_with_text())
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect()
+}
+
+#[test]
+fn the_store_method_map_names_every_public_method_where_it_lives() {
+    let sources = sources_with_text();
+    let methods = store_methods_by_file(&sources);
     // The map: the rows of `Store`'s doc table, `| concern | methods | file |`.
     let (_, store) = sources
         .iter()

@@ -33,7 +33,9 @@ pub use metrics::{
     AppendMetrics, ColumnFamilyMetrics, CommitDistributions, CommitStats, HistogramSnapshot,
     Metrics, RefusalReason, RocksDbMetrics,
 };
-pub use ops::append::{AppendItem, AppendQueue, AppendReceipt, NewSession, StoreAccess};
+pub use ops::append::{
+    AppendBatch, AppendItem, AppendQueue, AppendReceipt, NewSession, StoreAccess,
+};
 pub use ops::archive::{ArchiveCandidates, ArchivePlan};
 pub use ops::export::ExportFormat;
 pub use ops::fork::{ForkFile, ForkReport, LineageEntry};

@@ -87,7 +87,6 @@ impl Store {
     /// (DSH `SessionStore.fork`).
     pub fn fork(&self, source: &str, boundary: Option<u64>, new_id: &str) -> Result<ForkReport> {
         self.check_writable()?;
-        self.refuse_in_fleet("fork", new_id)?;
         // The child shares the parent's prefix in DSH 0.2's model: an older parent is migrated
         // first (its successor published, as DSH's next write-open would).
         if self.meta(new_id.as_bytes())?.is_none() {

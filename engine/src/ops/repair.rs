@@ -74,13 +74,8 @@ impl Store {
     }
 
     fn repair_to(&self, id: &str, reach: Reach) -> Result<RepairReport> {
-        let operation = match reach {
-            Reach::Resume => "resume",
-            Reach::Repair | Reach::CutTail => "repair",
-        };
-        self.refuse_in_fleet(operation, id)?;
         self.write_open(id)?;
-        self.rewrite_session(id, "repairing session", |meta, batch| {
+        self.rewrite_session(id, "repairing session", None, |meta, batch| {
             self.stage_repair(id, meta, reach, batch)
         })
     }

@@ -5,7 +5,7 @@
 use crate::error::Result;
 use crate::layout::changes::{Change, ChangeKind};
 use crate::layout::meta::{now_ms, SessionMeta};
-use crate::store::{lock_session, BlobGc, Store};
+use crate::store::{lock_session, BlobGc, Recorded, Store};
 use crate::write::session_batch::SessionBatch;
 
 /// What a purge removed.
@@ -37,18 +37,18 @@ pub enum RecordedChange {
 impl Store {
     /// Mark session `id` deleted: hidden from listings, still exportable, restorable.
     pub fn delete(&self, id: &str) -> Result<()> {
-        self.refuse_in_fleet("delete", id)?;
-        self.set_deleted(id, Some(now_ms()))
+        self.set_deleted(id, Some(now_ms()), None)
     }
 
     /// Restore a deleted session.
     pub fn undelete(&self, id: &str) -> Result<()> {
-        self.refuse_in_fleet("undelete", id)?;
-        self.set_deleted(id, None)
+        self.set_deleted(id, None, None)
     }
 
-    fn set_deleted(&self, id: &str, at: Option<i64>) -> Result<()> {
-        self.rewrite_session(id, "marking session", |mut meta, batch| {
+    /// Mark session `id` deleted at `at` (`None`: not deleted); `recorded` when its system of
+    /// record made the change.
+    fn set_deleted(&self, id: &str, at: Option<i64>, recorded: Option<Recorded>) -> Result<()> {
+        self.rewrite_session(id, "marking session", recorded, |mut meta, batch| {
             meta.deleted_at_ms = at;
             let kind = match at {
                 Some(_) => ChangeKind::Deleted,
@@ -61,13 +61,11 @@ impl Store {
 
     /// Remove for good every deleted session deleted more than `older_than_ms` ago.
     pub fn purge(&self, older_than_ms: i64, dry_run: bool) -> Result<PurgeReport> {
-        if !dry_run {
-            self.refuse_in_fleet_of("purge", || "the deleted sessions".into())?;
-        }
         let cutoff = now_ms().saturating_sub(older_than_ms);
         self.purge_where(
             &|m: &SessionMeta| m.deleted_at_ms.is_some_and(|t| t <= cutoff),
             dry_run,
+            None,
         )
     }
 
@@ -78,23 +76,26 @@ impl Store {
     ///
     /// [`Error::IndexOfFleet`]: crate::Error::IndexOfFleet
     pub fn apply_recorded(&self, change: &RecordedChange) -> Result<()> {
+        let recorded = Some(Recorded::by_the_system_of_record());
         match change {
-            RecordedChange::Deleted(id) => self.set_deleted(id, Some(now_ms())),
-            RecordedChange::Undeleted(id) => self.set_deleted(id, None),
+            RecordedChange::Deleted(id) => self.set_deleted(id, Some(now_ms()), recorded),
+            RecordedChange::Undeleted(id) => self.set_deleted(id, None, recorded),
             RecordedChange::Purged(ids) => {
                 let ids: std::collections::HashSet<&[u8]> =
                     ids.iter().map(|id| id.as_bytes()).collect();
-                self.purge_where(&|m: &SessionMeta| ids.contains(m.id.as_slice()), false)
-                    .map(drop)
+                let due = |m: &SessionMeta| ids.contains(m.id.as_slice());
+                self.purge_where(&due, false, recorded).map(drop)
             }
         }
     }
 
-    /// Remove for good the sessions `due` says (see [`Store::purge`]).
+    /// Remove for good the sessions `due` says (see [`Store::purge`]); `recorded` when its
+    /// system of record made the change.
     fn purge_where(
         &self,
         due: &dyn Fn(&SessionMeta) -> bool,
         dry_run: bool,
+        recorded: Option<Recorded>,
     ) -> Result<PurgeReport> {
         self.check_writable()?;
         let mut candidates: Vec<Vec<u8>> = Vec::new();
@@ -156,7 +157,7 @@ impl Store {
         }
         self.flush_all()?;
         report.stored_bytes_before = self.file_bytes()?;
-        let mut batch = SessionBatch::new(self);
+        let mut batch = SessionBatch::recorded(self, recorded);
         for m in &victims {
             batch.remove_session(m, true)?;
             batch.record_change(Change::new(ChangeKind::Purged, &m.id, m.events, 0));

@@ -11,11 +11,19 @@
 //! every thread waiting. So concurrent writers share fsyncs without any batching code of their
 //! own, and a single writer pays nothing for the queue.
 //!
-//! A commit is made of parts (one per session batch when a commit hook is set, else one): with a
-//! hook (`commit_hook.rs`), the leader hands the group's records to it first and writes only the
-//! parts it accepted; each caller learns the outcome of each of its parts. A part the hook
-//! committed whose local write then fails is answered `OutcomeUnknown`, never a plain storage
-//! error: its batch is in the system of record though not here.
+//! A commit is made of parts (one per session batch when a commit hook is set, else one), each
+//! carrying its [`Recording`]: with a hook (`commit_hook.rs`), the leader hands the group's
+//! records to it first and writes only the parts it accepted; each caller learns the outcome of
+//! each of its parts. A part the hook committed whose local write then fails is answered
+//! `OutcomeUnknown`, never a plain storage error: its batch is in the system of record though
+//! not here.
+//!
+//! The fleet boundary is kept here, for every writer at once: with a hook set, a part that
+//! changes anything must either carry a hook record or be [`Recording::Recorded`] (its system of
+//! record holds it already: a replicated batch, a retention change the record decided), whose
+//! proof [`Recorded`] only those two writers build (a test names them). Any other part is
+//! refused with [`Error::IndexOfFleet`] and writes nothing, so a writer that forgets the fleet
+//! cannot make a host's store drift from its system of record.
 //!
 //! Invariants: a commit returns only after the write holding its batch returned, so a returned
 //! durable commit is durable; batches are written in the order they were queued (a group keeps
@@ -107,11 +115,11 @@ impl<'s> Batch<'s> {
         self.feed.push(change);
     }
 
-    /// This batch as one part of a commit, with `record` for the commit hook.
-    pub(crate) fn into_part(self, record: Option<CommitRecord>) -> Part {
+    /// This batch as one part of a commit, standing with the commit hook as `recording` says.
+    pub(crate) fn into_part(self, recording: Recording) -> Part {
         Part {
             changes: self.inner,
-            record,
+            recording,
             appends: 0,
             feed: self.feed,
         }
@@ -148,11 +156,37 @@ pub(crate) struct CommitQueue {
     hook: OnceLock<Arc<dyn CommitHook>>,
 }
 
-/// One part of a commit: its changes, and its record for the commit hook (none: the hook does
-/// not see it).
+/// How a part of a commit stands with the store's commit hook.
+pub(crate) enum Recording {
+    /// Offered to the hook with this record: written here once the system of record took it.
+    Offered(CommitRecord),
+    /// Held by the system of record already: written here without asking the hook again.
+    Recorded(Recorded),
+    /// This store's alone: refused, when it changes anything, while a hook is set.
+    Local,
+}
+
+/// The proof that a part's changes are its system of record's already (a replicated batch, a
+/// retention change the record decided). Built only by [`Recorded::by_the_system_of_record`],
+/// which the two writers that apply the record's own changes call: `ops/append` for
+/// replicated batches and `ops/retention` for [`Store::apply_recorded`] (the layering test
+/// holds the list).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Recorded {
+    _proof: (),
+}
+
+impl Recorded {
+    /// Say that the changes to be committed are the system of record's already.
+    pub(crate) fn by_the_system_of_record() -> Self {
+        Recorded { _proof: () }
+    }
+}
+
+/// One part of a commit: its changes, and how it stands with the commit hook.
 pub(crate) struct Part {
     pub(crate) changes: WriteBatch,
-    pub(crate) record: Option<CommitRecord>,
+    pub(crate) recording: Recording,
     /// Session batches appended by its changes (for the group-commit metrics).
     pub(crate) appends: u64,
     /// The session changes it makes, for the change log (`feed.rs`).
@@ -164,6 +198,8 @@ pub(crate) struct Part {
 enum PartFailure {
     Storage(rocksdb::Error),
     Refused(Refusal),
+    /// A change of this store alone while a commit hook is set (see the module docs).
+    Unrecorded,
     /// The local write failed after the commit hook committed the part's batch (its session
     /// and batch number).
     CommittedElsewhere {
@@ -206,7 +242,8 @@ impl CommitQueue {
 
 impl Store {
     /// Commit `parts` together through the group-commit queue; the outcome of each, in order.
-    /// With a commit hook set, each part with a record is offered to it first.
+    /// With a commit hook set, each part with a record is offered to it first, and a
+    /// [`Recording::Local`] part that changes anything is refused.
     pub(crate) fn commit_parts(
         &self,
         parts: Vec<Part>,
@@ -277,13 +314,17 @@ impl Store {
     /// Write one group: offer its records to the commit hook, then write the parts it accepted
     /// as one WriteBatch (fsynced when `sync`). The outcome of every part.
     fn write_group(&self, members: Vec<Vec<Part>>, sync: bool) -> GroupOutcome {
+        let hook = self.commits.hook.get();
         let mut verdicts = {
             let records: Vec<&CommitRecord> = members
                 .iter()
                 .flatten()
-                .filter_map(|p| p.record.as_ref())
+                .filter_map(|p| match &p.recording {
+                    Recording::Offered(record) => Some(record),
+                    Recording::Recorded(_) | Recording::Local => None,
+                })
                 .collect();
-            match (self.commits.hook.get(), records.is_empty()) {
+            match (hook, records.is_empty()) {
                 (Some(hook), false) => hook.commit(&records),
                 _ => Vec::new(),
             }
@@ -300,16 +341,27 @@ impl Store {
             let mut of_member = Vec::with_capacity(parts.len());
             let mut elsewhere = Vec::with_capacity(parts.len());
             for part in parts {
-                let verdict = match &part.record {
-                    None => Ok(()),
-                    Some(_) => verdicts.next().unwrap_or_else(|| {
-                        Err(Refusal {
-                            kind: RefusalKind::Unavailable,
-                            message: "the commit hook gave no outcome for the batch".into(),
+                let verdict = match &part.recording {
+                    Recording::Offered(_) => verdicts
+                        .next()
+                        .unwrap_or_else(|| {
+                            Err(Refusal {
+                                kind: RefusalKind::Unavailable,
+                                message: "the commit hook gave no outcome for the batch".into(),
+                            })
                         })
-                    }),
+                        .map_err(PartFailure::Refused),
+                    Recording::Recorded(_) => Ok(()),
+                    // The fleet boundary (see the module docs).
+                    Recording::Local if hook.is_some() && !part.changes.is_empty() => {
+                        Err(PartFailure::Unrecorded)
+                    }
+                    Recording::Local => Ok(()),
                 };
-                elsewhere.push(part.record.as_ref().map(|r| (r.session.clone(), r.batch)));
+                elsewhere.push(match &part.recording {
+                    Recording::Offered(r) => Some((r.session.clone(), r.batch)),
+                    Recording::Recorded(_) | Recording::Local => None,
+                });
                 match verdict {
                     Ok(()) => {
                         appends += part.appends;
@@ -317,7 +369,7 @@ impl Store {
                         accepted.push(part.changes);
                         of_member.push(Ok(()));
                     }
-                    Err(refusal) => of_member.push(Err(PartFailure::Refused(refusal))),
+                    Err(failure) => of_member.push(Err(failure)),
                 }
             }
             outcome.push(of_member);
@@ -385,31 +437,9 @@ impl Store {
     }
 
     /// Whether a commit hook is set: appends then commit each session's batch as a part of its
-    /// own, with its record.
+    /// own, with its record (a store with a hook refuses any other change: see the module docs).
     pub(crate) fn has_commit_hook(&self) -> bool {
         self.commits.hook.get().is_some()
-    }
-
-    /// Refuse `operation` on session `id` in a store with a commit hook: a write that does not
-    /// go through the group commit's hook would change this store alone, and a store with a hook
-    /// is the index of a system of record that must hold every change first.
-    pub(crate) fn refuse_in_fleet(&self, operation: &'static str, id: &str) -> Result<()> {
-        self.refuse_in_fleet_of(operation, || format!("session \"{id}\""))
-    }
-
-    /// [`Store::refuse_in_fleet`] for an operation whose `target` is not one session.
-    pub(crate) fn refuse_in_fleet_of(
-        &self,
-        operation: &'static str,
-        target: impl FnOnce() -> String,
-    ) -> Result<()> {
-        match self.has_commit_hook() {
-            true => Err(Error::IndexOfFleet {
-                operation,
-                target: target(),
-            }),
-            false => Ok(()),
-        }
     }
 
     /// Counters of the group-commit queue: writes made, the batches they carried, and the
@@ -459,6 +489,9 @@ fn part_error(failure: PartFailure, context: &str) -> Error {
     match failure {
         PartFailure::Storage(e) => Error::storage(context)(e),
         PartFailure::Refused(refusal) => Error::Refused(refusal),
+        PartFailure::Unrecorded => Error::IndexOfFleet {
+            write: context.to_owned(),
+        },
         PartFailure::CommittedElsewhere {
             session,
             batch,
@@ -495,19 +528,82 @@ fn merged(members: &[WriteBatch]) -> WriteBatch {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
-    use super::{merged, Batch, Sync};
+    use super::{merged, Batch, Recorded, Recording, Sync};
+    use crate::error::{Error, Refusal};
     use crate::layout::keys::{CF_EVENTS, CF_SESSIONS};
     use crate::options::Options;
-    use crate::store::Store;
+    use crate::store::{CommitHook, CommitRecord, Store};
     use crate::test_support::empty;
 
     /// Commit `batch` alone, expecting success.
     fn commit(store: &Store, batch: Batch<'_>) {
-        for outcome in store.commit_parts(vec![batch.into_part(None)], Sync::AsConfigured, "test") {
+        let parts = vec![batch.into_part(Recording::Local)];
+        for outcome in store.commit_parts(parts, Sync::AsConfigured, "test") {
             outcome.expect("commit");
         }
+    }
+
+    /// A system of record that takes every batch, counting them.
+    #[derive(Default)]
+    struct Counts(AtomicUsize);
+
+    impl CommitHook for Counts {
+        fn commit(&self, records: &[&CommitRecord]) -> Vec<Result<(), Refusal>> {
+            self.0.fetch_add(records.len(), Ordering::SeqCst);
+            records.iter().map(|_| Ok(())).collect()
+        }
+    }
+
+    /// With a commit hook set, a part that would change the store without a record for the
+    /// hook is refused and writes nothing, whoever built it; a part with a record reaches the
+    /// hook, one proven [`Recorded`] is written without it, and an empty part changes nothing.
+    #[test]
+    fn under_a_hook_a_part_without_a_record_is_refused() {
+        let (_t, store) = empty();
+        let hook = Arc::new(Counts::default());
+        store.set_commit_hook(hook.clone()).expect("hook");
+        let part = |key: &[u8], recording| {
+            let mut batch = Batch::with_capacity(&store, 0);
+            batch.put(CF_EVENTS, key, b"v").expect("put");
+            batch.into_part(recording)
+        };
+        let record = CommitRecord {
+            session: "s".into(),
+            first_seq: 0,
+            events: 1,
+            batch: 1,
+            bytes: b"{}\n".to_vec(),
+            creates: None,
+            verdict: "clean".into(),
+        };
+        let recorded = Recording::Recorded(Recorded::by_the_system_of_record());
+        let outcomes = store.commit_parts(
+            vec![
+                part(b"local", Recording::Local),
+                part(b"offered", Recording::Offered(record)),
+                part(b"recorded", recorded),
+                Batch::with_capacity(&store, 0).into_part(Recording::Local),
+            ],
+            Sync::AsConfigured,
+            "writing the test's keys",
+        );
+        let mut outcomes = outcomes.into_iter();
+        match outcomes.next() {
+            Some(Err(Error::IndexOfFleet { write })) => {
+                assert_eq!(write, "writing the test's keys");
+            }
+            other => panic!("a part without a record under a hook: {other:?}"),
+        }
+        for outcome in outcomes {
+            outcome.expect("offered, recorded and empty parts are committed");
+        }
+        assert_eq!(store.raw_get(CF_EVENTS, b"local"), None, "the refused part");
+        assert!(store.raw_get(CF_EVENTS, b"offered").is_some());
+        assert!(store.raw_get(CF_EVENTS, b"recorded").is_some());
+        assert_eq!(hook.0.load(Ordering::SeqCst), 1, "only the offered part");
     }
 
     /// A merged batch holds every member's records, in order: a later member's put of a key

@@ -38,12 +38,13 @@ use std::sync::Mutex;
 use rocksdb::{ColumnFamily, DBRawIteratorWithThreadMode, SnapshotWithThreadMode, DB};
 use sessionlog_codec::format::header::Header;
 
-pub(crate) use commit::{Batch, Part, Sync};
+pub(crate) use commit::{Batch, Part, Recorded, Recording, Sync};
 pub(crate) use maintenance::BlobGc;
 
 pub(crate) use projection_registry::Registry;
 pub(crate) use session_cache::{
-    lock_session, ProjectionCheckpoints, RelationRules, SeamReader, WriteState, WriteStateCache,
+    lock_session, ProjectionCheckpoints, RelationRules, SeamReader, WriteLock, WriteState,
+    WriteStateCache,
 };
 pub(crate) use successor_cache::SuccessorCache;
 

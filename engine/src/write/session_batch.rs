@@ -14,13 +14,17 @@ use crate::layout::keys::{
     self, CF_CHECKPOINTS, CF_EVENTS, CF_SESSIONS, CF_SURFACE, EVENT_KEY_LEN,
 };
 use crate::layout::meta::SessionMeta;
-use crate::store::{Batch, CommitRecord, Part, Store, Sync};
+use crate::store::{Batch, Part, Recorded, Recording, Store, Sync};
 
 /// One or more sessions' changes, committed at once: in one part, or, for a store with a commit
-/// hook, in parts the hook answers for one by one ([`SessionBatch::end_part`]).
+/// hook, in parts the hook answers for one by one ([`SessionBatch::end_part`]). Changes staged
+/// after the last part are committed as this store's own ([`Recording::Local`], which a store
+/// with a commit hook refuses), unless the batch was made [`SessionBatch::recorded`].
 pub(crate) struct SessionBatch<'s> {
     store: &'s Store,
     batch: Batch<'s>,
+    /// Whether the changes are the system of record's already (see [`SessionBatch::recorded`]).
+    recorded: Option<Recorded>,
     /// The parts closed so far (the changes staged since are the last part).
     parts: Vec<Part>,
     /// Updates staged in the closed parts.
@@ -41,9 +45,20 @@ impl<'s> SessionBatch<'s> {
         SessionBatch {
             store,
             batch: Batch::with_capacity(store, bytes),
+            recorded: None,
             parts: Vec::new(),
             closed: 0,
             appends: 0,
+        }
+    }
+
+    /// An empty batch for `store` of changes its system of record holds already when `recorded`
+    /// proves it (a store with a commit hook writes them without offering them to it), else of
+    /// this store's own (as [`SessionBatch::new`]).
+    pub(crate) fn recorded(store: &'s Store, recorded: Option<Recorded>) -> Self {
+        SessionBatch {
+            recorded,
+            ..Self::new(store)
         }
     }
 
@@ -57,13 +72,13 @@ impl<'s> SessionBatch<'s> {
         self.closed + self.batch.len()
     }
 
-    /// Close the changes staged since the last part as one part of the commit, with `record` for
-    /// the store's commit hook: the hook accepts or refuses it alone, and
+    /// Close the changes staged since the last part as one part of the commit, standing with the
+    /// store's commit hook as `recording` says: the hook accepts or refuses it alone, and
     /// [`SessionBatch::commit_parts`] gives its outcome alone.
-    pub(crate) fn end_part(&mut self, record: Option<CommitRecord>) {
+    pub(crate) fn end_part(&mut self, recording: Recording) {
         let part = self.batch.take();
         self.closed += part.len();
-        let mut part = part.into_part(record);
+        let mut part = part.into_part(recording);
         part.appends = std::mem::take(&mut self.appends);
         self.parts.push(part);
     }
@@ -241,7 +256,7 @@ impl<'s> SessionBatch<'s> {
     /// [`SessionBatch::end_part`], in order, then of the changes staged after the last (if any).
     pub(crate) fn commit_parts(mut self, context: &str) -> Vec<Result<()>> {
         if !self.batch.is_empty() || self.parts.is_empty() {
-            self.end_part(None);
+            self.end_last_part();
         }
         self.store
             .commit_parts(self.parts, Sync::AsConfigured, context)
@@ -250,11 +265,21 @@ impl<'s> SessionBatch<'s> {
     /// Commit without an fsync of its own (an import's intermediate batches, a bulk import's
     /// sessions made durable together by one `Store::sync`).
     pub(crate) fn commit_unsynced(mut self, context: &str) -> Result<()> {
-        self.end_part(None);
+        self.end_last_part();
         self.store
             .commit_parts(self.parts, Sync::Deferred, context)
             .into_iter()
             .collect()
+    }
+
+    /// Close the changes staged after the last part as the batch's own: the system of record's
+    /// for a [`SessionBatch::recorded`] batch, else this store's alone.
+    fn end_last_part(&mut self) {
+        let recording = match self.recorded {
+            Some(proof) => Recording::Recorded(proof),
+            None => Recording::Local,
+        };
+        self.end_part(recording);
     }
 
     /// Take what is staged, leaving this batch empty.
@@ -262,6 +287,7 @@ impl<'s> SessionBatch<'s> {
         SessionBatch {
             store: self.store,
             batch: self.batch.take(),
+            recorded: self.recorded,
             parts: std::mem::take(&mut self.parts),
             closed: std::mem::take(&mut self.closed),
             appends: std::mem::take(&mut self.appends),

@@ -7,8 +7,9 @@
 //! batch, which commits through the store's group-commit queue: the batches of every thread
 //! appending at the same moment share one WAL write and one fsync. A session is created the same
 //! way, with its first batch ([`AppendItem::creating`]), and a host behind DSH's persistence seam
-//! marks its items [`AppendItem::as_written`] (`as_written.rs`). Hosts that cannot give a thread
-//! to each waiting append hand them to an [`AppendQueue`] (`queue.rs`).
+//! marks its items [`AppendItem::as_written`] (`as_written.rs`). What an item is lives in
+//! `item.rs`; the steps of one call, in `call.rs`. Hosts that cannot give a thread to each
+//! waiting append hand them to an [`AppendQueue`] (`queue.rs`).
 //!
 //! Invariants: a rejected batch writes nothing; an append whose expected seq is stale fails and
 //! writes nothing; appends to one session are serialized by its write lock
@@ -16,11 +17,14 @@
 
 mod admission;
 mod as_written;
+mod call;
 mod creation;
+mod item;
 mod queue;
 #[cfg(test)]
 mod tests;
 
+pub use item::{AppendBatch, AppendItem, NewSession};
 pub use queue::{AppendQueue, StoreAccess};
 
 use std::sync::MutexGuard;
@@ -33,117 +37,11 @@ use sessionlog_codec::format::header::parse_header;
 use crate::error::{Error, Result};
 use crate::layout::changes::{Change, ChangeKind};
 use crate::layout::meta::{SessionMeta, SourceEncoding, Verdict};
-use crate::metrics::{AppendTally, RefusalReason};
-use crate::ops::migrate::opens_by_migrating;
+use crate::metrics::RefusalReason;
 use crate::store::{
-    lock_session, Claim, CreatedSession, ProjectionCheckpoints, RelationRules, Store, WriteState,
+    Claim, CreatedSession, ProjectionCheckpoints, RelationRules, Store, WriteState,
 };
 use crate::write::session_batch::SessionBatch;
-
-/// One session's batch in an append.
-#[derive(Clone, Debug)]
-pub struct AppendItem {
-    /// Session id.
-    pub id: String,
-    /// The seq the caller believes comes next; `None` skips the check.
-    pub expected_next_seq: Option<u64>,
-    /// The batch, in order.
-    pub events: Vec<NewEvent>,
-    /// Create the session with this batch (see [`AppendItem::creating`]).
-    pub create: Option<NewSession>,
-    /// Keep the batch as DSH's writer writes it even where DSH's append rules refuse it (see
-    /// [`AppendItem::as_written`]).
-    pub as_written: bool,
-    /// The batch given as the bytes it adds to the log file (see [`AppendItem::written_bytes`]),
-    /// instead of `events`.
-    pub written: Option<Vec<u8>>,
-    /// The store's system of record holds the batch already (see [`AppendItem::replicated`]):
-    /// it is not offered to the commit hook.
-    pub replicated: bool,
-}
-
-/// A session an [`AppendItem`] creates: its header line (without `\n`), as DSH's writer authors
-/// it, and how its bytes are kept.
-#[derive(Clone, Debug)]
-pub struct NewSession {
-    /// The header line; it must name the item's id (and pass DSH's strict header check, unless
-    /// the item is [`AppendItem::as_written`]).
-    pub header_line: String,
-    /// The session's encoding.
-    pub encoding: SourceEncoding,
-}
-
-impl AppendItem {
-    /// Append `events` to the stored session `id`.
-    pub fn new(
-        id: impl Into<String>,
-        expected_next_seq: Option<u64>,
-        events: Vec<NewEvent>,
-    ) -> Self {
-        AppendItem {
-            id: id.into(),
-            expected_next_seq,
-            events,
-            create: None,
-            as_written: false,
-            written: None,
-            replicated: false,
-        }
-    }
-
-    /// A batch given as the bytes it adds to the log file (its lines for a `.jsonl` log, its
-    /// zstd frames, each of whole lines, for a `.jsonl.zstd` one), kept verbatim and read by DSH's reader as
-    /// [`AppendItem::as_written`] batches are. Offered to the store's commit hook like any
-    /// batch: how a fleet writes bytes authored whole elsewhere (a fork's seed batch, an
-    /// imported file's batches) through its system of record.
-    pub fn written_bytes(
-        id: impl Into<String>,
-        expected_next_seq: Option<u64>,
-        bytes: Vec<u8>,
-    ) -> Self {
-        AppendItem {
-            written: Some(bytes),
-            ..AppendItem::new(id, expected_next_seq, Vec::new())
-        }
-    }
-
-    /// A [`AppendItem::written_bytes`] batch its system of record already holds: a store that
-    /// is the index of a fleet's system of record catches up with these. Not offered to the
-    /// store's commit hook (the one write a store with a hook takes without it).
-    pub fn replicated(
-        id: impl Into<String>,
-        expected_next_seq: Option<u64>,
-        bytes: Vec<u8>,
-    ) -> Self {
-        AppendItem {
-            replicated: true,
-            ..AppendItem::written_bytes(id, expected_next_seq, bytes)
-        }
-    }
-
-    /// Create the session with this batch as its first, in the same commit: as DSH's backends
-    /// publish a session with its first batch, one synced write for both. The session must not
-    /// be stored; a batch refused by DSH's rules creates nothing. This is the one way a session
-    /// is created.
-    pub fn creating(mut self, header_line: impl Into<String>, encoding: SourceEncoding) -> Self {
-        self.create = Some(NewSession {
-            header_line: header_line.into(),
-            encoding,
-        });
-        self
-    }
-
-    /// Write the batch as DSH's writer writes it, whatever DSH's reader will say of the log:
-    /// what DSH's append rules refuse (an unknown event type, a malformed legacy message shape,
-    /// a header version DSH does not read) is stored anyway, with the verdict DSH's reader
-    /// gives the resulting log, as DSH's own JSONL backend keeps it for DSH to judge at load.
-    /// For hosts behind DSH's persistence seam; the store's own writers stay strict. A batch the
-    /// strict rules take is stored exactly as without this mark.
-    pub fn as_written(mut self) -> Self {
-        self.as_written = true;
-        self
-    }
-}
 
 /// What an append stored. Serializes as `{firstSeq, count}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -198,168 +96,6 @@ impl Store {
         results
     }
 
-    /// [`Store::append_many`] without counting its refusals.
-    fn append_items(&self, mut items: Vec<AppendItem>) -> Vec<Result<AppendReceipt>> {
-        if let Err(e) = self.check_writable() {
-            return items.iter().map(|_| Err(e.duplicate())).collect();
-        }
-        let mut results: Vec<Option<Result<AppendReceipt>>> = items.iter().map(|_| None).collect();
-        // Lock sessions in id order so concurrent group appends cannot deadlock, each once: a
-        // session's later items are refused (locking its lock twice would deadlock).
-        let mut order: Vec<usize> = (0..items.len()).collect();
-        order.sort_by(|&a, &b| items[a].id.cmp(&items[b].id));
-        order.dedup_by(|later, first| {
-            let again = items[*later].id == items[*first].id;
-            if again {
-                results[*later] = Some(Err(Error::Rejected {
-                    id: items[*later].id.clone(),
-                    seq: None,
-                    rule: "a session may appear once per append_many call".into(),
-                }));
-            }
-            again
-        });
-        let handles: Vec<_> = order
-            .iter()
-            .map(|&i| self.write_states.handle(items[i].id.as_bytes()))
-            .collect();
-        let mut guards: Vec<_> = handles.iter().map(lock_session).collect();
-        // A V1–V3 session is migrated before it is written to, as DSH's write-open does. A
-        // session whose write state is cached holds its committed metadata there (the cache's
-        // invariant), so only the others read theirs; a migration takes the session's lock, so
-        // the locks are released while they are opened and taken again, in the same order.
-        // Sessions being created are not stored, so not opened.
-        let mut opened: Vec<Option<Error>> = items.iter().map(|_| None).collect();
-        let unopened: Vec<usize> = order
-            .iter()
-            .zip(&guards)
-            .filter(|(&i, g)| {
-                items[i].create.is_none()
-                    && g.as_ref()
-                        .is_none_or(|s| opens_by_migrating(s.meta.version))
-            })
-            .map(|(&i, _)| i)
-            .collect();
-        if !unopened.is_empty() {
-            drop(guards);
-            for i in unopened {
-                opened[i] = self.write_open(&items[i].id).err();
-            }
-            guards = handles.iter().map(lock_session).collect();
-        }
-        let mut staged: Vec<(usize, Staged, bool)> = Vec::new();
-        let mut tally = AppendTally::default();
-        let mut claims = Vec::new();
-        let mut batch =
-            SessionBatch::with_capacity(self, expected_batch_bytes(&items, &guards, &order));
-        // With a commit hook, each staged batch is a part of its own, which the hook (the
-        // system of record) accepts or refuses alone.
-        let parts = self.has_commit_hook();
-        let mut broken = None;
-        for (slot, &i) in order.iter().enumerate() {
-            if let Some(e) = opened[i].take() {
-                results[i] = Some(Err(e));
-                continue;
-            }
-            let item = &mut items[i];
-            // A replicated batch is its system of record's already: the hook never sees it.
-            let replicated = item.replicated;
-            let keys_before = batch.len();
-            let outcome = match item.create.take() {
-                Some(new) => self
-                    .stage_creation(&mut guards[slot], item, &new, &mut batch)
-                    .map(|(staged, claim, created)| {
-                        claims.push(claim);
-                        (staged, Some(created))
-                    }),
-                None => {
-                    match guards[slot].is_some() {
-                        true => tally.write_state_hits += 1,
-                        false => tally.write_state_misses += 1,
-                    }
-                    self.stage_loaded(&mut guards[slot], item, &mut batch)
-                        .map(|staged| (staged, None))
-                }
-            };
-            match outcome {
-                Ok((mut s, created)) => {
-                    let creates = created.is_some();
-                    record_appended(&mut batch, &item.id, &s, creates);
-                    if parts {
-                        let record = match (guards[slot].as_ref(), replicated) {
-                            (Some(state), false) => s.record(&item.id, &state.meta, created),
-                            _ => None,
-                        };
-                        batch.carries_appends(1);
-                        batch.end_part(record);
-                    }
-                    staged.push((slot, s, creates));
-                }
-                // Refusals come before anything is staged. A failure after part of an item was
-                // staged (a storage or encoding fault) leaves the batch unfit to commit.
-                Err(e) if batch.len() != keys_before => {
-                    broken = Some(e);
-                    break;
-                }
-                Err(e) => results[i] = Some(Err(e)),
-            }
-        }
-        // One outcome for every staged batch (`single`), or, with parts, one each.
-        let (single, mut outcomes) = match broken {
-            Some(e) => (Some(Err(e)), Vec::new().into_iter()),
-            None if staged.is_empty() => (None, Vec::new().into_iter()),
-            None => {
-                if !parts {
-                    batch.carries_appends(staged.len() as u64);
-                }
-                let mut outcomes = batch
-                    .commit_parts("committing appended batches")
-                    .into_iter();
-                match parts {
-                    true => (None, outcomes),
-                    false => (outcomes.next(), outcomes),
-                }
-            }
-        };
-        for (slot, s, creates) in staged {
-            let outcome = match &single {
-                Some(Err(e)) => Err(e.duplicate()),
-                Some(Ok(())) => Ok(()),
-                None => outcomes.next().unwrap_or_else(|| {
-                    Err(Error::Internal(
-                        "a staged batch has no commit outcome".into(),
-                    ))
-                }),
-            };
-            results[order[slot]] = Some(match outcome {
-                Ok(()) => {
-                    tally.appends += 1;
-                    tally.created += u64::from(creates);
-                    tally.events += s.receipt.count;
-                    tally.bytes += s.bytes;
-                    Ok(s.publish(&mut guards[slot]))
-                }
-                Err(e) => {
-                    // Nothing of the batch was written, but the session's cached state ran
-                    // ahead of the store: dropped, it is reloaded from the store.
-                    *guards[slot] = None;
-                    Err(e)
-                }
-            });
-        }
-        if let Some(Err(e)) = &single {
-            for result in results.iter_mut().filter(|r| r.is_none()) {
-                *result = Some(Err(e.duplicate()));
-            }
-        }
-        self.recorder.appended(&tally);
-        drop(claims);
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(Error::Internal("append produced no result".into()))))
-            .collect()
-    }
-
     /// Stage `item`, appended to a stored session, loading its write state into `slot` first
     /// when it is not in memory.
     fn stage_loaded(
@@ -383,27 +119,23 @@ impl Store {
         item: &mut AppendItem,
         batch: &mut SessionBatch<'_>,
     ) -> Result<Staged> {
-        if let Some(bytes) = item.written.take() {
-            let written = as_written::Written::Bytes(bytes);
-            return as_written::stage(self, slot, &item.id, item.expected_next_seq, written, batch);
-        }
-        let events = std::mem::take(&mut item.events);
-        if !item.as_written {
-            return admission::stage(self, slot, &item.id, item.expected_next_seq, events, batch);
-        }
+        let (id, expected) = (item.id.as_str(), item.expected_next_seq);
+        let events = match item.batch.take() {
+            AppendBatch::Bytes(bytes) | AppendBatch::Replicated(bytes) => {
+                let written = as_written::Written::Bytes(bytes);
+                return as_written::stage(self, slot, id, expected, written, batch);
+            }
+            AppendBatch::Events(events) => {
+                return admission::stage(self, slot, id, expected, events, batch)
+            }
+            AppendBatch::AsWritten(events) => events,
+        };
         // The strict path consumes the events; an as-written item keeps a copy for the fallback
         // (refusals are rare, but the seam's batches are small).
-        match admission::stage(
-            self,
-            slot,
-            &item.id,
-            item.expected_next_seq,
-            events.clone(),
-            batch,
-        ) {
+        match admission::stage(self, slot, id, expected, events.clone(), batch) {
             Err(Error::Rejected { .. } | Error::NotAppendable { .. }) => {
                 let written = as_written::Written::Events(events);
-                as_written::stage(self, slot, &item.id, item.expected_next_seq, written, batch)
+                as_written::stage(self, slot, id, expected, written, batch)
             }
             outcome => outcome,
         }
@@ -419,7 +151,7 @@ impl Store {
         new: &NewSession,
         batch: &mut SessionBatch<'_>,
     ) -> Result<(Staged, Claim<'_>, CreatedSession)> {
-        let written = item.as_written || item.written.is_some();
+        let written = item.batch.is_written();
         let header = NewHeader::check(&new.header_line, new.encoding, written)?;
         let named = header.id();
         if named != item.id {
@@ -529,7 +261,7 @@ impl Store {
 
 /// Record the change a staged item makes (its events, or its session's creation) for the
 /// change log and the session's subscribers; an empty batch of a stored session makes none.
-fn record_appended(batch: &mut SessionBatch<'_>, id: &str, staged: &Staged, creates: bool) {
+pub(super) fn record_appended(batch: &mut SessionBatch<'_>, id: &str, staged: &Staged, creates: bool) {
     let kind = match (creates, staged.receipt.count) {
         (true, _) => ChangeKind::Created,
         (false, 0) => return,
@@ -566,7 +298,7 @@ fn expected_batch_bytes(
             .as_ref()
             .map(|s| s.meta.bytes_per_event())
             .unwrap_or(NEW_SESSION_EVENT_BYTES);
-        let events = items[i].events.len() as u64;
+        let events = items[i].batch.given_events() as u64;
         total.saturating_add(
             per_event
                 .saturating_mul(events)

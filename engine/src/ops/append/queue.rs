@@ -192,10 +192,20 @@ fn run(shared: &Shared, store: &dyn StoreAccess) {
                     unparsed += 1;
                     (entry.done)(Err(e));
                 }
-                Some(Ok(events)) => {
-                    entry.item.events = events;
-                    ready.push(entry);
-                }
+                Some(Ok(events)) => match entry.item.batch.events_mut() {
+                    Some(slot) => {
+                        *slot = events;
+                        ready.push(entry);
+                    }
+                    None => {
+                        unparsed += 1;
+                        (entry.done)(Err(Error::Rejected {
+                            id: entry.item.id,
+                            seq: None,
+                            rule: "a batch given as bytes takes no events JSON".into(),
+                        }));
+                    }
+                },
                 None => ready.push(entry),
             }
         }
@@ -317,5 +327,34 @@ mod tests {
         });
         let late = rx.recv().expect("completed");
         assert!(matches!(late, Err(Error::Closed)), "{late:?}");
+    }
+
+    /// Events given as JSON fill an item's batch of events; an item whose batch is bytes takes
+    /// none, and is refused with nothing written (the bytes are not stored with events dropped).
+    #[test]
+    fn events_json_is_refused_for_a_batch_given_as_bytes() {
+        let (_dir, store) = seeded();
+        let store = Arc::new(store);
+        let next = store.require_meta(b"a").expect("meta").events;
+        let mut queue = AppendQueue::start(Arc::clone(&store)).expect("start");
+        let json = r#"[{"type":"user/message","data":{"content":[],"source":{"kind":"tool"},"role":"user","id":"j"},"surfaceOp":"append"}]"#;
+        let line = format!("{{\"type\":\"turn/start\",\"seq\":{next}}}\n");
+        let (tx, rx) = channel();
+        let bytes = AppendItem::written_bytes("a", Some(next), line.into_bytes());
+        queue.submit_json(bytes, json.to_owned(), move |r| tx.send(r).expect("send"));
+        match rx.recv().expect("completed") {
+            Err(Error::Rejected { id, rule, .. }) => {
+                assert_eq!(id, "a");
+                assert!(rule.contains("given as bytes"), "{rule}");
+            }
+            other => panic!("bytes with events JSON: {other:?}"),
+        }
+        assert_eq!(store.require_meta(b"a").expect("meta").events, next);
+        let (tx, rx) = channel();
+        let events = AppendItem::new("a", Some(next), Vec::new());
+        queue.submit_json(events, json.to_owned(), move |r| tx.send(r).expect("send"));
+        let receipt = rx.recv().expect("completed").expect("appended");
+        assert_eq!((receipt.first_seq, receipt.count), (next, 1));
+        queue.close();
     }
 }
