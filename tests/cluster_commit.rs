@@ -621,7 +621,9 @@ fn a_catch_up_racing_the_host_s_own_commit_of_the_batch_it_applies_goes_on_after
     let group = appending.join().expect("append thread");
     assert!(group[0].is_ok(), "s: {:?}", group[0]);
     assert!(group[1].is_err(), "t, its row locked: {:?}", group[1]);
-    table_lock.batch_execute("COMMIT").expect("release the table");
+    table_lock
+        .batch_execute("COMMIT")
+        .expect("release the table");
     let acquired = acquiring.join().expect("acquire thread");
     let acquired = acquired.expect("a batch the host committed itself meanwhile is no failure");
     assert_eq!(acquired.caught_up, 0, "batch 2 was host-a's own");

@@ -163,7 +163,9 @@ fn report_json(report: &NemesisReport, opts: &NemesisOptions, minutes: f64) -> O
         .with("clients", opts.clients as i64)
         .with(
             "readBoundMs",
-            ReadGuarantee::of(opts.read_bound, opts.lease).bound.as_millis() as i64,
+            ReadGuarantee::of(opts.read_bound, opts.lease)
+                .bound
+                .as_millis() as i64,
         )
         .with(
             "calls",

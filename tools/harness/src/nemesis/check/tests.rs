@@ -366,7 +366,11 @@ fn a_read_that_is_no_prefix_or_stale_is_found() {
     // that acknowledged it (read-your-writes, however soon): stale.
     for (host, at) in [(1, (11.3, 11.4)), (1, (10.45, 10.5)), (0, (0.4, 0.5))] {
         let found = reading(host, at);
-        assert_eq!(kinds(&found), ["stale-read"], "read sent at {at:?}: {found:?}");
+        assert_eq!(
+            kinds(&found),
+            ["stale-read"],
+            "read sent at {at:?}: {found:?}"
+        );
         assert_eq!(found[0].ops, [2, 3]);
     }
     let eleven = reading(1, (11.3, 11.4));
