@@ -1,18 +1,21 @@
 //! The fleet's group commit at its edges, on a real PostgreSQL (a throwaway cluster started here):
 //! a commit whose answer is lost and whose retry meets a new owner is read back, not reported
 //! fenced; one bad batch or one locked row is refused alone, the rest of its group committed;
-//! two concurrent forks into one id cannot swap parents; and a local write that fails after
-//! PostgreSQL committed says the outcome is unknown, the batch recovered on the next acquire.
+//! two concurrent forks into one id cannot swap parents; a local write that fails after
+//! PostgreSQL committed says the outcome is unknown, the batch recovered on the next acquire; and
+//! a host catching up a session it holds while committing batches of its own to it (PostgreSQL
+//! first, then its store) takes neither side of that gap for a divergence.
 //!
-//! Connections are dropped mid-commit by a TCP proxy the test controls ([`Proxy`]); rows are
-//! held locked by a second connection with an open `SELECT … FOR UPDATE`. Needs PostgreSQL 15's
-//! server binaries, as `cluster.rs` does (and root for the full-disk case, as `faults.rs`).
+//! Connections are dropped mid-commit, or a statement's answer held back, by a TCP proxy the test
+//! controls ([`Proxy`]); rows and tables are held locked by a second connection with an open
+//! transaction. Needs PostgreSQL 15's server binaries, as `cluster.rs` does (and root for the
+//! full-disk case, as `faults.rs`).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use sessionlog::engine::{AppendItem, Error, ExportFormat, Options, RefusalKind, SourceEncoding};
@@ -26,12 +29,48 @@ use crate::faults::{fill, Tmpfs};
 /// A TCP proxy in front of PostgreSQL that the test controls. [`Proxy::cut`] closes the client
 /// side of every connection and refuses new ones: a statement under way runs on in its backend
 /// (whose socket stays open) and commits, its answer never delivered, as when a network drops
-/// a connection mid-commit. [`Proxy::open`] lets connections through again.
+/// a connection mid-commit. [`Proxy::open`] lets connections through again. [`Proxy::hold`]
+/// keeps one connection's answers from its client until [`Proxy::release`], as a slow network
+/// does.
 struct Proxy {
     port: u16,
     open: Arc<AtomicBool>,
     /// Every client socket, to cut them.
     clients: Arc<Mutex<Vec<TcpStream>>>,
+    hold: Arc<Hold>,
+}
+
+/// Which connection's answers wait in the proxy, and whether one waits.
+#[derive(Default)]
+struct Hold {
+    state: Mutex<Held>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct Held {
+    /// The connection (by the order the proxy accepted it) whose answers wait, from the first
+    /// that answers an executed statement.
+    connection: Option<usize>,
+    /// Whether such an answer waits.
+    waiting: bool,
+}
+
+impl Hold {
+    /// Before `chunk`, read from connection `n`'s server, goes to its client: wait while that
+    /// connection is held and the chunk answers an executed statement (its first message a
+    /// BindComplete, `2`; a statement's preparation, which the driver sends first, passes), or
+    /// an answer of it waits already.
+    fn pass(&self, n: usize, chunk: &[u8]) {
+        let mut state = self.state.lock().expect("hold");
+        if state.connection == Some(n) && (state.waiting || chunk.first() == Some(&b'2')) {
+            state.waiting = true;
+            self.changed.notify_all();
+            while state.connection == Some(n) {
+                state = self.changed.wait(state).expect("hold");
+            }
+        }
+    }
 }
 
 impl Proxy {
@@ -40,11 +79,12 @@ impl Proxy {
         let port = listener.local_addr().expect("address").port();
         let open = Arc::new(AtomicBool::new(true));
         let clients = Arc::new(Mutex::new(Vec::new()));
+        let hold = Arc::new(Hold::default());
         // Server sockets are kept open for the test's life, so that no backend notices a cut.
         let servers = Arc::new(Mutex::new(Vec::new()));
-        let (is_open, all) = (Arc::clone(&open), Arc::clone(&clients));
+        let (is_open, all, holding) = (Arc::clone(&open), Arc::clone(&clients), Arc::clone(&hold));
         std::thread::spawn(move || {
-            for client in listener.incoming() {
+            for (n, client) in listener.incoming().enumerate() {
                 let Ok(client) = client else { continue };
                 if !is_open.load(Ordering::SeqCst) {
                     drop(client);
@@ -63,14 +103,16 @@ impl Proxy {
                 };
                 all.lock().expect("clients").push(c3);
                 servers.lock().expect("servers").push(s3);
-                std::thread::spawn(move || pump(client, server));
-                std::thread::spawn(move || pump(s2, c2));
+                let holding = Arc::clone(&holding);
+                std::thread::spawn(move || pump(client, server, |_| {}));
+                std::thread::spawn(move || pump(s2, c2, |chunk| holding.pass(n, chunk)));
             }
         });
         Proxy {
             port,
             open,
             clients,
+            hold,
         }
     }
 
@@ -78,6 +120,11 @@ impl Proxy {
     fn url(&self, pg: &TempPostgres, host: &str) -> String {
         host_url(pg, host);
         format!("postgres://{host}@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Host `host`, joined through the proxy.
+    fn join(&self, pg: &TempPostgres, dir: &Path, host: &str) -> Arc<Fleet> {
+        Arc::new(join_at(&self.url(pg, host), dir, host, |_| {}))
     }
 
     /// Drop every connection's client side and refuse new connections.
@@ -92,15 +139,43 @@ impl Proxy {
     fn open(&self) {
         self.open.store(true, Ordering::SeqCst);
     }
+
+    /// Keep the answers of connection `n` (by the order the proxy accepted it) from its client,
+    /// from the first that answers an executed statement, until [`Proxy::release`].
+    fn hold(&self, n: usize) {
+        *self.hold.state.lock().expect("hold") = Held {
+            connection: Some(n),
+            waiting: false,
+        };
+    }
+
+    /// Wait until an answer of the held connection waits in the proxy: its statement ran.
+    fn wait_for_held_answer(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut state = self.hold.state.lock().expect("hold");
+        while !state.waiting {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "no answer of the held connection came");
+            state = self.hold.changed.wait_timeout(state, left).expect("hold").0;
+        }
+    }
+
+    /// Deliver the held answers, and every later one.
+    fn release(&self) {
+        *self.hold.state.lock().expect("hold") = Held::default();
+        self.hold.changed.notify_all();
+    }
 }
 
-/// Copy `from` to `to` until either ends (never closing `to`'s other direction).
-fn pump(mut from: TcpStream, mut to: TcpStream) {
+/// Copy `from` to `to` until either ends (never closing `to`'s other direction), each chunk
+/// shown to `before` first.
+fn pump(mut from: TcpStream, mut to: TcpStream, before: impl Fn(&[u8])) {
     let mut buf = [0u8; 16 << 10];
     loop {
         match from.read(&mut buf) {
             Ok(0) | Err(_) => return,
             Ok(n) => {
+                before(&buf[..n]);
                 if to.write_all(&buf[..n]).is_err() {
                     return;
                 }
@@ -118,6 +193,13 @@ fn join_at(url: &str, dir: &Path, host: &str, options: impl FnOnce(&mut FleetOpt
 
 fn join(pg: &TempPostgres, dir: &Path, host: &str) -> Fleet {
     join_at(&host_url(pg, host), dir, host, |_| {})
+}
+
+/// Host `host`, its group commit patient for `patience`.
+fn join_patient(pg: &TempPostgres, dir: &Path, host: &str, patience: Duration) -> Arc<Fleet> {
+    Arc::new(join_at(&host_url(pg, host), dir, host, |o| {
+        o.commit_patience = patience
+    }))
 }
 
 fn create(fleet: &Fleet, id: &str) -> sessionlog::engine::Result<()> {
@@ -147,10 +229,18 @@ fn append(fleet: &Fleet, id: &str, at: u64, n: u64) -> sessionlog::engine::Resul
 
 /// Wait until `n` backends wait on a lock.
 fn wait_for_lock_waiters(pg: &TempPostgres, n: usize) {
+    wait_for_lock_waiters_running(pg, n, "");
+}
+
+/// Wait until `n` backends whose statement holds `text` wait on a lock.
+fn wait_for_lock_waiters_running(pg: &TempPostgres, n: usize, text: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let waiting: usize = pg
-            .psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+            .psql(&format!(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+                 AND strpos(query, '{text}') > 0"
+            ))
             .expect("pg_stat_activity")
             .trim()
             .parse()
@@ -160,8 +250,17 @@ fn wait_for_lock_waiters(pg: &TempPostgres, n: usize) {
         }
         assert!(
             Instant::now() < deadline,
-            "{waiting} backends wait on a lock, not {n}"
+            "{waiting} backends running {text:?} wait on a lock, not {n}"
         );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Wait until PostgreSQL holds `n` batch rows of session `id`.
+fn wait_for_batch_rows(pg: &TempPostgres, id: &str, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while batch_rows(pg, id) != n {
+        assert!(Instant::now() < deadline, "{id} never had {n} batch rows");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -190,12 +289,7 @@ fn a_lost_answer_whose_retry_meets_a_new_owner_is_read_back_not_reported_fenced(
     let Some(pg) = fleet_database() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let proxy = Proxy::start(pg.port());
-    let a = Arc::new(join_at(
-        &proxy.url(&pg, "host-a"),
-        dir.path(),
-        "host-a",
-        |_| {},
-    ));
+    let a = proxy.join(&pg, dir.path(), "host-a");
     let b = Arc::new(join(&pg, dir.path(), "host-b"));
     create(&a, "s").expect("created on host-a");
 
@@ -305,12 +399,7 @@ fn a_row_locked_elsewhere_stalls_only_its_own_batch_for_the_hook_s_patience() {
     let Some(pg) = fleet_database() else { return };
     let dir = tempfile::tempdir().expect("temp dir");
     let patience = Duration::from_secs(4);
-    let a = Arc::new(join_at(
-        &host_url(&pg, "host-a"),
-        dir.path(),
-        "host-a",
-        |o| o.commit_patience = patience,
-    ));
+    let a = join_patient(&pg, dir.path(), "host-a", patience);
     create(&a, "locked").expect("created");
     create(&a, "free").expect("created");
     let mut lock = lock_row(&pg, "locked");
@@ -463,6 +552,92 @@ fn a_local_write_failing_after_postgres_committed_says_outcome_unknown_and_is_re
     let b = join(&pg, other.path(), "host-b");
     b.sync("s").expect("host-b catches up");
     assert_eq!(exported(&a, "s"), exported(&b, "s"));
+    verified(&[&a, &b]);
+}
+
+#[test]
+fn a_re_acquire_racing_the_host_s_own_append_is_not_taken_for_a_divergence() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let proxy = Proxy::start(pg.port());
+    let a = proxy.join(&pg, dir.path(), "host-a");
+    create(&a, "s").expect("created on host-a");
+
+    // host-a re-acquires s, which it holds: the row is read on its control connection (the
+    // first, made on joining), whose answer (batch 1 the last) the proxy keeps. Meanwhile
+    // host-a appends batch 2 through its commit connection: PostgreSQL, then its store. The
+    // catch-up then finds its copy a batch ahead of the row it was given.
+    proxy.hold(0);
+    let acquiring = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || a.acquire("s", false))
+    };
+    proxy.wait_for_held_answer();
+    append(&a, "s", 2, 1).expect("appended while the row's answer waits");
+    proxy.release();
+    let acquired = acquiring.join().expect("acquire thread");
+    let acquired = acquired.expect("a copy ahead by the host's own batch is no divergence");
+    assert_eq!((acquired.row.epoch, acquired.caught_up), (1, 0));
+    assert!(a.holds("s"), "still held");
+    append(&a, "s", 3, 1).expect("appends go on");
+    assert_eq!(batch_rows(&pg, "s"), 3);
+    let b = join(&pg, dir.path(), "host-b");
+    b.sync("s").expect("host-b catches up");
+    assert_eq!(exported(&a, "s"), exported(&b, "s"));
+    verified(&[&a, &b]);
+}
+
+#[test]
+fn a_catch_up_racing_the_host_s_own_commit_of_the_batch_it_applies_goes_on_after_it() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join_patient(&pg, dir.path(), "host-a", Duration::from_secs(2));
+    create(&a, "s").expect("created");
+    create(&a, "t").expect("created");
+
+    // One group for s and t, t's row locked: the call waits out its lock timeout and is split;
+    // s's half commits (PostgreSQL holds s's batch 2), t's waits out the patience before the
+    // group writes anything to the local store.
+    let mut row_lock = lock_row(&pg, "t");
+    let appending = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || a.append_many(vec![item("s", 2, 1), item("t", 2, 1)]))
+    };
+    wait_for_batch_rows(&pg, "s", 2);
+    // Meanwhile host-a re-acquires s: it reads the row (up to batch 2) and its copy (up to
+    // batch 1), then waits to read batch 2 (the table locked) until the group has written it
+    // to the local store; the catch-up then applies a batch its copy holds already.
+    let mut table_lock =
+        postgres::Client::connect(&pg.url("postgres", "postgres"), postgres::NoTls)
+            .expect("connect as the superuser");
+    table_lock
+        .batch_execute("BEGIN; LOCK TABLE sessionlog.batches IN ACCESS EXCLUSIVE MODE")
+        .expect("lock the batches");
+    let acquiring = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || a.acquire("s", false))
+    };
+    wait_for_lock_waiters_running(&pg, 1, "FROM sessionlog.batches");
+    let group = appending.join().expect("append thread");
+    assert!(group[0].is_ok(), "s: {:?}", group[0]);
+    assert!(group[1].is_err(), "t, its row locked: {:?}", group[1]);
+    table_lock
+        .batch_execute("COMMIT")
+        .expect("release the table");
+    let acquired = acquiring.join().expect("acquire thread");
+    let acquired = acquired.expect("a batch the host committed itself meanwhile is no failure");
+    assert_eq!(acquired.caught_up, 0, "batch 2 was host-a's own");
+    row_lock.batch_execute("COMMIT").expect("release the row");
+
+    assert!(a.holds("s"), "still held");
+    append(&a, "s", 3, 1).expect("appends go on");
+    append(&a, "t", 2, 1).expect("t's batch appended again");
+    assert_eq!([batch_rows(&pg, "s"), batch_rows(&pg, "t")], [3, 2]);
+    let b = join(&pg, dir.path(), "host-b");
+    for id in ["s", "t"] {
+        b.sync(id).expect("host-b catches up");
+        assert_eq!(exported(&a, id), exported(&b, id), "{id}");
+    }
     verified(&[&a, &b]);
 }
 

@@ -1,14 +1,13 @@
 //! The fleet under a nemesis for two minutes: three host processes over PostgreSQL kept
 //! available by Patroni (a leader and a synchronous standby over a 3-member etcd), each host
-//! behind its own blackholing proxy, while seeded clients create, append, fork, import, acquire,
-//! release and read six colliding ids and the nemesis pauses, kills and cuts off hosts and kills
-//! the database's leader. The checker then finds nothing: every acknowledged batch in
-//! PostgreSQL exactly once, every batch refused as not written absent, every read a fresh
-//! prefix of its final log, every host's store PostgreSQL's after catching up, no two hosts
-//! acknowledging appends at one epoch.
-//!
-//! Deletes, undeletes and purges are left out of this run: the fleet does not yet carry them to
-//! other hosts' stores, which the same harness shows (`stress --fleet-nemesis` makes them).
+//! behind its own blackholing proxy, while seeded clients create, append, fork, import, delete,
+//! undelete, purge, acquire, release and read six colliding ids and the nemesis pauses, kills
+//! and cuts off hosts and kills the database's leader. The checker then finds nothing: every
+//! acknowledged batch in PostgreSQL exactly once (or its session purged since), every batch
+//! refused as not written absent, every read a prefix of its final log within the fleet's read
+//! guarantee (read-your-writes on the host that wrote, at most the read bound behind
+//! elsewhere), no purged session served, every host's store PostgreSQL's after catching up, no
+//! two hosts acknowledging appends at one epoch.
 //!
 //! Needs Debian's patroni, etcd-server and postgresql-15 (installed by `./x test`) and the built
 //! harness binary; without the servers the test fails under CI (`CI` set) and elsewhere prints
@@ -16,14 +15,15 @@
 
 use std::time::Duration;
 
-use sessionlog_harness::nemesis::{run, NemesisOptions};
+use sessionlog_harness::nemesis::{run, NemesisOptions, KINDS};
 use sessionlog_harness::requirement::missing;
 
 use crate::fixtures::built_binary;
 
 #[test]
-#[ignore = "found violations on the merged fleet fixes in its first full-suite run; run with \
-            --ignored (or `sessionlog-harness stress --fleet-nemesis`) until they are fixed"]
+#[ignore = "not yet shown clean with every call and fault on (the machine was too loaded to run \
+            it before the hand-off); run with --ignored or `sessionlog-harness stress \
+            --fleet-nemesis`"]
 fn the_fleet_keeps_its_word_under_a_nemesis() {
     if !sessionlog_harness::patroni::available() {
         missing(
@@ -36,11 +36,6 @@ fn the_fleet_keeps_its_word_under_a_nemesis() {
     let opts = NemesisOptions {
         duration: Duration::from_secs(120),
         seed: 58,
-        kinds: NemesisOptions::default()
-            .kinds
-            .into_iter()
-            .filter(|k| !["delete", "undelete", "purge"].contains(k))
-            .collect(),
         ..NemesisOptions::default()
     };
     let report = run(&opts, &built_binary("sessionlog-harness"), dir.path())
@@ -58,6 +53,13 @@ fn the_fleet_keeps_its_word_under_a_nemesis() {
         answers.get("acknowledged").copied().unwrap_or(0) > 100,
         "too little was acknowledged to test anything: {answers:?}"
     );
+    let operations = report.operations();
+    for (kind, _) in KINDS {
+        assert!(
+            operations.get(kind).copied().unwrap_or(0) > 0,
+            "no {kind} in {operations:?}"
+        );
+    }
     let faults = report.faults();
     for kind in ["pause", "kill", "blackhole", "kill-leader"] {
         assert!(

@@ -10,6 +10,15 @@
 //! (its header differs, or the id was once purged and its bytes differ), which is removed and
 //! built again; and a local copy ahead of PostgreSQL's same session is refused rather than
 //! trusted. Pages are read by bytes: at most [`PAGE_BYTES`] a query, or one batch larger alone.
+//!
+//! A host may commit batches of its own to a session it holds while catching it up (catch-ups
+//! are one at a time, on the control connection; appends are not). Such a batch reaches
+//! PostgreSQL first and the local store right after, with the same number and bytes (the commit
+//! hook's invariant), so the local copy can only be ahead of what PostgreSQL said *earlier*: a
+//! copy ahead of the row it was given is held against the row read again after the copy was
+//! read, and only a copy still ahead of that has diverged; and a batch being applied that the
+//! copy meanwhile took from the host's own commit is that very batch, so catching up goes on
+//! after the copy's end.
 
 use std::time::Duration;
 
@@ -17,7 +26,7 @@ use sessionlog_codec::format::zstd::FrameDecoder;
 use sessionlog_engine::{AppendItem, RecordedChange, SessionSummary, SourceEncoding, Store};
 
 use crate::error::{Error, Result};
-use crate::ownership::SessionRow;
+use crate::ownership::{self, SessionRow};
 use crate::pg::Pg;
 
 /// The bytes a page of batches holds at most (a larger batch makes a page of its own): a host
@@ -32,6 +41,18 @@ const PATIENCE: Duration = Duration::from_secs(60);
 pub(crate) fn catch_up(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<u64> {
     let id = row.id.as_str();
     let mut local = local_copy(store, id)?;
+    // Ahead of the row given: read it again, now that PostgreSQL holds every batch of this
+    // host's that the copy holds (see the module docs).
+    let reread;
+    let row = match &local {
+        Some(copy) if copy.batches > batches_of(row) => {
+            reread = pg
+                .retrying("reading a session", PATIENCE, |c| ownership::row(c, id))?
+                .ok_or_else(|| Error::UnknownSession(id.to_owned()))?;
+            &reread
+        }
+        _ => row,
+    };
     if let Some(copy) = &local {
         if !same_session(pg, store, row, copy)? {
             // An earlier session under this id, purged since: built again from PostgreSQL.
@@ -48,7 +69,7 @@ pub(crate) fn catch_up(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<u
         }
     }
     let mut next = local.as_ref().map_or(1, |s| s.batches);
-    let target = u64::try_from(row.next_batch).unwrap_or(0);
+    let target = batches_of(row);
     if next > target {
         return Err(Error::Diverged {
             id: id.to_owned(),
@@ -114,10 +135,22 @@ pub(crate) fn catch_up(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<u
                     });
                 }
                 let mut item = AppendItem::replicated(id, u64::try_from(first_seq).ok(), bytes);
-                if let Some(header) = create.take() {
-                    item = item.creating(header, encoding);
+                if let Some(header) = &create {
+                    item = item.creating(header.clone(), encoding);
                 }
-                apply(store, item)?;
+                if let Err(e) = apply(store, item) {
+                    // Refused because the copy took this batch from the host's own commit
+                    // meanwhile (see the module docs): on after the copy's end.
+                    match local_copy(store, id)? {
+                        Some(now) if now.batches > next => {
+                            next = now.batches;
+                            create = None;
+                            continue 'pages;
+                        }
+                        _ => return Err(e),
+                    }
+                }
+                create = None;
                 next += 1;
                 applied += 1;
             }
@@ -130,6 +163,11 @@ pub(crate) fn catch_up(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<u
         })?;
     }
     Ok(applied)
+}
+
+/// The batches `row`'s session holds in PostgreSQL, its header counted as batch 0.
+fn batches_of(row: &SessionRow) -> u64 {
+    u64::try_from(row.next_batch).unwrap_or(0)
 }
 
 /// The local copy of session `id`, if the store keeps one.

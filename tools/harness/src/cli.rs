@@ -175,6 +175,9 @@ pub enum Command {
         /// The host's group-commit patience, in ms.
         #[arg(long)]
         commit_patience_ms: u64,
+        /// The host's read bound, in ms.
+        #[arg(long)]
+        read_bound_ms: u64,
     },
     /// Start a throwaway SeaweedFS server (S3 on loopback, in a temp dir) with bucket BUCKET,
     /// print `{"endpoint","region","accessKeyId","secretAccessKey"}` on one line, and stop it

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use sessionlog_codec::json::{JsString, Object, Value};
-use sessionlog_harness::nemesis::check::Finding;
+use sessionlog_harness::nemesis::check::{Finding, ReadGuarantee};
 use sessionlog_harness::nemesis::host::{serve, HostSpec};
 use sessionlog_harness::nemesis::{
     run as run_nemesis, NemesisOptions, NemesisReport, FAULTS, KINDS,
@@ -161,6 +161,12 @@ fn report_json(report: &NemesisReport, opts: &NemesisOptions, minutes: f64) -> O
         .with("nodes", opts.nodes as i64)
         .with("hosts", opts.hosts as i64)
         .with("clients", opts.clients as i64)
+        .with(
+            "readBoundMs",
+            ReadGuarantee::of(opts.read_bound, opts.lease)
+                .bound
+                .as_millis() as i64,
+        )
         .with(
             "calls",
             Value::Array(opts.kinds.iter().map(|k| Value::from(*k)).collect()),

@@ -15,8 +15,10 @@
 //! - `refused-but-written`: a batch refused as not written is in PostgreSQL, in a host's store,
 //!   or in a read.
 //! - `read-not-prefix`: a read of the final incarnation is not a prefix of its final log.
-//! - `stale-read`: a read misses a batch of its incarnation acknowledged before the read was
-//!   sent (a read catches up first, so no staleness is allowed).
+//! - `stale-read`: a read misses a batch of its incarnation that the fleet's read guarantee
+//!   ([`ReadGuarantee`]) says it must hold: one the reading host itself acknowledged before the
+//!   read was sent (read-your-writes), or one another host acknowledged longer than the read
+//!   bound (and [`CLOCK_MARGIN`]) before it.
 //! - `purged-readable`: a read sent after an acknowledged purge of its session served the
 //!   incarnation that purge removed (created before the purge was sent); or a host that caught
 //!   up serves a session PostgreSQL no longer holds.
@@ -115,12 +117,68 @@ pub fn incarnation(bytes: &[u8]) -> u32 {
     crc32fast::hash(header_of(bytes))
 }
 
-/// Every violation of the module's rules in `history` against `state`.
-pub fn check(history: &History, state: &FinalState) -> Vec<Finding> {
+/// What slack the checker allows a clock reading: the controller stamps a call's times around
+/// its pipe to the host, and the hosts and the controller read one monotonic clock, so the
+/// stamps already err on the fleet's side; this margin only absorbs the scheduling between a
+/// stamp and the write or read it stands for.
+pub const CLOCK_MARGIN: Duration = Duration::from_millis(100);
+
+/// The fleet's documented read guarantee (docs/SCALING.md, "What a read sees"), which the
+/// checker holds every read to. A host serves a session it holds from its own copy, without
+/// asking PostgreSQL, while PostgreSQL confirmed its hold less than the read bound ago; every
+/// other read catches up first. So:
+///
+/// - a read on the host that acknowledged a batch holds it (read-your-writes: its copy has
+///   every batch it acknowledged, and a copy of one incarnation only grows);
+/// - a read elsewhere may miss a batch only when it was acknowledged less than the bound before
+///   the read was sent: the reading host's hold was confirmed at some instant `c` with the read
+///   served before `c + bound`, and a batch it misses was committed by a host that took the
+///   session over after `c`, so acknowledged after `c`, after the read's sending minus the
+///   bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadGuarantee {
+    /// How long a host trusts its own copy after PostgreSQL last confirmed its hold.
+    pub bound: Duration,
+}
+
+impl ReadGuarantee {
+    /// The guarantee of hosts run with `FleetOptions::read_bound` `read_bound` and lease
+    /// `lease` (a host trusts its copy for the shorter of the two).
+    pub fn of(read_bound: Duration, lease: Duration) -> ReadGuarantee {
+        ReadGuarantee {
+            bound: read_bound.min(lease),
+        }
+    }
+
+    /// Why `read` may not miss `write`'s batch (acknowledged before the read was sent, of the
+    /// incarnation it served), or `None` when the guarantee allows it.
+    fn owed(&self, write: &Op, read: &Op) -> Option<String> {
+        let before = read.invoked.saturating_sub(write.completed);
+        if write.host == read.host {
+            return Some(format!(
+                "acknowledged by the same host {:.3} s before the read was sent (read-your-writes)",
+                before.as_secs_f64()
+            ));
+        }
+        (before > self.bound + CLOCK_MARGIN).then(|| {
+            format!(
+                "acknowledged by host{} {:.3} s before the read was sent, past the read bound \
+                 of {:.3} s (and {} ms for the clock)",
+                write.host,
+                before.as_secs_f64(),
+                self.bound.as_secs_f64(),
+                CLOCK_MARGIN.as_millis()
+            )
+        })
+    }
+}
+
+/// Every violation of the module's rules in `history` against `state`, reads held to `reads`.
+pub fn check(history: &History, state: &FinalState, reads: ReadGuarantee) -> Vec<Finding> {
     let mut found = Vec::new();
     integrity(state, &mut found);
     batches(history, state, &mut found);
-    reads(history, state, &mut found);
+    read_answers(history, state, reads, &mut found);
     hosts(state, &mut found);
     split_brain(history, &mut found);
     for exit in &history.exits {
@@ -300,7 +358,12 @@ fn batches(history: &History, state: &FinalState, found: &mut Vec<Finding>) {
     }
 }
 
-fn reads(history: &History, state: &FinalState, found: &mut Vec<Finding>) {
+fn read_answers(
+    history: &History,
+    state: &FinalState,
+    guarantee: ReadGuarantee,
+    found: &mut Vec<Finding>,
+) {
     let logs: HashMap<&str, (u32, Vec<u8>)> = state
         .postgres
         .iter()
@@ -334,12 +397,15 @@ fn reads(history: &History, state: &FinalState, found: &mut Vec<Finding>) {
                 && a.answer.incarnation == Some(read_inc)
                 && a.completed < r.invoked
         }) {
-            if !served.ops.contains(&a.index) {
+            if served.ops.contains(&a.index) {
+                continue;
+            }
+            if let Some(why) = guarantee.owed(a, r) {
                 found.push(finding(
                     "stale-read",
                     format!(
-                        "read #{} of {session} misses call #{}'s batch, acknowledged before it",
-                        r.index, a.index
+                        "read #{} of {session} on host{} misses call #{}'s batch, {why}",
+                        r.index, r.host, a.index
                     ),
                     vec![a.index, r.index],
                 ));

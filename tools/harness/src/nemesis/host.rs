@@ -44,6 +44,8 @@ pub struct HostSpec {
     pub lease: Duration,
     /// Its group commit's patience (`FleetOptions::commit_patience`).
     pub commit_patience: Duration,
+    /// Its read bound (`FleetOptions::read_bound`).
+    pub read_bound: Duration,
 }
 
 /// The incarnation and epoch the host learned for each session it acquired or created.
@@ -62,6 +64,7 @@ pub fn serve<W: Write + Send + 'static>(
             FleetOptions {
                 lease: spec.lease,
                 commit_patience: spec.commit_patience,
+                read_bound: spec.read_bound,
                 store: host_options(Options::default()),
                 ..FleetOptions::new(spec.host.as_str())
             },

@@ -250,6 +250,8 @@ impl Hosts {
                 &spec.lease.as_millis().to_string(),
                 "--commit-patience-ms",
                 &spec.commit_patience.as_millis().to_string(),
+                "--read-bound-ms",
+                &spec.read_bound.as_millis().to_string(),
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

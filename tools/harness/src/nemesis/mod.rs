@@ -5,8 +5,9 @@
 //! temp dirs and stopped after. Clients ([`clients`]) make seeded random calls on a small set of
 //! ids while the nemesis ([`faults`]) pauses, kills and cuts off hosts and kills the database's
 //! leader. Every call, answer and fault goes to the [`history`]; at the end every fault is
-//! healed, each host catches up on every id and dumps its store, PostgreSQL's rows are read,
-//! and [`check`] judges the history against that final state.
+//! healed and, a read bound later (when no host trusts a copy PostgreSQL has not confirmed),
+//! each host catches up on every id and dumps its store, PostgreSQL's rows are read, and
+//! [`check`] judges the history against that final state and the read guarantee.
 //!
 //! The run is bounded: clients and nemesis stop at the deadline, each call waits at most
 //! [`hosts::CALL_PATIENCE`], each database step Patroni's patience, the final dumps
@@ -28,12 +29,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use sessionlog_cluster::{schema, Config};
+use sessionlog_cluster::{schema, Config, FleetOptions};
 use sessionlog_codec::json::Value;
 
 use crate::patroni::PatroniCluster;
 use crate::postgres::{PgSetup, TempPostgres};
-use check::{FinalBatch, FinalSession, FinalState, Finding, LocalCopy};
+use check::{FinalBatch, FinalSession, FinalState, Finding, LocalCopy, ReadGuarantee};
 use clients::Clients;
 use faults::Nemesis;
 use history::History;
@@ -73,6 +74,9 @@ pub struct NemesisOptions {
     pub lease: Duration,
     /// The hosts' group-commit patience. Default: 4 s.
     pub commit_patience: Duration,
+    /// The hosts' read bound (`FleetOptions::read_bound`; a host trusts its copy for at most
+    /// the lease), which the checker holds stale reads to. Default: the fleet's, 10 s.
+    pub read_bound: Duration,
 }
 
 impl Default for NemesisOptions {
@@ -88,6 +92,7 @@ impl Default for NemesisOptions {
             faults: FAULTS.to_vec(),
             lease: Duration::from_secs(3),
             commit_patience: Duration::from_secs(4),
+            read_bound: FleetOptions::new("").read_bound,
         }
     }
 }
@@ -272,6 +277,7 @@ pub fn run(opts: &NemesisOptions, exe: &Path, dir: &Path) -> anyhow::Result<Neme
             dir: dir.join(format!("host{h}")),
             lease: opts.lease,
             commit_patience: opts.commit_patience,
+            read_bound: opts.read_bound,
         });
     }
     let hosts = Hosts::start(exe.to_path_buf(), dir.to_path_buf(), specs)?;
@@ -314,6 +320,11 @@ pub fn run(opts: &NemesisOptions, exe: &Path, dir: &Path) -> anyhow::Result<Neme
     nemesis.restart_exited()?;
     hosts.wait_ready(hosts::JOIN_PATIENCE)?;
     db.wait_leader()?;
+    // The read guarantee lets a host serve a session it held from its own copy for up to the
+    // read bound after PostgreSQL last confirmed its hold; every takeover is over by now, so a
+    // bound from here every host's catch-up asks PostgreSQL, and the dumps are the fleet's.
+    let guarantee = ReadGuarantee::of(opts.read_bound, opts.lease);
+    std::thread::sleep(guarantee.bound);
 
     let mut state = FinalState::default();
     for h in 0..hosts.count() {
@@ -331,7 +342,7 @@ pub fn run(opts: &NemesisOptions, exe: &Path, dir: &Path) -> anyhow::Result<Neme
     drop(db);
 
     let history = history.into_inner().unwrap_or_else(PoisonError::into_inner);
-    let findings = check::check(&history, &state);
+    let findings = check::check(&history, &state, guarantee);
     write_history(&dir.join("history.txt"), &history)?;
     Ok(NemesisReport {
         sessions: state.postgres.len(),

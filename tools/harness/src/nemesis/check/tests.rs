@@ -5,6 +5,15 @@ use super::*;
 use crate::nemesis::history::{event_line, header_line, Answer, Fault, Served};
 
 const S: &str = "s0";
+/// The read guarantee of the fleet's defaults (a 10 s read bound under a longer lease).
+const GUARANTEE: ReadGuarantee = ReadGuarantee {
+    bound: Duration::from_secs(10),
+};
+
+/// The checker under [`GUARANTEE`].
+fn check(history: &History, state: &FinalState) -> Vec<Finding> {
+    super::check(history, state, GUARANTEE)
+}
 
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)
@@ -332,19 +341,50 @@ fn a_read_that_is_no_prefix_or_stale_is_found() {
     bad.ops.push(read(3, 1, (0.05, 0.06), wrong));
     let found = check(&bad, &state(vec![(S, s.clone())]));
     assert_eq!(kinds(&found), ["read-not-prefix"], "{found:?}");
+    // A batch the final log does not hold (an append answered unknown that never landed).
+    let mut extra = s.log();
+    extra.extend_from_slice(&batch_of(&[9], 3, 2).bytes);
+    let mut beyond = h.clone();
+    beyond.ops.push(read(3, 1, (0.4, 0.5), extra));
+    let found = check(&beyond, &state(vec![(S, s.clone())]));
+    assert_eq!(kinds(&found), ["read-not-prefix"], "{found:?}");
 
-    // Sent after call 2 was acknowledged, and without it.
+    // Without call 2's batch: on host1, sent 0.1 s after it was acknowledged on host0 (within
+    // the read bound: host1 may still trust a copy it held); sent while it was in flight.
     let mut old = s.header.clone();
     old.extend_from_slice(&s.batches[0].bytes);
-    let mut stale = h.clone();
-    stale.ops.push(read(3, 1, (0.4, 0.5), old.clone()));
-    let found = check(&stale, &state(vec![(S, s.clone())]));
+    let reading = |host: usize, at: (f64, f64)| {
+        let mut h = h.clone();
+        h.ops.push(read(3, host, at, old.clone()));
+        check(&h, &state(vec![(S, s.clone())]))
+    };
+    for at in [(0.4, 0.5), (0.25, 0.5), (10.35, 10.4)] {
+        let found = reading(1, at);
+        assert!(found.is_empty(), "read sent at {at:?}: {found:?}");
+    }
+    // Sent past the bound and its clock margin (11 s, and just past 10.4 s), or on the host
+    // that acknowledged it (read-your-writes, however soon): stale.
+    for (host, at) in [(1, (11.3, 11.4)), (1, (10.45, 10.5)), (0, (0.4, 0.5))] {
+        let found = reading(host, at);
+        assert_eq!(
+            kinds(&found),
+            ["stale-read"],
+            "read sent at {at:?}: {found:?}"
+        );
+        assert_eq!(found[0].ops, [2, 3]);
+    }
+    let eleven = reading(1, (11.3, 11.4));
+    assert!(
+        eleven[0].detail.contains("11.000 s before") && eleven[0].detail.contains("read bound"),
+        "{}",
+        eleven[0].detail
+    );
+    // The bound is the shorter of the read bound and the lease.
+    let mut past_lease = h.clone();
+    past_lease.ops.push(read(3, 1, (3.5, 3.6), old));
+    let short = ReadGuarantee::of(Duration::from_secs(10), Duration::from_secs(3));
+    let found = super::check(&past_lease, &state(vec![(S, s)]), short);
     assert_eq!(kinds(&found), ["stale-read"], "{found:?}");
-    assert_eq!(found[0].ops, [2, 3]);
-    // Sent while call 2 was in flight: allowed.
-    let mut concurrent = h;
-    concurrent.ops.push(read(3, 1, (0.25, 0.5), old));
-    assert!(check(&concurrent, &state(vec![(S, s)])).is_empty());
 }
 
 #[test]
