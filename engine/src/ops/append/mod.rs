@@ -62,10 +62,7 @@ impl Store {
     /// [`Durability::Sync`]: crate::Durability::Sync
     pub fn create_session(&self, header_line: &str, encoding: SourceEncoding) -> Result<String> {
         let id = header_of(header_line)?.id.to_string_lossy();
-        let item = AppendItem::new(&id, Some(0), Vec::new()).creating(header_line, encoding);
-        self.append_many(vec![item])
-            .pop()
-            .unwrap_or_else(|| Err(Error::Internal("no creation result".into())))?;
+        self.create(header_line, encoding, Vec::new())?;
         Ok(id)
     }
 
@@ -261,7 +258,12 @@ impl Store {
 
 /// Record the change a staged item makes (its events, or its session's creation) for the
 /// change log and the session's subscribers; an empty batch of a stored session makes none.
-pub(super) fn record_appended(batch: &mut SessionBatch<'_>, id: &str, staged: &Staged, creates: bool) {
+pub(super) fn record_appended(
+    batch: &mut SessionBatch<'_>,
+    id: &str,
+    staged: &Staged,
+    creates: bool,
+) {
     let kind = match (creates, staged.receipt.count) {
         (true, _) => ChangeKind::Created,
         (false, 0) => return,

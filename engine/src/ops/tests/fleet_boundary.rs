@@ -145,6 +145,10 @@ fn calls() -> Vec<Row> {
         row("create_session", ReachedTheHook, |s, _| {
             s.create_session(HEADER_B, SourceEncoding::Jsonl).map(drop)
         }),
+        row("create", ReachedTheHook, |s, _| {
+            s.create(HEADER_B, SourceEncoding::Jsonl, vec![prompt()])
+                .map(drop)
+        }),
         // Writers of this store alone: refused.
         row("repair", Refused, |s, _| s.repair("t").map(drop)),
         row("resume", Refused, |s, _| s.resume("a").map(drop)),
@@ -247,6 +251,26 @@ fn calls() -> Vec<Row> {
         }),
         row("events", Nothing, |s, _| {
             s.events("a", 0, None, &mut |_, _| Ok(()))
+        }),
+        row("read_events", Nothing, |s, _| {
+            s.read_events("a", 0, None).map(drop)
+        }),
+        row("export_bytes", Nothing, |s, _| {
+            s.export_bytes("a").map(drop)
+        }),
+        row("subscribe", Nothing, |s, _| s.subscribe("a", 0).map(drop)),
+        row("subscribe_all", Nothing, |s, _| {
+            s.subscribe_all(None).map(drop)
+        }),
+        row("is_secondary", Nothing, |s, _| {
+            s.is_secondary();
+            Ok(())
+        }),
+        row("open_reader", Nothing, |_, dir| {
+            Store::open_reader(dir.join("another"), Options::default()).map(drop)
+        }),
+        row("open_beside", Nothing, |s, _| {
+            Store::open_beside(s.path(), Options::default()).map(drop)
         }),
         row("messages_at", Nothing, |s, _| {
             s.messages_at("a", None).map(drop)
