@@ -7,7 +7,7 @@
 //! Invariants: local batch numbers are PostgreSQL's (the header is batch 0, each committed batch
 //! the next), so the local copy's next batch says where catching up starts; a local copy is only
 //! caught up when it is of the session PostgreSQL holds, not of an earlier one under the same id
-//! (its header differs, or the id was once purged and its bytes differ), which is removed and
+//! (its header differs, or the id was once purged and its first bytes differ from PostgreSQL's), which is removed and
 //! built again; and a local copy ahead of PostgreSQL's same session is refused rather than
 //! trusted. Pages are read by bytes: at most [`PAGE_BYTES`] a query, or one batch larger alone.
 //!
@@ -200,12 +200,11 @@ fn same_session(
     if !reused {
         return Ok(true);
     }
-    if copy.batches > u64::try_from(row.next_batch).unwrap_or(0) {
-        return Ok(false);
-    }
-    // PostgreSQL's crc32 of the file up to the copy's end, from the header's bytes and each
-    // batch's crc32 and length; then the copy's, as it exports.
-    let upto = i64::try_from(copy.batches).unwrap_or(i64::MAX);
+    // The batches both hold: a copy still ahead of PostgreSQL is found diverged after this.
+    let both = copy.batches.min(batches_of(row));
+    // PostgreSQL's crc32 of the file up to there, from the header's bytes and each batch's
+    // crc32 and length; then the copy's first bytes, as it exports.
+    let upto = i64::try_from(both).unwrap_or(i64::MAX);
     let batches = pg.retrying("reading a session's checksums", PATIENCE, |c| {
         c.query(
             "SELECT crc, octet_length(bytes)::bigint FROM sessionlog.batches \
@@ -213,7 +212,7 @@ fn same_session(
             &[&row.root, &id, &upto],
         )
     })?;
-    if u64::try_from(batches.len()).ok() != Some(copy.batches.saturating_sub(1)) {
+    if u64::try_from(batches.len()).ok() != Some(both.saturating_sub(1)) {
         return Ok(false);
     }
     let mut fleet = Checksum::default();
@@ -228,22 +227,43 @@ fn same_session(
             .combine(&crc32fast::Hasher::new_with_initial_len(crc, len));
         fleet.len += len;
     }
-    let mut mine = Checksum::default();
-    store.export(id, None, &mut mine)?;
-    Ok(mine.len == fleet.len && mine.hasher.finalize() == fleet.hasher.finalize())
+    begins_with(store, id, &fleet)
 }
 
-/// A writer that keeps only the crc32 and the length of what it is given.
+/// Whether the local copy of `id` begins with the bytes `fleet` sums up. Only its beginning is
+/// compared: the host's own commits may have added batches to the copy since its batches were
+/// counted, and a copy that grew so is still the same session.
+fn begins_with(store: &Store, id: &str, fleet: &Checksum) -> Result<bool> {
+    let mut mine = Prefix {
+        want: fleet.len,
+        sum: Checksum::default(),
+        seen: 0,
+    };
+    store.export(id, None, &mut mine)?;
+    Ok(mine.seen >= fleet.len && mine.sum.hasher.finalize() == fleet.hasher.clone().finalize())
+}
+
+/// The crc32 and the length of some bytes.
 #[derive(Default)]
 struct Checksum {
     hasher: crc32fast::Hasher,
     len: u64,
 }
 
-impl std::io::Write for Checksum {
+/// A writer that sums up the first `want` bytes it is given and counts them all.
+struct Prefix {
+    want: u64,
+    sum: Checksum,
+    seen: u64,
+}
+
+impl std::io::Write for Prefix {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.hasher.update(buf);
-        self.len += buf.len() as u64;
+        let room = usize::try_from(self.want - self.sum.len).unwrap_or(usize::MAX);
+        let taken = &buf[..buf.len().min(room)];
+        self.sum.hasher.update(taken);
+        self.sum.len += taken.len() as u64;
+        self.seen += buf.len() as u64;
         Ok(buf.len())
     }
 
@@ -321,7 +341,50 @@ fn header_line(row: &SessionRow) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::pages;
+    use super::{begins_with, pages, Checksum};
+    use sessionlog_codec::format::event::NewEvent;
+    use sessionlog_engine::{Options, SourceEncoding, Store};
+
+    fn prompt(n: u64) -> NewEvent {
+        let text = format!(
+            r#"{{"type":"user/message","time":{n},"data":{{"content":[{{"type":"text","text":"m{n}"}}],"source":{{"kind":"user"}},"role":"user","id":"u{n}"}},"surfaceOp":"append"}}"#
+        );
+        NewEvent::from_value(&sessionlog_codec::json::parse(&text).expect("json")).expect("event")
+    }
+
+    fn sum(bytes: &[u8]) -> Checksum {
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(bytes);
+        Checksum {
+            hasher,
+            len: bytes.len() as u64,
+        }
+    }
+
+    /// A copy that took a batch of the host's own since its batches were counted is the same
+    /// session: catching it up must not remove it and build it again (readers would see it
+    /// part-built, down to its header).
+    #[test]
+    fn a_copy_that_grew_since_it_was_counted_is_the_same_session() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path().join("store"), Options::default()).expect("open");
+        let header = r#"{"type":"session","version":0,"id":"s","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
+        store
+            .create(header, SourceEncoding::Jsonl, vec![prompt(1)])
+            .expect("create");
+        let counted = store.export_bytes("s").expect("export");
+        store.append("s", None, vec![prompt(2)]).expect("append");
+
+        assert!(begins_with(&store, "s", &sum(&counted)).expect("compare"));
+        let mut other = counted.clone();
+        *other.last_mut().expect("bytes") ^= 1;
+        assert!(!begins_with(&store, "s", &sum(&other)).expect("compare"));
+        let whole = store.export_bytes("s").expect("export");
+        let mut longer = whole.clone();
+        longer.extend_from_slice(b"{}\n");
+        assert!(!begins_with(&store, "s", &sum(&longer)).expect("compare"));
+        assert!(begins_with(&store, "s", &sum(&whole)).expect("compare"));
+    }
 
     #[test]
     fn a_page_holds_at_most_the_budget_or_one_larger_batch() {
