@@ -12,15 +12,10 @@
 use std::time::Duration;
 
 use sessionlog_harness::failover::{run, FailoverOptions};
-use sessionlog_harness::requirement::missing;
 
 #[test]
 fn acknowledged_batches_survive_failovers_of_the_database_exactly_once() {
-    if !sessionlog_harness::patroni::available() {
-        missing(
-            "patroni, etcd and PostgreSQL 15 (Debian's patroni, etcd-server, postgresql-15)",
-            "they are not installed",
-        );
+    if !crate::fixtures::patroni_installed() {
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");

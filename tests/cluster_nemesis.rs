@@ -16,7 +16,6 @@
 use std::time::Duration;
 
 use sessionlog_harness::nemesis::{run, NemesisOptions, KINDS};
-use sessionlog_harness::requirement::missing;
 
 use crate::fixtures::built_binary;
 
@@ -25,11 +24,7 @@ use crate::fixtures::built_binary;
             (docs/SCALING.md, \"The fleet under a nemesis\"); run with --ignored or \
             `sessionlog-harness stress --fleet-nemesis` until they are fixed"]
 fn the_fleet_keeps_its_word_under_a_nemesis() {
-    if !sessionlog_harness::patroni::available() {
-        missing(
-            "patroni, etcd and PostgreSQL 15 (Debian's patroni, etcd-server, postgresql-15)",
-            "they are not installed",
-        );
+    if !crate::fixtures::patroni_installed() {
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");

@@ -220,3 +220,16 @@ pub fn copy_dir(from: &Path, to: &Path) {
         std::fs::copy(e.path(), to.join(e.file_name())).expect("copy");
     }
 }
+
+/// Whether Patroni, etcd and PostgreSQL 15 are installed, for the tests that start a Patroni
+/// cluster; when they are not, says so (and fails under `CI`) as `missing` does.
+pub fn patroni_installed() -> bool {
+    let installed = sessionlog_harness::patroni::available();
+    if !installed {
+        sessionlog_harness::requirement::missing(
+            "patroni, etcd and PostgreSQL 15 (Debian's patroni, etcd-server, postgresql-15)",
+            "they are not installed",
+        );
+    }
+    installed
+}

@@ -1,18 +1,33 @@
 //! Helpers for the engine's unit tests: a store in a temp directory holding one small V0
 //! session, and direct edits of stored values to simulate damage the public API cannot cause.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use sessionlog_codec::format::event::NewEvent;
+
+use crate::error::Refusal;
 
 use crate::layout::keys;
 use crate::layout::keys::CF_EVENTS;
 use crate::layout::meta::{SessionMeta, SourceEncoding};
 use crate::options::{Durability, Options};
-use crate::store::Store;
+use crate::store::{CommitHook, CommitRecord, Store};
 use crate::write::session_batch::SessionBatch;
 
 /// A V0 session header with id `a`.
 const HEADER: &str =
     r#"{"type":"session","version":0,"id":"a","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
+
+/// A system of record that takes every batch, counting them.
+#[derive(Default)]
+pub(crate) struct Counts(pub(crate) AtomicUsize);
+
+impl CommitHook for Counts {
+    fn commit(&self, records: &[&CommitRecord]) -> Vec<Result<(), Refusal>> {
+        self.0.fetch_add(records.len(), Ordering::SeqCst);
+        records.iter().map(|_| Ok(())).collect()
+    }
+}
 
 /// A batch-shape event as an append input.
 pub(crate) fn ev(text: &str) -> NewEvent {

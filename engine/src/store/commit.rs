@@ -528,32 +528,21 @@ fn merged(members: &[WriteBatch]) -> WriteBatch {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::Ordering;
     use std::sync::Arc;
 
     use super::{merged, Batch, Recorded, Recording, Sync};
-    use crate::error::{Error, Refusal};
+    use crate::error::Error;
     use crate::layout::keys::{CF_EVENTS, CF_SESSIONS};
     use crate::options::Options;
-    use crate::store::{CommitHook, CommitRecord, Store};
-    use crate::test_support::empty;
+    use crate::store::{CommitRecord, Store};
+    use crate::test_support::{empty, Counts};
 
     /// Commit `batch` alone, expecting success.
     fn commit(store: &Store, batch: Batch<'_>) {
         let parts = vec![batch.into_part(Recording::Local)];
         for outcome in store.commit_parts(parts, Sync::AsConfigured, "test") {
             outcome.expect("commit");
-        }
-    }
-
-    /// A system of record that takes every batch, counting them.
-    #[derive(Default)]
-    struct Counts(AtomicUsize);
-
-    impl CommitHook for Counts {
-        fn commit(&self, records: &[&CommitRecord]) -> Vec<Result<(), Refusal>> {
-            self.0.fetch_add(records.len(), Ordering::SeqCst);
-            records.iter().map(|_| Ok(())).collect()
         }
     }
 

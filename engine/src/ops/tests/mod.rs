@@ -6,29 +6,17 @@
 
 mod fleet_boundary;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use sessionlog_codec::format::zstd::compress_frame;
 
-use crate::error::{Error, Refusal};
+use crate::error::Error;
 use crate::layout::meta::{ArchivedFile, SourceEncoding};
 use crate::ops::append::AppendItem;
 use crate::ops::import::ImportOptions;
 use crate::ops::retention::RecordedChange;
-use crate::store::{CommitHook, CommitRecord, Store};
-use crate::test_support::{exported, seeded};
-
-/// A system of record that takes every batch, counting them.
-#[derive(Default)]
-struct Counts(AtomicUsize);
-
-impl CommitHook for Counts {
-    fn commit(&self, records: &[&CommitRecord]) -> Vec<Result<(), Refusal>> {
-        self.0.fetch_add(records.len(), Ordering::SeqCst);
-        records.iter().map(|_| Ok(())).collect()
-    }
-}
+use crate::store::Store;
+use crate::test_support::{exported, seeded, Counts};
 
 const HEADER_B: &str =
     r#"{"type":"session","version":0,"id":"b","createdAt":1,"cwd":"/w","delegationDepth":0}"#;

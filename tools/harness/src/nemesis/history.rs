@@ -272,16 +272,7 @@ impl Answer {
                     .and_then(Value::as_object)
                     .map(Served::from_json)
                     .transpose()?,
-                purged: o
-                    .get("purged")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_owned)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
+                purged: string_list(o, "purged"),
             },
         ))
     }
@@ -490,6 +481,19 @@ fn count(n: u64) -> i64 {
 
 fn strings(items: &[String]) -> Value {
     Value::Array(items.iter().map(|s| Value::from(s.as_str())).collect())
+}
+
+/// The strings of `o`'s array member `key` (none when it is missing or not an array).
+pub(crate) fn string_list(o: &Object, key: &str) -> Vec<String> {
+    o.get(key)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn text(o: &Object, key: &str) -> anyhow::Result<String> {

@@ -377,16 +377,7 @@ fn parse_dump(
             },
         );
     }
-    let failures = o
-        .get("failures")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let failures = history::string_list(o, "failures");
     Ok((copies, failures))
 }
 
