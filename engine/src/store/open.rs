@@ -79,12 +79,22 @@ fn column_families(options: &Options, cache: &Cache) -> Result<Vec<ColumnFamilyD
 /// A secondary instance's own directory, removed when the store closes.
 pub(crate) struct SecondaryDir(std::path::PathBuf);
 
+/// The prefix of every secondary instance's directory name: `sessionlog-reader-PID-N`.
+const READER_DIR_PREFIX: &str = "sessionlog-reader-";
+
 impl SecondaryDir {
     /// A new, empty directory under the system's temporary directory.
     fn create() -> Result<SecondaryDir> {
+        SecondaryDir::create_in(&std::env::temp_dir())
+    }
+
+    /// A new, empty directory under `parent`, after removing those left there by processes
+    /// that have exited (a reader killed before it closed cannot remove its own).
+    fn create_in(parent: &Path) -> Result<SecondaryDir> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "sessionlog-reader-{}-{}",
+        sweep_dead_readers(parent);
+        let dir = parent.join(format!(
+            "{READER_DIR_PREFIX}{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::SeqCst)
         ));
@@ -100,6 +110,34 @@ impl Drop for SecondaryDir {
     fn drop(&mut self) {
         // Best effort: a scratch directory left behind holds only RocksDB's info log.
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Remove the readers' directories under `parent` whose process no longer runs. Only where
+/// `/proc` shows which processes run: elsewhere every directory is left alone, since a live
+/// reader's could not be told from a dead one's. A pid reused since keeps its dead reader's
+/// directory until that process exits too. Best effort, like [`SecondaryDir`]'s own removal.
+fn sweep_dead_readers(parent: &Path) {
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(READER_DIR_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !proc.join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
@@ -291,7 +329,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use super::create_dir_durably;
+    use super::{create_dir_durably, SecondaryDir, READER_DIR_PREFIX};
 
     #[test]
     fn a_nested_new_store_directory_is_created_with_its_ancestors() {
@@ -311,5 +349,29 @@ mod tests {
         std::fs::write(&file, b"x").expect("write");
         let err = create_dir_durably(&file.join("store")).expect_err("not a directory");
         assert!(err.to_string().contains("file"), "{err}");
+    }
+
+    #[test]
+    fn a_reader_sweeps_the_directories_of_readers_whose_process_exited() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut exited = std::process::Command::new("true").spawn().expect("spawn");
+        let dead_pid = exited.id();
+        exited.wait().expect("wait");
+        let dead = tmp.path().join(format!("{READER_DIR_PREFIX}{dead_pid}-3"));
+        let live = tmp
+            .path()
+            .join(format!("{READER_DIR_PREFIX}{}-999", std::process::id()));
+        let other = tmp.path().join(format!("{READER_DIR_PREFIX}notapid-1"));
+        for dir in [&dead, &live, &other] {
+            std::fs::create_dir_all(dir.join("inner")).expect("mkdir");
+        }
+        let reader = SecondaryDir::create_in(tmp.path()).expect("created");
+        assert!(reader.0.is_dir());
+        assert!(!dead.exists(), "the exited reader's directory is removed");
+        assert!(live.exists(), "a running process's directory is kept");
+        assert!(other.exists(), "a name that is not a reader's is kept");
+        let own = reader.0.clone();
+        drop(reader);
+        assert!(!own.exists(), "a reader removes its own directory when it closes");
     }
 }
