@@ -289,3 +289,77 @@ fn a_deposed_host_serves_its_own_copy_no_longer_than_its_read_bound() {
     assert_eq!(b.sync("s").expect("the owner's copy"), 0);
     assert!(b.holds("s"));
 }
+
+/// Hold `sessionlog.batches` locked in `admin`'s transaction until a statement of another
+/// connection waits for it (a catch-up that read a session's row and now reads its batches),
+/// then run `sql` in that transaction and commit: the change lands exactly between the two
+/// reads.
+fn between_row_and_batches(pg: &TempPostgres, catching_up: impl FnOnce() + Send, sql: &str) {
+    let url = pg.url("postgres", "postgres");
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).expect("admin");
+    let mut watcher = postgres::Client::connect(&url, postgres::NoTls).expect("watcher");
+    let mut tx = admin.transaction().expect("begin");
+    tx.batch_execute("LOCK TABLE sessionlog.batches IN ACCESS EXCLUSIVE MODE")
+        .expect("lock");
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(catching_up);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let waiting: i64 = watcher
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity \
+                     WHERE wait_event_type = 'Lock' AND query LIKE '%sessionlog.batches%'",
+                    &[],
+                )
+                .expect("pg_stat_activity")
+                .get(0);
+            if waiting > 0 {
+                break;
+            }
+            assert!(
+                !reader.is_finished(),
+                "the catch-up ended without reading batches"
+            );
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no catch-up waited for the batches within a minute"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        tx.batch_execute(sql).expect("the change");
+        tx.commit().expect("commit");
+        reader.join().expect("the catch-up's thread");
+    });
+}
+
+#[test]
+fn a_session_purged_while_a_host_catches_it_up_is_not_served_part_built() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    let b = join(&pg, dir.path(), "host-b");
+    create(&a, "s", 1, 0..2);
+    append(&a, "s", 2, 2..3);
+    a.set_deleted("s", true).expect("deleted");
+    a.release("s").expect("released");
+
+    // B, which never held a copy, reads the row; the session is purged before its batches are
+    // read.
+    let mut synced = None;
+    between_row_and_batches(
+        &pg,
+        || synced = Some(b.sync("s")),
+        "SELECT * FROM sessionlog.purge('host-a', 0)",
+    );
+    assert!(!in_postgres(&pg, "s"), "the purge did not run");
+    if let Ok(copy) = b.store().summary("s") {
+        panic!(
+            "B serves s after its purge as {} event(s) in {} batch(es) under its header \
+             (the row counted 3 batches; sync answered {:?})",
+            copy.events, copy.batches, synced
+        );
+    }
+    let refused = synced.expect("sync ran").expect_err("purged");
+    assert!(matches!(refused, Error::UnknownSession(_)), "{refused}");
+    verified(&[&a, &b]);
+}

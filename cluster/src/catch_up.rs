@@ -19,6 +19,15 @@
 //! read, and only a copy still ahead of that has diverged; and a batch being applied that the
 //! copy meanwhile took from the host's own commit is that very batch, so catching up goes on
 //! after the copy's end.
+//!
+//! The row a catch-up starts from was read before its batches are: the session may be purged,
+//! or purged and created again, in between. Every read of batches is therefore bound to the
+//! session the row describes (its header, in the same statement), and a read that finds it gone
+//! or short (fewer batches than the row promised) stops the catch-up before anything more is
+//! applied: the row is read again and the catch-up starts over from it, or, with no row left,
+//! the local copy is removed (purged) and the session refused as unknown. So a local copy only
+//! ever holds a prefix of a session PostgreSQL held, never a header without the batches the row
+//! counted (a state no session was ever in) nor batches of another session after its header.
 
 use std::time::Duration;
 
@@ -36,9 +45,42 @@ const PAGE_BYTES: i64 = 8 << 20;
 const SIZES: i64 = 10_000;
 /// How long reading keeps trying PostgreSQL.
 const PATIENCE: Duration = Duration::from_secs(60);
+/// How many times a catch-up starts over on a session replaced in PostgreSQL meanwhile.
+const ATTEMPTS: usize = 3;
 
-/// Bring the local copy of `row`'s session up to PostgreSQL's; the batches applied.
+/// Bring the local copy of `row`'s session up to PostgreSQL's; the batches applied. Starts over
+/// from the row read again when the session is replaced meanwhile; refused as unknown, its local
+/// copy removed, when it is purged meanwhile (see the module docs).
 pub(crate) fn catch_up(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<u64> {
+    let id = row.id.as_str();
+    let mut current = row.clone();
+    for _ in 0..ATTEMPTS {
+        if let Some(applied) = catch_up_to(pg, store, &current)? {
+            return Ok(applied);
+        }
+        match pg.retrying("reading a session", PATIENCE, |c| ownership::row(c, id))? {
+            Some(now) => current = now,
+            None => {
+                // Purged since the row was read: so is any copy of it here.
+                if local_copy(store, id)?.is_some() {
+                    store.apply_recorded(&RecordedChange::Purged(vec![id.to_owned()]))?;
+                }
+                return Err(Error::UnknownSession(id.to_owned()));
+            }
+        }
+    }
+    Err(Error::Diverged {
+        id: id.to_owned(),
+        detail: format!(
+            "replaced in PostgreSQL {ATTEMPTS} times while this host caught it up; try again"
+        ),
+    })
+}
+
+/// Catch the local copy up to `row`'s session; the batches applied, or `None` when that session
+/// is no longer in PostgreSQL (purged, or replaced by another under its id), found before any
+/// batch it does not hold was applied.
+fn catch_up_to(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<Option<u64>> {
     let id = row.id.as_str();
     let mut local = local_copy(store, id)?;
     // Ahead of the row given: read it again, now that PostgreSQL holds every batch of this
@@ -95,8 +137,14 @@ pub(crate) fn catch_up(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<u
     let mut applied = 0;
     'pages: while next < target || create.is_some() {
         let from = i64::try_from(next).unwrap_or(i64::MAX);
-        let sizes = batch_sizes(pg, row, from)?;
+        let Some(sizes) = batch_sizes(pg, row, from)? else {
+            return Ok(None);
+        };
         if sizes.is_empty() {
+            if next < target {
+                // Fewer batches than the row counted: another session under this id now.
+                return Ok(None);
+            }
             if let Some(header) = create.take() {
                 // Created with no events: the header alone.
                 apply(
@@ -109,15 +157,18 @@ pub(crate) fn catch_up(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<u
         for (first, last) in pages(&sizes, PAGE_BYTES) {
             let page = pg.retrying("catching a session up", PATIENCE, |client| {
                 client.query(
-                    "SELECT batch, first_seq, bytes, crc FROM sessionlog.batches \
-                     WHERE root_id = $1 AND session_id = $2 AND batch BETWEEN $3 AND $4 \
-                     ORDER BY batch",
-                    &[&row.root, &id, &first, &last],
+                    "SELECT b.batch, b.first_seq, b.bytes, b.crc \
+                     FROM sessionlog.sessions s JOIN sessionlog.batches b \
+                       ON b.root_id = s.root_id AND b.session_id = s.id \
+                     WHERE s.root_id = $1 AND s.id = $2 AND s.header = $5 \
+                       AND b.batch BETWEEN $3 AND $4 \
+                     ORDER BY b.batch",
+                    &[&row.root, &id, &first, &last, &row.header],
                 )
             })?;
-            if page.is_empty() {
-                // Removed since the sizes were read (purged): nothing more to apply.
-                break 'pages;
+            if i64::try_from(page.len()).ok() != Some(last - first + 1) {
+                // Removed since the sizes were read (purged, maybe created again).
+                return Ok(None);
             }
             for r in &page {
                 let batch: i64 = r.get(0);
@@ -162,7 +213,7 @@ pub(crate) fn catch_up(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<u
             false => RecordedChange::Undeleted(id.to_owned()),
         })?;
     }
-    Ok(applied)
+    Ok(Some(applied))
 }
 
 /// The batches `row`'s session holds in PostgreSQL, its header counted as batch 0.
@@ -272,17 +323,29 @@ impl std::io::Write for Prefix {
     }
 }
 
-/// The numbers and byte lengths of `row`'s batches from `from` on, at most [`SIZES`] of them.
-fn batch_sizes(pg: &mut Pg, row: &SessionRow, from: i64) -> Result<Vec<(i64, i64)>> {
+/// The numbers and byte lengths of `row`'s batches from `from` on, at most [`SIZES`] of them;
+/// `None` when PostgreSQL no longer holds `row`'s session (no row of its id with its header).
+fn batch_sizes(pg: &mut Pg, row: &SessionRow, from: i64) -> Result<Option<Vec<(i64, i64)>>> {
     let id = row.id.as_str();
     let rows = pg.retrying("catching a session up", PATIENCE, |client| {
         client.query(
-            "SELECT batch, octet_length(bytes)::bigint FROM sessionlog.batches \
-             WHERE root_id = $1 AND session_id = $2 AND batch >= $3 ORDER BY batch LIMIT $4",
-            &[&row.root, &id, &from, &SIZES],
+            "SELECT b.batch, octet_length(b.bytes)::bigint \
+             FROM sessionlog.sessions s LEFT JOIN sessionlog.batches b \
+               ON b.root_id = s.root_id AND b.session_id = s.id AND b.batch >= $3 \
+             WHERE s.root_id = $1 AND s.id = $2 AND s.header = $5 \
+             ORDER BY b.batch LIMIT $4",
+            &[&row.root, &id, &from, &SIZES, &row.header],
         )
     })?;
-    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    // The session's row alone (no batch from `from` on) reads as one row of nulls.
+    Ok(Some(
+        rows.iter()
+            .filter_map(|r| Some((r.get::<_, Option<i64>>(0)?, r.get::<_, Option<i64>>(1)?)))
+            .collect(),
+    ))
 }
 
 /// The pages (first and last batch) `sizes` (batch numbers with their byte lengths, in order)

@@ -19,9 +19,11 @@
 //!   ([`ReadGuarantee`]) says it must hold: one the reading host itself acknowledged before the
 //!   read was sent (read-your-writes), or one another host acknowledged longer than the read
 //!   bound (and [`CLOCK_MARGIN`]) before it.
-//! - `purged-readable`: a read sent after an acknowledged purge of its session served the
-//!   incarnation that purge removed (created before the purge was sent); or a host that caught
-//!   up serves a session PostgreSQL no longer holds.
+//! - `purged-readable`: a read served the incarnation an acknowledged purge removed (created
+//!   before the purge was sent) although the read guarantee says it must not: sent after the
+//!   purge was acknowledged on the same host, or longer than the read bound (and
+//!   [`CLOCK_MARGIN`]) after it elsewhere; or a host that caught up serves a session PostgreSQL
+//!   no longer holds.
 //! - `host-diverged`, `host-stale`, `delete-not-propagated`, `catch-up-failed`: a host that
 //!   caught up on every id holds a log other than PostgreSQL's (another incarnation, bytes that
 //!   are no prefix), a strict prefix of it, another deleted flag, or could not catch up.
@@ -150,8 +152,11 @@ impl ReadGuarantee {
         }
     }
 
-    /// Why `read` may not miss `write`'s batch (acknowledged before the read was sent, of the
-    /// incarnation it served), or `None` when the guarantee allows it.
+    /// Why `read` may not miss `write` (acknowledged before the read was sent: a batch of the
+    /// incarnation it served, or a purge of that incarnation), or `None` when the guarantee
+    /// allows it. A purge is a write like an append: the host that made it no longer serves
+    /// the session, and a host whose hold PostgreSQL confirmed before the purge (never after:
+    /// the row is gone) may serve its copy until the bound after that confirmation.
     fn owed(&self, write: &Op, read: &Op) -> Option<String> {
         let before = read.invoked.saturating_sub(write.completed);
         if write.host == read.host {
@@ -420,18 +425,20 @@ fn read_answers(
                 && c.answer.incarnation == Some(read_inc)
         });
         for c in created {
-            if let Some(p) = history.ops.iter().find(|p| {
-                matches!(p.call, Call::Purge)
+            if let Some((p, why)) = history.ops.iter().find_map(|p| {
+                (matches!(p.call, Call::Purge)
                     && p.answer.outcome == Outcome::Acknowledged
                     && p.answer.purged.iter().any(|s| s == session)
                     && c.completed < p.invoked
-                    && p.completed < r.invoked
+                    && p.completed < r.invoked)
+                    .then(|| guarantee.owed(p, r).map(|why| (p, why)))
+                    .flatten()
             }) {
                 found.push(finding(
                     "purged-readable",
                     format!(
-                        "read #{} served {session} as created by call #{}, which purge #{} removed before the read",
-                        r.index, c.index, p.index
+                        "read #{} on host{} served {session} as created by call #{}, which purge #{} removed, {why}",
+                        r.index, r.host, c.index, p.index
                     ),
                     vec![c.index, p.index, r.index],
                 ));

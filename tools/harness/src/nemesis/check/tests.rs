@@ -395,13 +395,30 @@ fn a_purged_session_served_after_the_purge_is_found() {
         purge(2, (0.2, 0.3), &[S]),
         read(3, 1, (0.4, 0.5), s.log()),
     ]);
-    let found = check(&h, &state(vec![]));
+    // On the host that purged it (host0), however soon: read-your-writes.
+    let reading = |host: usize, at: (f64, f64)| {
+        let mut h = h.clone();
+        h.ops[2] = read(3, host, at, s.log());
+        check(&h, &state(vec![]))
+    };
+    let found = reading(0, (0.4, 0.5));
     assert_eq!(kinds(&found), ["purged-readable"], "{found:?}");
     assert_eq!(found[0].ops, [1, 2, 3]);
-    // Read before the purge ended: allowed.
+    assert!(found[0].detail.contains("read-your-writes"), "{found:?}");
+    // Elsewhere, past the read bound and its clock margin after the purge was acknowledged.
+    for at in [(10.45, 10.5), (11.3, 11.4)] {
+        let found = reading(1, at);
+        assert_eq!(kinds(&found), ["purged-readable"], "{at:?}: {found:?}");
+        assert!(found[0].detail.contains("read bound"), "{found:?}");
+    }
+    // Elsewhere within the bound (a host whose hold was confirmed before the purge may serve
+    // its copy until the bound after that), or sent before the purge ended: allowed.
+    for (host, at) in [(1, (0.4, 0.5)), (1, (10.35, 10.4)), (0, (0.25, 0.5))] {
+        let found = reading(host, at);
+        assert!(found.is_empty(), "host{host} at {at:?}: {found:?}");
+    }
     let mut early = h.clone();
     early.ops[2] = read(3, 1, (0.25, 0.5), s.log());
-    assert!(check(&early, &state(vec![])).is_empty());
 
     // A host that caught up still holds it.
     let mut st = state(vec![]);
