@@ -14,7 +14,7 @@ import { freshDir, removeDir } from './fixture.ts'
 const CLI = join(process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'sessionlog-target'), 'release', 'sessionlog')
 
 /** How long a test waits for the lines a tail must print. */
-const LINE_WAIT_MS = 30_000
+const LINE_WAIT_MS = 20_000
 
 /** `sessionlog --db DB ARGS…`, which must succeed: its standard output's lines. */
 function cliLines(db: string, args: string[]): string[] {
