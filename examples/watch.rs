@@ -1,11 +1,11 @@
 //! Watching sessions live: a follower subscribed to one session gets its stored events, then
-//! each new one as the commit holding it is written; a store-wide feed gives every change to
-//! every session in commit order, with a cursor an indexer stores and resumes from after a
-//! restart.
+//! each new one as the commit holding it is written; a watch follows many sessions on one
+//! thread; a store-wide feed gives every change to every session in commit order, with a cursor
+//! an indexer stores and resumes from after a restart.
 //!
 //! A host thread appends turns to session "a" while a follower thread prints each event as it
-//! arrives. Then an indexer reads the store-wide feed, stops halfway, and resumes from its
-//! cursor on a reopened store.
+//! arrives. Then a dashboard follows "a" and "b" through one watch. Then an indexer reads the
+//! store-wide feed, stops halfway, and resumes from its cursor on a reopened store.
 //!
 //! Run: `cargo build --release --examples && $CARGO_TARGET_DIR/release/examples/watch`
 //! (`./x test` runs it). It exits non-zero if a follower misses, repeats or reorders an event.
@@ -15,12 +15,16 @@ use std::time::Duration;
 
 use sessionlog::codec::format::event::NewEvent;
 use sessionlog::codec::json;
-use sessionlog::engine::{FeedChange, Options, SourceEncoding, Store};
+use sessionlog::engine::{FeedChange, Options, SourceEncoding, Store, Watch};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-const HEADER: &str =
-    r#"{"type":"session","version":0,"id":"a","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
+/// Session `id`'s header line.
+fn header(id: &str) -> String {
+    format!(
+        r#"{{"type":"session","version":0,"id":"{id}","createdAt":1,"cwd":"/w","delegationDepth":0}}"#
+    )
+}
 
 /// One turn: its start and its end, as `sessionlog append` reads events.
 fn turn(n: u64) -> Result<Vec<NewEvent>> {
@@ -36,7 +40,7 @@ fn turn(n: u64) -> Result<Vec<NewEvent>> {
 fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let store = Arc::new(Store::open(dir.path(), Options::default())?);
-    store.create_session(HEADER, SourceEncoding::Jsonl)?;
+    store.create_session(&header("a"), SourceEncoding::Jsonl)?;
     store.append("a", Some(0), turn(1)?)?;
 
     // A follower from seq 0: the stored turn first, then each new event as it commits.
@@ -62,6 +66,22 @@ fn main() -> Result<()> {
     let seqs = follower.join().map_err(|_| "the follower panicked")??;
     if seqs != (0..10).collect::<Vec<u64>>() {
         return Err(format!("the follower saw {seqs:?}").into());
+    }
+
+    // A dashboard follows both sessions on this one thread: one watch, one waker.
+    store.create_session(&header("b"), SourceEncoding::Jsonl)?;
+    store.append("b", Some(0), turn(1)?)?;
+    let mut watch = Watch::new();
+    let a = watch.add(&store, "a", 8)?;
+    watch.add(&store, "b", 0)?;
+    let mut seen = 0;
+    while let Some((key, seq, _)) = watch.next_within(&store, Duration::ZERO)? {
+        let id = if key == a { "a" } else { "b" };
+        println!("dashboard: {id} {seq}");
+        seen += 1;
+    }
+    if seen != 4 {
+        return Err(format!("the dashboard saw {seen} events, not 4").into());
     }
 
     // An indexer reads the store-wide feed, keeps its cursor, and stops after four items.
@@ -94,9 +114,9 @@ fn main() -> Result<()> {
         }
     }
     // Items so far: "a" created, "a" appended 0+2, its events 0 and 1; the rest: four more
-    // appended changes of two events each.
-    if events != 8 {
-        return Err(format!("the resumed feed gave {events} events, not 8").into());
+    // appended changes of "a" and one of "b", of two events each.
+    if events != 10 {
+        return Err(format!("the resumed feed gave {events} events, not 10").into());
     }
     println!(
         "indexer: resumed from {}, {events} more events",

@@ -46,7 +46,9 @@ pub use ops::migrate::{MigrateOptions, MigrationOutcome, MigrationReport};
 pub use ops::repair::RepairReport;
 pub use ops::retention::{PurgeReport, RecordedChange};
 pub use ops::root::{is_session_root, scan_root, RootFile, RootScan};
-pub use ops::subscribe::{Feed, FeedChange, FeedCursor, FeedItem, Subscription, BUFFERED_EVENTS};
+pub use ops::subscribe::{
+    Feed, FeedChange, FeedCursor, FeedItem, Subscription, Watch, WatchKey, BUFFERED_EVENTS,
+};
 pub use ops::verify::{VerifyProblem, VerifyReport};
 pub use options::{BuiltinProjection, Durability, Options, V0Reads};
 pub use read::surface::SurfaceView;

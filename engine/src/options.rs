@@ -152,6 +152,11 @@ pub struct Options {
     /// Default: none, as DSH 0.2's `SessionStore` starts; a DSH host that loads the
     /// image-offload plugin has `[BuiltinProjection::ImageOffload]`.
     pub message_projections: Vec<BuiltinProjection>,
+    /// How many of the latest changes the change log keeps for the store-wide feed
+    /// (`Store::subscribe_all`): a consumer that resumes from a cursor at most this many changes
+    /// old misses nothing, and an older cursor is refused (resync from a snapshot). The log
+    /// holds up to an eighth more between trims, some 40 bytes a change. Default: 1,000,000.
+    pub feed_retained_changes: u64,
 }
 
 impl Default for Options {
@@ -171,6 +176,7 @@ impl Default for Options {
             blob_files: false,
             direct_io: true,
             message_projections: Vec::new(),
+            feed_retained_changes: 1_000_000,
         }
     }
 }
@@ -202,6 +208,11 @@ impl Options {
                     p.event_type()
                 )));
             }
+        }
+        if self.feed_retained_changes == 0 {
+            return Err(Error::Options(
+                "feed_retained_changes must be at least 1".into(),
+            ));
         }
         if self.background_jobs < 1 {
             return Err(Error::Options(format!(

@@ -5,7 +5,8 @@
 //! ([`checked_value`]): kind (u8) ‖ first (u64 BE) ‖ count (u64 BE) ‖ session id length (u32 BE)
 //! ‖ session id ‖ other (UTF-8, the rest). Positions are handed out by the group commit's leader, one per
 //! change, increasing in commit order; a failed write leaves its positions unused, so the log may
-//! skip numbers but never reorders them.
+//! skip numbers but never reorders them. The oldest records are trimmed (the store's
+//! `feed_retained_changes`), and `L` alone records where the log now starts.
 //!
 //! Invariant: a change's record is written in the same WriteBatch as the change itself, so the
 //! log holds exactly the committed changes (a reader never sees one before it is durable, and a
@@ -16,6 +17,11 @@ use crate::layout::values::{checked_bytes, checked_value};
 
 /// Tag of `L ‖ position` keys.
 pub(crate) const CHANGE_TAG: u8 = b'L';
+
+/// `L` alone → the first position the log retains (u64 BE behind a crc32), written with the
+/// range delete that trims the positions before it; absent until the first trim. It sorts
+/// before every `L ‖ position` key, so a read of the log never meets it.
+pub(crate) const RETAINED_START_KEY: [u8; 1] = [CHANGE_TAG];
 
 /// `L ‖ position`.
 pub(crate) fn change_key(position: u64) -> [u8; 9] {

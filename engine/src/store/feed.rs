@@ -1,5 +1,5 @@
-//! The store's side of live feeds: the change log written with each group commit, and the
-//! signals that wake subscribers when a group is published.
+//! The store's side of live feeds: the change log written with each group commit, its
+//! retention, and the marks and wakers that tell subscribers a group was published.
 //!
 //! Why a change log written in the commit's own WriteBatch, and not RocksDB's sequence numbers:
 //! a store-wide cursor must survive a restart and order every change by commit. RocksDB's
@@ -11,14 +11,34 @@
 //! small key per session batch on the append path (some 40 bytes beside a batch's lines and
 //! indexes) and no extra write or fsync.
 //!
+//! Retention: the log keeps the last [`Options::feed_retained_changes`] positions. When it holds
+//! an eighth more than that, the leader puts one range delete of the oldest and the new retained
+//! start (`L` alone) into the group's WriteBatch, so the trim commits with a change and a reader
+//! sees both or neither. A feed whose position is below the retained start is refused with an
+//! error naming it ([`Store::retained_start`]), never silently moved past the trimmed changes.
+//!
+//! Waking (one waker shared by many subscriptions, no thread each): every followed session has a
+//! [`Mark`], a counter of its published changes, and the store-wide feed one of published
+//! positions. A subscription compares its mark with the value it last read up to and touches
+//! the store only when it moved, so idle subscriptions cost an atomic load. Each mark lists the
+//! [`Waker`]s of the subscriptions following it; a publication bumps the marks of the changed
+//! sessions, then wakes each of their wakers once (a waker is a counter and a condition
+//! variable). A consumer serving a thousand subscriptions on one thread gives them one waker
+//! ([`crate::Watch`]) and is woken once per group commit, whatever the number of sessions in it.
+//!
 //! Invariants: positions are assigned by the group's leader, one writer at a time, so they
-//! increase in commit order; a change is published (its signals woken) only after the write
-//! holding it returned, so a subscriber never reads an event that is not acknowledged; a
-//! subscriber reads its signal's value before it reads the store, so a publication between
-//! the two is never missed.
+//! increase in commit order; a change is published (its marks bumped, its wakers woken) only
+//! after the write holding it returned, so a subscriber never reads an event that is not
+//! acknowledged; a mark is bumped before its wakers are woken, and a subscriber reads its
+//! waker's count before its marks and its marks before the store, so a publication between any
+//! two of these reads is never missed; the retained start is raised in memory before the write
+//! that trims, so a reader that checks it after its read never takes a trimmed range for an
+//! empty one.
+//!
+//! [`Options::feed_retained_changes`]: crate::Options::feed_retained_changes
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -26,50 +46,103 @@ use rocksdb::WriteBatch;
 
 use super::{visit, Store};
 use crate::error::{Error, Result};
-use crate::layout::changes::{change_key, parse_change_key, Change, CHANGE_TAG};
+use crate::layout::changes::{
+    change_key, parse_change_key, Change, CHANGE_TAG, RETAINED_START_KEY,
+};
 use crate::layout::keys::CF_SESSIONS;
+use crate::layout::values::{checked_bytes, checked_value};
 
 /// How often a reader beside another process's store (a RocksDB secondary instance, which no
 /// commit of this process wakes) catches up with it while it waits: the lag a tail there has
 /// beyond the primary's commit, on top of the catch-up's own read of the primary's new WAL.
 pub const SECONDARY_POLL: Duration = Duration::from_millis(50);
 
-/// A counter that moves with every publication it covers, and wakes whoever waits for it.
-#[derive(Default)]
-pub(crate) struct Signal {
-    published: Mutex<u64>,
-    changed: Condvar,
+/// A lock held only to read or change a few numbers or a list, so a poisoned one still holds
+/// true ones.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Signal {
-    /// The counter. Its lock is held only to read or bump a number, so a poisoned lock still
-    /// holds a true one.
-    fn count(&self) -> MutexGuard<'_, u64> {
-        self.published
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+/// What wakes the subscriptions that share it: a count of wake-ups and a condition variable.
+/// The subscriptions of a [`crate::Watch`] share one, so one thread waits for all of them; a
+/// lone [`crate::Subscription`] or [`crate::Feed`] has its own.
+#[derive(Clone, Default)]
+pub(crate) struct Waker(Arc<WakerState>);
+
+#[derive(Default)]
+struct WakerState {
+    /// Wake-ups so far, and how many threads wait for the next.
+    count: Mutex<(u64, usize)>,
+    woken: Condvar,
+}
+
+impl Waker {
+    /// A waker no subscription uses yet.
+    pub(crate) fn new() -> Waker {
+        Waker::default()
     }
 
-    /// The counter's value now.
-    pub(crate) fn current(&self) -> u64 {
-        *self.count()
+    /// The wake-ups so far: read before polling the subscriptions, and given to
+    /// [`Store::wait_for_wake`] after, so a wake-up between the two is never slept through.
+    pub(crate) fn count(&self) -> u64 {
+        lock(&self.0.count).0
     }
 
-    /// Move the counter to at least `to` and wake every waiter.
-    fn publish(&self, to: u64) {
-        let mut count = self.count();
-        *count = (*count).max(to);
+    /// One wake-up: the count moves, and the waiting threads (if any) wake.
+    fn wake(&self) {
+        let mut count = lock(&self.0.count);
+        count.0 += 1;
+        let waiting = count.1 > 0;
         drop(count);
-        self.changed.notify_all();
+        if waiting {
+            self.0.woken.notify_all();
+        }
     }
 
-    /// Wait until the counter moves past `seen`, at most `timeout`.
+    /// Wait until the count moves past `seen`, at most `timeout`.
     fn wait_past(&self, seen: u64, timeout: Duration) {
-        let count = self.count();
-        let waited = self
-            .changed
-            .wait_timeout_while(count, timeout, |c| *c <= seen);
-        drop(waited.unwrap_or_else(PoisonError::into_inner));
+        let mut count = lock(&self.0.count);
+        count.1 += 1;
+        let (mut count, _) = self
+            .0
+            .woken
+            .wait_timeout_while(count, timeout, |c| c.0 <= seen)
+            .unwrap_or_else(PoisonError::into_inner);
+        count.1 -= 1;
+    }
+}
+
+/// A counter of publications a subscription follows (a session's changes, or the store-wide
+/// feed's positions), and the wakers of the subscriptions following it.
+#[derive(Default)]
+pub(crate) struct Mark {
+    published: AtomicU64,
+    wakers: Mutex<Vec<Weak<WakerState>>>,
+}
+
+impl Mark {
+    /// The counter now.
+    pub(crate) fn published(&self) -> u64 {
+        self.published.load(Ordering::SeqCst)
+    }
+
+    /// Let `waker` be woken by this mark's publications (once, however many subscriptions
+    /// that share it follow the mark).
+    pub(crate) fn wake(&self, waker: &Waker) {
+        let mut wakers = lock(&self.wakers);
+        wakers.retain(|w| w.strong_count() > 0);
+        if !wakers.iter().any(|w| w.as_ptr() == Arc::as_ptr(&waker.0)) {
+            wakers.push(Arc::downgrade(&waker.0));
+        }
+    }
+
+    /// Move the counter (by one, or to at least `to`) and collect the wakers to wake.
+    fn publish(&self, to: Option<u64>, wake: &mut Vec<Arc<WakerState>>) {
+        match to {
+            Some(to) => self.published.fetch_max(to, Ordering::SeqCst),
+            None => self.published.fetch_add(1, Ordering::SeqCst),
+        };
+        wake.extend(lock(&self.wakers).iter().filter_map(Weak::upgrade));
     }
 }
 
@@ -78,74 +151,115 @@ impl Signal {
 pub(crate) struct Feeds {
     /// The position the next change takes.
     next_position: AtomicU64,
+    /// The first position the log retains (written by the leader, before the trim's write).
+    retained_start: AtomicU64,
     /// Store-wide: the position after the last published change.
-    all: Arc<Signal>,
-    /// Per subscribed session: the count of its published changes. Entries whose every
-    /// subscriber is gone are dropped when the next subscriber comes.
-    sessions: Mutex<HashMap<Vec<u8>, Weak<Signal>>>,
-    /// Whether any session signal was ever handed out (so publication looks up none before).
-    subscribed: std::sync::atomic::AtomicBool,
-}
-
-impl Feeds {
-    fn sessions(&self) -> MutexGuard<'_, HashMap<Vec<u8>, Weak<Signal>>> {
-        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
-    }
+    all: Arc<Mark>,
+    /// Per followed session: its published changes. Entries whose every subscription is gone
+    /// are dropped when the next session is followed.
+    sessions: Mutex<HashMap<Vec<u8>, Weak<Mark>>>,
+    /// Whether any session was ever followed (so publication looks up none before).
+    followed: AtomicBool,
 }
 
 impl Store {
-    /// Put `changes` into `batch` as change-log records at the next positions. Called by the
-    /// group commit's leader only, for the changes of the parts it writes.
+    /// Put `changes` into `batch` as change-log records at the next positions, and, when the log
+    /// then holds an eighth more than it retains, the trim of its oldest records (see the
+    /// module docs). Called by the group commit's leader only, for the changes of the parts it
+    /// writes.
     pub(crate) fn log_changes(&self, batch: &mut WriteBatch, changes: &[Change]) -> Result<()> {
         if changes.is_empty() {
             return Ok(());
         }
         let cf = self.cf(CF_SESSIONS)?;
-        let first = self
-            .feeds
-            .next_position
-            .fetch_add(changes.len() as u64, Ordering::SeqCst);
+        let count = changes.len() as u64;
+        let first = self.feeds.next_position.fetch_add(count, Ordering::SeqCst);
         for (position, change) in (first..).zip(changes) {
             batch.put_cf(cf, change_key(position), change.encode());
+        }
+        let end = first + count;
+        let retained = self.options.feed_retained_changes;
+        let start = self.feeds.retained_start.load(Ordering::SeqCst);
+        if end.saturating_sub(start) > retained.saturating_add(retained / 8) {
+            let trimmed_to = end - retained;
+            self.feeds
+                .retained_start
+                .store(trimmed_to, Ordering::SeqCst);
+            batch.delete_range_cf(cf, change_key(start), change_key(trimmed_to));
+            batch.put_cf(
+                cf,
+                RETAINED_START_KEY,
+                checked_value(&trimmed_to.to_be_bytes()),
+            );
         }
         Ok(())
     }
 
-    /// The write holding `changes` returned: wake the store-wide feed and each changed
-    /// session's subscribers.
+    /// The write holding `changes` returned: bump the store-wide mark and each changed
+    /// session's, then wake each of their wakers once.
     pub(crate) fn publish_changes(&self, changes: &[Change]) {
         if changes.is_empty() {
             return;
         }
-        self.feeds
-            .all
-            .publish(self.feeds.next_position.load(Ordering::SeqCst));
-        if !self.feeds.subscribed.load(Ordering::SeqCst) {
-            return;
-        }
-        let signals: Vec<Arc<Signal>> = {
+        let mut wake = Vec::new();
+        let end = self.feeds.next_position.load(Ordering::SeqCst);
+        self.feeds.all.publish(Some(end), &mut wake);
+        if self.feeds.followed.load(Ordering::SeqCst) {
             let sessions = self.feeds.sessions();
-            changes
-                .iter()
-                .filter_map(|c| sessions.get(&c.session).and_then(Weak::upgrade))
-                .collect()
-        };
-        for signal in signals {
-            signal.publish(signal.current() + 1);
+            for change in changes {
+                if let Some(mark) = sessions.get(&change.session).and_then(Weak::upgrade) {
+                    mark.publish(None, &mut wake);
+                }
+            }
+        }
+        wake.sort_unstable_by_key(Arc::as_ptr);
+        wake.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        for state in wake {
+            Waker(state).wake();
         }
     }
 
-    /// Start positions past every change the log holds (at open).
+    /// Start positions past every change the log holds, and read where it starts (at open).
     pub(crate) fn start_change_log(&self) -> Result<()> {
+        let start = self.stored_retained_start()?;
         let mut it = self.db.raw_iterator_cf(self.cf(CF_SESSIONS)?);
         it.seek_for_prev(change_key(u64::MAX));
         let last = it.key().and_then(parse_change_key);
         it.status()
             .map_err(Error::storage("reading the end of the change log"))?;
-        let next = last.map_or(0, |p| p + 1);
+        let next = last.map_or(0, |p| p + 1).max(start);
+        self.feeds.retained_start.store(start, Ordering::SeqCst);
         self.feeds.next_position.store(next, Ordering::SeqCst);
-        self.feeds.all.publish(next);
+        self.feeds.all.publish(Some(next), &mut Vec::new());
         Ok(())
+    }
+
+    /// The first position the change log retains: a feed at an earlier one has lost changes.
+    /// A store beside another process's (a secondary instance) reads it from the store, as the
+    /// primary trims.
+    pub(crate) fn retained_start(&self) -> Result<u64> {
+        match self.secondary.is_some() {
+            false => Ok(self.feeds.retained_start.load(Ordering::SeqCst)),
+            true => self.stored_retained_start(),
+        }
+    }
+
+    /// The retained start as stored (0 before the first trim).
+    fn stored_retained_start(&self) -> Result<u64> {
+        let stored = self
+            .db
+            .get_pinned_cf(self.cf(CF_SESSIONS)?, RETAINED_START_KEY)
+            .map_err(Error::storage("reading the change log's retained start"))?;
+        let Some(value) = stored else {
+            return Ok(0);
+        };
+        checked_bytes(&value)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+            .ok_or_else(|| Error::Corrupt {
+                id: String::new(),
+                detail: "the change log's retained start fails its checksum".into(),
+            })
     }
 
     /// Up to `limit` changes of the log from position `from` on, in order.
@@ -166,35 +280,50 @@ impl Store {
         Ok(out)
     }
 
-    /// The signal of the store-wide feed.
-    pub(crate) fn feed_signal(&self) -> Arc<Signal> {
+    /// The store-wide feed's mark (its value: the position after the last published change),
+    /// waking `waker` from now on.
+    pub(crate) fn feed_mark(&self, waker: &Waker) -> Arc<Mark> {
+        self.feeds.all.wake(waker);
         Arc::clone(&self.feeds.all)
     }
 
-    /// The signal of session `id`'s changes, shared by its subscribers.
-    pub(crate) fn session_signal(&self, id: &[u8]) -> Arc<Signal> {
-        let mut sessions = self.feeds.sessions();
-        if let Some(signal) = sessions.get(id).and_then(Weak::upgrade) {
-            return signal;
-        }
-        sessions.retain(|_, s| s.strong_count() > 0);
-        let signal = Arc::new(Signal::default());
-        sessions.insert(id.to_vec(), Arc::downgrade(&signal));
-        self.feeds.subscribed.store(true, Ordering::SeqCst);
-        signal
+    /// Session `id`'s mark, shared by its subscriptions, waking `waker` from now on.
+    pub(crate) fn session_mark(&self, id: &[u8], waker: &Waker) -> Arc<Mark> {
+        let mark = {
+            let mut sessions = self.feeds.sessions();
+            match sessions.get(id).and_then(Weak::upgrade) {
+                Some(mark) => mark,
+                None => {
+                    sessions.retain(|_, m| m.strong_count() > 0);
+                    let mark = Arc::new(Mark::default());
+                    sessions.insert(id.to_vec(), Arc::downgrade(&mark));
+                    self.feeds.followed.store(true, Ordering::SeqCst);
+                    mark
+                }
+            }
+        };
+        mark.wake(waker);
+        mark
     }
 
-    /// Wait, at most `timeout`, for `signal` to move past `seen`. A store opened beside another
-    /// process's (a secondary instance) is woken by no commit of its own: it waits out
+    /// Whether every change to this store moves its marks: false beside another process's
+    /// store (a secondary instance), whose changes come by catching up, so its subscriptions
+    /// read the store on every wake-up instead of when a mark moved.
+    pub(crate) fn marks_follow_changes(&self) -> bool {
+        self.secondary.is_none()
+    }
+
+    /// Wait, at most `timeout`, for `waker`'s count to move past `seen`. A store opened beside
+    /// another process's (a secondary instance) is woken by no commit of its own: it waits out
     /// [`SECONDARY_POLL`] (or `timeout`, if shorter) and catches up with the primary instead.
-    pub(crate) fn await_change(&self, signal: &Signal, seen: u64, timeout: Duration) -> Result<()> {
+    pub(crate) fn wait_for_wake(&self, waker: &Waker, seen: u64, timeout: Duration) -> Result<()> {
         match self.secondary.is_some() {
             false => {
-                signal.wait_past(seen, timeout);
+                waker.wait_past(seen, timeout);
                 Ok(())
             }
             true => {
-                signal.wait_past(u64::MAX, timeout.min(SECONDARY_POLL));
+                waker.wait_past(u64::MAX, timeout.min(SECONDARY_POLL));
                 self.catch_up()
             }
         }
@@ -207,5 +336,11 @@ impl Store {
         std::fs::read_to_string(&path)
             .map(|s| s.trim().to_owned())
             .map_err(|source| Error::Io { path, source })
+    }
+}
+
+impl Feeds {
+    fn sessions(&self) -> MutexGuard<'_, HashMap<Vec<u8>, Weak<Mark>>> {
+        lock(&self.sessions)
     }
 }

@@ -27,8 +27,8 @@ mod wal_audit;
 
 pub use commit_hook::{CommitHook, CommitRecord, CreatedSession};
 pub use direct_io::supported as direct_io_supported;
-pub(crate) use feed::Signal;
 pub use feed::SECONDARY_POLL;
+pub(crate) use feed::{Mark, Waker};
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -185,7 +185,7 @@ impl Store {
 
     /// Make `ro` read as of `snap`, when given. A secondary instance (`open.rs`) reads without
     /// one: RocksDB's secondary mode takes no snapshot, and needs none, as it holds still
-    /// between catch-ups, which run only at open and in [`Store::await_change`] on the thread
+    /// between catch-ups, which run only at open and in [`Store::wait_for_wake`] on the thread
     /// that reads next (a secondary serves one follower or one command at a time).
     fn read_at(&self, ro: &mut rocksdb::ReadOptions, snap: Option<&Snapshot<'_>>) {
         if let (Some(snap), None) = (snap, &self.secondary) {

@@ -256,6 +256,10 @@ pub enum BenchWorkload {
         /// The subscriber counts to measure (each against a run with none).
         #[arg(long, value_delimiter = ',', default_values_t = [1usize, 100, 1000])]
         subscribers: Vec<usize>,
+        /// Threads serving the subscribers, each with one watch (subscriber j on thread
+        /// j mod `watchers`).
+        #[arg(long, default_value_t = 2)]
+        watchers: usize,
         /// Seconds each run appends.
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,

@@ -8,9 +8,15 @@
 //! later in the log no longer has them: the feed then goes on to the next change (the purge or
 //! archive follows in the log, as an item of its own).
 //!
+//! The log keeps the latest changes only (`Options::feed_retained_changes`): a feed with no
+//! cursor starts at the first change retained, and a cursor older than that, or a feed that
+//! falls behind the trim, is refused with an error naming the retained start, never moved past
+//! the trimmed changes in silence.
+//!
 //! Invariants: items come in the log's order, each once from a given cursor; every item carries
 //! the cursor just past it, so resuming from the last one a consumer handled repeats nothing and
-//! skips nothing; a cursor names its store, and another store's is refused.
+//! skips nothing; a cursor names its store, and another store's is refused; a position the log
+//! no longer retains is an error, never a gap.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -23,7 +29,7 @@ use sessionlog_codec::json::Value;
 use super::BUFFERED_EVENTS;
 use crate::error::{Error, Result};
 use crate::layout::changes::{Change, ChangeKind};
-use crate::store::{Signal, Store};
+use crate::store::{Mark, Store, Waker};
 
 /// How many change records a feed reads at once.
 const CHANGES_READ: usize = 64;
@@ -131,7 +137,9 @@ pub struct Feed {
     changes: VecDeque<(u64, Change)>,
     /// Items made and not yet yielded.
     pending: VecDeque<FeedItem>,
-    signal: Arc<Signal>,
+    /// The store-wide mark (published positions), and the waker it wakes.
+    mark: Arc<Mark>,
+    waker: Waker,
     /// The cursor past the last item yielded (the start cursor before the first).
     resume: FeedCursor,
 }
@@ -147,12 +155,14 @@ impl fmt::Debug for Feed {
 impl Store {
     /// Every change to every session in commit order, each followed by the events it brought,
     /// from `from` on (a [`FeedCursor`] as [`FeedItem::next`] gave it, in its text form) or
-    /// from the first change the store recorded. A cursor of another store is refused.
+    /// from the first change the log retains. A cursor of another store is refused, and so is
+    /// one older than the log's retained start.
     pub fn subscribe_all(&self, from: Option<&str>) -> Result<Feed> {
-        let signal = self.feed_signal();
+        let waker = Waker::new();
+        let mark = self.feed_mark(&waker);
         let store = self.identity()?;
         let (position, at) = match from {
-            None => (0, None),
+            None => (self.retained_start()?, None),
             Some(text) => {
                 let cursor: FeedCursor = text.parse()?;
                 if cursor.store != store {
@@ -168,7 +178,7 @@ impl Store {
                 (cursor.position, cursor.seq)
             }
         };
-        Ok(Feed {
+        let feed = Feed {
             resume: FeedCursor {
                 store: store.clone(),
                 position,
@@ -179,8 +189,11 @@ impl Store {
             at,
             changes: VecDeque::new(),
             pending: VecDeque::new(),
-            signal,
-        })
+            mark,
+            waker,
+        };
+        feed.check_retained(self)?;
+        Ok(feed)
     }
 }
 
@@ -199,7 +212,7 @@ impl Feed {
                 self.resume = item.next.clone();
                 return Ok(Some(item));
             }
-            let seen = self.signal.current();
+            let seen = self.waker.count();
             if self.produce(store)? {
                 continue;
             }
@@ -207,7 +220,7 @@ impl Feed {
             if left.is_zero() {
                 return Ok(None);
             }
-            store.await_change(&self.signal, seen, left)?;
+            store.wait_for_wake(&self.waker, seen, left)?;
         }
     }
 
@@ -223,7 +236,13 @@ impl Feed {
     fn produce(&mut self, store: &Store) -> Result<bool> {
         loop {
             if self.changes.is_empty() {
+                let idle = self.mark.published() <= self.position;
+                if idle && store.marks_follow_changes() {
+                    return Ok(false);
+                }
                 let loaded = store.read_changes(self.position, CHANGES_READ)?;
+                // Checked after the read: a trim the read saw has raised the start already.
+                self.check_retained(store)?;
                 if loaded.is_empty() {
                     return Ok(false);
                 }
@@ -295,6 +314,22 @@ impl Feed {
                 }
             }
         }
+    }
+
+    /// Refuse to go on from a position the change log no longer retains: the changes between
+    /// it and the retained start are gone, and going past them would be a silent gap.
+    fn check_retained(&self, store: &Store) -> Result<()> {
+        let start = store.retained_start()?;
+        if self.position >= start {
+            return Ok(());
+        }
+        Err(Error::Cursor {
+            cursor: self.cursor(self.position, self.at).to_string(),
+            reason: format!(
+                "it is older than the feed's retained start {} (the change log's older changes are trimmed); resync from a snapshot, then follow the feed from there",
+                self.cursor(start, None)
+            ),
+        })
     }
 
     /// The change at `position` is delivered: on to the next.

@@ -1,9 +1,11 @@
 //! Subscriptions against the stored log: random interleavings of appends to two sessions,
-//! subscribers starting at random seqs (past the end too), consumers that read a little at a
-//! time or fall far behind their buffer, and reopens (each subscriber resuming from its next
-//! seq) must give each subscriber exactly the stored events from its start, in order, each
-//! once; the store-wide feed gives every append in commit order and resumes from its cursor
-//! across a reopen. And a live follower on another thread sees every event as it commits.
+//! subscribers starting at random seqs (past the end too), alone or sharing a watch's waker,
+//! consumers that read a little at a time or fall far behind their buffer, and reopens (each
+//! subscriber resuming from its next seq) must give each subscriber exactly the stored events
+//! from its start, in order, each once; the store-wide feed gives every append in commit order
+//! and resumes from its cursor across a reopen, and refuses a cursor older than the change log
+//! retains. And live followers on another thread (one each, or many on one watch) see every
+//! event as it commits.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use proptest::prelude::*;
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::Value;
 
-use super::{FeedChange, BUFFERED_EVENTS};
+use super::{FeedChange, Watch, WatchKey, BUFFERED_EVENTS};
 use crate::error::Error;
 use crate::layout::changes::ChangeKind;
 use crate::layout::meta::SourceEncoding;
@@ -68,8 +70,12 @@ enum Step {
     Append { session: usize, events: usize },
     /// Start a subscriber of `session` at `ahead` seqs past (or before) its end.
     Subscribe { session: usize, offset: i64 },
+    /// Start a subscriber of `session` at `offset` seqs past (or before) its end, in the watch.
+    Watch { session: usize, offset: i64 },
     /// Subscriber `which` (modulo their count) reads up to `count` events without waiting.
     Read { which: usize, count: usize },
+    /// The watch yields up to `count` events of any of its subscribers, without waiting.
+    ReadWatch { count: usize },
     /// Close and reopen the store; every subscriber resumes from its next seq.
     Reopen,
 }
@@ -78,7 +84,9 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         4 => (0..2usize, 1..6usize).prop_map(|(session, events)| Step::Append { session, events }),
         2 => (0..2usize, -8..3i64).prop_map(|(session, offset)| Step::Subscribe { session, offset }),
+        2 => (0..2usize, -8..3i64).prop_map(|(session, offset)| Step::Watch { session, offset }),
         4 => (0..8usize, 0..7usize).prop_map(|(which, count)| Step::Read { which, count }),
+        2 => (0..12usize).prop_map(|count| Step::ReadWatch { count }),
         1 => Just(Step::Reopen),
     ]
 }
@@ -89,6 +97,34 @@ struct Follower {
     from: u64,
     got: Vec<(u64, Value)>,
     sub: super::Subscription,
+}
+
+/// The subscribers sharing the model's watch: the watch, and its followers by key (their `sub`
+/// is unused: the watch holds theirs).
+struct Watched {
+    watch: Watch,
+    followers: Vec<(WatchKey, Follower)>,
+}
+
+impl Watched {
+    /// Every event the watch yields without waiting, up to `count`, to the followers it names.
+    fn read(&mut self, store: &Store, count: usize) {
+        for _ in 0..count {
+            let Some((key, seq, event)) = self
+                .watch
+                .next_within(store, Duration::ZERO)
+                .expect("watch")
+            else {
+                break;
+            };
+            let (_, f) = self
+                .followers
+                .iter_mut()
+                .find(|(k, _)| *k == key)
+                .expect("a known key");
+            f.got.push((seq, event));
+        }
+    }
 }
 
 proptest! {
@@ -108,6 +144,7 @@ proptest! {
         let mut next = [0u64; 2];
         let mut time = 0;
         let mut followers: Vec<Follower> = Vec::new();
+        let mut watched = Watched { watch: Watch::new(), followers: Vec::new() };
         for step in steps {
             match step {
                 Step::Append { session, events } => {
@@ -119,6 +156,12 @@ proptest! {
                     let from = u64::try_from(next[session] as i64 + offset).unwrap_or(0);
                     let sub = store.subscribe(sessions[session], from).expect("subscribe");
                     followers.push(Follower { session: sessions[session], from, got: Vec::new(), sub });
+                }
+                Step::Watch { session, offset } => {
+                    let from = u64::try_from(next[session] as i64 + offset).unwrap_or(0);
+                    let key = watched.watch.add(&store, sessions[session], from).expect("watch");
+                    let sub = store.subscribe(sessions[session], from).expect("subscribe");
+                    watched.followers.push((key, Follower { session: sessions[session], from, got: Vec::new(), sub }));
                 }
                 Step::Read { which, count } => {
                     if followers.is_empty() {
@@ -133,11 +176,17 @@ proptest! {
                         }
                     }
                 }
+                Step::ReadWatch { count } => watched.read(&store, count),
                 Step::Reopen => {
                     drop(store);
                     store = open(&path);
                     for f in &mut followers {
                         f.sub = store.subscribe(f.session, f.sub.next_seq()).expect("resubscribe");
+                    }
+                    let old = std::mem::take(&mut watched.watch);
+                    for (key, f) in &mut watched.followers {
+                        let resume = old.get(*key).expect("still watched").next_seq();
+                        *key = watched.watch.add(&store, f.session, resume).expect("rewatch");
                     }
                 }
             }
@@ -147,6 +196,10 @@ proptest! {
                 f.got.push(e);
             }
             prop_assert_eq!(&f.got, &stored(&store, f.session, f.from), "{} from {}", f.session, f.from);
+        }
+        watched.read(&store, usize::MAX);
+        for (_, f) in &watched.followers {
+            prop_assert_eq!(&f.got, &stored(&store, f.session, f.from), "watched {} from {}", f.session, f.from);
         }
     }
 }
@@ -291,4 +344,184 @@ fn an_unknown_session_is_refused_and_a_start_past_the_end_waits() {
         .expect("append");
     let got = sub.next_within(&store, Duration::ZERO).expect("next");
     assert_eq!(got, stored(&store, "a", 2).pop());
+}
+
+/// One thread with one watch follows many sessions while several threads append to them: it
+/// gets every event of each, in order, each once, woken by the commits (it never polls on a
+/// timer: its wait is far longer than the run).
+#[test]
+fn one_watch_on_one_thread_follows_many_sessions_live() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Arc::new(open(&dir.path().join("db")));
+    let ids: Vec<String> = (0..40).map(|i| format!("s{i:02}")).collect();
+    for id in &ids {
+        create(&store, id);
+    }
+    let batches = 30u64;
+    let per_batch = 3u64;
+    let mut watch = Watch::new();
+    for id in &ids {
+        watch.add(&store, id, 0).expect("watch");
+    }
+    let total = ids.len() as u64 * batches * per_batch;
+    let follower = {
+        let store = Arc::clone(&store);
+        std::thread::spawn(move || {
+            let mut got: Vec<Vec<(u64, Value)>> = vec![Vec::new(); 40];
+            let mut count = 0;
+            while count < total {
+                let next = watch
+                    .next_within(&store, Duration::from_secs(60))
+                    .expect("next");
+                if let Some((key, seq, event)) = next {
+                    got[key.0].push((seq, event));
+                    count += 1;
+                }
+            }
+            got
+        })
+    };
+    std::thread::scope(|scope| {
+        for part in ids.chunks(10) {
+            let store = &store;
+            scope.spawn(move || {
+                for b in 0..batches {
+                    for id in part {
+                        let batch = (0..per_batch).map(|i| prompt(b * per_batch + i)).collect();
+                        store
+                            .append(id, Some(b * per_batch), batch)
+                            .expect("append");
+                    }
+                }
+            });
+        }
+    });
+    let got = follower.join().expect("follower");
+    for (id, events) in ids.iter().zip(&got) {
+        assert_eq!(events, &stored(&store, id, 0), "{id}");
+    }
+}
+
+/// A watch whose session is purged while followed returns that error once, drops that
+/// subscription, and goes on with the others.
+#[test]
+fn a_watch_drops_a_purged_session_and_goes_on() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open(&dir.path().join("db"));
+    create(&store, "a");
+    create(&store, "b");
+    let mut watch = Watch::new();
+    let a = watch.add(&store, "a", 0).expect("a");
+    let b = watch.add(&store, "b", 0).expect("b");
+    store.delete("a").expect("delete");
+    store.purge(0, false).expect("purge");
+    store.append("b", Some(0), vec![prompt(1)]).expect("b");
+    let err = watch
+        .next_within(&store, Duration::ZERO)
+        .expect_err("a is gone");
+    assert!(matches!(err, Error::UnknownSession { .. }), "{err}");
+    assert!(watch.get(a).is_none());
+    let got = watch.next_within(&store, Duration::ZERO).expect("b");
+    assert_eq!(got.map(|(k, seq, _)| (k, seq)), Some((b, 0)));
+}
+
+/// Every change-log record, by position.
+fn logged(store: &Store) -> Vec<u64> {
+    store
+        .read_changes(0, usize::MAX)
+        .expect("log")
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// A store keeping the latest `retained` changes of its log.
+fn open_retaining(path: &Path, retained: u64) -> Store {
+    let options = Options {
+        durability: Durability::Buffered,
+        feed_retained_changes: retained,
+        ..Options::default()
+    };
+    Store::open(path, options).expect("open")
+}
+
+/// The change log keeps the latest changes it is told to (an eighth more between trims), and
+/// across a reopen: a feed with no cursor starts at the retained start, a cursor within the
+/// retained changes resumes exactly, and a cursor older than the retained start, or a feed that
+/// falls behind the trim, is refused with an error naming the start, never given a gap.
+#[test]
+fn the_change_log_keeps_its_latest_changes_and_refuses_older_cursors() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("db");
+    let store = open_retaining(&path, 8);
+    create(&store, "a");
+    let mut behind = store.subscribe_all(None).expect("feed");
+    let first = behind
+        .next_within(&store, Duration::ZERO)
+        .expect("first")
+        .expect("the creation");
+    for n in 0..40 {
+        store.append("a", Some(n), vec![prompt(n)]).expect("append");
+    }
+    let kept = logged(&store);
+    assert!(
+        (8..=9).contains(&kept.len()) && kept.last() == Some(&40),
+        "{kept:?}"
+    );
+    let start = kept[0];
+    let check = |store: &Store| {
+        let err = store
+            .subscribe_all(Some(&first.next.to_string()))
+            .expect_err("trimmed cursor");
+        assert!(
+            matches!(&err, Error::Cursor { .. })
+                && err.to_string().contains(&format!(
+                    "older than the feed's retained start {}:{start}",
+                    first.next.store
+                ))
+                && err.to_string().contains("resync from a snapshot"),
+            "{err}"
+        );
+        let mut feed = store.subscribe_all(None).expect("feed");
+        let mut items = Vec::new();
+        while let Some(item) = feed.next_within(store, Duration::ZERO).expect("next") {
+            items.push(item);
+        }
+        let appended: Vec<u64> = items
+            .iter()
+            .filter_map(|i| match i.change {
+                FeedChange::Event { seq, .. } => Some(seq),
+                FeedChange::Session { .. } => None,
+            })
+            .collect();
+        assert_eq!(appended, (start - 1..40).collect::<Vec<_>>());
+        let mut resumed = store
+            .subscribe_all(Some(&items[1].next.to_string()))
+            .expect("a retained cursor");
+        let rest: Vec<_> =
+            std::iter::from_fn(|| resumed.next_within(store, Duration::ZERO).expect("next"))
+                .collect();
+        assert_eq!(rest, items[2..]);
+    };
+    check(&store);
+    drop(store);
+    let store = open_retaining(&path, 8);
+    check(&store);
+    let err = behind
+        .next_within(&store, Duration::ZERO)
+        .expect_err("fell behind the trim");
+    assert!(
+        err.to_string()
+            .contains("older than the feed's retained start"),
+        "{err}"
+    );
+    let err = Store::open(
+        &path,
+        Options {
+            feed_retained_changes: 0,
+            ..Options::default()
+        },
+    )
+    .expect_err("nothing retained");
+    assert!(err.to_string().contains("feed_retained_changes"), "{err}");
 }

@@ -2,8 +2,9 @@
 //! commit. `threads` host threads append to `sessions` sessions for `seconds` (each thread's
 //! sessions' next batches in one `append_many` per round, as the hosting workload submits them),
 //! once with no subscriber and once per subscriber count, in the same run on fresh stores. Each
-//! subscriber follows one session (subscriber j: session j mod `sessions`) on a thread of its
-//! own with [`Store::subscribe`].
+//! subscriber follows one session (subscriber j: session j mod `sessions`); they are served by
+//! `watchers` threads with one [`Watch`] each (subscriber j on thread j mod `watchers`), as a
+//! host serving many followers would, not by a thread each.
 //!
 //! Commit-to-observer latency is taken per batch, from the instant its `append_many` returned
 //! (its acknowledgement) to the instant the subscriber holds its last event; a subscriber woken
@@ -20,14 +21,14 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::{Object, Value};
-use sessionlog_engine::{AppendItem, Options, SourceEncoding, Store};
+use sessionlog_engine::{AppendItem, Options, SourceEncoding, Store, Watch};
 use sessionlog_harness::hosting::Histogram;
 use sessionlog_tools_common::output::json_line;
 
 /// Events per appended batch.
 const PER_BATCH: u64 = 4;
 
-/// How long a subscriber waits for a commit before it looks at the stop flag again.
+/// How long a subscribers' thread waits for a commit before it looks at the stop flag again.
 const OBSERVER_WAIT: Duration = Duration::from_millis(50);
 
 /// One measured run.
@@ -49,19 +50,22 @@ pub fn run(
     sessions: usize,
     threads: usize,
     subscribers: &[usize],
+    watchers: usize,
     seconds: f64,
     options: &Options,
     as_json: bool,
 ) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
-        sessions > 0 && threads > 0 && seconds > 0.0,
-        "bench tail needs sessions, threads and seconds above 0"
+        sessions > 0 && threads > 0 && watchers > 0 && seconds > 0.0,
+        "bench tail needs sessions, threads, watchers and seconds above 0"
     );
     let duration = Duration::from_secs_f64(seconds);
     let mut runs = Vec::new();
     for &count in std::iter::once(&0).chain(subscribers) {
         eprintln!("bench tail: {count} subscribers, {sessions} sessions, {threads} threads");
-        runs.push(measure(sessions, threads, count, duration, options)?);
+        runs.push(measure(
+            sessions, threads, count, watchers, duration, options,
+        )?);
     }
     let base = runs.first().map_or(0.0, Run::batches_per_s);
     let mut out = std::io::stdout().lock();
@@ -94,6 +98,7 @@ pub fn run(
                 .with("workload", "tail")
                 .with("sessions", sessions as i64)
                 .with("threads", threads as i64)
+                .with("watchers", watchers as i64)
                 .with("events_per_batch", PER_BATCH as i64)
                 .with("runs", Value::Array(figures))
                 .with("ratios", Value::Object(ratios)),
@@ -124,6 +129,7 @@ fn measure(
     sessions: usize,
     threads: usize,
     subscribers: usize,
+    watchers: usize,
     duration: Duration,
     options: &Options,
 ) -> anyhow::Result<Run> {
@@ -146,10 +152,13 @@ fn measure(
     let stop = AtomicBool::new(false);
     let (store, ids, acks, stop, event, followed) = (&store, &ids, &acks, &stop, &event, &followed);
     std::thread::scope(|scope| -> anyhow::Result<Run> {
-        let observers: Vec<_> = (0..subscribers)
-            .map(|j| {
-                let s = j % sessions;
-                scope.spawn(move || observe(store, &ids[s], &acks[s], stop))
+        let observers: Vec<_> = (0..watchers.min(subscribers))
+            .map(|w| {
+                let followed: Vec<usize> = (w..subscribers)
+                    .step_by(watchers)
+                    .map(|j| j % sessions)
+                    .collect();
+                scope.spawn(move || observe(store, ids, &followed, acks, stop))
             })
             .collect();
         let started = Instant::now();
@@ -195,7 +204,7 @@ fn measure(
         for o in observers {
             latency.merge(
                 &o.join()
-                    .map_err(|_| anyhow::anyhow!("a subscriber panicked"))??,
+                    .map_err(|_| anyhow::anyhow!("a subscribers' thread panicked"))??,
             );
         }
         Ok(Run {
@@ -207,19 +216,25 @@ fn measure(
     })
 }
 
-/// Follow session `id` until `stop`: the latency of each batch whose last event it got.
+/// Follow the sessions `followed` names (one subscription each, one watch) until `stop`: the
+/// latency of each batch whose last event a subscription got.
 fn observe(
     store: &Store,
-    id: &str,
-    acks: &Mutex<HashMap<u64, Instant>>,
+    ids: &[String],
+    followed: &[usize],
+    acks: &[Mutex<HashMap<u64, Instant>>],
     stop: &AtomicBool,
 ) -> anyhow::Result<Histogram> {
-    let mut sub = store.subscribe(id, 0)?;
+    let mut watch = Watch::new();
+    for &s in followed {
+        watch.add(store, &ids[s], 0)?;
+    }
     let mut latency = Histogram::default();
     while !stop.load(Ordering::SeqCst) {
-        let Some((seq, _)) = sub.next_within(store, OBSERVER_WAIT)? else {
+        let Some((key, seq, _)) = watch.next_within(store, OBSERVER_WAIT)? else {
             continue;
         };
+        let acks = &acks[followed[key.0]];
         if (seq + 1) % PER_BATCH != 0 {
             continue;
         }
