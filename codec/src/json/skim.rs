@@ -19,7 +19,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use super::parse::{parse, MAX_DEPTH};
+use super::parse::{parse_bytes, MAX_DEPTH};
 use super::plain_run::plain_run_len;
 use super::value::Value;
 use crate::Result;
@@ -168,7 +168,7 @@ impl<'a> Envelope<'a> {
 
     /// The value `span` holds, built by the full parser.
     pub fn value(&self, span: &Span) -> Result<Value> {
-        parse(&String::from_utf8_lossy(self.text(span)))
+        parse_bytes(self.text(span))
     }
 }
 

@@ -156,7 +156,7 @@ impl BodyScanner {
         if self.version >= 2 {
             return self.push_row(line, end);
         }
-        let decoded = match json::parse(&String::from_utf8_lossy(line)) {
+        let decoded = match json::parse_bytes(line) {
             Ok(value) => self.decode_v0(value),
             Err(e @ crate::Error::TooDeep { .. }) => return Err(e),
             Err(_) => None,
@@ -208,7 +208,7 @@ impl BodyScanner {
         if self.issue.is_some() && self.version < 4 {
             return self.push_row_after_issue(line);
         }
-        let value = match json::parse(&String::from_utf8_lossy(line)) {
+        let value = match json::parse_bytes(line) {
             Ok(value) => value,
             Err(e @ crate::Error::TooDeep { .. }) => return Err(e),
             Err(_) => {
@@ -289,7 +289,7 @@ impl BodyScanner {
                 .and_then(|t| envelope.str(t))
                 .is_some_and(|t| t == "turn/end"),
             Ok(Skim::Unusual) | Err(Rejected::TooDeep) => {
-                let value = json::parse(&String::from_utf8_lossy(line))?;
+                let value = json::parse_bytes(line)?;
                 value
                     .as_object()
                     .and_then(|o| o.get("type"))
