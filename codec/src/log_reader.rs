@@ -76,6 +76,13 @@ impl LogReader {
         reader
     }
 
+    /// Hand back committed events for an import's folds only ([`BodyScanner::index_only`]): the
+    /// events [`LogReader::observe`] and the surface and projection folds read, no more.
+    pub fn index_only(mut self) -> Self {
+        self.scanner.index_only();
+        self
+    }
+
     /// Consume one complete line (without its `\n`); `Committed` holds its logical events, whose
     /// first seq is `self.scanner.events()` minus their count. `Err` only for input no JS value
     /// model here can hold (nesting too deep).

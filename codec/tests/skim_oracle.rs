@@ -231,6 +231,17 @@ fn event(rng: &mut Rng, out: &mut Vec<u8>) {
         parts.push(p);
     }
     if chance(rng, 3) {
+        let kind = rng.pick(&["text-delta", "usage", "tool-call-delta"]);
+        let mut c = format!(r#""chunk":{{"type":"{kind}","index":0,"text":"#).into_bytes();
+        string(rng, &mut c);
+        if chance(rng, 3) {
+            c.extend_from_slice(b",\"usage\":");
+            value(rng, 3, &mut c);
+        }
+        c.push(b'}');
+        parts.push(c);
+    }
+    if chance(rng, 3) {
         parts.push(b"\"turn\":3".to_vec());
     }
     shuffle(rng, &mut parts);
@@ -387,6 +398,10 @@ fn check(line: &[u8], label: &str, must_index: bool, tally: &mut Tally) {
                     match data.get("message").and_then(Value::as_object) {
                         Some(m) => check_level(env, Level::Message, m, label),
                         None => assert_eq!(env.members(Level::Message).count(), 0, "{label}"),
+                    }
+                    match data.get("chunk").and_then(Value::as_object) {
+                        Some(c) => check_level(env, Level::Chunk, c, label),
+                        None => assert_eq!(env.members(Level::Chunk).count(), 0, "{label}"),
                     }
                 }
                 None => assert_eq!(env.members(Level::Data).count(), 0, "{label}"),

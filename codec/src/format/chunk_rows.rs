@@ -33,11 +33,13 @@ pub fn decode_record(value: Value) -> Result<Vec<Value>, String> {
     let Value::Object(row) = value else {
         return Ok(vec![value]);
     };
-    expand_row(&row, &tag).map_err(|why| format!("malformed {tag} storage row: {why}"))
+    expand_row(row, &tag).map_err(|why| format!("malformed {tag} storage row: {why}"))
 }
 
-/// Validate a row (`validateRow`) and expand it (`expandRow`).
-fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
+/// Validate a row (`validateRow`) and expand it (`expandRow`). The members' payload strings
+/// move into the events (the row is consumed), and each event is built from its fixed,
+/// distinct names (no per-key duplicate search).
+fn expand_row(mut row: Object, tag: &str) -> Result<Vec<Value>, String> {
     if !row.has_exact_keys(&["type", "seq0", "time0", "data"]) {
         return Err("envelope must be exactly {type, seq0, time0, data}".into());
     }
@@ -50,7 +52,7 @@ fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
         .get("time0")
         .and_then(Value::as_safe_integer)
         .ok_or("time0 must be a safe integer")?;
-    let Some(Value::Object(data)) = row.get("data") else {
+    let Some(Value::Object(data)) = row.get_mut("data") else {
         return Err("data must be an object".into());
     };
     let tool = tag == "tool-call-chunks";
@@ -70,19 +72,22 @@ fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
     }
     let (turn, step, index) = match (data.get("turn"), data.get("step"), data.get("index")) {
         (Some(t @ Value::Number(_)), Some(s @ Value::Number(_)), Some(i @ Value::Number(_))) => {
-            (t, s, i)
+            (t.clone(), s.clone(), i.clone())
         }
         _ => return Err("turn/step/index must be numbers".into()),
     };
-    let payload = match data.get(payload_key) {
+    let payload_ok = matches!(
+        data.get(payload_key),
         Some(Value::Array(items))
-            if !items.is_empty() && items.iter().all(|v| matches!(v, Value::String(_))) =>
-        {
-            items
-        }
-        _ if tool => return Err("args must be a non-empty string array".into()),
-        _ => return Err("texts must be a non-empty string array".into()),
-    };
+            if !items.is_empty() && items.iter().all(|v| matches!(v, Value::String(_)))
+    );
+    if !payload_ok {
+        return Err(if tool {
+            "args must be a non-empty string array".into()
+        } else {
+            "texts must be a non-empty string array".into()
+        });
+    }
     let dt: Vec<i64> = match data.get("dt") {
         Some(Value::Array(gaps)) => gaps
             .iter()
@@ -90,6 +95,10 @@ fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
             .collect::<Option<_>>()
             .ok_or("dt must be an array of safe integers")?,
         _ => return Err("dt must be an array of safe integers".into()),
+    };
+    let payload = match data.get_mut(payload_key) {
+        Some(Value::Array(items)) => std::mem::take(items),
+        _ => Vec::new(),
     };
     if dt.len() + 1 != payload.len() {
         return Err(format!(
@@ -121,32 +130,35 @@ fn expand_row(row: &Object, tag: &str) -> Result<Vec<Value>, String> {
         "reasoning-chunks" => REASONING_DELTA,
         _ => TOOL_CALL_DELTA,
     };
+    let id = data.get("id").cloned().unwrap_or(Value::Null);
+    let name = data.get("name").cloned().unwrap_or(Value::Null);
+    let name_of = JsString::from_static;
     let mut events = Vec::with_capacity(payload.len());
-    for (k, (member, time)) in payload.iter().zip(times).enumerate() {
-        let mut chunk = Object::new()
-            .with("type", kind)
-            .with("index", index.clone());
+    for (k, (member, time)) in payload.into_iter().zip(times).enumerate() {
+        let mut chunk = Vec::with_capacity(5);
+        chunk.push((name_of("type"), Value::String(name_of(kind))));
+        chunk.push((name_of("index"), index.clone()));
         if tool {
-            chunk = chunk.with("id", data.get("id").cloned().unwrap_or(Value::Null));
+            chunk.push((name_of("id"), id.clone()));
             if with_name {
-                chunk = chunk.with("name", data.get("name").cloned().unwrap_or(Value::Null));
+                chunk.push((name_of("name"), name.clone()));
             }
-            chunk = chunk.with("argumentsDelta", member.clone());
+            chunk.push((name_of("argumentsDelta"), member));
         } else {
-            chunk = chunk.with("text", member.clone());
+            chunk.push((name_of("text"), member));
         }
         let seq = seq0 + i64::try_from(k).unwrap_or(i64::MAX);
-        let data = Object::new()
-            .with("turn", turn.clone())
-            .with("step", step.clone())
-            .with("chunk", chunk);
-        events.push(Value::Object(
-            Object::new()
-                .with("type", "assistant/chunk")
-                .with("seq", seq)
-                .with("time", time)
-                .with("data", data),
-        ));
+        let data = Object::from_distinct_names(vec![
+            (name_of("turn"), turn.clone()),
+            (name_of("step"), step.clone()),
+            (name_of("chunk"), Value::Object(Object::from_distinct_names(chunk))),
+        ]);
+        events.push(Value::Object(Object::from_distinct_names(vec![
+            (name_of("type"), Value::String(name_of("assistant/chunk"))),
+            (name_of("seq"), Value::from(seq)),
+            (name_of("time"), Value::from(time)),
+            (name_of("data"), Value::Object(data)),
+        ])));
     }
     Ok(events)
 }

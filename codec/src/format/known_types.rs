@@ -64,7 +64,8 @@ impl SupportCheck {
     pub fn observe(&mut self, id: &JsString, event: &Value) {
         let Some(o) = event.as_object() else { return };
         let ty = o.get("type").and_then(Value::as_str).unwrap_or("");
-        let seq = o.get("seq").map(json::js_string_of).unwrap_or_default();
+        // The seq's text only when a refusal names it (most events are known and not legacy).
+        let seq = || o.get("seq").map(json::js_string_of).unwrap_or_default();
         let fallback = ty == "request/header"
             && o.get("data")
                 .and_then(Value::as_object)
@@ -79,7 +80,7 @@ impl SupportCheck {
         };
         if let Some((rank, what)) = legacy {
             self.legacy[rank].get_or_insert_with(|| {
-                format!("session \"{id}\" contains unsupported {what} at seq {seq}")
+                format!("session \"{id}\" contains unsupported {what} at seq {}", seq())
             });
         }
         let ignorable = matches!(o.get("ignorable"), Some(Value::Bool(true)));
@@ -93,6 +94,7 @@ impl SupportCheck {
                 .get("type")
                 .map(json::js_string_of)
                 .unwrap_or_else(|| "undefined".into());
+            let seq = seq();
             self.unknown = Some(format!(
                 "session \"{id}\" contains event type \"{shown}\" (seq {seq}) unknown to this harness and not marked ignorable; refusing to interpret the log — it was likely written by a newer harness"
             ));

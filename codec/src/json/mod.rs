@@ -26,6 +26,6 @@ pub(crate) mod roundtrip_tests;
 
 pub use gate::admit;
 pub use number::number_to_string;
-pub use parse::{parse, MAX_DEPTH};
+pub use parse::{parse, parse_bytes, MAX_DEPTH};
 pub use stringify::{js_string_of, stringify, write_object_replacing, write_value};
 pub use value::{array_index, safe_integer, JsString, Object, Value, MAX_SAFE_INTEGER};

@@ -38,6 +38,16 @@ pub fn parse(text: &str) -> Result<Value> {
     .run()
 }
 
+/// Parse a line's bytes as `JSON.parse(new TextDecoder().decode(bytes))` does: bytes that are
+/// not UTF-8 read as U+FFFD (`String::from_utf8_lossy`). Valid UTF-8, the common case, is
+/// checked by the fast validator and parsed in place, never copied.
+pub fn parse_bytes(bytes: &[u8]) -> Result<Value> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse(text),
+        Err(_) => parse(&String::from_utf8_lossy(bytes)),
+    }
+}
+
 /// A container still being filled; its finished children sit on the parser's scratch stacks
 /// from `start` on.
 enum Frame {

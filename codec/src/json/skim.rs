@@ -9,8 +9,8 @@
 //!   decoding only turns bytes ≥ 0x80 into U+FFFD, never adds or removes an ASCII byte, and a
 //!   byte ≥ 0x80 is plain inside a string and a syntax error outside one under both;
 //! - an [`Envelope`] lists the members of the indexed objects (the line's top-level object, its
-//!   `data` object and `data.message` object) in JS property order with their value spans. That
-//!   order is the text's order only when those objects' keys are unique, unescaped, ASCII and
+//!   `data` object, and the `data.message` and `data.chunk` objects) in JS property order with
+//!   their value spans. That order is the text's order only when those objects' keys are unique, unescaped, ASCII and
 //!   not index-like; any other object line is [`Skim::Unusual`] (parse it in full), as is a line
 //!   whose value is not an object;
 //! - the value of a member's span, parsed alone ([`Envelope::value`]), is the value the full
@@ -19,7 +19,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use super::parse::{parse, MAX_DEPTH};
+use super::parse::{parse_bytes, MAX_DEPTH};
 use super::plain_run::plain_run_len;
 use super::value::Value;
 use crate::Result;
@@ -52,6 +52,8 @@ pub enum Level {
     Data,
     /// `data.message`, when an object.
     Message,
+    /// `data.chunk`, when an object (an `assistant/chunk`'s delta).
+    Chunk,
 }
 
 impl Level {
@@ -60,6 +62,7 @@ impl Level {
         match (self, key) {
             (Level::Top, b"data") => Some(Level::Data),
             (Level::Data, b"message") => Some(Level::Message),
+            (Level::Data, b"chunk") => Some(Level::Chunk),
             _ => None,
         }
     }
@@ -168,7 +171,7 @@ impl<'a> Envelope<'a> {
 
     /// The value `span` holds, built by the full parser.
     pub fn value(&self, span: &Span) -> Result<Value> {
-        parse(&String::from_utf8_lossy(self.text(span)))
+        parse_bytes(self.text(span))
     }
 }
 

@@ -4,6 +4,7 @@
 //!
 //! - [`scanner`]: DSH's strict reader over a body, line by line: the committed region, the torn
 //!   tail, and the verdict (clean, torn, corrupt, unsupported);
+//! - [`fold_reads`]: what an import's folds read of a V0 event, built from the skim alone;
 //! - [`relations`]: DSH 0.2's lifecycle relationships of a V4 log, which its reader checks over
 //!   the committed events;
 //! - [`surface`]: the model-visible surface fold, message projections, the derived message list,
@@ -16,6 +17,7 @@
 //!   strict appends;
 //! - [`message_shape`]: the message a DSH 0.2 `Session` requires of a message event.
 
+pub mod fold_reads;
 pub mod invariant;
 pub mod message_shape;
 pub mod open_turn;

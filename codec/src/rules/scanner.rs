@@ -24,6 +24,7 @@ use crate::format::known_types::v4_unknown_type;
 use crate::format::rows::{admit_v4_row, check_surface_op, decode_line, decode_row, Admission};
 use crate::json::skim::{skim, Level, Rejected, Skim};
 use crate::json::{self, Value};
+use crate::rules::fold_reads::partial_v0_event;
 use crate::rules::relations::V4Relations;
 use crate::Result;
 
@@ -71,6 +72,9 @@ pub struct BodyScanner {
     issue: Option<String>,
     fatal: Option<String>,
     unsupported: Option<String>,
+    /// The committed events feed only an import's folds: V0 events of the types
+    /// [`partial_v0_event`] knows carry only what those folds read.
+    indexing: bool,
 }
 
 impl BodyScanner {
@@ -90,6 +94,7 @@ impl BodyScanner {
             issue: None,
             fatal: None,
             unsupported: None,
+            indexing: false,
         }
     }
 
@@ -105,6 +110,13 @@ impl BodyScanner {
             ),
             ..Self::new(header_len)
         }
+    }
+
+    /// Hand back committed events for an import's folds only: V0 events of the types
+    /// [`partial_v0_event`] knows are built with only the members those folds read (found by the
+    /// skim, the rest never built). The verdict and the committed region are unchanged.
+    pub fn index_only(&mut self) {
+        self.indexing = true;
     }
 
     /// Continue a clean V0 body as a scan of its first `lines` lines left it: `events` events
@@ -156,7 +168,14 @@ impl BodyScanner {
         if self.version >= 2 {
             return self.push_row(line, end);
         }
-        let decoded = match json::parse(&String::from_utf8_lossy(line)) {
+        let partial = (self.indexing && self.version == 0)
+            .then(|| partial_v0_event(line))
+            .flatten();
+        let parsed = match partial {
+            Some(event) => Ok(event),
+            None => json::parse_bytes(line),
+        };
+        let decoded = match parsed {
             Ok(value) => self.decode_v0(value),
             Err(e @ crate::Error::TooDeep { .. }) => return Err(e),
             Err(_) => None,
@@ -208,7 +227,7 @@ impl BodyScanner {
         if self.issue.is_some() && self.version < 4 {
             return self.push_row_after_issue(line);
         }
-        let value = match json::parse(&String::from_utf8_lossy(line)) {
+        let value = match json::parse_bytes(line) {
             Ok(value) => value,
             Err(e @ crate::Error::TooDeep { .. }) => return Err(e),
             Err(_) => {
@@ -289,7 +308,7 @@ impl BodyScanner {
                 .and_then(|t| envelope.str(t))
                 .is_some_and(|t| t == "turn/end"),
             Ok(Skim::Unusual) | Err(Rejected::TooDeep) => {
-                let value = json::parse(&String::from_utf8_lossy(line))?;
+                let value = json::parse_bytes(line)?;
                 value
                     .as_object()
                     .and_then(|o| o.get("type"))

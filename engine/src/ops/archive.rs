@@ -194,6 +194,7 @@ impl Store {
         let landing = Landing {
             lower: None,
             replaces: Some(current),
+            ..Landing::default()
         };
         let report = self.land_path(&dir.served.path, &options, landing, &mut |_| {})?;
         *state = None;

@@ -242,6 +242,7 @@ impl Store {
         let landing = Landing {
             lower: Some(self.generation_files(meta, &versions)?),
             replaces: Some(current),
+            ..Landing::default()
         };
         let name = format!("v{NEWEST_VERSION} successor of \"{id}\"");
         let options = ImportOptions {

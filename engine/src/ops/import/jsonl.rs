@@ -57,9 +57,10 @@ impl Store {
             source_name: source_name.into(),
             reason: e.to_string(),
         })?;
+        let full_parse = landing.full_parse;
         self.import_session(source_name, &header, options, landing, |mut w| {
             let header_len = header_line.len() as u64;
-            let mut body = BodyIndexer::new(source_name, &header, header_len);
+            let mut body = BodyIndexer::new(source_name, &header, header_len, full_parse);
             let mut offset = header_len;
             let mut line = Vec::new();
             let mut committed_bytes = header_len;

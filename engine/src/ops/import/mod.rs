@@ -5,6 +5,8 @@
 //! trace, and an id that already exists is refused before anything is written.
 
 mod jsonl;
+#[cfg(test)]
+mod tests;
 pub(crate) mod zstd;
 
 use sessionlog_codec::format::header::Header;
@@ -92,6 +94,9 @@ pub(crate) struct Landing {
     pub(crate) lower: Option<Vec<LowerGeneration>>,
     /// The stored session (same id) this import replaces, atomically with its final commit.
     pub(crate) replaces: Option<SessionMeta>,
+    /// Build every line's full value instead of only what the folds read (the reference the
+    /// indexing reader is tested against).
+    pub(crate) full_parse: bool,
 }
 
 impl Store {
@@ -217,7 +222,9 @@ impl Store {
     }
 }
 
-/// Feeds body lines to DSH's reader and stores the committed ones with their indexes.
+/// Feeds body lines to DSH's reader and stores the committed ones with their indexes. The
+/// reader hands back events carrying what the folds here read (`LogReader::index_only`): a
+/// fold added here that reads more of an event must be added to `codec::rules::fold_reads`.
 struct BodyIndexer {
     reader: LogReader,
     /// Whether the surface index applies (V0 and V4 have a surface model; see
@@ -234,11 +241,18 @@ struct BodyIndexer {
 }
 
 impl BodyIndexer {
-    fn new(source_name: &str, header: &Header, header_len: u64) -> Self {
+    /// An indexer over the body under `header`; its reader builds only what the folds below
+    /// read of each event, or, with `full_parse`, every event whole.
+    fn new(source_name: &str, header: &Header, header_len: u64, full_parse: bool) -> Self {
         let version = header.version.unwrap_or(0);
         let model = sessionlog_codec::rules::surface::SurfaceModel::for_version(version);
+        let reader = LogReader::new(header, header_len);
         BodyIndexer {
-            reader: LogReader::new(header, header_len),
+            reader: if full_parse {
+                reader
+            } else {
+                reader.index_only()
+            },
             indexed: model.is_some(),
             projected: model.is_some(),
             activity: None,

@@ -83,9 +83,10 @@ impl Store {
                 .map(|e| e.to_string());
         }
 
+        let full_parse = landing.full_parse;
         self.import_session(source_name, &header, options, landing, |mut w| {
             let header_len = header_line.len() as u64;
-            let mut body = BodyIndexer::new(source_name, &header, header_len);
+            let mut body = BodyIndexer::new(source_name, &header, header_len, full_parse);
             let mut late = None;
             let mut torn_batch = None;
             let mut plain_end = header_len;
