@@ -35,6 +35,7 @@ mod reader;
 mod readme;
 mod repair;
 mod root;
+mod search;
 mod roundtrip;
 mod state;
 mod surface;
