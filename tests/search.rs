@@ -150,13 +150,17 @@ fn scan(store: &Store, id: &str) -> Scan {
                 texts(v, &mut text);
             }
         }
-        if matches!(ty.as_str(), "user/message" | "assistant/message" | "tool/result")
-            && !text.is_empty()
+        if matches!(
+            ty.as_str(),
+            "user/message" | "assistant/message" | "tool/result"
+        ) && !text.is_empty()
         {
             scan.messages.insert(seq as u64, words(&text.join("\n")));
         }
     }
-    let usage = store.state_at(id, "tokenUsage", None).unwrap_or(Value::Null);
+    let usage = store
+        .state_at(id, "tokenUsage", None)
+        .unwrap_or(Value::Null);
     scan.tokens = [
         "uncachedInputTokens",
         "outputTokens",
@@ -230,7 +234,11 @@ fn generated(seed: u64) -> (tempfile::TempDir, Store) {
     }
     let clean: Vec<&String> = ids
         .iter()
-        .filter(|id| store.summary(id).is_ok_and(|s| s.verdict == sessionlog::engine::Verdict::Clean))
+        .filter(|id| {
+            store
+                .summary(id)
+                .is_ok_and(|s| s.verdict == sessionlog::engine::Verdict::Clean)
+        })
         .collect();
     // Searched once before the changes, so they are followed, not only rebuilt.
     store.search(&SearchQuery::default()).expect("search");
@@ -299,7 +307,11 @@ fn filters_equal_a_brute_force_scan_and_every_word_is_found_at_its_seq() {
             },
             expect(&|s| !s.tool_errors.is_empty()),
         );
-        for m in scans.values().flat_map(|s| s.models.clone()).collect::<BTreeSet<_>>() {
+        for m in scans
+            .values()
+            .flat_map(|s| s.models.clone())
+            .collect::<BTreeSet<_>>()
+        {
             let q = SearchQuery {
                 model: Some(m.clone()),
                 ..SearchQuery::default()
@@ -352,12 +364,16 @@ fn filters_equal_a_brute_force_scan_and_every_word_is_found_at_its_seq() {
         };
         check(
             window,
-            expect(&|s| s.last_event >= t && s.created <= t + 86_400_000 && !s.tool_errors.is_empty()),
+            expect(&|s| {
+                s.last_event >= t && s.created <= t + 86_400_000 && !s.tool_errors.is_empty()
+            }),
         );
         // Words and phrases: picked from messages, found in exactly the messages holding them.
         let mut rng = seed;
         let mut next = |n: usize| {
-            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (rng >> 33) as usize % n.max(1)
         };
         let messages: Vec<(&String, &u64, &Vec<String>)> = scans
@@ -372,7 +388,10 @@ fn filters_equal_a_brute_force_scan_and_every_word_is_found_at_its_seq() {
                 0 => vec![w[at].clone()],
                 _ => w[at..(at + 2).min(w.len())].to_vec(),
             };
-            if phrase.iter().any(|p| p.len() >= 40 || p == "and" || p == "or" || p == "not") {
+            if phrase
+                .iter()
+                .any(|p| p.len() >= 40 || p == "and" || p == "or" || p == "not")
+            {
                 continue;
             }
             let want: BTreeSet<(String, u64)> = scans
@@ -380,7 +399,11 @@ fn filters_equal_a_brute_force_scan_and_every_word_is_found_at_its_seq() {
                 .flat_map(|(id, s)| {
                     s.messages
                         .iter()
-                        .filter(|(_, words)| words.windows(phrase.len()).any(|win| win == phrase.as_slice()))
+                        .filter(|(_, words)| {
+                            words
+                                .windows(phrase.len())
+                                .any(|win| win == phrase.as_slice())
+                        })
                         .flat_map(move |(seq, _)| [(id.clone(), *seq), (id.clone(), u64::MAX)])
                 })
                 .collect();

@@ -187,11 +187,10 @@ impl Time {
 }
 
 fn search_query(json: &str) -> sessionlog_engine::Result<sessionlog_engine::SearchQuery> {
-    let args: SearchArgs = serde_json::from_str(json).map_err(|e| {
-        sessionlog_engine::Error::Query {
+    let args: SearchArgs =
+        serde_json::from_str(json).map_err(|e| sessionlog_engine::Error::Query {
             reason: format!("the query object is not one search takes: {e}"),
-        }
-    })?;
+        })?;
     let defaults = sessionlog_engine::SearchQuery::default();
     Ok(sessionlog_engine::SearchQuery {
         text: args.text,

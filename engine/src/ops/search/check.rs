@@ -87,9 +87,10 @@ impl Store {
             return Ok(());
         };
         if let Err(e) = self.catch_up_index(ix) {
-            report
-                .problems
-                .push(problem(INDEX, format!("it cannot be caught up with the log: {e}")));
+            report.problems.push(problem(
+                INDEX,
+                format!("it cannot be caught up with the log: {e}"),
+            ));
             return Ok(());
         }
         let (rows, messages) = indexed(ix)?;
@@ -123,7 +124,9 @@ impl Store {
             })?;
             let row = self.search_row(&meta, &fold)?;
             match rows.get(id.as_str()) {
-                None => report.problems.push(problem(id, "the session index has no row for it".into())),
+                None => report
+                    .problems
+                    .push(problem(id, "the session index has no row for it".into())),
                 Some(list) if list.len() > 1 => report.problems.push(problem(
                     id,
                     format!("the session index holds {} rows for it", list.len()),

@@ -309,8 +309,10 @@ impl Store {
         let sorted = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>();
         Ok(SessionRow {
             id,
-            header: String::from_utf8_lossy(meta.header.strip_suffix(b"\n").unwrap_or(&meta.header))
-                .into_owned(),
+            header: String::from_utf8_lossy(
+                meta.header.strip_suffix(b"\n").unwrap_or(&meta.header),
+            )
+            .into_owned(),
             cwd: meta.cwd.clone(),
             title,
             verdict: verdict_text(&meta.verdict),

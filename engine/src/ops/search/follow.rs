@@ -70,11 +70,18 @@ impl Store {
     /// opened beside another process only reads the index that one keeps.
     pub(crate) fn catch_up_index(&self, ix: &mut SearchIndex) -> Result<Watermark> {
         let store = self.identity()?;
+        if ix.writer.is_none() {
+            // Another process keeps the index: read its last commit.
+            ix.reader
+                .reload()
+                .map_err(index_error("reloading the index"))?;
+        }
         let mark = ix.watermark()?.filter(|w| w.store == store);
         if ix.writer.is_none() {
             return mark.ok_or_else(|| Error::SearchIndex {
-                detail: "the index holds no watermark of this store; open it for writing to build it"
-                    .into(),
+                detail:
+                    "the index holds no watermark of this store; open it for writing to build it"
+                        .into(),
             });
         }
         let Some(mark) = mark else {
@@ -231,11 +238,10 @@ impl Store {
         if let Some(p) = &row.parent {
             d.add_text(f.parent, p);
         }
-        let record = serde_json::to_string(&Record { row, fold }).map_err(|e| {
-            Error::SearchIndex {
+        let record =
+            serde_json::to_string(&Record { row, fold }).map_err(|e| Error::SearchIndex {
                 detail: format!("writing session \"{text_id}\"'s record: {e}"),
-            }
-        })?;
+            })?;
         d.add_text(f.record, record);
         writer
             .add_document(d)

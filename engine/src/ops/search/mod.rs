@@ -171,10 +171,12 @@ pub struct ReindexReport {
 /// A time as `--since`/`--until` take it: epoch milliseconds, or an RFC 3339 UTC date
 /// (`2026-05-01`, `2026-05-01T12:00:00Z`, with optional fractional seconds).
 pub fn parse_time(text: &str) -> Result<i64> {
-    let bad = || Error::Query {
+    let bad = || {
+        Error::Query {
         reason: format!(
             "time \"{text}\" is neither epoch milliseconds nor a UTC date (2026-05-01 or 2026-05-01T12:00:00Z)"
         ),
+    }
     };
     if let Ok(ms) = text.parse::<i64>() {
         return Ok(ms);
@@ -205,9 +207,7 @@ pub fn parse_time(text: &str) -> Result<i64> {
         }
         let frac_ms = match frac {
             "" => 0,
-            f if f.bytes().all(|b| b.is_ascii_digit()) => {
-                num(&format!("{f:0<3}")[..3])?
-            }
+            f if f.bytes().all(|b| b.is_ascii_digit()) => num(&format!("{f:0<3}")[..3])?,
             _ => return Err(bad()),
         };
         ms += ((h * 60 + mi) * 60 + s) * 1000 + frac_ms;
@@ -255,7 +255,9 @@ impl Store {
                 searcher
                     .search(&q, &tantivy::collector::Count)
                     .map(|n| n as u64)
-                    .map_err(crate::store::search_index::index_error("counting documents"))
+                    .map_err(crate::store::search_index::index_error(
+                        "counting documents",
+                    ))
             };
             Ok(ReindexReport {
                 sessions: count("session")?,

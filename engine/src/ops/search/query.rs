@@ -141,7 +141,9 @@ fn text_query(ix: &SearchIndex, text: &str) -> Result<Box<dyn Query>> {
         )));
     }
     if text.trim().is_empty() {
-        return Err(bad("the text is empty; leave it out to search by filters only"));
+        return Err(bad(
+            "the text is empty; leave it out to search by filters only",
+        ));
     }
     let mut parser = QueryParser::for_index(&ix.index, vec![ix.fields.text]);
     parser.set_conjunction_by_default();
@@ -166,7 +168,11 @@ impl Collector for BySession {
     type Fruit = Matches;
     type Child = BySessionSegment;
 
-    fn for_segment(&self, _: SegmentOrdinal, reader: &SegmentReader) -> tantivy::Result<Self::Child> {
+    fn for_segment(
+        &self,
+        _: SegmentOrdinal,
+        reader: &SegmentReader,
+    ) -> tantivy::Result<Self::Child> {
         Ok(BySessionSegment {
             number: reader.fast_fields().u64("number")?,
             seq: reader.fast_fields().u64("seq")?,

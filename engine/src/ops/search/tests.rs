@@ -1,13 +1,12 @@
 //! The session index follows the log: appends, forks, deletes and undeletes, purges, archive
-//! and restore, and migration are reflected in the next search; `verify` finds the index
-//! consistent after each; an index left behind (a crash before its catch-up) or damaged is
-//! caught up or rebuilt; bad queries get a clear error; pages are stable while sessions are
-//! created.
+//! and restore are reflected in the next search (migration: `tests/search.rs`); `verify` finds
+//! the index consistent after each; an index left behind (a crash before its catch-up) or
+//! damaged is caught up or rebuilt; bad queries get a clear error; pages are stable while
+//! sessions are created.
 
 use crate::error::Error;
 use crate::layout::meta::{ArchivedFile, SourceEncoding};
 use crate::ops::generations::{GenerationFile, SessionDir};
-use crate::ops::migrate::MigrateOptions;
 use crate::options::{Durability, Options};
 use crate::store::search_index::SEARCH_DIR;
 use crate::store::Store;
@@ -51,7 +50,9 @@ fn prompt(words: &str) -> sessionlog_codec::format::event::NewEvent {
 }
 
 fn header(id: &str) -> String {
-    format!(r#"{{"type":"session","version":0,"id":"{id}","createdAt":5,"cwd":"/w","delegationDepth":0}}"#)
+    format!(
+        r#"{{"type":"session","version":0,"id":"{id}","createdAt":5,"cwd":"/w","delegationDepth":0}}"#
+    )
 }
 
 #[test]
@@ -62,7 +63,10 @@ fn appends_are_found_at_their_seqs_and_the_watermark_moves() {
     store
         .append("a", Some(3), vec![prompt("zebracorn rate limit")])
         .expect("append");
-    assert_eq!(found(&store, &text("zebracorn")), vec![("a".into(), vec![3])]);
+    assert_eq!(
+        found(&store, &text("zebracorn")),
+        vec![("a".into(), vec![3])]
+    );
     assert_eq!(
         found(&store, &text("\"rate limit\"")),
         vec![("a".into(), vec![3])]
@@ -107,7 +111,7 @@ fn forks_deletes_undeletes_and_purges_are_reflected() {
 }
 
 #[test]
-fn archive_restore_and_migration_are_reflected() {
+fn archive_and_restore_are_reflected() {
     let (dir, store) = seeded();
     let kept = dir.path().join("a.jsonl");
     std::fs::write(&kept, exported(&store, "a")).expect("keep a's log");
@@ -135,12 +139,6 @@ fn archive_restore_and_migration_are_reflected() {
     };
     store.restore_archived("a", &files).expect("restore");
     assert_eq!(found(&store, &text("out")), vec![("a".into(), vec![2])]);
-    store
-        .migrate("a", &MigrateOptions::default())
-        .expect("migrate");
-    let page = search(&store, &text("out"));
-    assert_eq!(page.sessions.len(), 1);
-    assert_eq!(page.sessions[0].row.format, 4);
     assert_verified(&store);
 }
 
@@ -187,7 +185,10 @@ fn bad_queries_get_a_clear_error() {
     };
     let e = store.search(&verdict).expect_err("unknown verdict");
     assert!(matches!(e, Error::Query { .. }), "{e}");
-    assert!(e.to_string().contains("clean, torn, corrupt, unsupported"), "{e}");
+    assert!(
+        e.to_string().contains("clean, torn, corrupt, unsupported"),
+        "{e}"
+    );
     let cursor = SearchQuery {
         after: Some("page-2".into()),
         ..SearchQuery::default()
