@@ -36,6 +36,7 @@ mod readme;
 mod repair;
 mod root;
 mod roundtrip;
+mod search;
 mod state;
 mod surface;
 mod tail;

@@ -201,6 +201,10 @@ export declare class Store {
   stateAt(id: string, unit: string, seq?: number): Promise<unknown>
   importBytes(name: string, bytes: Uint8Array): Promise<ImportReport>
   remove(id: string): Promise<void>
+  /** Find sessions (the CLI's `search --json`: its session lines, `next` and `watermark`). */
+  search(query?: SearchQuery): Promise<SearchPage>
+  /** The CLI's `reindex --json`. */
+  reindex(): Promise<{ sessions: number; messages: number; watermark: SearchWatermark; bytes: number }>
   /** The CLI's `verify --json`. */
   verify(ids?: string[]): Promise<{ sessions: number; lines: number; events: number; problems: { session: string; detail: string }[] }>
   /**
@@ -239,3 +243,51 @@ export declare class Store {
   /** Cluster mode: catch the store up on `ids` (all of the fleet's when empty, the copies of sessions purged elsewhere removed first); a session this host holds is served from its own copy while its hold was confirmed within `readBound`, else PostgreSQL is asked first; the batches applied. */
   sync(ids?: string[]): Promise<number>
 }
+
+/** What `store.search` finds: every filter given must hold. */
+export interface SearchQuery {
+  text?: string
+  tool?: string
+  toolError?: boolean
+  model?: string
+  since?: number | string
+  until?: number | string
+  minTokens?: number
+  open?: boolean
+  verdict?: 'clean' | 'torn' | 'corrupt' | 'unsupported'
+  parent?: string
+  limit?: number
+  after?: string
+}
+
+/** How fresh a search's answer is. */
+export interface SearchWatermark { cursor: string; position: number; behind: number }
+
+/** One session found. */
+export interface SearchHit {
+  id: string
+  header: string
+  cwd: string | null
+  title: string | null
+  verdict: string
+  format: number
+  createdAt: number | null
+  activityAt: number | null
+  lastEventAt: number | null
+  events: number
+  turns: number
+  tokens: { input: number; output: number; cacheRead: number; cacheWrite: number; total: number }
+  models: string[]
+  providers: string[]
+  tools: string[]
+  toolErrors: string[]
+  open: boolean
+  parent: string | null
+  depth: number
+  score: number
+  matches: { seq: number; snippet: string }[]
+  matchCount: number
+}
+
+/** One page of a search. */
+export interface SearchPage { sessions: SearchHit[]; next: string | null; watermark: SearchWatermark }

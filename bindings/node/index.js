@@ -250,6 +250,21 @@ export class Store {
     settled(await this.#native.remove(id))
   }
 
+  /**
+   * Find sessions by message text and filters, newest first, a page at a time: `query` takes
+   * `text`, `tool`, `toolError`, `model`, `since`, `until` (epoch ms or a UTC date),
+   * `minTokens`, `open`, `verdict`, `parent`, `limit`, `after` (a page's `next`). Resolves to
+   * `{ sessions, next, watermark }`, each session as `sessionlog search --json` prints it.
+   */
+  async search(query = {}) {
+    return parsed(await this.#native.search(JSON.stringify(query)))
+  }
+
+  /** Rebuild the session index from the log (`sessionlog reindex --json`). */
+  async reindex() {
+    return parsed(await this.#native.reindex())
+  }
+
   /** Check stored bytes and indexes (all sessions when `ids` is empty). */
   async verify(ids = []) {
     return parsed(await this.#native.verify(ids))

@@ -165,6 +165,20 @@ pub enum Error {
         /// The store directory.
         path: PathBuf,
     },
+    /// A search query the index cannot answer as asked (an unknown value, an overlong text, a
+    /// text the query language does not parse); nothing was searched.
+    #[error("search query: {reason}")]
+    Query {
+        /// What is wrong with it and what is accepted.
+        reason: String,
+    },
+    /// The session index (`search/` in the store directory) could not be read or written; the
+    /// log is untouched, and `sessionlog reindex` rebuilds the index from it.
+    #[error("session index: {detail}")]
+    SearchIndex {
+        /// What failed.
+        detail: String,
+    },
     /// A feed cursor that does not belong to this store, or is not a cursor.
     #[error("cursor \"{cursor}\": {reason}")]
     Cursor {

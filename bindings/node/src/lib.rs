@@ -599,6 +599,18 @@ impl NativeStore {
         })
     }
 
+    /// Find sessions (`Store::search`); `query` is the JSON of the query object.
+    #[napi]
+    pub fn search(&self, env: Env, query: String) -> napi::Result<JsObject> {
+        self.run(&env, move |s| ops::search(s, &query))
+    }
+
+    /// Rebuild the session index (`Store::reindex`).
+    #[napi]
+    pub fn reindex(&self, env: Env) -> napi::Result<JsObject> {
+        self.run(&env, ops::reindex)
+    }
+
     /// Verify the given sessions (all when empty).
     #[napi]
     pub fn verify(&self, env: Env, ids: Vec<String>) -> napi::Result<JsObject> {

@@ -148,6 +148,78 @@ pub fn import_bytes(store: &Store, name: &str, bytes: &[u8]) -> Reply {
     report(imported)
 }
 
+/// `store.search(query)`'s argument, as JSON: the CLI's flags by their camelCase names, times
+/// as epoch milliseconds or the CLI's date text.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SearchArgs {
+    text: Option<String>,
+    tool: Option<String>,
+    #[serde(default)]
+    tool_error: bool,
+    model: Option<String>,
+    since: Option<Time>,
+    until: Option<Time>,
+    min_tokens: Option<u64>,
+    #[serde(default)]
+    open: bool,
+    verdict: Option<String>,
+    parent: Option<String>,
+    limit: Option<usize>,
+    after: Option<String>,
+}
+
+/// A time as a number (epoch ms) or as text.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Time {
+    Ms(i64),
+    Text(String),
+}
+
+impl Time {
+    fn ms(self) -> sessionlog_engine::Result<i64> {
+        match self {
+            Time::Ms(ms) => Ok(ms),
+            Time::Text(t) => sessionlog_engine::parse_time(&t),
+        }
+    }
+}
+
+fn search_query(json: &str) -> sessionlog_engine::Result<sessionlog_engine::SearchQuery> {
+    let args: SearchArgs =
+        serde_json::from_str(json).map_err(|e| sessionlog_engine::Error::Query {
+            reason: format!("the query object is not one search takes: {e}"),
+        })?;
+    let defaults = sessionlog_engine::SearchQuery::default();
+    Ok(sessionlog_engine::SearchQuery {
+        text: args.text,
+        tool: args.tool,
+        tool_error: args.tool_error,
+        model: args.model,
+        since_ms: args.since.map(Time::ms).transpose()?,
+        until_ms: args.until.map(Time::ms).transpose()?,
+        min_tokens: args.min_tokens,
+        open: args.open,
+        verdict: args.verdict,
+        parent: args.parent,
+        limit: args.limit.unwrap_or(defaults.limit),
+        after: args.after,
+        ..defaults
+    })
+}
+
+/// Find sessions: the `SearchPage` (`{sessions, next, watermark}`; each session as
+/// `search --json` prints it).
+pub fn search(store: &Store, query: &str) -> Reply {
+    report(search_query(query).and_then(|q| store.search(&q)))
+}
+
+/// Rebuild the session index: its `ReindexReport`.
+pub fn reindex(store: &Store) -> Reply {
+    report(store.reindex())
+}
+
 /// Check the given sessions (all when empty): its `VerifyReport`.
 pub fn verify(store: &Store, ids: &[String]) -> Reply {
     report(store.verify(ids))

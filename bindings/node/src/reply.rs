@@ -134,6 +134,8 @@ pub fn code_of(e: &Error) -> &'static str {
         Error::Locked { .. } => "SESSIONLOG_LOCKED",
         Error::ReadOnly { .. } => "SESSIONLOG_READ_ONLY",
         Error::Cursor { .. } => "SESSIONLOG_CURSOR",
+        Error::Query { .. } => "SESSIONLOG_QUERY",
+        Error::SearchIndex { .. } => "SESSIONLOG_SEARCH_INDEX",
         Error::Poisoned => "SESSIONLOG_POISONED",
         Error::Shared(inner) => code_of(inner),
         Error::SurfaceFailed { .. } => "SESSIONLOG_SURFACE_FAILED",

@@ -93,6 +93,21 @@ describe('the CLI --json and the Node binding render the same reports', () => {
     expect(verified).toMatchObject({ sessions: 3, problems: [] })
   })
 
+  it('search() is search --json: its sessions, then {next, watermark}', async () => {
+    const shown = lines(cli(node, ['search', 'hello', '--limit', '2', '--json']))
+    const page = await withOpen(node, store => store.search({ text: 'hello', limit: 2 }))
+    expect(shown).toEqual([...page.sessions, { next: page.next, watermark: page.watermark }])
+    expect(page.sessions.map(s => s.id)).toEqual(['t', 'b'])
+    expect(page.sessions[0].matches.length).toBeGreaterThan(0)
+    const rest = await withOpen(node, store => store.search({ text: 'hello', limit: 2, after: page.next! }))
+    expect(rest.sessions.map(s => s.id)).toEqual(['a'])
+    expect(rest.next).toBeNull()
+    const open = await withOpen(node, store => store.search({ open: true }))
+    expect(open.sessions.map(s => s.id)).toEqual(['b'])
+    await expect(withOpen(node, store => store.search({ verdict: 'dirty' }))).rejects.toThrow(/verdict "dirty"/)
+    await expect(withOpen(node, store => store.search({ colour: 'red' } as any))).rejects.toThrow(/colour/)
+  })
+
   it('messagesAt() and stateAt() are the values messages and state print', async () => {
     const messages = lines(cli(node, ['messages', 'a', '--at', '4']))
     const title = lines(cli(node, ['state', 'a', 'turns']))

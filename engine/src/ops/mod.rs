@@ -18,6 +18,7 @@ pub(crate) mod repair;
 pub(crate) mod request;
 pub(crate) mod retention;
 pub(crate) mod root;
+pub(crate) mod search;
 pub(crate) mod subscribe;
 mod verbs;
 pub(crate) mod verify;

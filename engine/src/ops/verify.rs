@@ -7,7 +7,8 @@
 //! rendering; for zstd imports DSH would load, the stored frames decode to exactly the stored
 //! header and lines; frozen lower generations are complete (chunks in order, crc32s, sizes);
 //! every checkpoint reference names a whole checkpoint of its unit and version before it.
-//! Store-wide: no `events` key belongs to a session number without metadata.
+//! Store-wide: no `events` key belongs to a session number without metadata, and the session
+//! index, when the store has one, agrees with the log (`ops/search/check.rs`).
 
 use sessionlog_codec::format::header::parse_header;
 use sessionlog_codec::format::rows::decode_line;
@@ -73,6 +74,7 @@ impl Store {
                 self.verify_session(&id, &mut report)?;
             }
             self.verify_no_orphans(&mut report)?;
+            self.verify_search_index(&mut report)?;
         } else {
             for id in ids {
                 self.verify_session(id.as_bytes(), &mut report)?;

@@ -18,6 +18,7 @@ mod maintenance;
 mod metrics;
 mod open;
 mod projection_registry;
+pub(crate) mod search_index;
 mod session_cache;
 mod successor_cache;
 #[cfg(test)]
@@ -99,6 +100,7 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 /// | listing | [`list_page`](Store::list_page), [`list`](Store::list), [`summary`](Store::summary), [`ids`](Store::ids) | `ops/list.rs` |
 /// | retention | [`delete`](Store::delete), [`undelete`](Store::undelete), [`purge`](Store::purge), [`apply_recorded`](Store::apply_recorded), [`compact`](Store::compact) | `ops/retention.rs` |
 /// | archive to object storage | [`archive_candidates`](Store::archive_candidates), [`archive_plan`](Store::archive_plan), [`commit_archive`](Store::commit_archive), [`archived_copy`](Store::archived_copy), [`restore_archived`](Store::restore_archived) | `ops/archive.rs` |
+/// | finding sessions | [`search`](Store::search), [`reindex`](Store::reindex) | `ops/search/mod.rs` |
 /// | checks and sizes | [`verify`](Store::verify) | `ops/verify.rs` |
 /// | | [`file_bytes`](Store::file_bytes), [`column_family_bytes`](Store::column_family_bytes), [`settle`](Store::settle) | `store/maintenance.rs` |
 /// | metrics | [`metrics`](Store::metrics) | `store/metrics.rs` |
@@ -137,6 +139,8 @@ pub struct Store {
     /// A secondary instance's scratch directory (`open.rs`), removed after `db` closes; `None`
     /// for the primary.
     secondary: Option<open::SecondaryDir>,
+    /// The session index, opened on first use (`search_index.rs`, `ops/search/`).
+    pub(crate) search: search_index::SearchSlot,
     /// The store's own directory lock (`open.rs`), released after `db` closes (fields drop
     /// in order); a secondary instance takes none.
     _dir_lock: Option<std::fs::File>,

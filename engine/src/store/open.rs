@@ -244,6 +244,7 @@ impl Store {
             direct_io,
             feeds: Feeds::default(),
             secondary,
+            search: Default::default(),
             _dir_lock: dir_lock,
         }
     }

@@ -242,6 +242,30 @@ pub enum BenchWorkload {
         #[arg(long)]
         json: bool,
     },
+    /// Finding sessions: query p50/p99 for filter-only, text-only and combined queries over
+    /// `sessions` generated sessions; import with the index built against import alone; hosting
+    /// throughput with a searcher following the store against none (same run); the index's size
+    /// against the store's.
+    Search {
+        /// Generated sessions.
+        #[arg(long, default_value_t = 10_000)]
+        sessions: u64,
+        /// Mean events per session.
+        #[arg(long, default_value_t = 2_000)]
+        events: u64,
+        /// Queries of each kind.
+        #[arg(long, default_value_t = 200)]
+        queries: u64,
+        /// Seconds each hosting run appends.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Working directory (default: a temp dir, removed after).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Print one JSON object with the raw figures and a `ratios` map.
+        #[arg(long)]
+        json: bool,
+    },
     /// Live subscribers: commit-to-observer latency (p50, p99) and hosting throughput with 1,
     /// 100 and 1,000 subscribers against none, in the same run, on fresh stores: `threads`
     /// threads append to `sessions` sessions, each subscriber follows one session. Honours the

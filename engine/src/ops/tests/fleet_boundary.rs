@@ -24,6 +24,7 @@ use crate::ops::import::ImportOptions;
 use crate::ops::list::ListOrder;
 use crate::ops::migrate::MigrateOptions;
 use crate::ops::retention::RecordedChange;
+use crate::ops::search::SearchQuery;
 use crate::options::Options;
 use crate::store::Store;
 use crate::test_support::{ev, exported, seeded};
@@ -334,6 +335,11 @@ fn calls() -> Vec<Row> {
             s.archived_copy("r").map(drop)
         }),
         row("verify", Nothing, |s, _| s.verify(&[]).map(drop)),
+        // The session index is tantivy's files beside the log, never a record in it.
+        row("search", Nothing, |s, _| {
+            s.search(&SearchQuery::default()).map(drop)
+        }),
+        row("reindex", Nothing, |s, _| s.reindex().map(drop)),
         row("file_bytes", Nothing, |s, _| s.file_bytes().map(drop)),
         row("column_family_bytes", Nothing, |s, _| {
             s.column_family_bytes().map(drop)

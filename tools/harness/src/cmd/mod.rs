@@ -11,6 +11,7 @@ mod pg;
 mod pit;
 mod power;
 mod s3_export;
+mod search;
 mod space;
 mod stress;
 mod tail;
@@ -181,6 +182,24 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 cluster: false,
                 json,
             } => lineage::bench_fork(events, forks, json),
+            BenchWorkload::Search {
+                sessions,
+                events,
+                queries,
+                seconds,
+                dir,
+                json,
+            } => search::run(
+                &search::SearchBench {
+                    sessions,
+                    events,
+                    queries,
+                    seconds,
+                    dir,
+                    json,
+                },
+                &cli.store.options(),
+            ),
             BenchWorkload::Tail {
                 sessions,
                 threads,

@@ -1,0 +1,244 @@
+//! The session index follows the log: appends, forks, deletes and undeletes, purges, archive
+//! and restore are reflected in the next search (migration: `tests/search.rs`); `verify` finds
+//! the index consistent after each; an index left behind (a crash before its catch-up) or
+//! damaged is caught up or rebuilt; bad queries get a clear error; pages are stable while
+//! sessions are created.
+
+use crate::error::Error;
+use crate::layout::meta::{ArchivedFile, SourceEncoding};
+use crate::ops::generations::{GenerationFile, SessionDir};
+use crate::options::{Durability, Options};
+use crate::store::search_index::SEARCH_DIR;
+use crate::store::Store;
+use crate::test_support::{ev, exported, seeded};
+
+use super::{SearchPage, SearchQuery};
+
+fn text(t: &str) -> SearchQuery {
+    SearchQuery {
+        text: Some(t.into()),
+        ..SearchQuery::default()
+    }
+}
+
+fn search(store: &Store, q: &SearchQuery) -> SearchPage {
+    store.search(q).expect("search")
+}
+
+/// (id, matched seqs) of every session found.
+fn found(store: &Store, q: &SearchQuery) -> Vec<(String, Vec<u64>)> {
+    search(store, q)
+        .sessions
+        .into_iter()
+        .map(|h| (h.row.id, h.matches.into_iter().map(|m| m.seq).collect()))
+        .collect()
+}
+
+fn ids(store: &Store, q: &SearchQuery) -> Vec<String> {
+    found(store, q).into_iter().map(|(id, _)| id).collect()
+}
+
+fn assert_verified(store: &Store) {
+    let report = store.verify(&[]).expect("verify");
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+fn prompt(words: &str) -> sessionlog_codec::format::event::NewEvent {
+    ev(&format!(
+        r#"{{"type":"user/message","time":10,"data":{{"content":[{{"type":"text","text":"{words}"}}],"source":{{"kind":"user"}},"role":"user","id":"u{words}"}},"surfaceOp":"append"}}"#
+    ))
+}
+
+fn header(id: &str) -> String {
+    format!(
+        r#"{{"type":"session","version":0,"id":"{id}","createdAt":5,"cwd":"/w","delegationDepth":0}}"#
+    )
+}
+
+#[test]
+fn appends_are_found_at_their_seqs_and_the_watermark_moves() {
+    let (_dir, store) = seeded();
+    assert_eq!(found(&store, &text("out")), vec![("a".into(), vec![2])]);
+    let before = search(&store, &text("out")).watermark;
+    store
+        .append("a", Some(3), vec![prompt("zebracorn rate limit")])
+        .expect("append");
+    assert_eq!(
+        found(&store, &text("zebracorn")),
+        vec![("a".into(), vec![3])]
+    );
+    assert_eq!(
+        found(&store, &text("\"rate limit\"")),
+        vec![("a".into(), vec![3])]
+    );
+    assert!(ids(&store, &text("\"limit rate\"")).is_empty());
+    let after = search(&store, &text("out")).watermark;
+    assert!(after.position > before.position, "{before:?} → {after:?}");
+    assert_eq!(after.behind, 0);
+    let hit = &search(&store, &SearchQuery::default()).sessions[0];
+    assert_eq!(hit.row.events, 4);
+    assert_eq!(hit.row.models, vec!["m".to_owned(), "p/m".to_owned()]);
+    assert_eq!(hit.row.providers, vec!["p".to_owned()]);
+    assert_verified(&store);
+}
+
+#[test]
+fn forks_deletes_undeletes_and_purges_are_reflected() {
+    let (_dir, store) = seeded();
+    store
+        .append("a", Some(3), vec![prompt("zebracorn")])
+        .expect("append");
+    store.fork("a", None, "c").expect("fork");
+    let forks = SearchQuery {
+        parent: Some("a".into()),
+        ..SearchQuery::default()
+    };
+    assert_eq!(ids(&store, &forks), vec!["c".to_owned()]);
+    let mut both = ids(&store, &text("zebracorn"));
+    both.sort();
+    assert_eq!(both, vec!["a".to_owned(), "c".to_owned()]);
+    assert_eq!(search(&store, &forks).sessions[0].row.depth, 1);
+    assert_verified(&store);
+    store.delete("c").expect("delete");
+    assert_eq!(ids(&store, &text("zebracorn")), vec!["a".to_owned()]);
+    assert_verified(&store);
+    store.undelete("c").expect("undelete");
+    assert_eq!(ids(&store, &forks), vec!["c".to_owned()]);
+    store.delete("c").expect("delete");
+    store.purge(0, false).expect("purge");
+    assert!(ids(&store, &forks).is_empty());
+    assert_verified(&store);
+}
+
+#[test]
+fn archive_and_restore_are_reflected() {
+    let (dir, store) = seeded();
+    let kept = dir.path().join("a.jsonl");
+    std::fs::write(&kept, exported(&store, "a")).expect("keep a's log");
+    assert_eq!(ids(&store, &text("out")), vec!["a".to_owned()]);
+    let plan = store.archive_plan("a").expect("plan");
+    let file = ArchivedFile {
+        key: "--w--/a/session.jsonl".into(),
+        version: 0,
+        zstd: false,
+        bytes: 0,
+        sha256: [0; 32],
+    };
+    store
+        .commit_archive(&plan, "s3://bucket/root", vec![file])
+        .expect("archive");
+    assert!(ids(&store, &text("out")).is_empty());
+    assert_verified(&store);
+    let files = SessionDir {
+        served: GenerationFile {
+            version: 0,
+            zstd: false,
+            path: kept,
+        },
+        lower: Vec::new(),
+    };
+    store.restore_archived("a", &files).expect("restore");
+    assert_eq!(found(&store, &text("out")), vec![("a".into(), vec![2])]);
+    assert_verified(&store);
+}
+
+#[test]
+fn an_index_left_behind_or_damaged_is_caught_up_or_rebuilt() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = Options {
+        durability: Durability::Buffered,
+        ..Options::default()
+    };
+    let path = dir.path().join("db");
+    {
+        let store = Store::open(&path, options.clone()).expect("open");
+        store
+            .create_session(&header("b"), SourceEncoding::Jsonl)
+            .expect("create");
+        store
+            .append("b", Some(0), vec![prompt("first")])
+            .expect("append");
+        assert_eq!(ids(&store, &text("first")), vec!["b".to_owned()]);
+        // Committed after the index's last catch-up, then the process ends.
+        store
+            .append("b", Some(1), vec![prompt("second")])
+            .expect("append");
+    }
+    let store = Store::open(&path, options.clone()).expect("reopen");
+    assert_verified(&store);
+    assert_eq!(found(&store, &text("second")), vec![("b".into(), vec![1])]);
+    drop(store);
+    std::fs::write(path.join(SEARCH_DIR).join("meta.json"), b"{ damaged").expect("damage");
+    let store = Store::open(&path, options).expect("reopen");
+    assert_eq!(found(&store, &text("second")), vec![("b".into(), vec![1])]);
+    assert_verified(&store);
+    let report = store.reindex().expect("reindex");
+    assert_eq!((report.sessions, report.messages), (1, 2));
+}
+
+#[test]
+fn bad_queries_get_a_clear_error() {
+    let (_dir, store) = seeded();
+    let verdict = SearchQuery {
+        verdict: Some("dirty".into()),
+        ..SearchQuery::default()
+    };
+    let e = store.search(&verdict).expect_err("unknown verdict");
+    assert!(matches!(e, Error::Query { .. }), "{e}");
+    assert!(
+        e.to_string().contains("clean, torn, corrupt, unsupported"),
+        "{e}"
+    );
+    let cursor = SearchQuery {
+        after: Some("page-2".into()),
+        ..SearchQuery::default()
+    };
+    let e = store.search(&cursor).expect_err("malformed cursor");
+    assert!(matches!(e, Error::Cursor { .. }), "{e}");
+    let e = store
+        .search(&text(&"word ".repeat(300)))
+        .expect_err("overlong text");
+    assert!(e.to_string().contains("at most 1024"), "{e}");
+    let e = store.search(&text("\"unclosed")).expect_err("bad syntax");
+    assert!(matches!(e, Error::Query { .. }), "{e}");
+    assert!(super::parse_time("yesterday").is_err());
+    assert_eq!(super::parse_time("1970-01-02").expect("date"), 86_400_000);
+    assert_eq!(
+        super::parse_time("2026-05-01T12:00:00.5Z").expect("time"),
+        1_777_636_800_500
+    );
+}
+
+#[test]
+fn pages_are_stable_while_sessions_are_created() {
+    let (_dir, store) = seeded();
+    for n in 0..5 {
+        let id = format!("s{n}");
+        store
+            .create_session(&header(&id), SourceEncoding::Jsonl)
+            .expect("create");
+    }
+    let mut q = SearchQuery {
+        limit: 2,
+        ..SearchQuery::default()
+    };
+    let mut seen = Vec::new();
+    let mut created = 0;
+    loop {
+        let page = search(&store, &q);
+        seen.extend(page.sessions.iter().map(|h| h.row.id.clone()));
+        // New sessions and appends between pages neither repeat nor hide a session.
+        store
+            .create_session(&header(&format!("late{created}")), SourceEncoding::Jsonl)
+            .expect("create");
+        created += 1;
+        store
+            .append("a", None, vec![prompt("more")])
+            .expect("append");
+        match page.next {
+            Some(next) => q.after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, vec!["s4", "s3", "s2", "s1", "s0", "a"]);
+}

@@ -1,0 +1,270 @@
+//! `sessionlog-harness bench search`: what finding sessions costs and how fast it answers, in one
+//! run. `sessions` generated sessions are imported into two fresh stores; one then builds its
+//! session index (`Store::reindex`), so import with the index costs the import plus the build,
+//! against import alone. On the indexed store, `queries` queries of each kind (filter-only,
+//! text-only, combined) are timed after a first search has caught the index up. Hosting: threads
+//! append batches to fresh stores for `seconds`, once alone and once with a searcher beside them
+//! that searches (catching the index up) without pause, and the throughputs are compared. Sizes:
+//! the index's bytes against the store's.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use sessionlog_codec::format::event::NewEvent;
+use sessionlog_codec::json::{Object, Value};
+use sessionlog_engine::{ImportOptions, Options, SearchQuery, SourceEncoding, Store};
+use sessionlog_harness::gen::{session_bytes, GenOptions};
+use sessionlog_harness::hosting::Histogram;
+use sessionlog_tools_common::output::json_line;
+
+/// What to measure.
+pub struct SearchBench {
+    pub sessions: u64,
+    pub events: u64,
+    pub queries: u64,
+    pub seconds: f64,
+    pub dir: Option<PathBuf>,
+    pub json: bool,
+}
+
+/// Hosting: sessions appended to, and threads appending.
+const HOSTED: usize = 64;
+const THREADS: usize = 4;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Import the corpus into `store`; the seconds it took (generation not counted).
+fn import(store: &Store, opts: &GenOptions) -> anyhow::Result<f64> {
+    let mut spent = Duration::ZERO;
+    for i in 0..opts.sessions {
+        let bytes = session_bytes(i, opts);
+        let t = Instant::now();
+        store
+            .import_jsonl(
+                &format!("s{i}.jsonl"),
+                &bytes[..],
+                &ImportOptions::default(),
+                &mut |_| {},
+            )
+            .with_context(|| format!("importing session {i}"))?;
+        spent += t.elapsed();
+    }
+    Ok(spent.as_secs_f64())
+}
+
+/// Words of the corpus's messages to search for.
+fn words(store: &Store) -> anyhow::Result<Vec<String>> {
+    let page = store.search(&SearchQuery {
+        text: Some("the".into()),
+        limit: 5,
+        ..SearchQuery::default()
+    })?;
+    let mut out: Vec<String> = page
+        .sessions
+        .iter()
+        .flat_map(|h| h.matches.iter())
+        .flat_map(|m| {
+            m.snippet
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| w.len() >= 4)
+                .map(str::to_lowercase)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    if out.is_empty() {
+        out.push("the".into());
+    }
+    Ok(out)
+}
+
+/// `queries` queries made by `make`, timed.
+fn timed(
+    store: &Store,
+    queries: u64,
+    make: &dyn Fn(u64) -> SearchQuery,
+) -> anyhow::Result<Histogram> {
+    let mut h = Histogram::default();
+    for i in 0..queries {
+        let q = make(i);
+        let t = Instant::now();
+        store.search(&q)?;
+        h.record(t.elapsed());
+    }
+    Ok(h)
+}
+
+/// Batches per second appended by [`THREADS`] threads to [`HOSTED`] sessions of a fresh store
+/// for `seconds`, with a searcher beside them when `searching`.
+fn hosting(dir: PathBuf, options: &Options, seconds: f64, searching: bool) -> anyhow::Result<f64> {
+    let store = Store::open(&dir, options.clone())?;
+    for s in 0..HOSTED {
+        let header = format!(
+            r#"{{"type":"session","version":0,"id":"h{s}","createdAt":1,"cwd":"/w","delegationDepth":0}}"#
+        );
+        store.create_session(&header, SourceEncoding::Jsonl)?;
+    }
+    let stop = AtomicBool::new(false);
+    let batches = AtomicU64::new(0);
+    let start = Instant::now();
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let mut appenders = Vec::new();
+        for t in 0..THREADS {
+            let (store, stop, batches) = (&store, &stop, &batches);
+            appenders.push(scope.spawn(move || -> anyhow::Result<()> {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for s in (t..HOSTED).step_by(THREADS) {
+                        let text = format!(
+                            r#"{{"type":"user/message","time":{n},"data":{{"content":[{{"type":"text","text":"retry {n} after the rate limit of step {s}"}}],"source":{{"kind":"user"}},"role":"user","id":"u{n}"}},"surfaceOp":"append"}}"#
+                        );
+                        let event = NewEvent::from_value(&sessionlog_codec::json::parse(&text)?)?;
+                        store.append(&format!("h{s}"), None, vec![event])?;
+                        batches.fetch_add(1, Ordering::Relaxed);
+                        n += 1;
+                    }
+                }
+                Ok(())
+            }));
+        }
+        let searcher = searching.then(|| {
+            let (store, stop) = (&store, &stop);
+            scope.spawn(move || -> anyhow::Result<()> {
+                while !stop.load(Ordering::Relaxed) {
+                    store.search(&SearchQuery {
+                        text: Some("rate limit".into()),
+                        limit: 5,
+                        ..SearchQuery::default()
+                    })?;
+                }
+                Ok(())
+            })
+        });
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        stop.store(true, Ordering::Relaxed);
+        for a in appenders {
+            a.join()
+                .map_err(|_| anyhow::anyhow!("an appender panicked"))??;
+        }
+        if let Some(s) = searcher {
+            s.join()
+                .map_err(|_| anyhow::anyhow!("the searcher panicked"))??;
+        }
+        Ok(())
+    })?;
+    Ok(batches.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Run the benchmark and print its figures (see the module docs).
+pub fn run(b: &SearchBench, options: &Options) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        b.sessions > 0 && b.events > 0 && b.queries > 0 && b.seconds > 0.0,
+        "bench search needs sessions, events, queries and seconds above 0"
+    );
+    let (work, remove_after) = crate::cmd::work_dir(b.dir.clone(), "bench-search");
+    std::fs::create_dir_all(&work)?;
+    let opts = GenOptions {
+        sessions: b.sessions,
+        events_per_session: b.events,
+        torn_fraction: 0.0,
+        ..GenOptions::default()
+    };
+    eprintln!("bench search: importing {} sessions twice", b.sessions);
+    let plain = Store::open(work.join("plain"), options.clone())?;
+    let import_plain = import(&plain, &opts)?;
+    drop(plain);
+    let store = Store::open(work.join("indexed"), options.clone())?;
+    let import_indexed = import(&store, &opts)?;
+    let t = Instant::now();
+    let built = store.reindex()?;
+    let index_build = t.elapsed().as_secs_f64();
+    store.settle()?;
+    let store_bytes = store.file_bytes()?;
+    eprintln!("bench search: {} queries of each kind", b.queries);
+    let words = words(&store)?;
+    let word = |i: u64| words[(i as usize * 7919) % words.len()].clone();
+    let filter = |i: u64| match i % 3 {
+        0 => SearchQuery {
+            tool_error: true,
+            ..SearchQuery::default()
+        },
+        1 => SearchQuery {
+            open: true,
+            ..SearchQuery::default()
+        },
+        _ => SearchQuery {
+            min_tokens: Some(100_000),
+            ..SearchQuery::default()
+        },
+    };
+    let filters = timed(&store, b.queries, &filter)?;
+    let texts = timed(&store, b.queries, &|i| SearchQuery {
+        text: Some(word(i)),
+        ..SearchQuery::default()
+    })?;
+    let combined = timed(&store, b.queries, &|i| SearchQuery {
+        text: Some(word(i)),
+        ..filter(i)
+    })?;
+    drop(store);
+    eprintln!(
+        "bench search: hosting {}s without and with a searcher",
+        b.seconds
+    );
+    let off = hosting(work.join("hosting-off"), options, b.seconds, false)?;
+    let on = hosting(work.join("hosting-on"), options, b.seconds, true)?;
+    if remove_after {
+        std::fs::remove_dir_all(&work).ok();
+    }
+    let quantiles = |h: &Histogram| {
+        Value::Object(
+            Object::new()
+                .with("p50_ms", ms(h.quantile(0.5)))
+                .with("p99_ms", ms(h.quantile(0.99))),
+        )
+    };
+    let import_ratio = import_indexed / (import_indexed + index_build).max(f64::EPSILON);
+    let report = Object::new()
+        .with("sessions", b.sessions as i64)
+        .with("events_per_session", b.events as i64)
+        .with("indexed_messages", built.messages as i64)
+        .with("filter", quantiles(&filters))
+        .with("text", quantiles(&texts))
+        .with("combined", quantiles(&combined))
+        .with("import_s", import_plain)
+        .with("import_indexed_s", import_indexed)
+        .with("index_build_s", index_build)
+        .with("hosting_batches_per_s_off", off)
+        .with("hosting_batches_per_s_on", on)
+        .with("index_bytes", built.bytes as i64)
+        .with("store_bytes", store_bytes as i64)
+        .with(
+            "ratios",
+            Value::Object(
+                Object::new()
+                    .with("import_with_index", import_ratio)
+                    .with("hosting_with_index", on / off.max(f64::EPSILON))
+                    .with(
+                        "index_to_store",
+                        built.bytes as f64 / (store_bytes as f64).max(1.0),
+                    ),
+            ),
+        );
+    let mut out = std::io::stdout().lock();
+    match b.json {
+        true => json_line(&mut out, report)?,
+        false => writeln!(
+            out,
+            "{}",
+            sessionlog_codec::json::stringify(&Value::Object(report))
+        )?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
