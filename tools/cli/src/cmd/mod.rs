@@ -7,6 +7,7 @@ mod import;
 mod inspect;
 mod migrate;
 mod objects;
+mod serve;
 mod stats;
 mod tail;
 
@@ -108,6 +109,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             follow,
             all,
         } => tail::run(&cli.db, &store_options, id.as_deref(), from.as_deref(), follow, all),
+        Command::Serve { listen, token } => serve::run(&cli.db, &store_options, listen, token),
         Command::Events { id, from, to } => {
             read(&id, &|store| inspect::events(store, &id, from, to))
         }
