@@ -35,7 +35,7 @@ function sessionHref(id, at) {
 }
 
 function sessionLink(id, text) {
-  const a = el("a", { href: sessionHref(id) }, text === undefined ? id : text);
+  const a = el("a", { href: sessionHref(id) }, visible(text === undefined ? id : text));
   return a;
 }
 
@@ -48,6 +48,15 @@ async function api(path, signal) {
 
 function showError(into, error) {
   into.replaceChildren(el("p", { class: "error" }, String(error && error.message || error)));
+}
+
+// Names (ids, titles, projects, tool names) with their invisible characters made visible:
+// bidirectional overrides and isolates and zero-width characters become ⟦U+XXXX⟧, so a name
+// cannot pass for another or reverse the text after it. Message bodies keep their characters
+// (right-to-left text is legitimate there) inside elements that isolate their direction.
+const INVISIBLE = /[\u061C\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
+function visible(name) {
+  return String(name).replace(INVISIBLE, (c) => "\u27E6U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0") + "\u27E7");
 }
 
 function asText(value) {
@@ -86,8 +95,8 @@ function listing() {
       for (const s of page.sessions) {
         body.appendChild(el("tr", { class: "session" },
           el("td", {}, sessionLink(s.id)),
-          el("td", { class: "title" }, s.title || ""),
-          el("td", {}, s.cwd || ""),
+          el("td", { class: "title" }, visible(s.title || "")),
+          el("td", {}, visible(s.cwd || "")),
           el("td", {}, String(s.events)),
           el("td", {}, s.verdict),
           el("td", {}, s.activityAt ? new Date(s.activityAt).toISOString() : "")));
@@ -118,7 +127,7 @@ function renderPart(part) {
         el("div", { class: "text" }, asText(part.text)));
     case "tool-call":
       return el("div", { class: "part call" },
-        el("div", { class: "label" }, "tool call ", el("b", {}, asText(part.name)), " · ", asText(part.id)),
+        el("div", { class: "label" }, "tool call ", el("b", {}, visible(asText(part.name))), " · ", asText(part.id)),
         el("pre", {}, asText(part.arguments !== undefined ? part.arguments : part.input)));
     case "tool-result":
       return el("div", { class: "part result" },
@@ -136,7 +145,8 @@ function renderMessage(message, index) {
     ? message.content.map(renderPart)
     : [el("div", { class: "text" }, asText(message && message.content))];
   return el("div", { class: "message " + (["user", "assistant", "system", "tool"].includes(role) ? role : "other"), "data-index": index },
-    el("div", { class: "role" }, role),
+    el("div", { class: "role" }, role,
+      message && message.toolCallId !== undefined ? el("span", { class: "label" }, " · result of ", asText(message.toolCallId)) : null),
     parts,
     el("details", {}, el("summary", {}, "JSON"), el("pre", { class: "raw" }, JSON.stringify(message))));
 }
@@ -218,8 +228,8 @@ function renderMarks(marks, at, go) {
 }
 
 function session(id, requestedAt) {
-  where.textContent = id;
-  document.title = "sessionlog · " + id;
+  where.textContent = visible(id);
+  document.title = "sessionlog · " + visible(id);
   const state = { id, at: requestedAt, end: 0, marks: { end: 0, turns: [], compactions: [] }, tokens: [], controller: null, source: null, pinned: requestedAt === null };
   const range = el("input", { type: "range", id: "scrubber", min: 0, max: 0, value: 0, "aria-label": "seq" });
   const number = el("input", { type: "number", id: "seq", min: 0, value: 0, "aria-label": "seq number" });
@@ -268,10 +278,14 @@ function session(id, requestedAt) {
     setControls();
     const query = at === null ? "" : "?at=" + at;
     try {
-      const [view, around] = await Promise.all([
+      const around = (seq) => api(`/api/sessions/${encodeURIComponent(id)}/events?at=${seq}&radius=6`, controller.signal);
+      // With the seq known the view and the events around it are fetched together; without
+      // it (the session's end), the view says where that is.
+      const [view, nearby] = await Promise.all([
         api(`/api/sessions/${encodeURIComponent(id)}/view${query}`, controller.signal),
-        at === null ? Promise.resolve({ id, events: [] }) : api(`/api/sessions/${encodeURIComponent(id)}/events?at=${at}&radius=6`, controller.signal),
+        at === null ? null : around(at),
       ]);
+      const aroundView = nearby || (view.at === null ? { id, events: [] } : await around(view.at));
       if (controller !== state.controller) return;
       state.at = view.at;
       state.end = view.end;
@@ -279,17 +293,17 @@ function session(id, requestedAt) {
       setControls();
       status.replaceChildren();
       const title = view.projections.title;
-      headline.replaceChildren(el("h1", { class: "title" }, typeof title === "string" && title ? title : id),
+      headline.replaceChildren(el("h1", { class: "title" }, visible(typeof title === "string" && title ? title : id)),
         el("p", { class: "note" }, `${view.summary.verdict} · format v${view.summary.format} · ${view.end} events · `,
-          view.summary.cwd || "", view.summary.archived ? " · archived at " + view.summary.archived : ""));
+          visible(view.summary.cwd || ""), view.summary.archived ? " · archived at " + view.summary.archived : ""));
       messages.replaceChildren(el("h2", {}, `Messages the model saw after seq ${view.at === null ? "–" : view.at} (${view.messages.length})`),
         el("div", { id: "message-list" }, view.messages.map(renderMessage)));
-      projections.replaceChildren(el("h2", {}, "Projections"), renderProjections(view));
+      projections.replaceChildren(el("h2", {}, "Projections"), ...renderProjections(view));
       compactions.replaceChildren(el("h2", {}, "Compactions up to here"),
         view.compactions.length ? el("ul", {}, view.compactions.map((c) => el("li", {},
           el("a", { href: sessionHref(id, c.seq) }, `seq ${c.seq}`), ` replaced seqs ${c.start}–${c.end}`)))
           : el("p", { class: "note" }, "None."));
-      events.replaceChildren(el("h2", {}, "Raw events around this seq"), renderEvents(around, view.at));
+      events.replaceChildren(el("h2", {}, "Raw events around this seq"), renderEvents(aroundView, view.at));
       plot.replaceChildren(el("h2", {}, "Token usage (total tokens by seq)"), renderPlot(state.tokens, state.end, view.at || 0, go));
       document.body.dataset.renderedAt = String(view.at);
       performance.measure("view", { start: started, end: performance.now(), detail: { at: view.at } });
@@ -310,8 +324,8 @@ function session(id, requestedAt) {
       tree.replaceChildren(el("h2", {}, "Fork tree"), el("ul", { class: "tree" }, lineage.lineage.map((entry) =>
         el("li", { "data-depth": entry.depth },
           "\u00a0".repeat(4 * (entry.depth - Math.min(0, ...lineage.lineage.map((e) => e.depth)))),
-          entry.depth === 0 ? el("b", {}, entry.id) : sessionLink(entry.id),
-          entry.parent !== null && entry.parent !== undefined ? ` (fork of ${entry.parent} after ${entry.seedLength} events)` : ""))));
+          entry.depth === 0 ? el("b", {}, visible(entry.id)) : sessionLink(entry.id),
+          entry.parent !== null && entry.parent !== undefined ? ` (fork of ${visible(entry.parent)} after ${entry.seedLength} events)` : ""))));
       setControls();
       plot.replaceChildren(el("h2", {}, "Token usage (total tokens by seq)"), renderPlot(state.tokens, state.end, state.at || 0, go));
     } catch (e) {
