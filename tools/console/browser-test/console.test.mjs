@@ -183,7 +183,7 @@ try {
     assert(around.includes(String(end - 1)), `the raw events around the last seq are shown: ${JSON.stringify(around)}`)
     const units = await page.$$eval('#projections .projection pre', (pres) => pres.map((p) => p.textContent))
     assert(units.some((u) => u.includes('todo <script>')), `the todos projection is shown as text: ${JSON.stringify(units)}`)
-    await page.screenshot({ path: join(shots, 'session.png'), fullPage: true })
+    await page.screenshot({ path: join(shots, 'session.png'), fullPage: false })
     await inert('the session view')
   })
 
@@ -210,7 +210,7 @@ try {
       range.dispatchEvent(new Event('input', { bubbles: true }))
     })
     await page.waitForFunction(() => document.body.dataset.renderedAt === '10', { timeout: 10000 })
-    await page.screenshot({ path: join(shots, 'scrubbed.png'), fullPage: true })
+    await page.screenshot({ path: join(shots, 'scrubbed.png'), fullPage: false })
     await inert('after scrubbing')
   })
 
