@@ -68,6 +68,21 @@ pub(crate) async fn read<T: Send + 'static>(
         })?
 }
 
+/// Run `read` of session `id` as [`read`] does; when the session is archived, again on the
+/// scratch store holding it (`archived.rs`).
+pub(crate) async fn read_session<T: Send + 'static>(
+    console: &Arc<Console>,
+    id: String,
+    read_one: impl Fn(&Store, &str) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let shared = Arc::clone(console);
+    read(console, move |store| match read_one(store, &id) {
+        Err(e) if e.is_archived() => read_one(shared.archived.view(store, &id)?.store(), &id),
+        other => other,
+    })
+    .await
+}
+
 /// The query's parameters, or a 400 naming what could not be read.
 pub(crate) fn params(query: Params) -> Result<HashMap<String, String>, ApiError> {
     query
@@ -270,26 +285,26 @@ async fn view(
 ) -> Result<Response, ApiError> {
     let id = session_id(path)?;
     let at = number(&params(query)?, "at")?;
-    let view = read(&console, move |store| view_at(store, id, at)).await?;
+    let view = read_session(&console, id, move |store, id| view_at(store, id, at)).await?;
     json_body(&view)
 }
 
-fn view_at(store: &Store, id: String, at: Option<u64>) -> Result<View, ApiError> {
-    let summary = store.summary(&id)?;
+fn view_at(store: &Store, id: &str, at: Option<u64>) -> Result<View, ApiError> {
+    let summary = store.summary(id)?;
     let end = summary.events;
     let at = match (at, end) {
-        (Some(seq), _) => Some(within(&id, seq, end)?),
+        (Some(seq), _) => Some(within(id, seq, end)?),
         (None, 0) => None,
         (None, _) => Some(end - 1),
     };
     let messages = match at {
-        Some(_) => store.messages_at(&id, at)?.iter().map(raw).collect(),
+        Some(_) => store.messages_at(id, at)?.iter().map(raw).collect(),
         None => Vec::new(),
     };
     let mut projections = HashMap::new();
     let mut projection_errors = HashMap::new();
     for unit in VIEW_UNITS {
-        match at.map(|seq| store.state_at(&id, unit, Some(seq))) {
+        match at.map(|seq| store.state_at(id, unit, Some(seq))) {
             Some(Ok(value)) => {
                 projections.insert(unit, raw(&value));
             }
@@ -300,11 +315,11 @@ fn view_at(store: &Store, id: String, at: Option<u64>) -> Result<View, ApiError>
         }
     }
     let compactions = match at {
-        Some(_) => compactions(store, &id, at)?,
+        Some(_) => compactions(store, id, at)?,
         None => Vec::new(),
     };
     Ok(View {
-        id,
+        id: id.to_owned(),
         at,
         end,
         summary,
@@ -374,12 +389,12 @@ async fn events(
             "from={from} to={to}: an answer holds at most {MAX_EVENTS} events"
         )));
     }
-    let events = read(&console, move |store| {
-        let end = end_of(store, &id)?;
-        within(&id, from, end)?;
+    let events = read_session(&console, id, move |store, id| {
+        let end = end_of(store, id)?;
+        within(id, from, end)?;
         let to = to.min(end - 1);
         let mut events = Vec::new();
-        store.events(&id, from, Some(to), &mut |seq, event| {
+        store.events(id, from, Some(to), &mut |seq, event| {
             events.push(SeqEvent {
                 seq,
                 event: raw(event),
@@ -387,7 +402,7 @@ async fn events(
             Ok(())
         })?;
         Ok(Events {
-            id,
+            id: id.to_owned(),
             from,
             to,
             end,
@@ -421,22 +436,22 @@ struct Turn {
 /// `GET /api/sessions/{id}/marks`: the turns and compactions, for the scrubber.
 async fn marks(State(console): State<Arc<Console>>, path: IdPath) -> Result<Response, ApiError> {
     let id = session_id(path)?;
-    let marks = read(&console, move |store| {
-        let end = end_of(store, &id)?;
+    let marks = read_session(&console, id, move |store, id| {
+        let end = end_of(store, id)?;
         let mut notes = Vec::new();
-        let turns = turns(store, &id).unwrap_or_else(|e| {
+        let turns = turns(store, id).unwrap_or_else(|e| {
             notes.push(format!("no turn marks: {e}"));
             Vec::new()
         });
         let compactions = match end {
             0 => Vec::new(),
-            _ => compactions(store, &id, None).unwrap_or_else(|e| {
+            _ => compactions(store, id, None).unwrap_or_else(|e| {
                 notes.push(format!("no compaction marks: {}", e.message()));
                 Vec::new()
             }),
         };
         Ok(Marks {
-            id,
+            id: id.to_owned(),
             end,
             turns,
             compactions,
@@ -485,9 +500,9 @@ struct UsagePoint {
 /// last event), at most [`MAX_SAMPLES`] points spread evenly over the turns.
 async fn tokens(State(console): State<Arc<Console>>, path: IdPath) -> Result<Response, ApiError> {
     let id = session_id(path)?;
-    let tokens = read(&console, move |store| {
-        let end = end_of(store, &id)?;
-        let mut seqs: Vec<u64> = turns(store, &id)
+    let tokens = read_session(&console, id, move |store, id| {
+        let end = end_of(store, id)?;
+        let mut seqs: Vec<u64> = turns(store, id)
             .unwrap_or_default()
             .iter()
             .filter_map(|t| t.end_seq)
@@ -505,7 +520,7 @@ async fn tokens(State(console): State<Arc<Console>>, path: IdPath) -> Result<Res
         let mut points = Vec::new();
         for seq in sampled {
             // A format without a token meter has no points; the plot says so.
-            let Ok(usage) = store.state_at(&id, "tokenUsage", Some(seq)) else {
+            let Ok(usage) = store.state_at(id, "tokenUsage", Some(seq)) else {
                 break;
             };
             points.push(UsagePoint {
@@ -513,7 +528,10 @@ async fn tokens(State(console): State<Arc<Console>>, path: IdPath) -> Result<Res
                 usage: raw(&usage),
             });
         }
-        Ok(Tokens { id, points })
+        Ok(Tokens {
+            id: id.to_owned(),
+            points,
+        })
     })
     .await?;
     json_body(&tokens)
@@ -529,9 +547,12 @@ struct Tree {
 /// `GET /api/sessions/{id}/tree`.
 async fn tree(State(console): State<Arc<Console>>, path: IdPath) -> Result<Response, ApiError> {
     let id = session_id(path)?;
-    let tree = read(&console, move |store| {
-        let lineage = store.lineage(&id)?;
-        Ok(Tree { id, lineage })
+    let tree = read_session(&console, id, move |store, id| {
+        let lineage = store.lineage(id)?;
+        Ok(Tree {
+            id: id.to_owned(),
+            lineage,
+        })
     })
     .await?;
     json_body(&tree)

@@ -8,10 +8,14 @@
 //! per [`CATCH_UP_EVERY`]). Nothing here writes: every route is GET, any other method is refused
 //! with 405.
 //!
+//! A session archived to object storage opens too (`archived.rs`): its reads are answered by a
+//! scratch store holding it, fetched from its archive on first use and kept for the next reads.
+//!
 //! Safety (`guard.rs`): the server listens on loopback unless given a token; with a token every
 //! request must carry it (bearer header, or the cookie a one-time login URL sets).
 
 mod api;
+mod archived;
 mod assets;
 mod follow;
 mod guard;
@@ -26,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use axum::Router;
+use sessionlog_archive::ArchiveSources;
 use sessionlog_engine::{Options, Store};
 
 pub use guard::check_listen;
@@ -45,17 +50,20 @@ pub struct Config {
     pub token: Option<String>,
 }
 
-/// What every handler shares: the store and when it last caught up.
+/// What every handler shares: the store, when it last caught up, and the archived sessions'
+/// scratch stores.
 pub(crate) struct Console {
     pub(crate) store: Store,
     caught_up: Mutex<Option<Instant>>,
+    pub(crate) archived: archived::Archived,
 }
 
 impl Console {
-    fn new(store: Store) -> Console {
+    fn new(store: Store, options: Options, archive: Option<ArchiveSources>) -> Console {
         Console {
             store,
             caught_up: Mutex::new(None),
+            archived: archived::Archived::new(options, archive),
         }
     }
 
@@ -73,9 +81,16 @@ impl Console {
     }
 }
 
-/// The console's routes over `store`, behind the guard `config` asks for.
-pub fn router(store: Store, config: &Config) -> Router {
-    let console = Arc::new(Console::new(store));
+/// The console's routes over `store`, behind the guard `config` asks for; archived sessions
+/// are fetched through `archive` (none: they answer that they are archived), into scratch
+/// stores opened with `options`.
+pub fn router(
+    store: Store,
+    options: Options,
+    archive: Option<ArchiveSources>,
+    config: &Config,
+) -> Router {
+    let console = Arc::new(Console::new(store, options, archive));
     guard::wrap(
         api::routes()
             .merge(follow::routes())
@@ -86,16 +101,17 @@ pub fn router(store: Store, config: &Config) -> Router {
 }
 
 /// Open the store at `db` beside its holder and serve the console on `config.listen` until the
-/// process is stopped; `ready` is told the address bound (the port, when 0 was asked for) and,
-/// with a token, the one-time login URL.
+/// process is stopped (archived sessions fetched through `archive`); `ready` is told the address
+/// bound (the port, when 0 was asked for) and, with a token, the one-time login URL.
 pub fn serve(
     db: &Path,
     options: Options,
+    archive: Option<ArchiveSources>,
     config: Config,
     ready: impl FnOnce(&str),
 ) -> anyhow::Result<()> {
     check_listen(&config)?;
-    let store = Store::open_beside(db, options)
+    let store = Store::open_beside(db, options.clone())
         .with_context(|| format!("opening the store at {} for reading", db.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -107,7 +123,7 @@ pub fn serve(
             .await
             .with_context(|| format!("listening on {}", config.listen))?;
         let bound = listener.local_addr()?;
-        let app = router(store, &config);
+        let app = router(store, options, archive, &config);
         ready(&guard::announce(bound, &config));
         axum::serve(listener, app)
             .await

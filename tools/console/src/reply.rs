@@ -16,6 +16,8 @@ use sessionlog_engine::Error;
 pub(crate) struct ApiError {
     status: StatusCode,
     message: String,
+    /// The session read is archived: its bytes are in object storage (`archived.rs`).
+    archived: bool,
 }
 
 impl ApiError {
@@ -23,7 +25,13 @@ impl ApiError {
         ApiError {
             status,
             message: message.into(),
+            archived: false,
         }
+    }
+
+    /// Whether the read failed because its session is archived.
+    pub(crate) fn is_archived(&self) -> bool {
+        self.archived
     }
 
     /// What went wrong, as the answer says it.
@@ -50,7 +58,10 @@ impl From<Error> for ApiError {
             | Error::Projection(_) => StatusCode::UNPROCESSABLE_ENTITY,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError::new(status, e.to_string())
+        ApiError {
+            archived: matches!(e, Error::Archived { .. }),
+            ..ApiError::new(status, e.to_string())
+        }
     }
 }
 

@@ -6,10 +6,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use sessionlog_archive::{ArchiveRoot, ArchiveSources, Bucket, S3Config, Secret, Transfer};
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::format::header::{author_header, HeaderFields};
 use sessionlog_codec::json;
 use sessionlog_engine::{Durability, Options, SourceEncoding, Store};
+use sessionlog_harness::seaweed::SeaweedServer;
 
 use crate::api::{MAX_EVENTS, MAX_PAGE};
 use crate::{check_listen, router, Config};
@@ -65,12 +67,21 @@ fn host() -> (tempfile::TempDir, Store) {
 /// Serve the console beside `host` on a free loopback port; the server lives as long as the
 /// test process.
 fn serve_beside(host: &Store, token: Option<&str>) -> SocketAddr {
+    serve_archives(host, token, None)
+}
+
+/// [`serve_beside`], archived sessions fetched through `archive`.
+fn serve_archives(
+    host: &Store,
+    token: Option<&str>,
+    archive: Option<ArchiveSources>,
+) -> SocketAddr {
     let reader = Store::open_beside(host.path(), Options::default()).expect("open beside");
     let config = Config {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         token: token.map(str::to_owned),
     };
-    let app = router(reader, &config);
+    let app = router(reader, Options::default(), archive, &config);
     let listener = std::net::TcpListener::bind(config.listen).expect("bind");
     let addr = listener.local_addr().expect("addr");
     listener.set_nonblocking(true).expect("nonblocking");
@@ -498,4 +509,59 @@ fn follow_streams_stored_then_live_events() {
         "a live event took {:?}",
         appended.elapsed()
     );
+}
+
+#[test]
+fn an_archived_session_opens_through_its_archive() {
+    let server = SeaweedServer::start().unwrap_or_else(|e| panic!("{e:#}"));
+    server.create_bucket("cold").expect("bucket");
+    let config = S3Config {
+        endpoint: Some(server.endpoint()),
+        region: Some("us-east-1".into()),
+        access_key_id: Some(server.access_key_id.clone()),
+        secret_access_key: Some(Secret::new(server.secret_access_key.clone())),
+        session_token: None,
+    };
+    let transfer = Transfer {
+        retry_timeout: Duration::from_secs(5),
+        ..Transfer::default()
+    };
+    let (_dir, store) = host();
+    let mut lines = turn_lines(1, "kept in the cold");
+    lines.extend(turn_lines(2, "and back"));
+    create(&store, "cold1", &lines);
+    let expected: Vec<String> = store
+        .messages_at("cold1", Some(5))
+        .expect("messages")
+        .iter()
+        .map(json::stringify)
+        .collect();
+    let bucket = Bucket::open(
+        ArchiveRoot::parse("s3://cold/archive").expect("url"),
+        &config,
+        transfer,
+    )
+    .expect("client");
+    let summary = sessionlog_archive::archive(&store, &bucket, 0, &|_| {}).expect("archive");
+    assert_eq!(summary.archived.len(), 1, "{:?}", summary.kept);
+    store.sync().expect("sync");
+
+    let without = serve_beside(&store, None);
+    let refused = get(without, "/api/sessions/cold1/view?at=5");
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.error().contains("archived"), "{}", refused.body);
+
+    let addr = serve_archives(&store, None, Some(ArchiveSources::new(config, transfer)));
+    for _ in 0..2 {
+        let answer = get(addr, "/api/sessions/cold1/view?at=5");
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let got: Vec<String> = match answer.json().as_object().and_then(|o| o.get("messages")) {
+            Some(json::Value::Array(list)) => list.iter().map(json::stringify).collect(),
+            other => panic!("messages: {other:?}"),
+        };
+        assert_eq!(got, expected, "the archived session reads as it did");
+    }
+    let around = get(addr, "/api/sessions/cold1/events?at=3&radius=1");
+    assert_eq!(around.status, 200, "{}", around.body);
+    assert!(around.body.contains("\"seq\":4"), "{}", around.body);
 }

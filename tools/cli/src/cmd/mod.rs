@@ -109,7 +109,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             follow,
             all,
         } => tail::run(&cli.db, &store_options, id.as_deref(), from.as_deref(), follow, all),
-        Command::Serve { listen, token } => serve::run(&cli.db, &store_options, listen, token),
+        Command::Serve { listen, token } => serve::run(&cli.db, &store_options, &objects, listen, token),
         Command::Events { id, from, to } => {
             read(&id, &|store| inspect::events(store, &id, from, to))
         }
