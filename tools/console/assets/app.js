@@ -148,7 +148,17 @@ function renderMessage(message, index) {
     el("div", { class: "role" }, role,
       message && message.toolCallId !== undefined ? el("span", { class: "label" }, " · result of ", asText(message.toolCallId)) : null),
     parts,
-    el("details", {}, el("summary", {}, "JSON"), el("pre", { class: "raw" }, JSON.stringify(message))));
+    rawJson(message));
+}
+
+// A message's JSON under a disclosure, written when it is first opened (a view may hold
+// thousands of messages; their JSON is rarely read).
+function rawJson(message) {
+  const details = el("details", {}, el("summary", {}, "JSON"));
+  details.addEventListener("toggle", () => {
+    if (details.open && !details.querySelector("pre.raw")) details.appendChild(el("pre", { class: "raw" }, JSON.stringify(message)));
+  });
+  return details;
 }
 
 function renderProjections(view) {
@@ -178,10 +188,11 @@ function totalOf(usage) {
   return total;
 }
 
-function renderPlot(points, end, at, go) {
+// The token-usage plot, drawn once per load; `place(at)` moves its seq line.
+function renderPlot(points, end, go) {
   const width = 600, height = 150, pad = 30;
   const plot = svg("svg", { class: "plot", viewBox: `0 0 ${width} ${height}`, role: "img" });
-  if (!points.length) return el("p", { class: "note" }, "No token usage recorded for this session's format.");
+  if (!points.length) return { node: el("p", { class: "note" }, "No token usage recorded for this session's format."), place() {} };
   const maxTotal = Math.max(1, ...points.map((p) => totalOf(p.usage)));
   const span = Math.max(1, end - 1);
   const x = (seq) => pad + (width - 2 * pad) * seq / span;
@@ -196,14 +207,16 @@ function renderPlot(points, end, at, go) {
     dot.addEventListener("click", () => go(p.seq));
     plot.appendChild(dot);
   }
-  plot.appendChild(svg("line", { class: "here", x1: x(at), y1: pad / 2, x2: x(at), y2: height - pad }));
+  const here = svg("line", { class: "here", x1: x(0), y1: pad / 2, x2: x(0), y2: height - pad });
+  plot.appendChild(here);
   const label = svg("text", { x: pad, y: 12 });
   label.textContent = `${maxTotal} tokens`;
   plot.appendChild(label);
-  return plot;
+  return { node: plot, place(at) { here.setAttribute("x1", x(at)); here.setAttribute("x2", x(at)); } };
 }
 
-function renderMarks(marks, at, go) {
+// The scrubber's strip of marks, drawn once per load; `place(at)` moves its cursor.
+function renderMarks(marks, go) {
   const strip = svg("svg", { class: "marks", viewBox: "0 0 1000 22", preserveAspectRatio: "none" });
   const span = Math.max(1, marks.end - 1);
   const x = (seq) => 1000 * seq / span;
@@ -223,14 +236,15 @@ function renderMarks(marks, at, go) {
     r.addEventListener("click", () => go(t.startSeq));
     strip.appendChild(r);
   }
-  strip.appendChild(svg("rect", { class: "cursor", x: x(at) - 1, y: 0, width: 3, height: 22 }));
-  return strip;
+  const cursor = svg("rect", { class: "cursor", x: 0, y: 0, width: 3, height: 22 });
+  strip.appendChild(cursor);
+  return { node: strip, place(at) { cursor.setAttribute("x", Math.min(x(at), 1000) - 1); } };
 }
 
 function session(id, requestedAt) {
   where.textContent = visible(id);
   document.title = "sessionlog · " + visible(id);
-  const state = { id, at: requestedAt, end: 0, marks: { end: 0, turns: [], compactions: [] }, tokens: [], controller: null, source: null, pinned: requestedAt === null };
+  const state = { id, at: requestedAt, end: 0, marks: null, plot: null, controller: null, source: null, pinned: requestedAt === null };
   const range = el("input", { type: "range", id: "scrubber", min: 0, max: 0, value: 0, "aria-label": "seq" });
   const number = el("input", { type: "number", id: "seq", min: 0, value: 0, "aria-label": "seq number" });
   const prev = el("button", { id: "prev", title: "previous seq" }, "◀");
@@ -267,7 +281,8 @@ function session(id, requestedAt) {
     range.value = String(state.at === null ? 0 : state.at);
     number.value = String(state.at === null ? 0 : state.at);
     endLabel.textContent = `of ${state.end} events`;
-    marksHolder.replaceChildren(renderMarks(state.marks, state.at || 0, go));
+    if (state.marks) state.marks.place(state.at || 0);
+    if (state.plot) state.plot.place(state.at || 0);
   }
 
   async function show(at) {
@@ -304,7 +319,6 @@ function session(id, requestedAt) {
           el("a", { href: sessionHref(id, c.seq) }, `seq ${c.seq}`), ` replaced seqs ${c.start}–${c.end}`)))
           : el("p", { class: "note" }, "None."));
       events.replaceChildren(el("h2", {}, "Raw events around this seq"), renderEvents(aroundView, view.at));
-      plot.replaceChildren(el("h2", {}, "Token usage (total tokens by seq)"), renderPlot(state.tokens, state.end, view.at || 0, go));
       document.body.dataset.renderedAt = String(view.at);
       performance.measure("view", { start: started, end: performance.now(), detail: { at: view.at } });
     } catch (e) {
@@ -319,15 +333,16 @@ function session(id, requestedAt) {
         api(`/api/sessions/${encodeURIComponent(id)}/tokens`),
         api(`/api/sessions/${encodeURIComponent(id)}/tree`),
       ]);
-      state.marks = marks;
-      state.tokens = tokens.points;
+      state.marks = renderMarks(marks, go);
+      marksHolder.replaceChildren(state.marks.node);
+      state.plot = renderPlot(tokens.points, state.end, go);
+      plot.replaceChildren(el("h2", {}, "Token usage (total tokens by seq)"), state.plot.node);
       tree.replaceChildren(el("h2", {}, "Fork tree"), el("ul", { class: "tree" }, lineage.lineage.map((entry) =>
         el("li", { "data-depth": entry.depth },
           "\u00a0".repeat(4 * (entry.depth - Math.min(0, ...lineage.lineage.map((e) => e.depth)))),
           entry.depth === 0 ? el("b", {}, visible(entry.id)) : sessionLink(entry.id),
           entry.parent !== null && entry.parent !== undefined ? ` (fork of ${visible(entry.parent)} after ${entry.seedLength} events)` : ""))));
       setControls();
-      plot.replaceChildren(el("h2", {}, "Token usage (total tokens by seq)"), renderPlot(state.tokens, state.end, state.at || 0, go));
     } catch (e) {
       showError(tree, e);
     }
@@ -358,8 +373,11 @@ function session(id, requestedAt) {
     });
   }
 
-  let timer = null;
-  range.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => go(range.value), 40); });
+  // While the slider is dragged, the view follows once a frame (a newer move aborts an older fetch).
+  let frame = null;
+  range.addEventListener("input", () => {
+    if (frame === null) frame = requestAnimationFrame(() => { frame = null; go(range.value); });
+  });
   number.addEventListener("change", () => go(number.value));
   prev.addEventListener("click", () => go((state.at || 0) - 1));
   nextButton.addEventListener("click", () => go((state.at || 0) + 1));

@@ -194,6 +194,10 @@ try {
         range.dispatchEvent(new Event('input', { bubbles: true }))
       }, at)
       await page.waitForFunction((seq) => document.body.dataset.renderedAt === String(seq), { timeout: 10000 }, at)
+      // Each message's JSON is written when its disclosure opens.
+      await page.$$eval('#message-list details', (all) => all.forEach((d) => { d.open = true }))
+      await page.waitForFunction(() => document.querySelectorAll('#message-list pre.raw').length ===
+        document.querySelectorAll('#message-list details').length, { timeout: 10000 })
       const rendered = await page.$$eval('#message-list pre.raw', (pres) => pres.map((p) => p.textContent))
       const expected = sessionlog(['messages', HOSTILE_ID, '--at', String(at)]).split('\n').filter(Boolean)
       assert(JSON.stringify(rendered) === JSON.stringify(expected),
