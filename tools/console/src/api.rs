@@ -37,9 +37,9 @@ const MAX_ID_BYTES: usize = 1024;
 const VIEW_UNITS: [&str; 4] = ["title", "todos", "tokenUsage", "requestHeader"];
 
 /// The query string, as given.
-type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
+pub(crate) type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
 /// The session id of the path.
-type IdPath = Result<Path<String>, PathRejection>;
+pub(crate) type IdPath = Result<Path<String>, PathRejection>;
 
 pub(crate) fn routes() -> Router<Arc<Console>> {
     Router::new()

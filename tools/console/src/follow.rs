@@ -20,7 +20,7 @@ use axum::routing::get;
 use axum::Router;
 use tokio::sync::mpsc;
 
-use crate::api::{number, params, session_id, SeqEvent};
+use crate::api::{number, params, session_id, IdPath, Params, SeqEvent};
 use crate::reply::{raw, ApiError};
 use crate::Console;
 
@@ -39,11 +39,8 @@ pub(crate) fn routes() -> Router<Arc<Console>> {
 
 async fn follow(
     State(console): State<Arc<Console>>,
-    path: Result<axum::extract::Path<String>, axum::extract::rejection::PathRejection>,
-    query: Result<
-        axum::extract::Query<std::collections::HashMap<String, String>>,
-        axum::extract::rejection::QueryRejection,
-    >,
+    path: IdPath,
+    query: Params,
 ) -> Result<Response, ApiError> {
     let id = session_id(path)?;
     let from = number(&params(query)?, "from")?.unwrap_or(0);

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use sessionlog_archive::{ArchiveRoot, ArchiveSources, Bucket, S3Config, Secret, Transfer};
+use sessionlog_archive::{ArchiveRoot, ArchiveSources, Bucket, Transfer};
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::format::header::{author_header, HeaderFields};
 use sessionlog_codec::json;
@@ -515,13 +515,7 @@ fn follow_streams_stored_then_live_events() {
 fn an_archived_session_opens_through_its_archive() {
     let server = SeaweedServer::start().unwrap_or_else(|e| panic!("{e:#}"));
     server.create_bucket("cold").expect("bucket");
-    let config = S3Config {
-        endpoint: Some(server.endpoint()),
-        region: Some("us-east-1".into()),
-        access_key_id: Some(server.access_key_id.clone()),
-        secret_access_key: Some(Secret::new(server.secret_access_key.clone())),
-        session_token: None,
-    };
+    let config = server.s3_config();
     let transfer = Transfer {
         retry_timeout: Duration::from_secs(5),
         ..Transfer::default()
