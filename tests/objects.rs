@@ -11,7 +11,7 @@ use std::time::Duration;
 use sessionlog::engine::{Error, ExportFormat, Options, Store};
 use sessionlog_archive::{
     archive, export_all, import_root, restore, ArchiveRoot, ArchiveSources, ArchivedView, Bucket,
-    S3Config, Secret, Transfer,
+    S3Config, Transfer,
 };
 use sessionlog_harness::gen::{session, GenOptions};
 use sessionlog_harness::seaweed::SeaweedServer;
@@ -30,13 +30,7 @@ pub fn transfer() -> Transfer {
 
 /// The client configuration of `server`.
 pub fn config(server: &SeaweedServer) -> S3Config {
-    S3Config {
-        endpoint: Some(server.endpoint()),
-        region: Some("us-east-1".into()),
-        access_key_id: Some(server.access_key_id.clone()),
-        secret_access_key: Some(Secret::new(server.secret_access_key.clone())),
-        session_token: None,
-    }
+    server.s3_config()
 }
 
 /// A client of `url` on `server`.

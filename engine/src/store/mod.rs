@@ -77,7 +77,7 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 /// | concern | methods | file |
 /// |---|---|---|
 /// | open | [`open`](Store::open), [`open_reader`](Store::open_reader), [`open_beside`](Store::open_beside) | `ops/open.rs` |
-/// | the open store | [`path`](Store::path), [`direct_io`](Store::direct_io), [`is_secondary`](Store::is_secondary) | `store/open.rs` |
+/// | the open store | [`path`](Store::path), [`direct_io`](Store::direct_io), [`is_secondary`](Store::is_secondary), [`catch_up`](Store::catch_up) | `store/open.rs` |
 /// | durability, the commit queue | [`durability`](Store::durability), [`sync`](Store::sync), [`commit_stats`](Store::commit_stats), [`set_commit_hook`](Store::set_commit_hook) | `store/commit.rs` |
 /// | live writes (group-committed) | [`append_many`](Store::append_many), [`append`](Store::append), [`create_session`](Store::create_session) | `ops/append/mod.rs` |
 /// | first contact: one session at a time | [`create`](Store::create), [`read_events`](Store::read_events), [`export_bytes`](Store::export_bytes) | `ops/verbs.rs` |

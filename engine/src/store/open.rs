@@ -288,8 +288,9 @@ impl Store {
     }
 
     /// Replay what the primary instance wrote since this secondary last looked (a no-op on a
-    /// primary).
-    pub(crate) fn catch_up(&self) -> Result<()> {
+    /// primary): a reader beside a host that answers queries for a long time (`sessionlog
+    /// serve`) calls it to see sessions and events committed since its open.
+    pub fn catch_up(&self) -> Result<()> {
         if self.secondary.is_none() {
             return Ok(());
         }

@@ -253,6 +253,17 @@ pub enum Command {
         #[arg(long)]
         all: bool,
     },
+    /// Serve the web console: a read-only page and JSON API over the store, opened beside the
+    /// process that holds it (docs/CONSOLE.md). Prints the address once listening.
+    Serve {
+        /// Where to listen; an address other than loopback requires --token.
+        #[arg(long, default_value = "127.0.0.1:7700")]
+        listen: std::net::SocketAddr,
+        /// The secret every request must carry (`Authorization: Bearer TOKEN`, or the cookie the
+        /// one-time login URL printed at start sets). Default: $SESSIONLOG_CONSOLE_TOKEN.
+        #[arg(long, env = "SESSIONLOG_CONSOLE_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
     /// Print a session's logical events, one JSON.stringify per line.
     Events {
         /// Session id.

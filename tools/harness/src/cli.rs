@@ -502,6 +502,24 @@ pub enum BenchWorkload {
         #[arg(long)]
         json: bool,
     },
+    /// The web console in chromium (Performance API): first paint and first view of a session's
+    /// page, and the time a scrubber move takes to draw the view at a new seq (p50, p95, max over
+    /// MOVES moves spread over the session). Needs Node 22 on PATH, chromium, and the browser
+    /// test's npm packages (`npm ci` in tools/console/browser-test). Prints one JSON object.
+    Console {
+        /// The store (served beside whatever holds it).
+        #[arg(long)]
+        db: PathBuf,
+        /// The session to open.
+        #[arg(long)]
+        id: String,
+        /// Scrubber moves measured.
+        #[arg(long, default_value_t = 50)]
+        moves: u32,
+        /// The measuring script.
+        #[arg(long, default_value = "tools/console/browser-test/perf.mjs")]
+        script: PathBuf,
+    },
 }
 
 /// `--peers` values.

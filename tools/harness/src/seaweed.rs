@@ -71,6 +71,20 @@ impl SeaweedServer {
         Ok(server)
     }
 
+    /// What a client of this server is configured with: its endpoint, region `us-east-1` and
+    /// the identity's key pair.
+    pub fn s3_config(&self) -> sessionlog_archive::S3Config {
+        sessionlog_archive::S3Config {
+            endpoint: Some(self.endpoint()),
+            region: Some("us-east-1".into()),
+            access_key_id: Some(self.access_key_id.clone()),
+            secret_access_key: Some(sessionlog_archive::Secret::new(
+                self.secret_access_key.clone(),
+            )),
+            session_token: None,
+        }
+    }
+
     /// The S3 endpoint, `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.base_port + 6)

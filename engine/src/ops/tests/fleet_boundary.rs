@@ -267,6 +267,7 @@ fn calls() -> Vec<Row> {
             s.is_secondary();
             Ok(())
         }),
+        row("catch_up", Nothing, |s, _| s.catch_up()),
         row("open_reader", Nothing, |_, dir| {
             Store::open_reader(dir.join("another"), Options::default()).map(drop)
         }),

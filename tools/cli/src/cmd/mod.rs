@@ -8,6 +8,7 @@ mod inspect;
 mod migrate;
 mod objects;
 mod search;
+mod serve;
 mod stats;
 mod tail;
 
@@ -109,6 +110,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             follow,
             all,
         } => tail::run(&cli.db, &store_options, id.as_deref(), from.as_deref(), follow, all),
+        Command::Serve { listen, token } => serve::run(&cli.db, &store_options, &objects, listen, token),
         Command::Events { id, from, to } => {
             read(&id, &|store| inspect::events(store, &id, from, to))
         }

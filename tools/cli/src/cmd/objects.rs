@@ -44,7 +44,8 @@ impl ObjectStorage {
         )?)
     }
 
-    fn sources(&self) -> ArchiveSources {
+    /// The sources archived sessions are fetched from.
+    pub fn sources(&self) -> ArchiveSources {
         ArchiveSources::new(self.config.clone(), self.transfer)
     }
 

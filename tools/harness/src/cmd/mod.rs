@@ -1,6 +1,7 @@
 //! One module per subcommand; `run` dispatches.
 
 mod bench;
+mod console;
 mod failover;
 mod fleet_fork;
 mod gen;
@@ -132,6 +133,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Seaweed { bucket } => seaweed(&bucket),
         Command::Pg => pg::run(),
         Command::Bench { workload } => match workload {
+            BenchWorkload::Console {
+                db,
+                id,
+                moves,
+                script,
+            } => console::run(&db, &id, moves, &script),
             BenchWorkload::NodeHosting {
                 sessions,
                 seconds,

@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use sessionlog_archive::{
     archive_session, export_all, ArchiveRoot, ArchiveSources, ArchivedView, Bucket, S3Config,
-    Secret, Transfer,
+    Transfer,
 };
 use sessionlog_codec::json::{Object, Value};
 use sessionlog_engine::{ImportOptions, Options, Store};
@@ -83,13 +83,7 @@ pub fn run(bench: &S3ExportBench) -> anyhow::Result<ExitCode> {
 
     let server = SeaweedServer::start()?;
     server.create_bucket("bench")?;
-    let config = S3Config {
-        endpoint: Some(server.endpoint()),
-        region: Some("us-east-1".into()),
-        access_key_id: Some(server.access_key_id.clone()),
-        secret_access_key: Some(Secret::new(server.secret_access_key.clone())),
-        session_token: None,
-    };
+    let config = server.s3_config();
     let aws = tool_path("aws")?;
     let sources = ArchiveSources::new(config.clone(), Transfer::default());
     let mut rounds = Vec::with_capacity(bench.rounds);

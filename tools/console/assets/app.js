@@ -1,0 +1,414 @@
+// sessionlog console: the listing (/) and a session (/s/{id}?at={seq}), drawn from the JSON API.
+//
+// Session content is untrusted: every string from the store reaches the page as a text node
+// (`el` turns children into text nodes; nothing here parses a string as HTML), and the only links built from data
+// are same-origin `/s/…` paths with the id encoded by encodeURIComponent.
+"use strict";
+
+const main = document.getElementById("main");
+const where = document.getElementById("where");
+
+// An element with attributes and children; a string child becomes a text node.
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v !== undefined && v !== null) node.setAttribute(k, String(v));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined) continue;
+    node.appendChild(typeof child === "string" || typeof child === "number"
+      ? document.createTextNode(String(child)) : child);
+  }
+  return node;
+}
+
+function svg(tag, attrs) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+  return node;
+}
+
+// The same-origin address of a session (at a seq).
+function sessionHref(id, at) {
+  const path = "/s/" + encodeURIComponent(id);
+  return at === undefined || at === null ? path : path + "?at=" + encodeURIComponent(String(at));
+}
+
+function sessionLink(id, text) {
+  const a = el("a", { href: sessionHref(id) }, visible(text === undefined ? id : text));
+  return a;
+}
+
+async function api(path, signal) {
+  const response = await fetch(path, { signal, credentials: "same-origin" });
+  const body = await response.json().catch(() => ({ error: "the answer was not JSON" }));
+  if (!response.ok) throw new Error(body.error || ("HTTP " + response.status));
+  return body;
+}
+
+function showError(into, error) {
+  into.replaceChildren(el("p", { class: "error" }, String(error && error.message || error)));
+}
+
+// Names (ids, titles, projects, tool names) with their invisible characters made visible:
+// bidirectional overrides and isolates and zero-width characters become ⟦U+XXXX⟧, so a name
+// cannot pass for another or reverse the text after it. Message bodies keep their characters
+// (right-to-left text is legitimate there) inside elements that isolate their direction.
+const INVISIBLE = /[\u061C\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g;
+function visible(name) {
+  return String(name).replace(INVISIBLE, (c) => "\u27E6U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0") + "\u27E7");
+}
+
+function asText(value) {
+  return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+}
+
+// ---------------------------------------------------------------- listing
+
+function listing() {
+  where.textContent = "sessions";
+  document.title = "sessionlog console";
+  const box = el("input", { type: "search", id: "filter", placeholder: "Filter by id, title, project or header", autofocus: "" });
+  const body = el("tbody");
+  const more = el("button", { id: "more", hidden: "" }, "More");
+  const status = el("p", { class: "note", id: "listing-status" });
+  const table = el("table", { class: "sessions" },
+    el("thead", {}, el("tr", {}, ["Session", "Title", "Project", "Events", "Verdict", "Last activity"].map((h) => el("th", {}, h)))),
+    body);
+  main.replaceChildren(box, table, more, status);
+  let next = null;
+  let generation = 0;
+  let controller = null;
+
+  async function load(append) {
+    const mine = ++generation;
+    if (controller) controller.abort();
+    controller = new AbortController();
+    const params = new URLSearchParams({ limit: "50" });
+    if (box.value.trim()) params.set("q", box.value.trim());
+    if (append && next) params.set("after", next);
+    status.textContent = "Loading…";
+    try {
+      const page = await api("/api/sessions?" + params, controller.signal);
+      if (mine !== generation) return;
+      if (!append) body.replaceChildren();
+      for (const s of page.sessions) {
+        body.appendChild(el("tr", { class: "session" },
+          el("td", {}, sessionLink(s.id)),
+          el("td", { class: "title" }, visible(s.title || "")),
+          el("td", {}, visible(s.cwd || "")),
+          el("td", {}, String(s.events)),
+          el("td", {}, s.verdict),
+          el("td", {}, s.activityAt ? new Date(s.activityAt).toISOString() : "")));
+      }
+      next = page.next;
+      more.hidden = !next;
+      status.textContent = body.children.length ? "" : "No sessions match.";
+      document.body.dataset.listed = String(body.children.length);
+    } catch (e) {
+      if (e.name !== "AbortError") showError(status, e);
+    }
+  }
+  let timer = null;
+  box.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => load(false), 150); });
+  more.addEventListener("click", () => load(true));
+  load(false);
+}
+
+// ---------------------------------------------------------------- one session
+
+function renderPart(part) {
+  if (part === null || typeof part !== "object") return el("pre", { class: "part" }, asText(part));
+  switch (part.type) {
+    case "text":
+    case "reasoning":
+      return el("div", { class: "part " + part.type },
+        part.type === "reasoning" ? el("div", { class: "label" }, "reasoning") : null,
+        el("div", { class: "text" }, asText(part.text)));
+    case "tool-call":
+      return el("div", { class: "part call" },
+        el("div", { class: "label" }, "tool call ", el("b", {}, visible(asText(part.name))), " · ", asText(part.id)),
+        el("pre", {}, asText(part.arguments !== undefined ? part.arguments : part.input)));
+    case "tool-result":
+      return el("div", { class: "part result" },
+        el("div", { class: "label" }, "tool result · ", asText(part.toolCallId !== undefined ? part.toolCallId : part.id)),
+        Array.isArray(part.content) ? part.content.map(renderPart)
+          : el("pre", {}, asText(part.output !== undefined ? part.output : (part.result !== undefined ? part.result : part.content))));
+    default:
+      return el("div", { class: "part" }, el("div", { class: "label" }, asText(part.type)), el("pre", {}, asText(part)));
+  }
+}
+
+function renderMessage(message, index) {
+  const role = message && typeof message.role === "string" ? message.role : "?";
+  const parts = Array.isArray(message && message.content)
+    ? message.content.map(renderPart)
+    : [el("div", { class: "text" }, asText(message && message.content))];
+  return el("div", { class: "message " + (["user", "assistant", "system", "tool"].includes(role) ? role : "other"), "data-index": index },
+    el("div", { class: "role" }, role,
+      message && message.toolCallId !== undefined ? el("span", { class: "label" }, " · result of ", asText(message.toolCallId)) : null),
+    parts,
+    rawJson(message));
+}
+
+// A message's JSON under a disclosure, written when it is first opened (a view may hold
+// thousands of messages; their JSON is rarely read).
+function rawJson(message) {
+  const details = el("details", {}, el("summary", {}, "JSON"));
+  details.addEventListener("toggle", () => {
+    if (details.open && !details.querySelector("pre.raw")) details.appendChild(el("pre", { class: "raw" }, JSON.stringify(message)));
+  });
+  return details;
+}
+
+function renderProjections(view) {
+  const rows = [];
+  for (const unit of ["title", "todos", "tokenUsage", "requestHeader"]) {
+    const value = view.projections[unit];
+    const error = view.projectionErrors[unit];
+    rows.push(el("div", { class: "projection", "data-unit": unit },
+      el("div", { class: "label" }, unit),
+      error !== undefined ? el("p", { class: "note" }, error)
+        : el("pre", {}, value === null || value === undefined ? "none" : asText(value))));
+  }
+  return rows;
+}
+
+function renderEvents(answer, at) {
+  return el("table", { class: "events" }, el("tbody", {}, answer.events.map((e) =>
+    el("tr", { class: e.seq === at ? "here" : "", "data-seq": e.seq },
+      el("td", {}, el("a", { href: sessionHref(answer.id, e.seq), "data-seq": e.seq }, String(e.seq))),
+      el("td", {}, asText(e.event && e.event.type)),
+      el("td", { class: "json" }, JSON.stringify(e.event))))));
+}
+
+function totalOf(usage) {
+  let total = 0;
+  for (const v of Object.values(usage || {})) if (typeof v === "number") total += v;
+  return total;
+}
+
+// The token-usage plot, drawn once per load; `place(at)` moves its seq line.
+function renderPlot(points, end, go) {
+  const width = 600, height = 150, pad = 30;
+  const plot = svg("svg", { class: "plot", viewBox: `0 0 ${width} ${height}`, role: "img" });
+  if (!points.length) return { node: el("p", { class: "note" }, "No token usage recorded for this session's format."), place() {} };
+  const maxTotal = Math.max(1, ...points.map((p) => totalOf(p.usage)));
+  const span = Math.max(1, end - 1);
+  const x = (seq) => pad + (width - 2 * pad) * seq / span;
+  const y = (total) => height - pad + (2 * pad - height) * total / maxTotal;
+  plot.appendChild(svg("line", { class: "axis", x1: pad, y1: height - pad, x2: width - pad, y2: height - pad }));
+  plot.appendChild(svg("polyline", { class: "line", points: points.map((p) => `${x(p.seq)},${y(totalOf(p.usage))}`).join(" ") }));
+  for (const p of points) {
+    const dot = svg("circle", { cx: x(p.seq), cy: y(totalOf(p.usage)), r: 3, fill: "#2563a8" });
+    const tip = svg("title", {});
+    tip.textContent = `seq ${p.seq}: ${totalOf(p.usage)} tokens ` + JSON.stringify(p.usage);
+    dot.appendChild(tip);
+    dot.addEventListener("click", () => go(p.seq));
+    plot.appendChild(dot);
+  }
+  const here = svg("line", { class: "here", x1: x(0), y1: pad / 2, x2: x(0), y2: height - pad });
+  plot.appendChild(here);
+  const label = svg("text", { x: pad, y: 12 });
+  label.textContent = `${maxTotal} tokens`;
+  plot.appendChild(label);
+  return { node: plot, place(at) { here.setAttribute("x1", x(at)); here.setAttribute("x2", x(at)); } };
+}
+
+// The scrubber's strip of marks, drawn once per load; `place(at)` moves its cursor.
+function renderMarks(marks, go) {
+  const strip = svg("svg", { class: "marks", viewBox: "0 0 1000 22", preserveAspectRatio: "none" });
+  const span = Math.max(1, marks.end - 1);
+  const x = (seq) => 1000 * seq / span;
+  for (const c of marks.compactions) {
+    const r = svg("rect", { class: "compaction", x: x(c.start), y: 0, width: Math.max(2, x(c.end) - x(c.start)), height: 22 });
+    const tip = svg("title", {});
+    tip.textContent = `compaction at seq ${c.seq} replaced seqs ${c.start}–${c.end}`;
+    r.appendChild(tip);
+    r.addEventListener("click", () => go(c.seq));
+    strip.appendChild(r);
+  }
+  for (const t of marks.turns) {
+    const r = svg("rect", { class: "turn", x: x(t.startSeq), y: 0, width: 2, height: 22 });
+    const tip = svg("title", {});
+    tip.textContent = `turn ${JSON.stringify(t.turn)} starts at seq ${t.startSeq} (${t.steps} steps)`;
+    r.appendChild(tip);
+    r.addEventListener("click", () => go(t.startSeq));
+    strip.appendChild(r);
+  }
+  const cursor = svg("rect", { class: "cursor", x: 0, y: 0, width: 3, height: 22 });
+  strip.appendChild(cursor);
+  return { node: strip, place(at) { cursor.setAttribute("x", Math.min(x(at), 1000) - 1); } };
+}
+
+function session(id, requestedAt) {
+  where.textContent = visible(id);
+  document.title = "sessionlog · " + visible(id);
+  const state = { id, at: requestedAt, end: 0, marks: null, plot: null, controller: null, source: null, pinned: requestedAt === null };
+  const range = el("input", { type: "range", id: "scrubber", min: 0, max: 0, value: 0, "aria-label": "seq" });
+  const number = el("input", { type: "number", id: "seq", min: 0, value: 0, "aria-label": "seq number" });
+  const prev = el("button", { id: "prev", title: "previous seq" }, "◀");
+  const nextButton = el("button", { id: "next", title: "next seq" }, "▶");
+  const endLabel = el("span", { class: "note", id: "end" });
+  const followBox = el("input", { type: "checkbox", id: "follow" });
+  const liveLabel = el("span", { id: "live-state", class: "note" });
+  const marksHolder = el("div", { id: "marks" });
+  const headline = el("div", { id: "headline" });
+  const messages = el("section", { id: "messages" }, el("h2", {}, "Messages the model saw"));
+  const projections = el("section", { id: "projections" }, el("h2", {}, "Projections"));
+  const compactions = el("section", { id: "compactions" }, el("h2", {}, "Compactions"));
+  const events = el("section", { id: "events" }, el("h2", {}, "Raw events around this seq"));
+  const plot = el("section", { id: "tokens" }, el("h2", {}, "Token usage"));
+  const tree = el("section", { id: "tree" }, el("h2", {}, "Fork tree"));
+  const status = el("div", { id: "view-status" });
+  main.replaceChildren(headline,
+    el("div", { class: "bar" }, prev, range, nextButton, number, endLabel,
+      el("label", {}, followBox, " follow live "), liveLabel),
+    marksHolder, status,
+    el("div", { class: "grid" }, el("div", {}, messages), el("div", {}, projections, compactions, plot, tree, events)));
+
+  function go(seq) {
+    if (!state.end) return;
+    const at = Math.max(0, Math.min(state.end - 1, Math.round(Number(seq))));
+    if (!Number.isFinite(at)) return;
+    state.pinned = at === state.end - 1;
+    show(at);
+  }
+
+  function setControls() {
+    range.max = String(Math.max(0, state.end - 1));
+    number.max = String(Math.max(0, state.end - 1));
+    range.value = String(state.at === null ? 0 : state.at);
+    number.value = String(state.at === null ? 0 : state.at);
+    endLabel.textContent = `of ${state.end} events`;
+    if (state.marks) state.marks.place(state.at || 0);
+    if (state.plot) state.plot.place(state.at || 0);
+  }
+
+  async function show(at) {
+    if (state.controller) state.controller.abort();
+    const controller = state.controller = new AbortController();
+    const started = performance.now();
+    state.at = at;
+    setControls();
+    const query = at === null ? "" : "?at=" + at;
+    try {
+      const around = (seq) => api(`/api/sessions/${encodeURIComponent(id)}/events?at=${seq}&radius=6`, controller.signal);
+      // With the seq known the view and the events around it are fetched together; without
+      // it (the session's end), the view says where that is.
+      const [view, nearby] = await Promise.all([
+        api(`/api/sessions/${encodeURIComponent(id)}/view${query}`, controller.signal),
+        at === null ? null : around(at),
+      ]);
+      const aroundView = nearby || (view.at === null ? { id, events: [] } : await around(view.at));
+      if (controller !== state.controller) return;
+      state.at = view.at;
+      state.end = view.end;
+      history.replaceState(null, "", sessionHref(id, view.at));
+      setControls();
+      status.replaceChildren();
+      const title = view.projections.title;
+      headline.replaceChildren(el("h1", { class: "title" }, visible(typeof title === "string" && title ? title : id)),
+        el("p", { class: "note" }, `${view.summary.verdict} · format v${view.summary.format} · ${view.end} events · `,
+          visible(view.summary.cwd || ""), view.summary.archived ? " · archived at " + view.summary.archived : ""));
+      messages.replaceChildren(el("h2", {}, `Messages the model saw after seq ${view.at === null ? "–" : view.at} (${view.messages.length})`),
+        el("div", { id: "message-list" }, view.messages.map(renderMessage)));
+      projections.replaceChildren(el("h2", {}, "Projections"), ...renderProjections(view));
+      compactions.replaceChildren(el("h2", {}, "Compactions up to here"),
+        view.compactions.length ? el("ul", {}, view.compactions.map((c) => el("li", {},
+          el("a", { href: sessionHref(id, c.seq) }, `seq ${c.seq}`), ` replaced seqs ${c.start}–${c.end}`)))
+          : el("p", { class: "note" }, "None."));
+      events.replaceChildren(el("h2", {}, "Raw events around this seq"), renderEvents(aroundView, view.at));
+      document.body.dataset.renderedAt = String(view.at);
+      performance.measure("view", { start: started, end: performance.now(), detail: { at: view.at } });
+    } catch (e) {
+      if (e.name !== "AbortError") showError(status, e);
+    }
+  }
+
+  async function loadSide() {
+    try {
+      const [marks, tokens, lineage] = await Promise.all([
+        api(`/api/sessions/${encodeURIComponent(id)}/marks`),
+        api(`/api/sessions/${encodeURIComponent(id)}/tokens`),
+        api(`/api/sessions/${encodeURIComponent(id)}/tree`),
+      ]);
+      state.marks = renderMarks(marks, go);
+      marksHolder.replaceChildren(state.marks.node);
+      state.plot = renderPlot(tokens.points, state.end, go);
+      plot.replaceChildren(el("h2", {}, "Token usage (total tokens by seq)"), state.plot.node);
+      tree.replaceChildren(el("h2", {}, "Fork tree"), el("ul", { class: "tree" }, lineage.lineage.map((entry) =>
+        el("li", { "data-depth": entry.depth },
+          "\u00a0".repeat(4 * (entry.depth - Math.min(0, ...lineage.lineage.map((e) => e.depth)))),
+          entry.depth === 0 ? el("b", {}, visible(entry.id)) : sessionLink(entry.id),
+          entry.parent !== null && entry.parent !== undefined ? ` (fork of ${visible(entry.parent)} after ${entry.seedLength} events)` : ""))));
+      setControls();
+    } catch (e) {
+      showError(tree, e);
+    }
+  }
+
+  function follow(on) {
+    if (state.source) { state.source.close(); state.source = null; }
+    liveLabel.textContent = "";
+    if (!on) return;
+    const source = state.source = new EventSource(`/api/sessions/${encodeURIComponent(id)}/follow?from=${state.end}`);
+    liveLabel.textContent = "following";
+    liveLabel.className = "live";
+    let pending = false;
+    source.addEventListener("event", (message) => {
+      const { seq } = JSON.parse(message.data);
+      state.end = Math.max(state.end, seq + 1);
+      setControls();
+      document.body.dataset.liveEnd = String(state.end);
+      if (state.pinned && !pending) {
+        pending = true;
+        // Events of one commit arrive together: the view is drawn once, after the burst.
+        setTimeout(() => { pending = false; show(state.end - 1); }, 30);
+      }
+    });
+    source.addEventListener("error", (message) => {
+      liveLabel.textContent = message.data ? "stopped: " + message.data : "reconnecting…";
+      liveLabel.className = "note";
+    });
+  }
+
+  // While the slider is dragged, the view follows once a frame (a newer move aborts an older fetch).
+  let frame = null;
+  range.addEventListener("input", () => {
+    if (frame === null) frame = requestAnimationFrame(() => { frame = null; go(range.value); });
+  });
+  number.addEventListener("change", () => go(number.value));
+  prev.addEventListener("click", () => go((state.at || 0) - 1));
+  nextButton.addEventListener("click", () => go((state.at || 0) + 1));
+  followBox.addEventListener("change", () => follow(followBox.checked));
+  document.addEventListener("keydown", (e) => {
+    if (e.target instanceof HTMLInputElement && e.target.type !== "range") return;
+    if (e.key === "ArrowLeft" && e.altKey) go((state.at || 0) - 1);
+    if (e.key === "ArrowRight" && e.altKey) go((state.at || 0) + 1);
+  });
+  // Links to a seq of this session move the view without reloading the page.
+  main.addEventListener("click", (e) => {
+    const link = e.target instanceof Element ? e.target.closest("a[data-seq]") : null;
+    if (link) { e.preventDefault(); go(link.getAttribute("data-seq")); }
+  });
+  show(requestedAt).then(loadSide);
+  // The test harness and the performance measure drive the view through this.
+  window.sessionlogConsole = { go, show, state };
+}
+
+function route() {
+  const path = location.pathname;
+  if (path.startsWith("/s/")) {
+    let id;
+    try { id = decodeURIComponent(path.slice(3)); } catch { id = null; }
+    if (id === null) { showError(main, "this address names no session"); return; }
+    const at = new URLSearchParams(location.search).get("at");
+    const seq = at !== null && /^\d+$/.test(at) ? Number(at) : null;
+    session(id, seq);
+  } else {
+    listing();
+  }
+}
+
+route();

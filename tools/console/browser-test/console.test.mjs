@@ -1,0 +1,249 @@
+// The web console in a real browser: Debian's chromium, driven by puppeteer-core, against
+// `sessionlog serve` over a store whose every field holds hostile text (script and img tags,
+// javascript: links, right-to-left and zero-width characters). It loads the listing and filters
+// it, opens a session, moves the scrubber to every seq and compares the rendered messages with
+// `sessionlog messages ID --at N`, appends while following and sees the event appear within 1 s,
+// and checks the probes stayed inert: no dialog, no probe script ran, no element or link came
+// from data. It saves screenshots of the main views to docs/console/ (docs/CONSOLE.md shows them).
+//
+// Environment: SESSIONLOG_BIN (the `sessionlog` binary; default: the release build in
+// $CARGO_TARGET_DIR), CHROMIUM (default /usr/bin/chromium). Prints `console-test: N passed,
+// N failed` last and exits non-zero on any failure.
+import { spawn, spawnSync } from 'node:child_process'
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import puppeteer from 'puppeteer-core'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const repo = join(here, '..', '..', '..')
+const bin = process.env.SESSIONLOG_BIN ||
+  join(process.env.CARGO_TARGET_DIR || join(process.env.HOME, '.cache', 'sessionlog-target'), 'release', 'sessionlog')
+const chromium = process.env.CHROMIUM || '/usr/bin/chromium'
+const shots = join(repo, 'docs', 'console')
+const work = mkdtempSync(join(tmpdir(), 'sessionlog-console-'))
+const db = join(work, 'db')
+mkdirSync(shots, { recursive: true })
+
+// Hostile text: markup, a script URL, RTL override and zero-width characters. Each carries a probe
+// that, if it ever ran, would set window.__pwned or open a dialog.
+const PROBE = 'window.__pwned=(window.__pwned||0)+1'
+const hostile = (where) =>
+  `${where} <script>${PROBE}</script><img src=x onerror="${PROBE}"><a href="javascript:${PROBE}">link</a>` +
+  ` [md](javascript:alert(1)) \u202Egnp.exe\u202C zero\u200Bwidth\u200D <iframe src="javascript:alert(1)"></iframe>`
+// What the page shows for a name (an id, a title, a project): its invisible and direction-changing
+// characters spelled out, so a name cannot pass for another (the page's own rule, restated).
+const visible = (name) => name.replace(/[\u061C\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g,
+  (c) => `\u27E6U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}\u27E7`)
+const HOSTILE_ID = `xss-<img src=x onerror=alert(1)>-\u202Eevil\u200B`
+const PLAIN_ID = 'plain-session'
+
+function sessionlog(args, input) {
+  const run = spawnSync(bin, ['--db', db, ...args], { input, encoding: 'utf8' })
+  if (run.status !== 0) throw new Error(`sessionlog ${args.join(' ')}: ${run.stderr}`)
+  return run.stdout
+}
+
+function line(type, data, extra = {}) {
+  return JSON.stringify({ type, data, ...extra })
+}
+
+// A V4 session: two turns, with a title, todos, a request header, a tool call and its result,
+// and a compaction that replaces the first turn's messages, every text field hostile.
+function turnLines(turn, seqBase) {
+  return [
+    line('turn/start', { turn }),
+    line('step/start', { turn, step: 1 }),
+    line('request/header', { turn, step: 1, reason: 'initial', header: { config: { model: hostile('model') } } }),
+    line('system/message', { turn, step: 1, message: { id: `s${turn}`, role: 'system', content: [{ type: 'text', text: hostile('system') }], source: { kind: 'system-prompt' } } }, { surfaceOp: 'append' }),
+    line('user/message', { id: `u${turn}`, role: 'user', content: [{ type: 'text', text: hostile('user') }], source: { kind: 'user' } }, { surfaceOp: 'append' }),
+    line('session/title', { title: hostile('title') }),
+    line('todo/write', { todos: [{ content: hostile('todo'), status: 'pending', activeForm: hostile('form') }] }),
+    line('assistant/message', { turn, step: 1, message: { id: `a${turn}`, role: 'assistant', content: [{ type: 'text', text: hostile('assistant') }, { type: 'tool-call', id: `c${turn}`, name: hostile('tool'), arguments: JSON.stringify({ path: hostile('arg') }) }] }, stream: [] }, { surfaceOp: 'append' }),
+    line('tool/result', { turn, step: 1, message: { id: `t${turn}`, role: 'tool', toolCallId: `c${turn}`, isError: false, source: { kind: 'tool', callId: `c${turn}` }, content: [{ type: 'text', text: hostile('result') }] } }, { surfaceOp: 'append', sourceEventSeqs: [seqBase + 7] }),
+    line('turn/end', { turn, reason: 'done' }),
+  ]
+}
+
+function buildStore() {
+  sessionlog(['create', HOSTILE_ID, '--cwd', hostile('/cwd')])
+  sessionlog(['append', HOSTILE_ID], turnLines(1, 0).join('\n') + '\n')
+  sessionlog(['append', HOSTILE_ID], [
+    line('user/message', { id: 'k1', role: 'user', content: [{ type: 'text', text: hostile('compacted') }], source: { kind: 'compaction' } }, { surfaceOp: { op: 'replace', startSeq: 4, endSeq: 8 }, sourceEventSeqs: [4, 7, 8] }),
+    ...turnLines(2, 11),
+  ].join('\n') + '\n')
+  sessionlog(['fork', HOSTILE_ID, `${HOSTILE_ID}-fork`])
+  sessionlog(['create', PLAIN_ID, '--cwd', '/home/dev/plain'])
+  sessionlog(['append', PLAIN_ID], turnLines(1, 0).join('\n') + '\n')
+}
+
+// `sessionlog serve` on a free loopback port; resolves with its origin.
+function serve() {
+  const child = spawn(bin, ['--db', db, 'serve', '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] })
+  return new Promise((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (chunk) => {
+      out += chunk
+      const m = /http:\/\/(127\.0\.0\.1:\d+)\//.exec(out)
+      if (m) resolve({ child, origin: `http://${m[1]}` })
+    })
+    child.on('exit', (code) => reject(new Error(`sessionlog serve exited with ${code}: ${out}`)))
+  })
+}
+
+let passed = 0
+let failed = 0
+async function check(name, body) {
+  try {
+    await body()
+    passed++
+    console.log(`ok - ${name}`)
+  } catch (error) {
+    failed++
+    console.log(`not ok - ${name}\n  ${String(error && error.stack || error).split('\n').join('\n  ')}`)
+  }
+}
+function assert(condition, message) {
+  if (!condition) throw new Error(message)
+}
+
+const dialogs = []
+const foreignRequests = []
+let server
+let browser
+try {
+  buildStore()
+  server = await serve()
+  const { origin } = server
+  browser = await puppeteer.launch({
+    executablePath: chromium,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+  })
+  const page = await browser.newPage()
+  await page.setViewport({ width: 1400, height: 900 })
+  page.on('dialog', async (dialog) => { dialogs.push(dialog.message()); await dialog.dismiss() })
+  page.on('request', (request) => {
+    if (!request.url().startsWith(origin + '/')) foreignRequests.push(request.url())
+  })
+  const inert = async (where) => {
+    const probe = await page.evaluate(() => ({
+      pwned: window.__pwned || 0,
+      scripts: [...document.scripts].map((s) => s.src),
+      imgs: document.querySelectorAll('img, iframe, object, embed').length,
+      hrefs: [...document.querySelectorAll('a[href]')].map((a) => a.getAttribute('href')),
+    }))
+    assert(probe.pwned === 0, `${where}: a probe script ran ${probe.pwned} times`)
+    assert(dialogs.length === 0, `${where}: a dialog opened: ${dialogs.join(' | ')}`)
+    assert(probe.scripts.length === 1 && probe.scripts[0] === origin + '/app.js', `${where}: scripts ${JSON.stringify(probe.scripts)}`)
+    assert(probe.imgs === 0, `${where}: ${probe.imgs} img/iframe/object elements came from data`)
+    for (const href of probe.hrefs) {
+      assert(href === '/' || href.startsWith('/s/'), `${where}: a link to ${JSON.stringify(href)}`)
+    }
+    assert(foreignRequests.length === 0, `${where}: requests left the console: ${foreignRequests.join(' ')}`)
+  }
+
+  await check('the listing shows every session, hostile text as text', async () => {
+    await page.goto(origin + '/', { waitUntil: 'domcontentloaded' })
+    await page.waitForFunction(() => document.body.dataset.listed === '3', { timeout: 10000 })
+    const cells = await page.$$eval('tr.session td:first-child a', (as) => as.map((a) => a.textContent))
+    assert(cells.includes(visible(HOSTILE_ID)) && cells.includes(PLAIN_ID) && cells.includes(visible(`${HOSTILE_ID}-fork`)), `ids listed: ${JSON.stringify(cells)}`)
+    assert(cells.every((id) => !/[\u202E\u200B]/.test(id)), 'no id is shown with a direction override or a zero-width character')
+    const titles = await page.$$eval('tr.session td.title', (tds) => tds.map((td) => td.textContent))
+    assert(titles.includes(visible(hostile('title'))), `the hostile title is shown as text: ${JSON.stringify(titles)}`)
+    await page.screenshot({ path: join(shots, 'listing.png') })
+    await inert('the listing')
+  })
+
+  await check('the filter box narrows the listing', async () => {
+    await page.type('#filter', 'plain')
+    await page.waitForFunction(() => document.body.dataset.listed === '1', { timeout: 10000 })
+    const ids = await page.$$eval('tr.session td:first-child a', (as) => as.map((a) => a.textContent))
+    assert(ids.length === 1 && ids[0] === PLAIN_ID, `filtered: ${JSON.stringify(ids)}`)
+  })
+
+  const end = sessionlog(['ls', '--json']).split('\n').filter(Boolean)
+    .map((l) => JSON.parse(l)).find((s) => s.id === HOSTILE_ID).events
+
+  await check('a session opens from its link in the listing', async () => {
+    await page.goto(origin + '/', { waitUntil: 'domcontentloaded' })
+    await page.waitForFunction(() => document.body.dataset.listed === '3', { timeout: 10000 })
+    const links = await page.$$('tr.session td:first-child a')
+    let target = null
+    for (const link of links) {
+      if (await link.evaluate((a) => a.textContent) === visible(HOSTILE_ID)) target = link
+    }
+    assert(target, 'the hostile session has a link')
+    await Promise.all([page.waitForNavigation(), target.click()])
+    await page.waitForFunction((last) => document.body.dataset.renderedAt === String(last), { timeout: 10000 }, end - 1)
+    assert(decodeURIComponent(new URL(page.url()).pathname) === `/s/${HOSTILE_ID}`, `opened ${page.url()}`)
+    await page.waitForSelector('#tree li', { timeout: 10000 })
+    const around = await page.$$eval('#events tr', (rows) => rows.map((r) => r.getAttribute('data-seq')))
+    assert(around.includes(String(end - 1)), `the raw events around the last seq are shown: ${JSON.stringify(around)}`)
+    const units = await page.$$eval('#projections .projection pre', (pres) => pres.map((p) => p.textContent))
+    assert(units.some((u) => u.includes('todo <script>')), `the todos projection is shown as text: ${JSON.stringify(units)}`)
+    await page.screenshot({ path: join(shots, 'session.png'), fullPage: false })
+    await inert('the session view')
+  })
+
+  await check('the scrubber at every seq shows what `sessionlog messages --at` prints', async () => {
+    for (let at = 0; at < end; at++) {
+      await page.$eval('#scrubber', (range, value) => {
+        range.value = String(value)
+        range.dispatchEvent(new Event('input', { bubbles: true }))
+      }, at)
+      await page.waitForFunction((seq) => document.body.dataset.renderedAt === String(seq), { timeout: 10000 }, at)
+      // Each message's JSON is written when its disclosure opens.
+      await page.$$eval('#message-list details', (all) => all.forEach((d) => { d.open = true }))
+      await page.waitForFunction(() => document.querySelectorAll('#message-list pre.raw').length ===
+        document.querySelectorAll('#message-list details').length, { timeout: 10000 })
+      const rendered = await page.$$eval('#message-list pre.raw', (pres) => pres.map((p) => p.textContent))
+      const expected = sessionlog(['messages', HOSTILE_ID, '--at', String(at)]).split('\n').filter(Boolean)
+      assert(JSON.stringify(rendered) === JSON.stringify(expected),
+        `seq ${at}: the page shows ${rendered.length} messages, the CLI ${expected.length}\n${rendered.join('\n')}\n---\n${expected.join('\n')}`)
+      const shown = await page.$eval('#message-list', (list) => list.innerText)
+      for (const message of expected.map((m) => JSON.parse(m))) {
+        for (const part of message.content || []) {
+          if (part.type === 'text') assert(shown.includes(part.text.split('\n')[0].slice(0, 40)), `seq ${at}: the text ${JSON.stringify(part.text.slice(0, 40))} is shown`)
+        }
+      }
+    }
+    await page.$eval('#scrubber', (range) => {
+      range.value = '10'
+      range.dispatchEvent(new Event('input', { bubbles: true }))
+    })
+    await page.waitForFunction(() => document.body.dataset.renderedAt === '10', { timeout: 10000 })
+    await page.screenshot({ path: join(shots, 'scrubbed.png'), fullPage: false })
+    await inert('after scrubbing')
+  })
+
+  await check('a live append is shown within 1 s of its commit', async () => {
+    await page.evaluate((last) => window.sessionlogConsole.go(last), end - 1)
+    await page.waitForFunction((last) => document.body.dataset.renderedAt === String(last), { timeout: 10000 }, end - 1)
+    await page.click('#follow')
+    await page.waitForFunction(() => document.getElementById('live-state').textContent === 'following', { timeout: 10000 })
+    // The follower has subscribed once the first keep-alive could flow; give it its first poll.
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    const text = 'live ' + hostile('live')
+    const appendLine = line('user/message', { id: 'live1', role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } }, { surfaceOp: 'append' })
+    sessionlog(['append', HOSTILE_ID], appendLine + '\n')
+    const committed = Date.now()
+    await page.waitForFunction((seq) => document.body.dataset.renderedAt === String(seq), { timeout: 5000 }, end)
+    const took = Date.now() - committed
+    const shown = await page.$eval('#message-list', (list) => list.innerText)
+    assert(shown.includes('live ' + hostile('live').slice(0, 30)), 'the live message is shown')
+    assert(took <= 1000, `the live append took ${took} ms to show`)
+    console.log(`  live append shown ${took} ms after its commit`)
+    await inert('after the live append')
+  })
+} catch (error) {
+  failed++
+  console.log(`not ok - setting up: ${error && error.stack || error}`)
+} finally {
+  if (browser) await browser.close()
+  if (server) server.child.kill()
+  rmSync(work, { recursive: true, force: true })
+}
+console.log(`console-test: ${passed} passed, ${failed} failed`)
+process.exit(failed === 0 && passed > 0 ? 0 : 1)

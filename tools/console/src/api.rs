@@ -1,0 +1,559 @@
+//! The JSON API, every route a read: the listing (`/api/sessions`, cursor-paged, with a filter
+//! over the page's sessions that the session search replaces when it lands), and per session
+//! its view at a seq (`view`: the messages the model saw, as `sessionlog messages ID --at N`
+//! prints them, and the projections there), raw events around a seq (`events`), the scrubber's
+//! marks (`marks`: turns and compaction ranges), token usage over its turns (`tokens`), and its
+//! fork tree (`tree`). Sizes are capped: at most [`MAX_PAGE`] sessions, [`MAX_EVENTS`] events
+//! and [`MAX_SAMPLES`] usage points an answer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use sessionlog_codec::json::Value;
+use sessionlog_engine::{LineageEntry, ListOrder, SessionSummary, Store};
+
+use crate::reply::{json_body, raw, ApiError};
+use crate::Console;
+
+/// The most sessions a listing page holds (and the default page).
+pub const MAX_PAGE: usize = 200;
+const DEFAULT_PAGE: usize = 50;
+/// The most index entries one filtered listing request reads looking for matches.
+const MAX_SCANNED: usize = 5_000;
+/// The most raw events one answer holds.
+pub const MAX_EVENTS: u64 = 200;
+/// The most points of the token-usage series.
+pub const MAX_SAMPLES: usize = 120;
+/// The longest session id the API takes.
+const MAX_ID_BYTES: usize = 1024;
+/// The projection units the view shows.
+const VIEW_UNITS: [&str; 4] = ["title", "todos", "tokenUsage", "requestHeader"];
+
+/// The query string, as given.
+pub(crate) type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
+/// The session id of the path.
+pub(crate) type IdPath = Result<Path<String>, PathRejection>;
+
+pub(crate) fn routes() -> Router<Arc<Console>> {
+    Router::new()
+        .route("/api/sessions", get(sessions))
+        .route("/api/sessions/{id}/view", get(view))
+        .route("/api/sessions/{id}/events", get(events))
+        .route("/api/sessions/{id}/marks", get(marks))
+        .route("/api/sessions/{id}/tokens", get(tokens))
+        .route("/api/sessions/{id}/tree", get(tree))
+}
+
+/// Run `read` on a blocking thread with the store caught up (reads are synchronous RocksDB
+/// calls; they must not hold up the server's event loop).
+pub(crate) async fn read<T: Send + 'static>(
+    console: &Arc<Console>,
+    read: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let console = Arc::clone(console);
+    tokio::task::spawn_blocking(move || read(console.fresh()?))
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the read failed: {e}"),
+            )
+        })?
+}
+
+/// Run `read` of session `id` as [`read`] does; when the session is archived, again on the
+/// scratch store holding it (`archived.rs`).
+pub(crate) async fn read_session<T: Send + 'static>(
+    console: &Arc<Console>,
+    id: String,
+    read_one: impl Fn(&Store, &str) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let shared = Arc::clone(console);
+    read(console, move |store| match read_one(store, &id) {
+        Err(e) if e.is_archived() => read_one(shared.archived.view(store, &id)?.store(), &id),
+        other => other,
+    })
+    .await
+}
+
+/// The query's parameters, or a 400 naming what could not be read.
+pub(crate) fn params(query: Params) -> Result<HashMap<String, String>, ApiError> {
+    query
+        .map(|Query(q)| q)
+        .map_err(|e| ApiError::bad_request(format!("the query string cannot be read: {e}")))
+}
+
+/// The path's session id, or a 400.
+pub(crate) fn session_id(path: IdPath) -> Result<String, ApiError> {
+    let Path(id) =
+        path.map_err(|e| ApiError::bad_request(format!("the session id cannot be read: {e}")))?;
+    if id.is_empty() || id.len() > MAX_ID_BYTES {
+        return Err(ApiError::bad_request(format!(
+            "a session id is 1 to {MAX_ID_BYTES} bytes; this one is {}",
+            id.len()
+        )));
+    }
+    Ok(id)
+}
+
+/// Parameter `name` as a number, if given.
+pub(crate) fn number(
+    params: &HashMap<String, String>,
+    name: &str,
+) -> Result<Option<u64>, ApiError> {
+    params
+        .get(name)
+        .map(|text| {
+            text.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!("{name}={text:?}: {name} is a whole number"))
+            })
+        })
+        .transpose()
+}
+
+/// The session's number of events, 404 when it is not stored.
+fn end_of(store: &Store, id: &str) -> Result<u64, ApiError> {
+    Ok(store.summary(id)?.events)
+}
+
+/// `seq` checked against the session's end: 404 past it.
+fn within(id: &str, seq: u64, end: u64) -> Result<u64, ApiError> {
+    match seq < end {
+        true => Ok(seq),
+        false => Err(ApiError::new(
+            axum::http::StatusCode::NOT_FOUND,
+            format!(
+                "session \"{id}\" has {end} events (seqs 0 to {}); seq {seq} is past its end",
+                end.saturating_sub(1)
+            ),
+        )),
+    }
+}
+
+/// One listed session: its summary and title.
+#[derive(Serialize)]
+struct Listed {
+    #[serde(flatten)]
+    summary: SessionSummary,
+    title: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Listing {
+    sessions: Vec<Listed>,
+    /// Pass as `after` for the next page; `null` at the end.
+    next: Option<String>,
+}
+
+/// `GET /api/sessions?limit=N&after=CURSOR&q=TEXT`: sessions by most recent activity; with `q`,
+/// only those whose id, title, project directory or header holds TEXT (case-insensitive).
+async fn sessions(
+    State(console): State<Arc<Console>>,
+    query: Params,
+) -> Result<Response, ApiError> {
+    let params = params(query)?;
+    let limit = match number(&params, "limit")? {
+        None => DEFAULT_PAGE,
+        Some(0) => {
+            return Err(ApiError::bad_request(
+                "limit=0: a page holds at least one session",
+            ))
+        }
+        Some(n) => usize::try_from(n).unwrap_or(MAX_PAGE).min(MAX_PAGE),
+    };
+    let after = params.get("after").map(|c| decode_cursor(c)).transpose()?;
+    let needle = params
+        .get("q")
+        .map(|q| q.trim().to_lowercase())
+        .filter(|q| !q.is_empty());
+    let listing = read(&console, move |store| {
+        list(store, limit, after, needle.as_deref())
+    })
+    .await?;
+    json_body(&listing)
+}
+
+fn list(
+    store: &Store,
+    limit: usize,
+    mut after: Option<Vec<u8>>,
+    needle: Option<&str>,
+) -> Result<Listing, ApiError> {
+    let mut out = Listing {
+        sessions: Vec::new(),
+        next: None,
+    };
+    let mut scanned = 0;
+    loop {
+        let want = limit - out.sessions.len();
+        let page = store.list_page(ListOrder::Activity, want, after.as_deref())?;
+        scanned += page.sessions.len().max(1);
+        for summary in page.sessions {
+            let title = title_of(store, &summary.id);
+            let matches = needle.is_none_or(|n| {
+                [
+                    Some(summary.id.as_str()),
+                    title.as_deref(),
+                    summary.cwd.as_deref(),
+                    Some(summary.header.as_str()),
+                ]
+                .into_iter()
+                .flatten()
+                .any(|field| field.to_lowercase().contains(n))
+            });
+            if matches {
+                out.sessions.push(Listed { summary, title });
+            }
+        }
+        after = page.next;
+        let full = out.sessions.len() >= limit;
+        if after.is_none() || full || scanned >= MAX_SCANNED {
+            out.next = after.map(|c| encode_cursor(&c));
+            return Ok(out);
+        }
+    }
+}
+
+/// A session's title now, when its format has one.
+fn title_of(store: &Store, id: &str) -> Option<String> {
+    match store.state_at(id, "title", None) {
+        Ok(Value::String(s)) => Some(s.to_string_lossy()),
+        _ => None,
+    }
+}
+
+fn encode_cursor(cursor: &[u8]) -> String {
+    cursor.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_cursor(text: &str) -> Result<Vec<u8>, ApiError> {
+    let bad = || ApiError::bad_request(format!("after={text:?}: not a cursor this listing gave"));
+    if !text.len().is_multiple_of(2) || text.len() > 2 * (MAX_ID_BYTES + 64) {
+        return Err(bad());
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(bad)
+        })
+        .collect()
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct View {
+    id: String,
+    /// The seq looked at (`null` for a session with no events).
+    at: Option<u64>,
+    /// The session's number of events (its next seq).
+    end: u64,
+    summary: SessionSummary,
+    /// What the model saw after `at`, as DSH derives it.
+    messages: Vec<Box<RawValue>>,
+    /// Each unit of [`VIEW_UNITS`] after `at`, `null` where the format has none.
+    projections: HashMap<&'static str, Box<RawValue>>,
+    /// Why a unit could not be shown.
+    projection_errors: HashMap<&'static str, String>,
+    /// The compactions that replaced a range up to `at`.
+    compactions: Vec<Compaction>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Compaction {
+    /// The replacing event.
+    seq: u64,
+    /// The replaced range, inclusive.
+    start: u64,
+    end: u64,
+}
+
+/// `GET /api/sessions/{id}/view?at=SEQ` (default: the last event).
+async fn view(
+    State(console): State<Arc<Console>>,
+    path: IdPath,
+    query: Params,
+) -> Result<Response, ApiError> {
+    let id = session_id(path)?;
+    let at = number(&params(query)?, "at")?;
+    let view = read_session(&console, id, move |store, id| view_at(store, id, at)).await?;
+    json_body(&view)
+}
+
+fn view_at(store: &Store, id: &str, at: Option<u64>) -> Result<View, ApiError> {
+    let summary = store.summary(id)?;
+    let end = summary.events;
+    let at = match (at, end) {
+        (Some(seq), _) => Some(within(id, seq, end)?),
+        (None, 0) => None,
+        (None, _) => Some(end - 1),
+    };
+    let messages = match at {
+        Some(_) => store.messages_at(id, at)?.iter().map(raw).collect(),
+        None => Vec::new(),
+    };
+    let mut projections = HashMap::new();
+    let mut projection_errors = HashMap::new();
+    for unit in VIEW_UNITS {
+        match at.map(|seq| store.state_at(id, unit, Some(seq))) {
+            Some(Ok(value)) => {
+                projections.insert(unit, raw(&value));
+            }
+            Some(Err(e)) => {
+                projection_errors.insert(unit, e.to_string());
+            }
+            None => {}
+        }
+    }
+    let compactions = match at {
+        Some(_) => compactions(store, id, at)?,
+        None => Vec::new(),
+    };
+    Ok(View {
+        id: id.to_owned(),
+        at,
+        end,
+        summary,
+        messages,
+        projections,
+        projection_errors,
+        compactions,
+    })
+}
+
+fn compactions(store: &Store, id: &str, at: Option<u64>) -> Result<Vec<Compaction>, ApiError> {
+    Ok(store
+        .surface_at(id, at)?
+        .replacements
+        .iter()
+        .map(|r| Compaction {
+            seq: r.seq,
+            start: r.start,
+            end: r.end,
+        })
+        .collect())
+}
+
+#[derive(Serialize)]
+struct Events {
+    id: String,
+    from: u64,
+    to: u64,
+    end: u64,
+    events: Vec<SeqEvent>,
+}
+
+/// One stored event and its seq.
+#[derive(Serialize)]
+pub(crate) struct SeqEvent {
+    pub(crate) seq: u64,
+    pub(crate) event: Box<RawValue>,
+}
+
+/// `GET /api/sessions/{id}/events?from=A&to=B`, or `?at=SEQ&radius=R` (the events within R of
+/// SEQ; default 8): at most [`MAX_EVENTS`].
+async fn events(
+    State(console): State<Arc<Console>>,
+    path: IdPath,
+    query: Params,
+) -> Result<Response, ApiError> {
+    let id = session_id(path)?;
+    let params = params(query)?;
+    let (from, to) = match number(&params, "at")? {
+        Some(at) => {
+            let radius = number(&params, "radius")?.unwrap_or(8).min(MAX_EVENTS / 2);
+            (at.saturating_sub(radius), at.saturating_add(radius))
+        }
+        None => {
+            let from = number(&params, "from")?.unwrap_or(0);
+            let to = number(&params, "to")?.unwrap_or(from.saturating_add(MAX_EVENTS - 1));
+            (from, to)
+        }
+    };
+    if to < from {
+        return Err(ApiError::bad_request(format!(
+            "from={from} to={to}: the range is empty (to is inclusive, and not below from)"
+        )));
+    }
+    if to - from >= MAX_EVENTS {
+        return Err(ApiError::bad_request(format!(
+            "from={from} to={to}: an answer holds at most {MAX_EVENTS} events"
+        )));
+    }
+    let events = read_session(&console, id, move |store, id| {
+        let end = end_of(store, id)?;
+        within(id, from, end)?;
+        let to = to.min(end - 1);
+        let mut events = Vec::new();
+        store.events(id, from, Some(to), &mut |seq, event| {
+            events.push(SeqEvent {
+                seq,
+                event: raw(event),
+            });
+            Ok(())
+        })?;
+        Ok(Events {
+            id: id.to_owned(),
+            from,
+            to,
+            end,
+            events,
+        })
+    })
+    .await?;
+    json_body(&events)
+}
+
+#[derive(Serialize)]
+struct Marks {
+    id: String,
+    end: u64,
+    turns: Vec<Turn>,
+    compactions: Vec<Compaction>,
+    /// Why a kind of mark is missing.
+    notes: Vec<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Turn {
+    turn: Box<RawValue>,
+    start_seq: u64,
+    /// `None` while the turn is open.
+    end_seq: Option<u64>,
+    steps: u64,
+}
+
+/// `GET /api/sessions/{id}/marks`: the turns and compactions, for the scrubber.
+async fn marks(State(console): State<Arc<Console>>, path: IdPath) -> Result<Response, ApiError> {
+    let id = session_id(path)?;
+    let marks = read_session(&console, id, move |store, id| {
+        let end = end_of(store, id)?;
+        let mut notes = Vec::new();
+        let turns = turns(store, id).unwrap_or_else(|e| {
+            notes.push(format!("no turn marks: {e}"));
+            Vec::new()
+        });
+        let compactions = match end {
+            0 => Vec::new(),
+            _ => compactions(store, id, None).unwrap_or_else(|e| {
+                notes.push(format!("no compaction marks: {}", e.message()));
+                Vec::new()
+            }),
+        };
+        Ok(Marks {
+            id: id.to_owned(),
+            end,
+            turns,
+            compactions,
+            notes,
+        })
+    })
+    .await?;
+    json_body(&marks)
+}
+
+/// The session's turns, from its `turns` projection (read at the checkpoint, not by a scan).
+fn turns(store: &Store, id: &str) -> Result<Vec<Turn>, sessionlog_engine::Error> {
+    let Value::Array(list) = store.state_at(id, "turns", None)? else {
+        return Ok(Vec::new());
+    };
+    let seq = |o: &sessionlog_codec::json::Object, k: &str| {
+        o.get(k).and_then(Value::as_f64).map(|n| n as u64)
+    };
+    Ok(list
+        .iter()
+        .filter_map(Value::as_object)
+        .filter_map(|o| {
+            Some(Turn {
+                turn: raw(o.get("turn").unwrap_or(&Value::Null)),
+                start_seq: seq(o, "startSeq")?,
+                end_seq: seq(o, "endSeq"),
+                steps: seq(o, "steps").unwrap_or(0),
+            })
+        })
+        .collect())
+}
+
+#[derive(Serialize)]
+struct Tokens {
+    id: String,
+    points: Vec<UsagePoint>,
+}
+
+#[derive(Serialize)]
+struct UsagePoint {
+    seq: u64,
+    usage: Box<RawValue>,
+}
+
+/// `GET /api/sessions/{id}/tokens`: the `tokenUsage` projection at each turn's end (and at the
+/// last event), at most [`MAX_SAMPLES`] points spread evenly over the turns.
+async fn tokens(State(console): State<Arc<Console>>, path: IdPath) -> Result<Response, ApiError> {
+    let id = session_id(path)?;
+    let tokens = read_session(&console, id, move |store, id| {
+        let end = end_of(store, id)?;
+        let mut seqs: Vec<u64> = turns(store, id)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|t| t.end_seq)
+            .collect();
+        if let Some(last) = end.checked_sub(1) {
+            seqs.push(last);
+        }
+        seqs.dedup();
+        let step = seqs.len().div_ceil(MAX_SAMPLES).max(1);
+        let last = seqs.last().copied();
+        let mut sampled: Vec<u64> = seqs.iter().copied().step_by(step).collect();
+        if sampled.last().copied() != last {
+            sampled.extend(last);
+        }
+        let mut points = Vec::new();
+        for seq in sampled {
+            // A format without a token meter has no points; the plot says so.
+            let Ok(usage) = store.state_at(id, "tokenUsage", Some(seq)) else {
+                break;
+            };
+            points.push(UsagePoint {
+                seq,
+                usage: raw(&usage),
+            });
+        }
+        Ok(Tokens {
+            id: id.to_owned(),
+            points,
+        })
+    })
+    .await?;
+    json_body(&tokens)
+}
+
+#[derive(Serialize)]
+struct Tree {
+    id: String,
+    /// Ancestors (negative depth, nearest first), the session (depth 0), descendants.
+    lineage: Vec<LineageEntry>,
+}
+
+/// `GET /api/sessions/{id}/tree`.
+async fn tree(State(console): State<Arc<Console>>, path: IdPath) -> Result<Response, ApiError> {
+    let id = session_id(path)?;
+    let tree = read_session(&console, id, move |store, id| {
+        let lineage = store.lineage(id)?;
+        Ok(Tree {
+            id: id.to_owned(),
+            lineage,
+        })
+    })
+    .await?;
+    json_body(&tree)
+}
