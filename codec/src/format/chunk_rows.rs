@@ -151,7 +151,10 @@ fn expand_row(mut row: Object, tag: &str) -> Result<Vec<Value>, String> {
         let data = Object::from_distinct_names(vec![
             (name_of("turn"), turn.clone()),
             (name_of("step"), step.clone()),
-            (name_of("chunk"), Value::Object(Object::from_distinct_names(chunk))),
+            (
+                name_of("chunk"),
+                Value::Object(Object::from_distinct_names(chunk)),
+            ),
         ]);
         events.push(Value::Object(Object::from_distinct_names(vec![
             (name_of("type"), Value::String(name_of("assistant/chunk"))),

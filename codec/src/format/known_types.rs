@@ -80,7 +80,10 @@ impl SupportCheck {
         };
         if let Some((rank, what)) = legacy {
             self.legacy[rank].get_or_insert_with(|| {
-                format!("session \"{id}\" contains unsupported {what} at seq {}", seq())
+                format!(
+                    "session \"{id}\" contains unsupported {what} at seq {}",
+                    seq()
+                )
             });
         }
         let ignorable = matches!(o.get("ignorable"), Some(Value::Bool(true)));

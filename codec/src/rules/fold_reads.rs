@@ -35,6 +35,17 @@ const PARTIAL: [(&str, &[&str]); 3] = [
 /// The V0 event of `line` (without its `\n`) with only the members the import's folds read, or
 /// `None` when the line is not one this reader builds (parse it in full).
 pub fn partial_v0_event(line: &[u8]) -> Option<Value> {
+    // DSH writes the type first: a line that does not open with one of these types is parsed
+    // in full without being skimmed first (a second pass over it). A line that does is still
+    // checked in full by the skim, its type read from its span.
+    let opens_partial = PARTIAL.iter().any(|(ty, _)| {
+        line.strip_prefix(b"{\"type\":\"")
+            .and_then(|rest| rest.strip_prefix(ty.as_bytes()))
+            .is_some_and(|rest| rest.first() == Some(&b'"'))
+    });
+    if !opens_partial {
+        return None;
+    }
     let Ok(Skim::Indexed(envelope)) = skim(line) else {
         return None;
     };
