@@ -244,7 +244,7 @@ function renderMarks(marks, go) {
 function session(id, requestedAt) {
   where.textContent = visible(id);
   document.title = "sessionlog · " + visible(id);
-  const state = { id, at: requestedAt, end: 0, marks: null, plot: null, controller: null, source: null, pinned: requestedAt === null };
+  const state = { id, at: requestedAt, end: 0, marks: null, marksData: null, plot: null, controller: null, source: null, pinned: requestedAt === null };
   const range = el("input", { type: "range", id: "scrubber", min: 0, max: 0, value: 0, "aria-label": "seq" });
   const number = el("input", { type: "number", id: "seq", min: 0, value: 0, "aria-label": "seq number" });
   const prev = el("button", { id: "prev", title: "previous seq" }, "◀");
@@ -273,6 +273,16 @@ function session(id, requestedAt) {
     if (!Number.isFinite(at)) return;
     state.pinned = at === state.end - 1;
     show(at);
+  }
+
+  // The compactions up to the seq shown (from the marks, once they are loaded).
+  function showCompactions() {
+    if (!state.marksData || state.at === null) return;
+    const upTo = state.marksData.compactions.filter((c) => c.seq <= state.at);
+    compactions.replaceChildren(el("h2", {}, "Compactions up to here"),
+      upTo.length ? el("ul", {}, upTo.map((c) => el("li", {},
+        el("a", { href: sessionHref(id, c.seq), "data-seq": c.seq }, `seq ${c.seq}`), ` replaced seqs ${c.start}–${c.end}`)))
+        : el("p", { class: "note" }, "None."));
   }
 
   function setControls() {
@@ -314,10 +324,7 @@ function session(id, requestedAt) {
       messages.replaceChildren(el("h2", {}, `Messages the model saw after seq ${view.at === null ? "–" : view.at} (${view.messages.length})`),
         el("div", { id: "message-list" }, view.messages.map(renderMessage)));
       projections.replaceChildren(el("h2", {}, "Projections"), ...renderProjections(view));
-      compactions.replaceChildren(el("h2", {}, "Compactions up to here"),
-        view.compactions.length ? el("ul", {}, view.compactions.map((c) => el("li", {},
-          el("a", { href: sessionHref(id, c.seq) }, `seq ${c.seq}`), ` replaced seqs ${c.start}–${c.end}`)))
-          : el("p", { class: "note" }, "None."));
+      showCompactions();
       events.replaceChildren(el("h2", {}, "Raw events around this seq"), renderEvents(aroundView, view.at));
       document.body.dataset.renderedAt = String(view.at);
       performance.measure("view", { start: started, end: performance.now(), detail: { at: view.at } });
@@ -333,6 +340,8 @@ function session(id, requestedAt) {
         api(`/api/sessions/${encodeURIComponent(id)}/tokens`),
         api(`/api/sessions/${encodeURIComponent(id)}/tree`),
       ]);
+      state.marksData = marks;
+      showCompactions();
       state.marks = renderMarks(marks, go);
       marksHolder.replaceChildren(state.marks.node);
       state.plot = renderPlot(tokens.points, state.end, go);

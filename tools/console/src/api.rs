@@ -1,7 +1,8 @@
 //! The JSON API, every route a read: the listing (`/api/sessions`, cursor-paged, with a filter
 //! over the page's sessions that the session search replaces when it lands), and per session
 //! its view at a seq (`view`: the messages the model saw, as `sessionlog messages ID --at N`
-//! prints them, and the projections there), raw events around a seq (`events`), the scrubber's
+//! prints them, and the projections there; the compactions up to a seq are those of `marks`
+//! at or before it, so a scrubber move does not derive the surface twice), raw events around a seq (`events`), the scrubber's
 //! marks (`marks`: turns and compaction ranges), token usage over its turns (`tokens`), and its
 //! fork tree (`tree`). Sizes are capped: at most [`MAX_PAGE`] sessions, [`MAX_EVENTS`] events
 //! and [`MAX_SAMPLES`] usage points an answer.
@@ -263,8 +264,6 @@ struct View {
     projections: HashMap<&'static str, Box<RawValue>>,
     /// Why a unit could not be shown.
     projection_errors: HashMap<&'static str, String>,
-    /// The compactions that replaced a range up to `at`.
-    compactions: Vec<Compaction>,
 }
 
 #[derive(Serialize)]
@@ -314,10 +313,6 @@ fn view_at(store: &Store, id: &str, at: Option<u64>) -> Result<View, ApiError> {
             None => {}
         }
     }
-    let compactions = match at {
-        Some(_) => compactions(store, id, at)?,
-        None => Vec::new(),
-    };
     Ok(View {
         id: id.to_owned(),
         at,
@@ -326,7 +321,6 @@ fn view_at(store: &Store, id: &str, at: Option<u64>) -> Result<View, ApiError> {
         messages,
         projections,
         projection_errors,
-        compactions,
     })
 }
 
