@@ -402,48 +402,7 @@ pub enum Command {
     /// Find sessions by what they hold: message text and filters (every one given must hold),
     /// newest first, a page at a time. The session index is caught up with the log first
     /// (docs/SEARCH.md). With --json: one object per session, then `{"next", "watermark"}`.
-    Search {
-        /// Words to find in message text (user, assistant text and reasoning, tool results),
-        /// all of them; "a quoted phrase" for words in order.
-        text: Option<String>,
-        /// Sessions that called this tool.
-        #[arg(long)]
-        tool: Option<String>,
-        /// Sessions with a tool result marked isError (of --tool's calls, with --tool).
-        #[arg(long)]
-        tool_error: bool,
-        /// Sessions that used this model (`model` or `provider/model`).
-        #[arg(long)]
-        model: Option<String>,
-        /// Sessions whose last event is at or after T (epoch ms, or a UTC date
-        /// 2026-05-01[T12:00:00Z]).
-        #[arg(long, value_name = "T")]
-        since: Option<String>,
-        /// Sessions created at or before T (as --since).
-        #[arg(long, value_name = "T")]
-        until: Option<String>,
-        /// Sessions whose token usage totals reach N.
-        #[arg(long, value_name = "N")]
-        min_tokens: Option<u64>,
-        /// Sessions with a turn started and not ended.
-        #[arg(long)]
-        open: bool,
-        /// Sessions with this verdict: clean, torn, corrupt or unsupported.
-        #[arg(long, value_name = "V")]
-        verdict: Option<String>,
-        /// Forks of this session.
-        #[arg(long, value_name = "ID")]
-        parent: Option<String>,
-        /// Sessions per page.
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
-        /// The cursor a previous page printed as `next`.
-        #[arg(long, value_name = "CURSOR")]
-        after: Option<String>,
-        /// Print JSON lines.
-        #[arg(long)]
-        json: bool,
-    },
+    Search(SearchArgs),
     /// Rebuild the session index (`search/` in the store directory) from the log.
     Reindex {
         /// Print the report as one JSON object.
@@ -509,4 +468,49 @@ pub enum ClusterCommand {
         /// Session id.
         id: String,
     },
+}
+
+/// `sessionlog search`'s arguments.
+#[derive(clap::Args, Debug)]
+pub struct SearchArgs {
+    /// Words to find in message text (user, assistant text and reasoning, tool results),
+    /// all of them; "a quoted phrase" for words in order.
+    pub text: Option<String>,
+    /// Sessions that called this tool.
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// Sessions with a tool result marked isError (of --tool's calls, with --tool).
+    #[arg(long)]
+    pub tool_error: bool,
+    /// Sessions that used this model (`model` or `provider/model`).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Sessions whose last event is at or after T (epoch ms, or a UTC date
+    /// 2026-05-01[T12:00:00Z]).
+    #[arg(long, value_name = "T")]
+    pub since: Option<String>,
+    /// Sessions created at or before T (as --since).
+    #[arg(long, value_name = "T")]
+    pub until: Option<String>,
+    /// Sessions whose token usage totals reach N.
+    #[arg(long, value_name = "N")]
+    pub min_tokens: Option<u64>,
+    /// Sessions with a turn started and not ended.
+    #[arg(long)]
+    pub open: bool,
+    /// Sessions with this verdict: clean, torn, corrupt or unsupported.
+    #[arg(long, value_name = "V")]
+    pub verdict: Option<String>,
+    /// Forks of this session.
+    #[arg(long, value_name = "ID")]
+    pub parent: Option<String>,
+    /// Sessions per page.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    /// The cursor a previous page printed as `next`.
+    #[arg(long, value_name = "CURSOR")]
+    pub after: Option<String>,
+    /// Print JSON lines.
+    #[arg(long)]
+    pub json: bool,
 }

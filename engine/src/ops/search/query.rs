@@ -296,7 +296,7 @@ impl Store {
             }
             None => Matches::new(),
         };
-        sessions.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        sessions.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
         let more = sessions.len() > q.limit;
         sessions.truncate(q.limit);
         let snippets = match &text {

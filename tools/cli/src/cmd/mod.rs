@@ -159,37 +159,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Cluster { .. } => anyhow::bail!(
             "`sessionlog cluster` needs --cluster URL (or SESSIONLOG_CLUSTER): the fleet's PostgreSQL"
         ),
-        Command::Search {
-            text,
-            tool,
-            tool_error,
-            model,
-            since,
-            until,
-            min_tokens,
-            open: open_only,
-            verdict,
-            parent,
-            limit,
-            after,
-            json,
-        } => {
-            let query = search::query(search::Flags {
-                text,
-                tool,
-                tool_error,
-                model,
-                since,
-                until,
-                min_tokens,
-                open: open_only,
-                verdict,
-                parent,
-                limit,
-                after,
-            })?;
-            search::run(&open_reader()?, &query, json)
-        }
+        Command::Search(args) => search::run(&open_reader()?, &search::query(&args)?, args.json),
         Command::Reindex { json } => search::reindex(&open()?, json),
         Command::Verify {
             ids,

@@ -6,37 +6,23 @@ use std::process::ExitCode;
 use sessionlog_engine::{parse_time, SearchQuery, Store};
 use sessionlog_tools_common::output::report_line;
 
-/// The command line's search flags.
-pub struct Flags {
-    pub text: Option<String>,
-    pub tool: Option<String>,
-    pub tool_error: bool,
-    pub model: Option<String>,
-    pub since: Option<String>,
-    pub until: Option<String>,
-    pub min_tokens: Option<u64>,
-    pub open: bool,
-    pub verdict: Option<String>,
-    pub parent: Option<String>,
-    pub limit: usize,
-    pub after: Option<String>,
-}
+use crate::cli::SearchArgs;
 
 /// The query the flags ask.
-pub fn query(f: Flags) -> anyhow::Result<SearchQuery> {
+pub fn query(f: &SearchArgs) -> anyhow::Result<SearchQuery> {
     Ok(SearchQuery {
-        text: f.text,
-        tool: f.tool,
+        text: f.text.clone(),
+        tool: f.tool.clone(),
         tool_error: f.tool_error,
-        model: f.model,
+        model: f.model.clone(),
         since_ms: f.since.as_deref().map(parse_time).transpose()?,
         until_ms: f.until.as_deref().map(parse_time).transpose()?,
         min_tokens: f.min_tokens,
         open: f.open,
-        verdict: f.verdict,
-        parent: f.parent,
+        verdict: f.verdict.clone(),
+        parent: f.parent.clone(),
         limit: f.limit,
-        after: f.after,
+        after: f.after.clone(),
         ..SearchQuery::default()
     })
 }

@@ -125,7 +125,8 @@ fn hosting(dir: PathBuf, options: &Options, seconds: f64, searching: bool) -> an
                         let text = format!(
                             r#"{{"type":"user/message","time":{n},"data":{{"content":[{{"type":"text","text":"retry {n} after the rate limit of step {s}"}}],"source":{{"kind":"user"}},"role":"user","id":"u{n}"}},"surfaceOp":"append"}}"#
                         );
-                        let event = NewEvent::from_value(&sessionlog_codec::json::parse(&text)?)?;
+                        let event = NewEvent::from_value(&sessionlog_codec::json::parse(&text)?)
+                            .map_err(anyhow::Error::msg)?;
                         store.append(&format!("h{s}"), None, vec![event])?;
                         batches.fetch_add(1, Ordering::Relaxed);
                         n += 1;
