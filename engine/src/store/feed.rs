@@ -280,6 +280,11 @@ impl Store {
         Ok(out)
     }
 
+    /// The position after the store-wide feed's last published change.
+    pub(crate) fn feed_end(&self) -> u64 {
+        self.feeds.all.published()
+    }
+
     /// The store-wide feed's mark (its value: the position after the last published change),
     /// waking `waker` from now on.
     pub(crate) fn feed_mark(&self, waker: &Waker) -> Arc<Mark> {

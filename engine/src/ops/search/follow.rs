@@ -118,7 +118,7 @@ impl Store {
     /// Rebuild the index from every stored session; its watermark is the change log's end as
     /// it was before the sessions were read, so a catch-up re-derives whatever changed meanwhile.
     pub(crate) fn rebuild_index(&self, ix: &mut SearchIndex) -> Result<Watermark> {
-        let position = self.feed_signal().current();
+        let position = self.feed_end();
         let writer = ix.writer.as_ref().ok_or_else(read_only)?;
         writer
             .delete_all_documents()

@@ -294,7 +294,7 @@ impl Store {
         SearchWatermark {
             cursor: format!("{}:{}", mark.store, mark.position),
             position: mark.position,
-            behind: self.feed_signal().current().saturating_sub(mark.position),
+            behind: self.feed_end().saturating_sub(mark.position),
         }
     }
 }
