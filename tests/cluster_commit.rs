@@ -617,7 +617,7 @@ fn a_catch_up_racing_the_host_s_own_commit_of_the_batch_it_applies_goes_on_after
         let a = Arc::clone(&a);
         std::thread::spawn(move || a.acquire("s", false))
     };
-    wait_for_lock_waiters_running(&pg, 1, "FROM sessionlog.batches");
+    wait_for_lock_waiters_running(&pg, 1, "JOIN sessionlog.batches");
     let group = appending.join().expect("append thread");
     assert!(group[0].is_ok(), "s: {:?}", group[0]);
     assert!(group[1].is_err(), "t, its row locked: {:?}", group[1]);
