@@ -374,6 +374,9 @@ mod tests {
         assert!(other.exists(), "a name that is not a reader's is kept");
         let own = reader.0.clone();
         drop(reader);
-        assert!(!own.exists(), "a reader removes its own directory when it closes");
+        assert!(
+            !own.exists(),
+            "a reader removes its own directory when it closes"
+        );
     }
 }

@@ -537,7 +537,13 @@ fn an_archived_session_opens_through_its_archive() {
     )
     .expect("client");
     let summary = sessionlog_archive::archive(&store, &bucket, 0, &|_| {}).expect("archive");
-    assert_eq!(summary.archived.len(), 1, "{:?}", summary.kept);
+    assert_eq!(
+        summary.archived.len(),
+        1,
+        "kept {:?}, failed {:?}",
+        summary.kept,
+        summary.failures
+    );
     store.sync().expect("sync");
 
     let without = serve_beside(&store, None);
