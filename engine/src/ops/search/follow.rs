@@ -11,7 +11,8 @@
 //! not happen, as they commit together) changes nothing.
 //!
 //! Invariant: the watermark's position is never past a change whose session is not derived
-//! from a read made after that change committed.
+//! from a read made after that change committed. A watermark behind the change log's retained
+//! start (changes trimmed before the index read them) rebuilds the index.
 
 use std::collections::BTreeMap;
 
@@ -105,6 +106,11 @@ impl Store {
                     *entry = Redo::Whole;
                 }
             }
+        }
+        // The log trims its oldest changes; the retained start only rises, so a start at or
+        // before the watermark after every read means no change the index needed went unread.
+        if self.retained_start()? > mark.position {
+            return self.rebuild_index(ix);
         }
         if sessions.is_empty() {
             return Ok(mark);

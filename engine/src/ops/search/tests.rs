@@ -242,3 +242,35 @@ fn pages_are_stable_while_sessions_are_created() {
     }
     assert_eq!(seen, vec!["s4", "s3", "s2", "s1", "s0", "a"]);
 }
+
+/// A change trimmed from the change log before the index read it is not lost: the index finds
+/// its watermark behind the log's retained start and derives every session again.
+#[test]
+fn changes_trimmed_before_the_index_read_them_are_still_found() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let options = Options {
+        durability: Durability::Buffered,
+        feed_retained_changes: 4,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path().join("db"), options).expect("open");
+    for id in ["a", "b"] {
+        store
+            .create_session(&header(id), SourceEncoding::Jsonl)
+            .expect("create");
+    }
+    assert_eq!(ids(&store, &SearchQuery::default()).len(), 2);
+    store
+        .append("a", Some(0), vec![prompt("quokkafire")])
+        .expect("append");
+    for n in 0..20 {
+        store
+            .append("b", Some(n), vec![prompt("filler")])
+            .expect("append");
+    }
+    assert_eq!(
+        found(&store, &text("quokkafire")),
+        vec![("a".into(), vec![0])]
+    );
+    assert_verified(&store);
+}
