@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use sessionlog_harness::gen::LogFormat;
 use sessionlog_tools_common::args::{LogFormatArg, StoreArgs};
 
@@ -246,26 +246,7 @@ pub enum BenchWorkload {
     /// `sessions` generated sessions; import with the index built against import alone; hosting
     /// throughput with a searcher following the store against none (same run); the index's size
     /// against the store's.
-    Search {
-        /// Generated sessions.
-        #[arg(long, default_value_t = 10_000)]
-        sessions: u64,
-        /// Mean events per session.
-        #[arg(long, default_value_t = 2_000)]
-        events: u64,
-        /// Queries of each kind.
-        #[arg(long, default_value_t = 200)]
-        queries: u64,
-        /// Seconds each hosting run appends.
-        #[arg(long, default_value_t = 5.0)]
-        seconds: f64,
-        /// Working directory (default: a temp dir, removed after).
-        #[arg(long)]
-        dir: Option<PathBuf>,
-        /// Print one JSON object with the raw figures and a `ratios` map.
-        #[arg(long)]
-        json: bool,
-    },
+    Search(SearchBench),
     /// Live subscribers: commit-to-observer latency (p50, p99) and hosting throughput with 1,
     /// 100 and 1,000 subscribers against none, in the same run, on fresh stores: `threads`
     /// threads append to `sessions` sessions, each subscriber follows one session. Honours the
@@ -532,4 +513,27 @@ pub enum PeerArg {
     /// The straightforward PostgreSQL store: a row per event, a transaction per batch, a
     /// connection per host thread, on a throwaway PostgreSQL 15 the bench starts and stops.
     PgRows,
+}
+
+/// `bench search`'s figures: what to generate, query and host.
+#[derive(Args, Debug, Clone)]
+pub struct SearchBench {
+    /// Generated sessions.
+    #[arg(long, default_value_t = 10_000)]
+    pub sessions: u64,
+    /// Mean events per session.
+    #[arg(long, default_value_t = 2_000)]
+    pub events: u64,
+    /// Queries of each kind.
+    #[arg(long, default_value_t = 200)]
+    pub queries: u64,
+    /// Seconds each hosting run appends.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Working directory (default: a temp dir, removed after).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Print one JSON object with the raw figures and a `ratios` map.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -189,24 +189,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 cluster: false,
                 json,
             } => lineage::bench_fork(events, forks, json),
-            BenchWorkload::Search {
-                sessions,
-                events,
-                queries,
-                seconds,
-                dir,
-                json,
-            } => search::run(
-                &search::SearchBench {
-                    sessions,
-                    events,
-                    queries,
-                    seconds,
-                    dir,
-                    json,
-                },
-                &cli.store.options(),
-            ),
+            BenchWorkload::Search(bench) => search::run(&bench, &cli.store.options()),
             BenchWorkload::Tail {
                 sessions,
                 threads,

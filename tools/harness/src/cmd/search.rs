@@ -14,22 +14,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+
+use crate::cli::SearchBench;
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::{Object, Value};
 use sessionlog_engine::{ImportOptions, Options, SearchQuery, SourceEncoding, Store};
 use sessionlog_harness::gen::{session_bytes, GenOptions};
 use sessionlog_harness::hosting::Histogram;
 use sessionlog_tools_common::output::json_line;
-
-/// What to measure.
-pub struct SearchBench {
-    pub sessions: u64,
-    pub events: u64,
-    pub queries: u64,
-    pub seconds: f64,
-    pub dir: Option<PathBuf>,
-    pub json: bool,
-}
 
 /// Hosting: sessions appended to, and threads appending.
 const HOSTED: usize = 64;
