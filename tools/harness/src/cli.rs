@@ -533,6 +533,10 @@ pub struct SearchBench {
     /// Working directory (default: a temp dir, removed after).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Time only the queries, against the existing store at this path (its index caught up
+    /// first): nothing is generated, imported or hosted.
+    #[arg(long, conflicts_with_all = ["sessions", "events", "seconds", "dir"])]
+    pub store: Option<PathBuf>,
     /// Print one JSON object with the raw figures and a `ratios` map.
     #[arg(long)]
     pub json: bool,

@@ -343,34 +343,34 @@ impl Store {
         Ok(Page { hits, next })
     }
 
-    /// A snippet of each matched message of session `id`, from its events as stored.
+    /// A snippet of each matched message of session `id`, from its events as stored, read in
+    /// one pass over the session's blocks (each block read and verified once).
     fn snippets(
         &self,
         id: &str,
         seqs: &[u64],
         generator: &SnippetGenerator,
     ) -> Result<Vec<SearchMatch>> {
-        let mut out = Vec::with_capacity(seqs.len());
-        for &seq in seqs {
-            let mut text = String::new();
-            let read = self.events(id, seq, Some(seq), &mut |_, event| {
-                text = message_text(event).unwrap_or_default();
-                Ok(())
-            });
-            if let Err(e) = read {
-                match e {
-                    // Gone since the index saw it: the match stands, without a snippet.
-                    Error::UnknownSession { .. } | Error::Archived { .. } => {}
-                    e => return Err(e),
+        let read = self
+            .require_meta(id.as_bytes())
+            .and_then(|meta| self.events_at(&meta, seqs));
+        let events = match read {
+            Ok(events) => events,
+            // Gone since the index saw it: the matches stand, without snippets.
+            Err(Error::UnknownSession { .. } | Error::Archived { .. }) => vec![None; seqs.len()],
+            Err(e) => return Err(e),
+        };
+        Ok(seqs
+            .iter()
+            .zip(events)
+            .map(|(&seq, event)| {
+                let text = event.as_ref().and_then(message_text).unwrap_or_default();
+                SearchMatch {
+                    seq,
+                    snippet: plain_snippet(&generator.snippet(&text)),
                 }
-            }
-            let snippet = generator.snippet(&text);
-            out.push(SearchMatch {
-                seq,
-                snippet: plain_snippet(&snippet),
-            });
-        }
-        Ok(out)
+            })
+            .collect())
     }
 }
 
