@@ -61,12 +61,25 @@ function visible(name) {
 
 // Messages drawn at once: a view shows its first WINDOW messages and draws the next WINDOW as
 // the list's end scrolls near the screen, so a scrubber move draws a screenful, not thousands.
-const WINDOW = 40;
+const WINDOW = 25;
+// The most characters of one text drawn before its "show all" button: laying out a message of
+// tens of kilobytes is most of a move's time, and its first screenful is what is read.
+const CLIP = 3000;
 // The most events the page asks the steps of at once (the server's cap).
 const MAX_STEP_SCAN = 100000;
 
 function asText(value) {
   return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+}
+
+// Element `tag` holding `text`, its first CLIP characters when longer, with a button that
+// draws the rest.
+function clipped(tag, attrs, text) {
+  if (text.length <= CLIP) return el(tag, attrs, text);
+  const all = el("button", { class: "show-all" }, `show all ${text.length} characters`);
+  const node = el(tag, attrs, text.slice(0, CLIP), "… ", all);
+  all.addEventListener("click", () => { node.textContent = text; });
+  return node;
 }
 
 // ---------------------------------------------------------------- listing
@@ -146,18 +159,18 @@ function renderPart(part) {
     case "reasoning":
       return el("div", { class: "part " + part.type },
         part.type === "reasoning" ? el("div", { class: "label" }, "reasoning") : null,
-        el("div", { class: "text" }, asText(part.text)));
+        clipped("div", { class: "text" }, asText(part.text)));
     case "tool-call":
       return el("div", { class: "part call" },
         el("div", { class: "label" }, "tool call ", el("b", {}, visible(asText(part.name))), " · ", asText(part.id)),
-        el("pre", {}, asText(part.arguments !== undefined ? part.arguments : part.input)));
+        clipped("pre", {}, asText(part.arguments !== undefined ? part.arguments : part.input)));
     case "tool-result":
       return el("div", { class: "part result" },
         el("div", { class: "label" }, "tool result · ", asText(part.toolCallId !== undefined ? part.toolCallId : part.id)),
         Array.isArray(part.content) ? part.content.map(renderPart)
-          : el("pre", {}, asText(part.output !== undefined ? part.output : (part.result !== undefined ? part.result : part.content))));
+          : clipped("pre", {}, asText(part.output !== undefined ? part.output : (part.result !== undefined ? part.result : part.content))));
     default:
-      return el("div", { class: "part" }, el("div", { class: "label" }, asText(part.type)), el("pre", {}, asText(part)));
+      return el("div", { class: "part" }, el("div", { class: "label" }, asText(part.type)), clipped("pre", {}, asText(part)));
   }
 }
 
@@ -165,7 +178,7 @@ function renderMessage(message, index) {
   const role = message && typeof message.role === "string" ? message.role : "?";
   const parts = Array.isArray(message && message.content)
     ? message.content.map(renderPart)
-    : [el("div", { class: "text" }, asText(message && message.content))];
+    : [clipped("div", { class: "text" }, asText(message && message.content))];
   return el("div", { class: "message " + (["user", "assistant", "system", "tool"].includes(role) ? role : "other"), "data-index": index },
     el("div", { class: "role" }, role,
       message && message.toolCallId !== undefined ? el("span", { class: "label" }, " · result of ", asText(message.toolCallId)) : null),
@@ -183,17 +196,41 @@ function rawJson(message) {
   return details;
 }
 
-function renderProjections(view) {
-  const rows = [];
+// The projections at a view's seq into `holder`; `shown` (unit → what is drawn) keeps the row
+// of a unit whose value did not change from one seq to the next.
+function showProjections(holder, shown, view) {
   for (const unit of ["title", "todos", "tokenUsage", "requestHeader"]) {
     const value = view.projections[unit];
     const error = view.projectionErrors[unit];
-    rows.push(el("div", { class: "projection", "data-unit": unit },
+    const text = error !== undefined ? null : (value === null || value === undefined ? "none" : asText(value));
+    const key = error !== undefined ? "error: " + error : "value: " + text;
+    const row = shown[unit];
+    if (row && row.key === key) continue;
+    const node = el("div", { class: "projection", "data-unit": unit },
       el("div", { class: "label" }, unit),
-      error !== undefined ? el("p", { class: "note" }, error)
-        : el("pre", {}, value === null || value === undefined ? "none" : asText(value))));
+      error !== undefined ? el("p", { class: "note" }, error) : clipped("pre", {}, text));
+    if (row) row.node.replaceWith(node); else holder.appendChild(node);
+    shown[unit] = { key, node };
   }
-  return rows;
+}
+
+// The message list's items (`{json, node}`) for `messages`, the first at `from`: an item of
+// `old` whose message is the same is kept, so a move redraws only the messages that changed.
+function messageItems(messages, from, old) {
+  return messages.map((message, i) => {
+    const json = JSON.stringify(message);
+    const before = old[from + i];
+    return before && before.json === json ? before : { json, node: renderMessage(message, from + i) };
+  });
+}
+
+// Put `items` in `list` in place of `old`, touching only the nodes that differ.
+function placeItems(list, old, items) {
+  items.forEach((item, i) => {
+    if (i >= old.length) list.appendChild(item.node);
+    else if (old[i] !== item) list.replaceChild(item.node, old[i].node);
+  });
+  for (const gone of old.slice(items.length)) gone.node.remove();
 }
 
 function renderEvents(answer, at) {
@@ -284,7 +321,7 @@ function renderSteps(range, go) {
 function session(id, requestedAt) {
   where.textContent = visible(id);
   document.title = "sessionlog · " + visible(id);
-  const state = { id, at: requestedAt, end: 0, marks: null, marksData: null, plot: null, controller: null, source: null, pinned: requestedAt === null, list: null, steps: null, stepsStrip: null };
+  const state = { id, at: requestedAt, end: 0, marks: null, marksData: null, plot: null, controller: null, source: null, pinned: requestedAt === null, list: null, steps: null, stepsStrip: null, compactionsShown: null, headline: null };
   const range = el("input", { type: "range", id: "scrubber", min: 0, max: 0, value: 0, "aria-label": "seq" });
   const number = el("input", { type: "number", id: "seq", min: 0, value: 0, "aria-label": "seq number" });
   const prev = el("button", { id: "prev", title: "previous seq" }, "◀");
@@ -299,10 +336,13 @@ function session(id, requestedAt) {
   const nextTurn = el("button", { id: "next-turn", title: "the next turn's start" }, "turn »");
   const stepLabel = el("span", { class: "note", id: "step-label" });
   const stepsHolder = el("div", { id: "steps" });
-  const moreMessages = el("div", { id: "more-messages", class: "note", hidden: "" });
   const headline = el("div", { id: "headline" });
-  const messages = el("section", { id: "messages" }, el("h2", {}, "Messages the model saw"));
+  const messagesTitle = el("h2", {}, "Messages the model saw");
+  const messageList = el("div", { id: "message-list" });
+  const moreMessages = el("div", { id: "more-messages", class: "note", hidden: "" });
+  const messages = el("section", { id: "messages" }, messagesTitle, messageList, moreMessages);
   const projections = el("section", { id: "projections" }, el("h2", {}, "Projections"));
+  const projectionsShown = {};
   const compactions = el("section", { id: "compactions" }, el("h2", {}, "Compactions"));
   const events = el("section", { id: "events" }, el("h2", {}, "Raw events around this seq"));
   const plot = el("section", { id: "tokens" }, el("h2", {}, "Token usage"));
@@ -418,7 +458,9 @@ function session(id, requestedAt) {
     try {
       const view = await api(`/api/sessions/${encodeURIComponent(id)}/view?at=${list.at}&from=${list.shown}&limit=${WINDOW}`, controller.signal);
       if (state.list !== list) return;
-      view.messages.forEach((m, i) => list.node.appendChild(renderMessage(m, list.shown + i)));
+      const items = messageItems(view.messages, list.shown, []);
+      for (const item of items) messageList.appendChild(item.node);
+      list.items = list.items.concat(items);
       list.shown += view.messages.length;
       // The view is the same moment: its count cannot change, unless nothing came back.
       if (!view.messages.length) list.count = list.shown;
@@ -435,6 +477,9 @@ function session(id, requestedAt) {
   function showCompactions() {
     if (!state.marksData || state.at === null) return;
     const upTo = state.marksData.compactions.filter((c) => c.seq <= state.at);
+    // Compactions are ordered by seq: the same count is the same list.
+    if (state.compactionsShown === upTo.length) return;
+    state.compactionsShown = upTo.length;
     compactions.replaceChildren(el("h2", {}, "Compactions up to here"),
       upTo.length ? el("ul", {}, upTo.map((c) => el("li", {},
         el("a", { href: sessionHref(id, c.seq), "data-seq": c.seq }, `seq ${c.seq}`), ` replaced seqs ${c.start}–${c.end}`)))
@@ -474,15 +519,20 @@ function session(id, requestedAt) {
       setControls();
       status.replaceChildren();
       const title = view.projections.title;
-      headline.replaceChildren(el("h1", { class: "title" }, visible(typeof title === "string" && title ? title : id)),
-        el("p", { class: "note" }, `${view.summary.verdict} · format v${view.summary.format} · ${view.end} events · `,
-          visible(view.summary.cwd || ""), view.summary.archived ? " · archived at " + view.summary.archived : ""));
-      const listNode = el("div", { id: "message-list" }, view.messages.map(renderMessage));
-      state.list = { at: view.at, count: view.messageCount, shown: view.messages.length, node: listNode, loading: false };
-      messages.replaceChildren(el("h2", {}, `Messages the model saw after seq ${view.at === null ? "–" : view.at} (${view.messageCount})`),
-        listNode, moreMessages);
+      const heading = [typeof title === "string" && title ? title : id, view.summary.verdict, view.summary.format, view.end, view.summary.cwd, view.summary.archived];
+      if (JSON.stringify(heading) !== state.headline) {
+        state.headline = JSON.stringify(heading);
+        headline.replaceChildren(el("h1", { class: "title" }, visible(heading[0])),
+          el("p", { class: "note" }, `${view.summary.verdict} · format v${view.summary.format} · ${view.end} events · `,
+            visible(view.summary.cwd || ""), view.summary.archived ? " · archived at " + view.summary.archived : ""));
+      }
+      const old = state.list ? state.list.items : [];
+      const items = messageItems(view.messages, 0, old);
+      placeItems(messageList, old, items);
+      state.list = { at: view.at, count: view.messageCount, shown: view.messages.length, items, loading: false };
+      messagesTitle.textContent = `Messages the model saw after seq ${view.at === null ? "–" : view.at} (${view.messageCount})`;
       showMore();
-      projections.replaceChildren(el("h2", {}, "Projections"), ...renderProjections(view));
+      showProjections(projections, projectionsShown, view);
       showCompactions();
       events.replaceChildren(el("h2", {}, "Raw events around this seq"), renderEvents(aroundView, view.at));
       document.body.dataset.renderedAt = String(view.at);
@@ -501,6 +551,7 @@ function session(id, requestedAt) {
         api(`/api/sessions/${encodeURIComponent(id)}/tree`),
       ]);
       state.marksData = marks;
+      state.compactionsShown = null;
       showCompactions();
       showSteps();
       state.marks = renderMarks(marks, go);

@@ -137,7 +137,9 @@ try {
   browser = await puppeteer.launch({
     executablePath: chromium,
     headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+    // Partial raster anti-aliases an edge by which part of the page was repainted, a few pixels
+    // that differ from run to run; the screenshots are kept byte-stable without it.
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-partial-raster'],
   })
   const page = await browser.newPage()
   await page.setViewport({ width: 1400, height: 900 })
@@ -145,6 +147,9 @@ try {
   page.on('request', (request) => {
     if (!request.url().startsWith(origin + '/')) foreignRequests.push(request.url())
   })
+  // Two frames more before a screenshot: one taken while a moved cursor or a new strip is
+  // still being rastered differs from run to run by a few pixels.
+  const settled = () => page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))))
   const inert = async (where) => {
     const probe = await page.evaluate(() => ({
       pwned: window.__pwned || 0,
@@ -172,6 +177,7 @@ try {
     assert(titles.includes(visible(hostile('title'))), `the hostile title is shown as text: ${JSON.stringify(titles)}`)
     // The filter box has the focus; its blinking caret would make every screenshot differ.
     await page.evaluate(() => document.activeElement?.blur())
+    await settled()
     await page.screenshot({ path: join(shots, 'listing.png') })
     await inert('the listing')
   })
@@ -215,6 +221,7 @@ try {
     assert(units.some((u) => u.includes('todo <script>')), `the todos projection is shown as text: ${JSON.stringify(units)}`)
     // The step marks of the turn shown are drawn after the view; the screenshot waits for them.
     await page.waitForFunction(() => document.body.dataset.stepsOf === '11-20', { timeout: 10000 })
+    await settled()
     await page.screenshot({ path: join(shots, 'session.png'), fullPage: false })
     await inert('the session view')
   })
@@ -247,6 +254,7 @@ try {
     })
     await page.waitForFunction(() => document.body.dataset.renderedAt === '10' && document.body.dataset.stepsOf === '0-9' &&
       document.getElementById('step-label').textContent.includes('step 1 of 1'), { timeout: 10000 })
+    await settled()
     await page.screenshot({ path: join(shots, 'scrubbed.png'), fullPage: false })
     await inert('after scrubbing')
   })

@@ -4,7 +4,7 @@
 //! up to a seq are those of `marks` at or before it, so a scrubber move does not derive the
 //! surface twice), raw events around a seq (`events`), the scrubber's marks (`marks`: turns and
 //! compaction ranges; `steps.rs`: the steps of a range), token usage over its turns (`tokens`),
-//! and its fork tree (`tree`). Sizes are capped: at most [`MAX_PAGE`] sessions,
+//! and its fork tree (`tree`). Sizes are capped: at most [`crate::listing::MAX_PAGE`] sessions,
 //! [`MAX_WINDOW`] messages when a window is asked for, [`MAX_EVENTS`] events and
 //! [`MAX_SAMPLES`] usage points an answer.
 
@@ -21,7 +21,6 @@ use serde_json::value::RawValue;
 use sessionlog_codec::json::Value;
 use sessionlog_engine::{LineageEntry, SessionSummary, Store};
 
-pub use crate::listing::MAX_PAGE;
 use crate::reply::{json_body, raw, ApiError};
 use crate::Console;
 
@@ -121,7 +120,10 @@ pub(crate) fn number(
 
 /// Parameters `from` (default 0) and `to` (inclusive; default: the widest range allowed) as a
 /// range of at most `cap` seqs, or a 400 naming the rule.
-pub(crate) fn seq_range(params: &HashMap<String, String>, cap: u64) -> Result<(u64, u64), ApiError> {
+pub(crate) fn seq_range(
+    params: &HashMap<String, String>,
+    cap: u64,
+) -> Result<(u64, u64), ApiError> {
     let from = number(params, "from")?.unwrap_or(0);
     let to = number(params, "to")?.unwrap_or(from.saturating_add(cap - 1));
     if to < from {

@@ -13,7 +13,8 @@ use sessionlog_codec::json;
 use sessionlog_engine::{Durability, Options, SourceEncoding, Store};
 use sessionlog_harness::seaweed::SeaweedServer;
 
-use crate::api::{MAX_EVENTS, MAX_PAGE};
+use crate::api::MAX_EVENTS;
+use crate::listing::MAX_PAGE;
 use crate::{check_listen, router, Config};
 
 mod search;

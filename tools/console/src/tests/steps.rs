@@ -54,10 +54,18 @@ fn steps_lists_each_step_start_in_a_range_with_the_tools_it_called() {
         json::stringify(&later)
     );
     let cases: [(&str, u16, &str); 4] = [
-        ("/api/sessions/st/steps?from=5&to=1", 400, "the range is empty"),
+        (
+            "/api/sessions/st/steps?from=5&to=1",
+            400,
+            "the range is empty",
+        ),
         ("/api/sessions/st/steps?from=0&to=99999999", 400, "at most"),
         ("/api/sessions/st/steps?from=7", 404, "past its end"),
-        ("/api/sessions/nope/steps?from=0", 404, "no session \"nope\""),
+        (
+            "/api/sessions/nope/steps?from=0",
+            404,
+            "no session \"nope\"",
+        ),
     ];
     for (path, status, says) in cases {
         let answer = get(addr, path);
