@@ -59,8 +59,27 @@ function visible(name) {
   return String(name).replace(INVISIBLE, (c) => "\u27E6U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0") + "\u27E7");
 }
 
+// Messages drawn at once: a view shows its first WINDOW messages and draws the next WINDOW as
+// the list's end scrolls near the screen, so a scrubber move draws a screenful, not thousands.
+const WINDOW = 25;
+// The most characters of one text drawn before its "show all" button: laying out a message of
+// tens of kilobytes is most of a move's time, and its first screenful is what is read.
+const CLIP = 3000;
+// The most events the page asks the steps of at once (the server's cap).
+const MAX_STEP_SCAN = 100000;
+
 function asText(value) {
   return typeof value === "string" ? value : JSON.stringify(value, null, 2);
+}
+
+// Element `tag` holding `text`, its first CLIP characters when longer, with a button that
+// draws the rest.
+function clipped(tag, attrs, text) {
+  if (text.length <= CLIP) return el(tag, attrs, text);
+  const all = el("button", { class: "show-all" }, `show all ${text.length} characters`);
+  const node = el(tag, attrs, text.slice(0, CLIP), "… ", all);
+  all.addEventListener("click", () => { node.textContent = text; });
+  return node;
 }
 
 // ---------------------------------------------------------------- listing
@@ -68,17 +87,28 @@ function asText(value) {
 function listing() {
   where.textContent = "sessions";
   document.title = "sessionlog console";
-  const box = el("input", { type: "search", id: "filter", placeholder: "Filter by id, title, project or header", autofocus: "" });
+  const box = el("input", { type: "search", id: "filter", placeholder: "Search message text (words, or \"a phrase\"), or type a session id", autofocus: "" });
+  const note = el("p", { class: "note", id: "listing-note", hidden: "" });
   const body = el("tbody");
   const more = el("button", { id: "more", hidden: "" }, "More");
   const status = el("p", { class: "note", id: "listing-status" });
   const table = el("table", { class: "sessions" },
     el("thead", {}, el("tr", {}, ["Session", "Title", "Project", "Events", "Verdict", "Last activity"].map((h) => el("th", {}, h)))),
     body);
-  main.replaceChildren(box, table, more, status);
+  main.replaceChildren(box, note, table, more, status);
   let next = null;
   let generation = 0;
   let controller = null;
+
+  // A session found by a search: its matched messages under it, each a link to its seq. A
+  // snippet is the message's text as stored (matched words in [ ]), shown as text.
+  function matchesRow(s) {
+    return el("tr", { class: "matches" }, el("td", { colspan: 6 },
+      el("ul", {}, s.matches.map((m) => el("li", {},
+        el("a", { href: sessionHref(s.id, m.seq) }, `seq ${m.seq}`), " ",
+        el("span", { class: "snippet" }, m.snippet)))),
+      s.matchCount > s.matches.length ? el("span", { class: "note" }, `${s.matchCount - s.matches.length} more matched messages`) : null));
+  }
 
   async function load(append) {
     const mine = ++generation;
@@ -100,11 +130,16 @@ function listing() {
           el("td", {}, String(s.events)),
           el("td", {}, s.verdict),
           el("td", {}, s.activityAt ? new Date(s.activityAt).toISOString() : "")));
+        if (Array.isArray(s.matches) && s.matches.length) body.appendChild(matchesRow(s));
       }
       next = page.next;
       more.hidden = !next;
-      status.textContent = body.children.length ? "" : "No sessions match.";
-      document.body.dataset.listed = String(body.children.length);
+      note.textContent = page.note || "";
+      note.hidden = !page.note;
+      const listed = body.querySelectorAll("tr.session").length;
+      status.textContent = listed ? "" : (params.has("q") ? "No sessions found." : "No sessions.");
+      document.body.dataset.search = page.search || "";
+      document.body.dataset.listed = String(listed);
     } catch (e) {
       if (e.name !== "AbortError") showError(status, e);
     }
@@ -124,18 +159,18 @@ function renderPart(part) {
     case "reasoning":
       return el("div", { class: "part " + part.type },
         part.type === "reasoning" ? el("div", { class: "label" }, "reasoning") : null,
-        el("div", { class: "text" }, asText(part.text)));
+        clipped("div", { class: "text" }, asText(part.text)));
     case "tool-call":
       return el("div", { class: "part call" },
         el("div", { class: "label" }, "tool call ", el("b", {}, visible(asText(part.name))), " · ", asText(part.id)),
-        el("pre", {}, asText(part.arguments !== undefined ? part.arguments : part.input)));
+        clipped("pre", {}, asText(part.arguments !== undefined ? part.arguments : part.input)));
     case "tool-result":
       return el("div", { class: "part result" },
         el("div", { class: "label" }, "tool result · ", asText(part.toolCallId !== undefined ? part.toolCallId : part.id)),
         Array.isArray(part.content) ? part.content.map(renderPart)
-          : el("pre", {}, asText(part.output !== undefined ? part.output : (part.result !== undefined ? part.result : part.content))));
+          : clipped("pre", {}, asText(part.output !== undefined ? part.output : (part.result !== undefined ? part.result : part.content))));
     default:
-      return el("div", { class: "part" }, el("div", { class: "label" }, asText(part.type)), el("pre", {}, asText(part)));
+      return el("div", { class: "part" }, el("div", { class: "label" }, asText(part.type)), clipped("pre", {}, asText(part)));
   }
 }
 
@@ -143,7 +178,7 @@ function renderMessage(message, index) {
   const role = message && typeof message.role === "string" ? message.role : "?";
   const parts = Array.isArray(message && message.content)
     ? message.content.map(renderPart)
-    : [el("div", { class: "text" }, asText(message && message.content))];
+    : [clipped("div", { class: "text" }, asText(message && message.content))];
   return el("div", { class: "message " + (["user", "assistant", "system", "tool"].includes(role) ? role : "other"), "data-index": index },
     el("div", { class: "role" }, role,
       message && message.toolCallId !== undefined ? el("span", { class: "label" }, " · result of ", asText(message.toolCallId)) : null),
@@ -161,17 +196,41 @@ function rawJson(message) {
   return details;
 }
 
-function renderProjections(view) {
-  const rows = [];
+// The projections at a view's seq into `holder`; `shown` (unit → what is drawn) keeps the row
+// of a unit whose value did not change from one seq to the next.
+function showProjections(holder, shown, view) {
   for (const unit of ["title", "todos", "tokenUsage", "requestHeader"]) {
     const value = view.projections[unit];
     const error = view.projectionErrors[unit];
-    rows.push(el("div", { class: "projection", "data-unit": unit },
+    const text = error !== undefined ? null : (value === null || value === undefined ? "none" : asText(value));
+    const key = error !== undefined ? "error: " + error : "value: " + text;
+    const row = shown[unit];
+    if (row && row.key === key) continue;
+    const node = el("div", { class: "projection", "data-unit": unit },
       el("div", { class: "label" }, unit),
-      error !== undefined ? el("p", { class: "note" }, error)
-        : el("pre", {}, value === null || value === undefined ? "none" : asText(value))));
+      error !== undefined ? el("p", { class: "note" }, error) : clipped("pre", {}, text));
+    if (row) row.node.replaceWith(node); else holder.appendChild(node);
+    shown[unit] = { key, node };
   }
-  return rows;
+}
+
+// The message list's items (`{json, node}`) for `messages`, the first at `from`: an item of
+// `old` whose message is the same is kept, so a move redraws only the messages that changed.
+function messageItems(messages, from, old) {
+  return messages.map((message, i) => {
+    const json = JSON.stringify(message);
+    const before = old[from + i];
+    return before && before.json === json ? before : { json, node: renderMessage(message, from + i) };
+  });
+}
+
+// Put `items` in `list` in place of `old`, touching only the nodes that differ.
+function placeItems(list, old, items) {
+  items.forEach((item, i) => {
+    if (i >= old.length) list.appendChild(item.node);
+    else if (old[i] !== item) list.replaceChild(item.node, old[i].node);
+  });
+  for (const gone of old.slice(items.length)) gone.node.remove();
 }
 
 function renderEvents(answer, at) {
@@ -241,10 +300,28 @@ function renderMarks(marks, go) {
   return { node: strip, place(at) { cursor.setAttribute("x", Math.min(x(at), 1000) - 1); } };
 }
 
+// A turn's strip of step marks, from its first seq to its last; `place(at)` moves its cursor.
+function renderSteps(range, go) {
+  const strip = svg("svg", { class: "steps", viewBox: "0 0 1000 22", preserveAspectRatio: "none" });
+  const span = Math.max(1, range.to - range.from);
+  const x = (seq) => 1000 * (seq - range.from) / span;
+  for (const s of range.steps) {
+    const r = svg("rect", { class: "step", x: Math.min(998, x(s.seq)), y: 0, width: 2, height: 22, "data-seq": s.seq });
+    const tip = svg("title", {});
+    tip.textContent = `step ${JSON.stringify(s.step)} starts at seq ${s.seq}` + (s.tools.length ? ": " + s.tools.map(visible).join(", ") : "");
+    r.appendChild(tip);
+    r.addEventListener("click", () => go(s.seq));
+    strip.appendChild(r);
+  }
+  const cursor = svg("rect", { class: "cursor", x: 0, y: 0, width: 3, height: 22 });
+  strip.appendChild(cursor);
+  return { node: strip, place(at) { cursor.setAttribute("x", Math.max(0, Math.min(x(at), 1000)) - 1); } };
+}
+
 function session(id, requestedAt) {
   where.textContent = visible(id);
   document.title = "sessionlog · " + visible(id);
-  const state = { id, at: requestedAt, end: 0, marks: null, marksData: null, plot: null, controller: null, source: null, pinned: requestedAt === null };
+  const state = { id, at: requestedAt, end: 0, marks: null, marksData: null, plot: null, controller: null, source: null, pinned: requestedAt === null, list: null, steps: null, stepsStrip: null, compactionsShown: null, headline: null };
   const range = el("input", { type: "range", id: "scrubber", min: 0, max: 0, value: 0, "aria-label": "seq" });
   const number = el("input", { type: "number", id: "seq", min: 0, value: 0, "aria-label": "seq number" });
   const prev = el("button", { id: "prev", title: "previous seq" }, "◀");
@@ -253,9 +330,19 @@ function session(id, requestedAt) {
   const followBox = el("input", { type: "checkbox", id: "follow" });
   const liveLabel = el("span", { id: "live-state", class: "note" });
   const marksHolder = el("div", { id: "marks" });
+  const prevTurn = el("button", { id: "prev-turn", title: "this turn's start, or the previous turn's" }, "« turn");
+  const prevStep = el("button", { id: "prev-step", title: "the previous step's start" }, "‹ step");
+  const nextStep = el("button", { id: "next-step", title: "the next step's start" }, "step ›");
+  const nextTurn = el("button", { id: "next-turn", title: "the next turn's start" }, "turn »");
+  const stepLabel = el("span", { class: "note", id: "step-label" });
+  const stepsHolder = el("div", { id: "steps" });
   const headline = el("div", { id: "headline" });
-  const messages = el("section", { id: "messages" }, el("h2", {}, "Messages the model saw"));
+  const messagesTitle = el("h2", {}, "Messages the model saw");
+  const messageList = el("div", { id: "message-list" });
+  const moreMessages = el("div", { id: "more-messages", class: "note", hidden: "" });
+  const messages = el("section", { id: "messages" }, messagesTitle, messageList, moreMessages);
   const projections = el("section", { id: "projections" }, el("h2", {}, "Projections"));
+  const projectionsShown = {};
   const compactions = el("section", { id: "compactions" }, el("h2", {}, "Compactions"));
   const events = el("section", { id: "events" }, el("h2", {}, "Raw events around this seq"));
   const plot = el("section", { id: "tokens" }, el("h2", {}, "Token usage"));
@@ -264,7 +351,9 @@ function session(id, requestedAt) {
   main.replaceChildren(headline,
     el("div", { class: "bar" }, prev, range, nextButton, number, endLabel,
       el("label", {}, followBox, " follow live "), liveLabel),
-    marksHolder, status,
+    marksHolder,
+    el("div", { class: "bar steps-bar" }, prevTurn, prevStep, nextStep, nextTurn, stepLabel, stepsHolder),
+    status,
     el("div", { class: "grid" }, el("div", {}, messages), el("div", {}, projections, compactions, plot, tree, events)));
 
   function go(seq) {
@@ -275,10 +364,122 @@ function session(id, requestedAt) {
     show(at);
   }
 
+  // The index of the turn holding `seq` (the last one starting at or before it), or -1.
+  function turnAt(seq) {
+    const turns = state.marksData ? state.marksData.turns : [];
+    let lo = 0, hi = turns.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (turns[mid].startSeq <= seq) lo = mid + 1; else hi = mid;
+    }
+    return lo - 1;
+  }
+
+  // The steps of the turn shown, fetched when the view moves into another turn (or the open
+  // turn grew); then its strip, its label and the cursor.
+  async function showSteps() {
+    if (!state.marksData || state.at === null) return;
+    const turns = state.marksData.turns;
+    const index = turnAt(state.at);
+    if (index < 0) {
+      state.steps = null;
+      stepsHolder.replaceChildren();
+      stepLabel.textContent = turns.length ? "before the first turn" : "no turns";
+      return;
+    }
+    const turn = turns[index];
+    const last = turn.endSeq === null || turn.endSeq === undefined ? state.end - 1 : turn.endSeq;
+    const from = turn.startSeq, to = Math.min(last, from + MAX_STEP_SCAN - 1);
+    const key = `${from}-${to}`;
+    if (!state.steps || state.steps.key !== key) {
+      const controller = state.controller;
+      try {
+        const answer = await api(`/api/sessions/${encodeURIComponent(id)}/steps?from=${from}&to=${to}`, controller && controller.signal);
+        if (controller !== state.controller) return;
+        state.steps = { key, index, from, to: answer.to, steps: answer.steps };
+        state.stepsStrip = renderSteps(state.steps, go);
+        stepsHolder.replaceChildren(state.stepsStrip.node);
+        document.body.dataset.stepsOf = key;
+      } catch (e) {
+        if (e.name !== "AbortError") stepLabel.textContent = "steps: " + (e.message || e);
+        return;
+      }
+    }
+    const steps = state.steps.steps;
+    const done = steps.filter((s) => s.seq <= state.at).length;
+    stepLabel.textContent = `turn ${visible(JSON.stringify(turn.turn))} (seqs ${from}–${last}) · ` +
+      (steps.length ? (done ? `step ${done} of ${steps.length}` : `before its first step (${steps.length} steps)`) : "no steps");
+    state.stepsStrip.place(state.at);
+  }
+
+  // Where the step buttons move: the next or previous step start in the turn shown, else the
+  // next or previous turn's start.
+  function stepTarget(forward, byTurn) {
+    const turns = state.marksData ? state.marksData.turns : [];
+    const at = state.at || 0;
+    const index = turnAt(at);
+    if (!byTurn && state.steps && state.steps.index === index) {
+      const seqs = state.steps.steps.map((s) => s.seq);
+      const step = forward ? seqs.find((seq) => seq > at) : seqs.filter((seq) => seq < at).pop();
+      if (step !== undefined) return step;
+    }
+    if (forward) return index + 1 < turns.length ? turns[index + 1].startSeq : null;
+    if (index >= 0 && turns[index].startSeq < at) return turns[index].startSeq;
+    return index > 0 ? turns[index - 1].startSeq : null;
+  }
+  const jump = (forward, byTurn) => async () => {
+    // The steps of the turn shown, if a move has not loaded them yet.
+    await showSteps();
+    const target = stepTarget(forward, byTurn);
+    if (target !== null) go(target);
+  };
+
+  // The message list's next window, drawn when its end comes near the screen.
+  const filler = new IntersectionObserver((entries) => {
+    if (entries.some((e) => e.isIntersecting)) fill();
+  }, { rootMargin: "800px 0px" });
+
+  function showMore() {
+    const list = state.list;
+    const left = list ? list.count - list.shown : 0;
+    moreMessages.hidden = left <= 0;
+    moreMessages.textContent = left > 0 ? `Showing ${list.shown} of ${list.count} messages; the rest are drawn as you scroll.` : "";
+    document.body.dataset.messagesShown = String(list ? list.shown : 0);
+    filler.unobserve(moreMessages);
+    // Observing again reports whether it is near the screen now (after a window was drawn).
+    if (left > 0) filler.observe(moreMessages);
+  }
+
+  async function fill() {
+    const list = state.list;
+    if (!list || list.loading || list.shown >= list.count) return;
+    list.loading = true;
+    const controller = state.controller;
+    try {
+      const view = await api(`/api/sessions/${encodeURIComponent(id)}/view?at=${list.at}&from=${list.shown}&limit=${WINDOW}`, controller.signal);
+      if (state.list !== list) return;
+      const items = messageItems(view.messages, list.shown, []);
+      for (const item of items) messageList.appendChild(item.node);
+      list.items = list.items.concat(items);
+      list.shown += view.messages.length;
+      // The view is the same moment: its count cannot change, unless nothing came back.
+      if (!view.messages.length) list.count = list.shown;
+    } catch (e) {
+      if (e.name !== "AbortError") showError(status, e);
+      return;
+    } finally {
+      list.loading = false;
+    }
+    showMore();
+  }
+
   // The compactions up to the seq shown (from the marks, once they are loaded).
   function showCompactions() {
     if (!state.marksData || state.at === null) return;
     const upTo = state.marksData.compactions.filter((c) => c.seq <= state.at);
+    // Compactions are ordered by seq: the same count is the same list.
+    if (state.compactionsShown === upTo.length) return;
+    state.compactionsShown = upTo.length;
     compactions.replaceChildren(el("h2", {}, "Compactions up to here"),
       upTo.length ? el("ul", {}, upTo.map((c) => el("li", {},
         el("a", { href: sessionHref(id, c.seq), "data-seq": c.seq }, `seq ${c.seq}`), ` replaced seqs ${c.start}–${c.end}`)))
@@ -301,7 +502,7 @@ function session(id, requestedAt) {
     const started = performance.now();
     state.at = at;
     setControls();
-    const query = at === null ? "" : "?at=" + at;
+    const query = `?limit=${WINDOW}` + (at === null ? "" : "&at=" + at);
     try {
       const around = (seq) => api(`/api/sessions/${encodeURIComponent(id)}/events?at=${seq}&radius=6`, controller.signal);
       // With the seq known the view and the events around it are fetched together; without
@@ -318,16 +519,25 @@ function session(id, requestedAt) {
       setControls();
       status.replaceChildren();
       const title = view.projections.title;
-      headline.replaceChildren(el("h1", { class: "title" }, visible(typeof title === "string" && title ? title : id)),
-        el("p", { class: "note" }, `${view.summary.verdict} · format v${view.summary.format} · ${view.end} events · `,
-          visible(view.summary.cwd || ""), view.summary.archived ? " · archived at " + view.summary.archived : ""));
-      messages.replaceChildren(el("h2", {}, `Messages the model saw after seq ${view.at === null ? "–" : view.at} (${view.messages.length})`),
-        el("div", { id: "message-list" }, view.messages.map(renderMessage)));
-      projections.replaceChildren(el("h2", {}, "Projections"), ...renderProjections(view));
+      const heading = [typeof title === "string" && title ? title : id, view.summary.verdict, view.summary.format, view.end, view.summary.cwd, view.summary.archived];
+      if (JSON.stringify(heading) !== state.headline) {
+        state.headline = JSON.stringify(heading);
+        headline.replaceChildren(el("h1", { class: "title" }, visible(heading[0])),
+          el("p", { class: "note" }, `${view.summary.verdict} · format v${view.summary.format} · ${view.end} events · `,
+            visible(view.summary.cwd || ""), view.summary.archived ? " · archived at " + view.summary.archived : ""));
+      }
+      const old = state.list ? state.list.items : [];
+      const items = messageItems(view.messages, 0, old);
+      placeItems(messageList, old, items);
+      state.list = { at: view.at, count: view.messageCount, shown: view.messages.length, items, loading: false };
+      messagesTitle.textContent = `Messages the model saw after seq ${view.at === null ? "–" : view.at} (${view.messageCount})`;
+      showMore();
+      showProjections(projections, projectionsShown, view);
       showCompactions();
       events.replaceChildren(el("h2", {}, "Raw events around this seq"), renderEvents(aroundView, view.at));
       document.body.dataset.renderedAt = String(view.at);
       performance.measure("view", { start: started, end: performance.now(), detail: { at: view.at } });
+      showSteps();
     } catch (e) {
       if (e.name !== "AbortError") showError(status, e);
     }
@@ -341,7 +551,9 @@ function session(id, requestedAt) {
         api(`/api/sessions/${encodeURIComponent(id)}/tree`),
       ]);
       state.marksData = marks;
+      state.compactionsShown = null;
       showCompactions();
+      showSteps();
       state.marks = renderMarks(marks, go);
       marksHolder.replaceChildren(state.marks.node);
       state.plot = renderPlot(tokens.points, state.end, go);
@@ -391,6 +603,10 @@ function session(id, requestedAt) {
   prev.addEventListener("click", () => go((state.at || 0) - 1));
   nextButton.addEventListener("click", () => go((state.at || 0) + 1));
   followBox.addEventListener("change", () => follow(followBox.checked));
+  prevTurn.addEventListener("click", jump(false, true));
+  prevStep.addEventListener("click", jump(false, false));
+  nextStep.addEventListener("click", jump(true, false));
+  nextTurn.addEventListener("click", jump(true, true));
   document.addEventListener("keydown", (e) => {
     if (e.target instanceof HTMLInputElement && e.target.type !== "range") return;
     if (e.key === "ArrowLeft" && e.altKey) go((state.at || 0) - 1);

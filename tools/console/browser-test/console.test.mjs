@@ -1,10 +1,11 @@
 // The web console in a real browser: Debian's chromium, driven by puppeteer-core, against
 // `sessionlog serve` over a store whose every field holds hostile text (script and img tags,
-// javascript: links, right-to-left and zero-width characters). It loads the listing and filters
-// it, opens a session, moves the scrubber to every seq and compares the rendered messages with
-// `sessionlog messages ID --at N`, appends while following and sees the event appear within 1 s,
-// and checks the probes stayed inert: no dialog, no probe script ran, no element or link came
-// from data. It saves screenshots of the main views to docs/console/ (docs/CONSOLE.md shows them).
+// javascript: links, right-to-left and zero-width characters). It loads the listing and searches
+// it (the session index, snippets as text), opens a session, moves the scrubber to every seq and
+// compares the rendered messages with `sessionlog messages ID --at N`, scrolls a long view until
+// its every message is drawn, moves through step marks and the step buttons, appends while
+// following and sees the event appear within 1 s, and checks the probes stayed inert: no
+// dialog, no probe script ran, no element or link came from data. It saves screenshots of the main views to docs/console/ (docs/CONSOLE.md shows them).
 //
 // Environment: SESSIONLOG_BIN (the `sessionlog` binary; default: the release build in
 // $CARGO_TARGET_DIR), CHROMIUM (default /usr/bin/chromium). Prints `console-test: N passed,
@@ -38,6 +39,8 @@ const visible = (name) => name.replace(/[\u061C\u200B-\u200F\u202A-\u202E\u2060-
   (c) => `\u27E6U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}\u27E7`)
 const HOSTILE_ID = `xss-<img src=x onerror=alert(1)>-\u202Eevil\u200B`
 const PLAIN_ID = 'plain-session'
+const LONG_ID = 'long-session'
+const LONG_TURNS = 60
 
 function sessionlog(args, input) {
   const run = spawnSync(bin, ['--db', db, ...args], { input, encoding: 'utf8' })
@@ -76,6 +79,21 @@ function buildStore() {
   sessionlog(['fork', HOSTILE_ID, `${HOSTILE_ID}-fork`])
   sessionlog(['create', PLAIN_ID, '--cwd', '/home/dev/plain'])
   sessionlog(['append', PLAIN_ID], turnLines(1, 0).join('\n') + '\n')
+  sessionlog(['append', PLAIN_ID], line('user/message', { id: 'q1', role: 'user', content: [{ type: 'text', text: 'a quokka hides in the plain session' }], source: { kind: 'user' } }, { surfaceOp: 'append' }) + '\n')
+  // A session of many short turns: more messages than the page draws at once.
+  sessionlog(['create', LONG_ID, '--cwd', '/home/dev/long'])
+  const long = []
+  for (let turn = 1; turn <= LONG_TURNS; turn++) {
+    long.push(
+      line('turn/start', { turn }),
+      line('step/start', { turn, step: 1 }),
+      line('user/message', { id: `lu${turn}`, role: 'user', content: [{ type: 'text', text: `question ${turn}` }], source: { kind: 'user' } }, { surfaceOp: 'append' }),
+      line('assistant/message', { turn, step: 1, message: { id: `la${turn}`, role: 'assistant', content: [{ type: 'text', text: `answer ${turn}` }] }, stream: [] }, { surfaceOp: 'append' }),
+      line('turn/end', { turn, reason: 'done' }))
+  }
+  sessionlog(['append', LONG_ID], long.join('\n') + '\n')
+  // The session index the listing's search box reads (no host keeps one for this store).
+  sessionlog(['reindex'])
 }
 
 // `sessionlog serve` on a free loopback port; resolves with its origin.
@@ -119,7 +137,9 @@ try {
   browser = await puppeteer.launch({
     executablePath: chromium,
     headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+    // Partial raster anti-aliases an edge by which part of the page was repainted, a few pixels
+    // that differ from run to run; the screenshots are kept byte-stable without it.
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-partial-raster'],
   })
   const page = await browser.newPage()
   await page.setViewport({ width: 1400, height: 900 })
@@ -127,6 +147,9 @@ try {
   page.on('request', (request) => {
     if (!request.url().startsWith(origin + '/')) foreignRequests.push(request.url())
   })
+  // Two frames more before a screenshot: one taken while a moved cursor or a new strip is
+  // still being rastered differs from run to run by a few pixels.
+  const settled = () => page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve))))
   const inert = async (where) => {
     const probe = await page.evaluate(() => ({
       pwned: window.__pwned || 0,
@@ -146,7 +169,7 @@ try {
 
   await check('the listing shows every session, hostile text as text', async () => {
     await page.goto(origin + '/', { waitUntil: 'domcontentloaded' })
-    await page.waitForFunction(() => document.body.dataset.listed === '3', { timeout: 10000 })
+    await page.waitForFunction(() => document.body.dataset.listed === '4', { timeout: 10000 })
     const cells = await page.$$eval('tr.session td:first-child a', (as) => as.map((a) => a.textContent))
     assert(cells.includes(visible(HOSTILE_ID)) && cells.includes(PLAIN_ID) && cells.includes(visible(`${HOSTILE_ID}-fork`)), `ids listed: ${JSON.stringify(cells)}`)
     assert(cells.every((id) => !/[\u202E\u200B]/.test(id)), 'no id is shown with a direction override or a zero-width character')
@@ -154,15 +177,26 @@ try {
     assert(titles.includes(visible(hostile('title'))), `the hostile title is shown as text: ${JSON.stringify(titles)}`)
     // The filter box has the focus; its blinking caret would make every screenshot differ.
     await page.evaluate(() => document.activeElement?.blur())
+    await settled()
     await page.screenshot({ path: join(shots, 'listing.png') })
     await inert('the listing')
   })
 
-  await check('the filter box narrows the listing', async () => {
-    await page.type('#filter', 'plain')
+  await check('the search box finds message text through the session index, snippets as text', async () => {
+    await page.type('#filter', 'quokka')
     await page.waitForFunction(() => document.body.dataset.listed === '1', { timeout: 10000 })
     const ids = await page.$$eval('tr.session td:first-child a', (as) => as.map((a) => a.textContent))
-    assert(ids.length === 1 && ids[0] === PLAIN_ID, `filtered: ${JSON.stringify(ids)}`)
+    assert(ids.length === 1 && ids[0] === PLAIN_ID, `found: ${JSON.stringify(ids)}`)
+    assert(await page.$eval('body', (b) => b.dataset.search) === 'index', 'answered by the session index')
+    const snippets = await page.$$eval('tr.matches .snippet', (spans) => spans.map((s) => s.textContent))
+    assert(snippets.length === 1 && snippets[0].includes('[quokka]'), `snippets: ${JSON.stringify(snippets)}`)
+    // Hostile text found by a search is shown as text too.
+    await page.$eval('#filter', (box) => { box.value = '' })
+    await page.type('#filter', 'onerror')
+    await page.waitForFunction(() => Number(document.body.dataset.listed) >= 2, { timeout: 10000 })
+    const found = await page.$$eval('tr.matches .snippet', (spans) => spans.map((s) => s.textContent))
+    assert(found.some((s) => s.includes('[onerror]') && s.includes('<')), `hostile snippets as text: ${JSON.stringify(found)}`)
+    await inert('the search results')
   })
 
   const end = sessionlog(['ls', '--json']).split('\n').filter(Boolean)
@@ -170,7 +204,7 @@ try {
 
   await check('a session opens from its link in the listing', async () => {
     await page.goto(origin + '/', { waitUntil: 'domcontentloaded' })
-    await page.waitForFunction(() => document.body.dataset.listed === '3', { timeout: 10000 })
+    await page.waitForFunction(() => document.body.dataset.listed === '4', { timeout: 10000 })
     const links = await page.$$('tr.session td:first-child a')
     let target = null
     for (const link of links) {
@@ -185,6 +219,9 @@ try {
     assert(around.includes(String(end - 1)), `the raw events around the last seq are shown: ${JSON.stringify(around)}`)
     const units = await page.$$eval('#projections .projection pre', (pres) => pres.map((p) => p.textContent))
     assert(units.some((u) => u.includes('todo <script>')), `the todos projection is shown as text: ${JSON.stringify(units)}`)
+    // The step marks of the turn shown are drawn after the view; the screenshot waits for them.
+    await page.waitForFunction(() => document.body.dataset.stepsOf === '11-20', { timeout: 10000 })
+    await settled()
     await page.screenshot({ path: join(shots, 'session.png'), fullPage: false })
     await inert('the session view')
   })
@@ -215,9 +252,54 @@ try {
       range.value = '10'
       range.dispatchEvent(new Event('input', { bubbles: true }))
     })
-    await page.waitForFunction(() => document.body.dataset.renderedAt === '10', { timeout: 10000 })
+    await page.waitForFunction(() => document.body.dataset.renderedAt === '10' && document.body.dataset.stepsOf === '0-9' &&
+      document.getElementById('step-label').textContent.includes('step 1 of 1'), { timeout: 10000 })
+    await settled()
     await page.screenshot({ path: join(shots, 'scrubbed.png'), fullPage: false })
     await inert('after scrubbing')
+  })
+
+
+  await check('a long view draws a window of messages and the rest as it scrolls', async () => {
+    const last = LONG_TURNS * 5 - 1
+    await page.goto(`${origin}/s/${LONG_ID}?at=${last}`, { waitUntil: 'domcontentloaded' })
+    await page.waitForFunction((seq) => document.body.dataset.renderedAt === String(seq), { timeout: 10000 }, last)
+    const expected = sessionlog(['messages', LONG_ID, '--at', String(last)]).split('\n').filter(Boolean)
+    assert(expected.length === 2 * LONG_TURNS, `the CLI prints ${expected.length} messages`)
+    const first = await page.$$eval('#message-list .message', (all) => all.length)
+    assert(first > 0 && first < expected.length, `the first draw holds ${first} of ${expected.length} messages`)
+    const more = await page.$eval('#more-messages', (m) => m.textContent)
+    assert(more.includes(`of ${expected.length} messages`), `the list says there is more: ${JSON.stringify(more)}`)
+    await page.waitForFunction((count) => {
+      window.scrollTo(0, document.documentElement.scrollHeight)
+      return document.body.dataset.messagesShown === String(count)
+    }, { timeout: 20000, polling: 100 }, expected.length)
+    await page.$$eval('#message-list details', (all) => all.forEach((d) => { d.open = true }))
+    const rendered = await page.$$eval('#message-list pre.raw', (pres) => pres.map((p) => p.textContent))
+    assert(JSON.stringify(rendered) === JSON.stringify(expected), `scrolled to its end, the page shows ${rendered.length} messages, the CLI ${expected.length}`)
+    const indexes = await page.$$eval('#message-list .message', (all) => all.map((m) => Number(m.dataset.index)))
+    assert(indexes.every((n, i) => n === i), 'each message once, in order')
+    assert(await page.$eval('#more-messages', (m) => m.hidden), 'nothing more to draw')
+  })
+
+  await check('step marks and the step buttons move between steps and turns', async () => {
+    await page.goto(`${origin}/s/${encodeURIComponent(HOSTILE_ID)}?at=0`, { waitUntil: 'domcontentloaded' })
+    await page.waitForFunction(() => document.body.dataset.renderedAt === '0', { timeout: 10000 })
+    await page.waitForFunction(() => document.body.dataset.stepsOf === '0-9', { timeout: 10000 })
+    const marks = await page.$$eval('#steps rect.step', (rects) => rects.map((r) => ({ seq: r.getAttribute('data-seq'), tip: r.textContent })))
+    assert(marks.length === 1 && marks[0].seq === '1', `turn 1's step marks: ${JSON.stringify(marks)}`)
+    assert(marks[0].tip.includes(visible(hostile('tool'))), `the mark names its tool, as text: ${JSON.stringify(marks[0].tip)}`)
+    const moves = [['#next-step', 1], ['#next-step', 11], ['#next-step', 12], ['#prev-turn', 11], ['#prev-turn', 0], ['#next-turn', 11], ['#prev-step', 0]]
+    for (const [button, seq] of moves) {
+      await page.click(button)
+      await page.waitForFunction((s) => document.body.dataset.renderedAt === String(s), { timeout: 10000 }, seq)
+    }
+    await page.click('#next-turn')
+    await page.waitForFunction(() => document.body.dataset.renderedAt === '11' && /step 0|before its first step/.test(document.getElementById('step-label').textContent), { timeout: 10000 })
+    await page.click('#next-step')
+    await page.waitForFunction(() => document.body.dataset.renderedAt === '12' && document.getElementById('step-label').textContent.includes('step 1 of 1'), { timeout: 10000 })
+    await page.$eval('#steps rect.step', (r) => r.dispatchEvent(new MouseEvent('click', { bubbles: true })))
+    await inert('the step marks')
   })
 
   await check('a live append is shown within 1 s of its commit', async () => {

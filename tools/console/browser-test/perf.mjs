@@ -67,8 +67,11 @@ try {
       await new Promise((resolve) => requestAnimationFrame(() => resolve()))
       const total = performance.now() - started
       // The view's request, from its start to its last byte (the server's share and the wire's).
-      const fetched = performance.getEntriesByType('resource')
-        .filter((e) => e.name.includes(`/view?at=${target}`)).pop()
+      // (The first one: a window filled on scroll asks again, with `from`.)
+      const fetched = performance.getEntriesByType('resource').filter((e) => {
+        const url = new URL(e.name)
+        return url.pathname.endsWith('/view') && url.searchParams.get('at') === String(target) && !url.searchParams.has('from')
+      }).pop()
       return { total, fetch: fetched ? fetched.responseEnd - fetched.startTime : null, bytes: fetched ? fetched.encodedBodySize : null }
     }, seq)
     timings.push(took.total)

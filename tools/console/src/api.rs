@@ -1,11 +1,12 @@
-//! The JSON API, every route a read: the listing (`/api/sessions`, cursor-paged, with a filter
-//! over the page's sessions that the session search replaces when it lands), and per session
-//! its view at a seq (`view`: the messages the model saw, as `sessionlog messages ID --at N`
-//! prints them, and the projections there; the compactions up to a seq are those of `marks`
-//! at or before it, so a scrubber move does not derive the surface twice), raw events around a seq (`events`), the scrubber's
-//! marks (`marks`: turns and compaction ranges), token usage over its turns (`tokens`), and its
-//! fork tree (`tree`). Sizes are capped: at most [`MAX_PAGE`] sessions, [`MAX_EVENTS`] events
-//! and [`MAX_SAMPLES`] usage points an answer.
+//! The JSON API, every route a read: the listing (`/api/sessions`, `listing.rs`), and per
+//! session its view at a seq (`view`: the messages the model saw, as `sessionlog messages ID
+//! --at N` prints them, whole or a window of them, and the projections there; the compactions
+//! up to a seq are those of `marks` at or before it, so a scrubber move does not derive the
+//! surface twice), raw events around a seq (`events`), the scrubber's marks (`marks`: turns and
+//! compaction ranges; `steps.rs`: the steps of a range), token usage over its turns (`tokens`),
+//! and its fork tree (`tree`). Sizes are capped: at most [`crate::listing::MAX_PAGE`] sessions,
+//! [`MAX_WINDOW`] messages when a window is asked for, [`MAX_EVENTS`] events and
+//! [`MAX_SAMPLES`] usage points an answer.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,22 +19,19 @@ use axum::Router;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use sessionlog_codec::json::Value;
-use sessionlog_engine::{LineageEntry, ListOrder, SessionSummary, Store};
+use sessionlog_engine::{LineageEntry, SessionSummary, Store};
 
 use crate::reply::{json_body, raw, ApiError};
 use crate::Console;
 
-/// The most sessions a listing page holds (and the default page).
-pub const MAX_PAGE: usize = 200;
-const DEFAULT_PAGE: usize = 50;
-/// The most index entries one filtered listing request reads looking for matches.
-const MAX_SCANNED: usize = 5_000;
 /// The most raw events one answer holds.
 pub const MAX_EVENTS: u64 = 200;
+/// The most messages a view's window holds.
+pub const MAX_WINDOW: usize = 1_000;
 /// The most points of the token-usage series.
 pub const MAX_SAMPLES: usize = 120;
 /// The longest session id the API takes.
-const MAX_ID_BYTES: usize = 1024;
+pub(crate) const MAX_ID_BYTES: usize = 1024;
 /// The projection units the view shows.
 const VIEW_UNITS: [&str; 4] = ["title", "todos", "tokenUsage", "requestHeader"];
 
@@ -44,10 +42,11 @@ pub(crate) type IdPath = Result<Path<String>, PathRejection>;
 
 pub(crate) fn routes() -> Router<Arc<Console>> {
     Router::new()
-        .route("/api/sessions", get(sessions))
+        .route("/api/sessions", get(crate::listing::sessions))
         .route("/api/sessions/{id}/view", get(view))
         .route("/api/sessions/{id}/events", get(events))
         .route("/api/sessions/{id}/marks", get(marks))
+        .route("/api/sessions/{id}/steps", get(crate::steps::steps))
         .route("/api/sessions/{id}/tokens", get(tokens))
         .route("/api/sessions/{id}/tree", get(tree))
 }
@@ -119,13 +118,34 @@ pub(crate) fn number(
         .transpose()
 }
 
+/// Parameters `from` (default 0) and `to` (inclusive; default: the widest range allowed) as a
+/// range of at most `cap` seqs, or a 400 naming the rule.
+pub(crate) fn seq_range(
+    params: &HashMap<String, String>,
+    cap: u64,
+) -> Result<(u64, u64), ApiError> {
+    let from = number(params, "from")?.unwrap_or(0);
+    let to = number(params, "to")?.unwrap_or(from.saturating_add(cap - 1));
+    if to < from {
+        return Err(ApiError::bad_request(format!(
+            "from={from} to={to}: the range is empty (to is inclusive, and not below from)"
+        )));
+    }
+    if to - from >= cap {
+        return Err(ApiError::bad_request(format!(
+            "from={from} to={to}: an answer covers at most {cap} events"
+        )));
+    }
+    Ok((from, to))
+}
+
 /// The session's number of events, 404 when it is not stored.
-fn end_of(store: &Store, id: &str) -> Result<u64, ApiError> {
+pub(crate) fn end_of(store: &Store, id: &str) -> Result<u64, ApiError> {
     Ok(store.summary(id)?.events)
 }
 
 /// `seq` checked against the session's end: 404 past it.
-fn within(id: &str, seq: u64, end: u64) -> Result<u64, ApiError> {
+pub(crate) fn within(id: &str, seq: u64, end: u64) -> Result<u64, ApiError> {
     match seq < end {
         true => Ok(seq),
         false => Err(ApiError::new(
@@ -138,117 +158,6 @@ fn within(id: &str, seq: u64, end: u64) -> Result<u64, ApiError> {
     }
 }
 
-/// One listed session: its summary and title.
-#[derive(Serialize)]
-struct Listed {
-    #[serde(flatten)]
-    summary: SessionSummary,
-    title: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Listing {
-    sessions: Vec<Listed>,
-    /// Pass as `after` for the next page; `null` at the end.
-    next: Option<String>,
-}
-
-/// `GET /api/sessions?limit=N&after=CURSOR&q=TEXT`: sessions by most recent activity; with `q`,
-/// only those whose id, title, project directory or header holds TEXT (case-insensitive).
-async fn sessions(
-    State(console): State<Arc<Console>>,
-    query: Params,
-) -> Result<Response, ApiError> {
-    let params = params(query)?;
-    let limit = match number(&params, "limit")? {
-        None => DEFAULT_PAGE,
-        Some(0) => {
-            return Err(ApiError::bad_request(
-                "limit=0: a page holds at least one session",
-            ))
-        }
-        Some(n) => usize::try_from(n).unwrap_or(MAX_PAGE).min(MAX_PAGE),
-    };
-    let after = params.get("after").map(|c| decode_cursor(c)).transpose()?;
-    let needle = params
-        .get("q")
-        .map(|q| q.trim().to_lowercase())
-        .filter(|q| !q.is_empty());
-    let listing = read(&console, move |store| {
-        list(store, limit, after, needle.as_deref())
-    })
-    .await?;
-    json_body(&listing)
-}
-
-fn list(
-    store: &Store,
-    limit: usize,
-    mut after: Option<Vec<u8>>,
-    needle: Option<&str>,
-) -> Result<Listing, ApiError> {
-    let mut out = Listing {
-        sessions: Vec::new(),
-        next: None,
-    };
-    let mut scanned = 0;
-    loop {
-        let want = limit - out.sessions.len();
-        let page = store.list_page(ListOrder::Activity, want, after.as_deref())?;
-        scanned += page.sessions.len().max(1);
-        for summary in page.sessions {
-            let title = title_of(store, &summary.id);
-            let matches = needle.is_none_or(|n| {
-                [
-                    Some(summary.id.as_str()),
-                    title.as_deref(),
-                    summary.cwd.as_deref(),
-                    Some(summary.header.as_str()),
-                ]
-                .into_iter()
-                .flatten()
-                .any(|field| field.to_lowercase().contains(n))
-            });
-            if matches {
-                out.sessions.push(Listed { summary, title });
-            }
-        }
-        after = page.next;
-        let full = out.sessions.len() >= limit;
-        if after.is_none() || full || scanned >= MAX_SCANNED {
-            out.next = after.map(|c| encode_cursor(&c));
-            return Ok(out);
-        }
-    }
-}
-
-/// A session's title now, when its format has one.
-fn title_of(store: &Store, id: &str) -> Option<String> {
-    match store.state_at(id, "title", None) {
-        Ok(Value::String(s)) => Some(s.to_string_lossy()),
-        _ => None,
-    }
-}
-
-fn encode_cursor(cursor: &[u8]) -> String {
-    cursor.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn decode_cursor(text: &str) -> Result<Vec<u8>, ApiError> {
-    let bad = || ApiError::bad_request(format!("after={text:?}: not a cursor this listing gave"));
-    if !text.len().is_multiple_of(2) || text.len() > 2 * (MAX_ID_BYTES + 64) {
-        return Err(bad());
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| {
-            text.get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(bad)
-        })
-        .collect()
-}
-
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct View {
@@ -258,8 +167,13 @@ struct View {
     /// The session's number of events (its next seq).
     end: u64,
     summary: SessionSummary,
-    /// What the model saw after `at`, as DSH derives it.
+    /// What the model saw after `at`, as DSH derives it: every message, or the window asked
+    /// for.
     messages: Vec<Box<RawValue>>,
+    /// How many messages the model saw after `at`.
+    message_count: usize,
+    /// The index of `messages`' first message among them.
+    messages_from: usize,
     /// Each unit of [`VIEW_UNITS`] after `at`, `null` where the format has none.
     projections: HashMap<&'static str, Box<RawValue>>,
     /// Why a unit could not be shown.
@@ -276,19 +190,53 @@ struct Compaction {
     end: u64,
 }
 
-/// `GET /api/sessions/{id}/view?at=SEQ` (default: the last event).
+/// Which of a view's messages an answer holds: from the `from`th, at most `limit`.
+#[derive(Clone, Copy)]
+struct Window {
+    from: usize,
+    limit: usize,
+}
+
+/// `GET /api/sessions/{id}/view?at=SEQ&from=I&limit=N` (default: the last event, every
+/// message; with `from` or `limit`, the messages from the `I`th (default 0), at most `N`
+/// (default and cap [`MAX_WINDOW`])).
 async fn view(
     State(console): State<Arc<Console>>,
     path: IdPath,
     query: Params,
 ) -> Result<Response, ApiError> {
     let id = session_id(path)?;
-    let at = number(&params(query)?, "at")?;
-    let view = read_session(&console, id, move |store, id| view_at(store, id, at)).await?;
+    let params = params(query)?;
+    let at = number(&params, "at")?;
+    let from = number(&params, "from")?;
+    let limit = number(&params, "limit")?;
+    let window = match (from, limit) {
+        (None, None) => None,
+        (_, Some(0)) => {
+            return Err(ApiError::bad_request(
+                "limit=0: a window holds at least one message",
+            ))
+        }
+        (from, limit) => Some(Window {
+            from: from.map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            limit: limit.map_or(MAX_WINDOW, |n| {
+                usize::try_from(n).unwrap_or(MAX_WINDOW).min(MAX_WINDOW)
+            }),
+        }),
+    };
+    let view = read_session(&console, id, move |store, id| {
+        view_at(store, id, at, window)
+    })
+    .await?;
     json_body(&view)
 }
 
-fn view_at(store: &Store, id: &str, at: Option<u64>) -> Result<View, ApiError> {
+fn view_at(
+    store: &Store,
+    id: &str,
+    at: Option<u64>,
+    window: Option<Window>,
+) -> Result<View, ApiError> {
     let summary = store.summary(id)?;
     let end = summary.events;
     let at = match (at, end) {
@@ -296,10 +244,20 @@ fn view_at(store: &Store, id: &str, at: Option<u64>) -> Result<View, ApiError> {
         (None, 0) => None,
         (None, _) => Some(end - 1),
     };
-    let messages = match at {
-        Some(_) => store.messages_at(id, at)?.iter().map(raw).collect(),
+    let all = match at {
+        Some(_) => store.messages_at(id, at)?,
         None => Vec::new(),
     };
+    let window = window.unwrap_or(Window {
+        from: 0,
+        limit: all.len(),
+    });
+    let messages = all
+        .iter()
+        .skip(window.from)
+        .take(window.limit)
+        .map(raw)
+        .collect();
     let mut projections = HashMap::new();
     let mut projection_errors = HashMap::new();
     for unit in VIEW_UNITS {
@@ -319,6 +277,8 @@ fn view_at(store: &Store, id: &str, at: Option<u64>) -> Result<View, ApiError> {
         end,
         summary,
         messages,
+        message_count: all.len(),
+        messages_from: window.from.min(all.len()),
         projections,
         projection_errors,
     })
@@ -364,25 +324,13 @@ async fn events(
     let params = params(query)?;
     let (from, to) = match number(&params, "at")? {
         Some(at) => {
-            let radius = number(&params, "radius")?.unwrap_or(8).min(MAX_EVENTS / 2);
+            let radius = number(&params, "radius")?
+                .unwrap_or(8)
+                .min((MAX_EVENTS - 1) / 2);
             (at.saturating_sub(radius), at.saturating_add(radius))
         }
-        None => {
-            let from = number(&params, "from")?.unwrap_or(0);
-            let to = number(&params, "to")?.unwrap_or(from.saturating_add(MAX_EVENTS - 1));
-            (from, to)
-        }
+        None => seq_range(&params, MAX_EVENTS)?,
     };
-    if to < from {
-        return Err(ApiError::bad_request(format!(
-            "from={from} to={to}: the range is empty (to is inclusive, and not below from)"
-        )));
-    }
-    if to - from >= MAX_EVENTS {
-        return Err(ApiError::bad_request(format!(
-            "from={from} to={to}: an answer holds at most {MAX_EVENTS} events"
-        )));
-    }
     let events = read_session(&console, id, move |store, id| {
         let end = end_of(store, id)?;
         within(id, from, end)?;

@@ -1,7 +1,8 @@
 //! `sessionlog serve`: a read-only web console over a store. One HTTP server (axum) answers a
-//! JSON API (`api.rs`: listing, a session's view at a seq, raw events, scrubber marks, token
-//! usage, the fork tree; `follow.rs`: a session followed live as server-sent events) and serves
-//! one page built from this crate's `assets/` (`assets.rs`), embedded in the binary.
+//! JSON API (`api.rs`: a session's view at a seq, raw events, scrubber marks, token usage, the
+//! fork tree; `listing.rs`: the listing and its search; `steps.rs`: the steps of a range of
+//! seqs; `follow.rs`: a session followed live as server-sent events) and serves one page built
+//! from this crate's `assets/` (`assets.rs`), embedded in the binary.
 //!
 //! The store is opened beside whatever process holds it (a RocksDB secondary), so a host keeps
 //! appending while the console reads; every request first catches the reader up (at most once
@@ -19,7 +20,9 @@ mod archived;
 mod assets;
 mod follow;
 mod guard;
+mod listing;
 mod reply;
+mod steps;
 #[cfg(test)]
 mod tests;
 

@@ -50,7 +50,9 @@ impl From<Error> for ApiError {
             Error::UnknownSession { .. } | Error::OutOfRange { .. } | Error::NoSuchStep { .. } => {
                 StatusCode::NOT_FOUND
             }
-            Error::Cursor { .. } | Error::UnknownUnit { .. } => StatusCode::BAD_REQUEST,
+            Error::Cursor { .. } | Error::UnknownUnit { .. } | Error::Query { .. } => {
+                StatusCode::BAD_REQUEST
+            }
             Error::FormatNotServed { .. }
             | Error::NotLoadable { .. }
             | Error::Archived { .. }

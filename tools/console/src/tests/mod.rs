@@ -13,8 +13,13 @@ use sessionlog_codec::json;
 use sessionlog_engine::{Durability, Options, SourceEncoding, Store};
 use sessionlog_harness::seaweed::SeaweedServer;
 
-use crate::api::{MAX_EVENTS, MAX_PAGE};
+use crate::api::MAX_EVENTS;
+use crate::listing::MAX_PAGE;
 use crate::{check_listen, router, Config};
+
+mod search;
+mod steps;
+mod window;
 
 /// A user turn of a V4 session: turn and step start, a system and a user message (with
 /// `text`), an assistant message calling a tool, its result.
