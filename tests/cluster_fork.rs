@@ -440,5 +440,8 @@ fn the_cli_forks_and_imports_in_the_fleet() {
     let (ok, _, err) = run("h2", &["import", path]);
     assert!(!ok && err.contains("already exists"), "{err}");
     let (ok, _, err) = run("h2", &["repair", &id]);
-    assert!(!ok && err.contains("repair is not carried by the fleet"), "{err}");
+    assert!(
+        !ok && err.contains("repair is not carried by the fleet"),
+        "{err}"
+    );
 }

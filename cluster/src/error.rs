@@ -67,7 +67,9 @@ pub enum Error {
     },
 
     /// An operation of a fleet (acquire, release, catch up), asked of a store of its own.
-    #[error("the store is not a host of a fleet: open it as one (with the fleet's PostgreSQL URL)")]
+    #[error(
+        "the store is not a host of a fleet: open it as one (with the fleet's PostgreSQL URL)"
+    )]
     NotAFleet,
 
     /// The local store and PostgreSQL disagree in a way catch-up cannot mend.

@@ -426,7 +426,9 @@ impl NativeStore {
     /// Repair session `id` as DSH does on load (cut a torn tail, close an interrupted turn).
     #[napi]
     pub fn repair(&self, env: Env, id: String) -> napi::Result<JsObject> {
-        self.run_local(&env, LocalOnly::Repair, move |s| reply::report(s.repair(&id)))
+        self.run_local(&env, LocalOnly::Repair, move |s| {
+            reply::report(s.repair(&id))
+        })
     }
 
     /// Cut session `id`'s torn tail, closing nothing.
@@ -484,7 +486,9 @@ impl NativeStore {
     /// How many events of each type session `id` held after seq `at` (`Store::event_kinds`).
     #[napi]
     pub fn event_kinds(&self, env: Env, id: String, at: Option<f64>) -> napi::Result<JsObject> {
-        self.read_at(&env, id, "seq", at, |s, id, at| reply::report(s.event_kinds(id, at)))
+        self.read_at(&env, id, "seq", at, |s, id, at| {
+            reply::report(s.event_kinds(id, at))
+        })
     }
 
     /// Import one session log held in `bytes` (`.jsonl` or `.jsonl.zstd`); in cluster mode

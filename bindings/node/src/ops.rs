@@ -8,8 +8,8 @@
 
 use serde::Serialize;
 use serde_json::value::RawValue;
-use sessionlog_codec::json::{stringify, Value};
 use sessionlog_cluster::Host;
+use sessionlog_codec::json::{stringify, Value};
 use sessionlog_engine::{Error, ExportFormat, SessionSummary, SourceEncoding, Store, Verdict};
 
 use crate::reply::{reply, report, Reply};
@@ -97,8 +97,7 @@ pub fn summary_of(store: &Store, id: &str) -> Reply {
 /// Every live session's summary.
 pub fn list(store: &Store) -> Reply {
     reply(store.list(), |all| {
-        let live: Vec<&SessionSummary> =
-            all.iter().filter(|s| s.deleted_at_ms.is_none()).collect();
+        let live: Vec<&SessionSummary> = all.iter().filter(|s| s.deleted_at_ms.is_none()).collect();
         Reply::json(&live)
     })
 }

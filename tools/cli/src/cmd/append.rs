@@ -4,10 +4,10 @@ use std::io::Read;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use sessionlog_cluster::Host;
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::format::header::{author_header, HeaderFields};
 use sessionlog_codec::json;
-use sessionlog_cluster::Host;
 use sessionlog_engine::{ForkReport, SourceEncoding, Store};
 use sessionlog_tools_common::args::LogFormatArg;
 use sessionlog_tools_common::output::report_line;

@@ -40,9 +40,12 @@ pub fn run(
         defer_sync: true,
         ..ImportOptions::default()
     };
-    let mut results = import_each(&inputs, &options, &|n| bar.inc(n), &|path, options, tick| {
-        host.import_path(path, options, tick)
-    });
+    let mut results = import_each(
+        &inputs,
+        &options,
+        &|n| bar.inc(n),
+        &|path, options, tick| host.import_path(path, options, tick),
+    );
     bar.finish_and_clear();
     let mut all: Vec<(String, Result<ImportReport, ImportFailure>)> = inputs
         .into_iter()

@@ -36,11 +36,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             objects.read(host.read(id)?, &store_options, id, run)
         })
     };
-    let local = |access: Access,
-                 op: LocalOnly,
-                 run: &dyn Fn(&Store) -> anyhow::Result<ExitCode>| {
-        opener.run(access, |host| run(host.local_only(op)?))
-    };
+    let local =
+        |access: Access, op: LocalOnly, run: &dyn Fn(&Store) -> anyhow::Result<ExitCode>| {
+            opener.run(access, |host| run(host.local_only(op)?))
+        };
     match cli.command {
         Command::Import {
             strict,
@@ -159,7 +158,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::State { id, unit, at } => read(&id, &|store| {
             inspect::values(&[store.state_at(&id, &unit, at)?])
         }),
-        Command::Kinds { id, at } => read(&id, &|store| inspect::report(&store.event_kinds(&id, at)?)),
+        Command::Kinds { id, at } => {
+            read(&id, &|store| inspect::report(&store.event_kinds(&id, at)?))
+        }
         Command::Request { id, turn, step } => read(&id, &|store| {
             inspect::values(&[store.request(&id, turn, step)?])
         }),
@@ -185,7 +186,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => opener.run(Access::Write, |host| {
             append::fork(host, &source, &new_id, at, json)
         }),
-        Command::Tree { id } => opener.run(Access::Read, |host| inspect::tree(host.read(&id)?, &id)),
+        Command::Tree { id } => {
+            opener.run(Access::Read, |host| inspect::tree(host.read(&id)?, &id))
+        }
         Command::Delete { id } => {
             opener.run(Access::Write, |host| inspect::retain(host, &id, true))
         }

@@ -76,9 +76,11 @@ impl Opener {
             return Ok(Host::in_fleet(self.fleet()?, Tenure::OneShot)?);
         }
         let store = match access {
-            Access::Read => Store::open_reader(&self.db, self.options.clone()).with_context(|| {
-                format!("opening the store at {} for reading", self.db.display())
-            })?,
+            Access::Read => {
+                Store::open_reader(&self.db, self.options.clone()).with_context(|| {
+                    format!("opening the store at {} for reading", self.db.display())
+                })?
+            }
             Access::Write | Access::StrictAppends => Store::open(
                 &self.db,
                 Options {
