@@ -399,3 +399,40 @@ impl Drop for Host {
         let _given_up = self.give_up();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host of a store of its own offers every operation but the fleet's, which it refuses
+    /// with one error.
+    #[test]
+    fn a_store_of_its_own_refuses_only_the_fleets_operations() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path(), sessionlog_engine::Options::default()).expect("open");
+        let host = Host::local(store);
+        assert_eq!(host.name(), None);
+        assert!(matches!(host.fleet(), Err(Error::NotAFleet)));
+        assert!(matches!(host.sync(&[]), Err(Error::NotAFleet)));
+        assert!(host.local_only(LocalOnly::Repair).is_ok());
+        let header = r#"{"version":0,"id":"s","createdAt":1,"cwd":"/w"}"#;
+        host.create_session(header, SourceEncoding::Jsonl)
+            .expect("created");
+        assert_eq!(host.listing().expect("listing").ids().expect("ids"), ["s"]);
+        host.set_deleted("s", true).expect("deleted");
+        let purged = host.purge(Duration::ZERO, false).expect("purged");
+        assert_eq!(purged.sessions, ["s"]);
+        host.close().expect("closed");
+    }
+
+    /// Every operation the fleet does not carry is named in its refusal.
+    #[test]
+    fn a_refusal_names_the_operation_and_the_host() {
+        let e = LocalOnly::CutTornTail.refused("h1").to_string();
+        assert!(
+            e.starts_with("cutting a torn tail is not carried by the fleet")
+                && e.contains("\"h1\""),
+            "{e}"
+        );
+    }
+}
