@@ -444,4 +444,18 @@ fn the_cli_forks_and_imports_in_the_fleet() {
         !ok && err.contains("repair is not carried by the fleet"),
         "{err}"
     );
+    let (ok, _, err) = run("h2", &["purge", "--dry-run"]);
+    assert!(
+        !ok && err.contains("a dry run of purge is not carried by the fleet"),
+        "{err}"
+    );
+    // A query needs no fleet code of its own: a third host, an empty disk, reads it caught up,
+    // and lists the fleet's sessions.
+    let (ok, out, err) = run("h3", &["kinds", "cli-child"]);
+    assert!(ok && out.contains("\"session/end-seed\":1"), "{out}{err}");
+    let (ok, out, err) = run("h3", &["ls"]);
+    assert!(
+        ok && out.contains(&id) && out.contains("cli-child"),
+        "{out}{err}"
+    );
 }
