@@ -334,10 +334,11 @@ impl Host {
     /// fleet PostgreSQL first, fenced by this host's hold on the session.
     pub fn set_deleted(&self, id: &str, deleted: bool) -> Result<()> {
         let Some(m) = &self.member else {
-            return Ok(match deleted {
+            match deleted {
                 true => self.store.delete(id)?,
                 false => self.store.undelete(id)?,
-            });
+            }
+            return Ok(());
         };
         self.hold(id)?;
         m.fleet.set_deleted(id, deleted)
