@@ -416,7 +416,7 @@ mod tests {
         assert!(matches!(host.fleet(), Err(Error::NotAFleet)));
         assert!(matches!(host.sync(&[]), Err(Error::NotAFleet)));
         assert!(host.local_only(LocalOnly::Repair).is_ok());
-        let header = r#"{"version":0,"id":"s","createdAt":1,"cwd":"/w"}"#;
+        let header = r#"{"type":"session","version":0,"id":"s","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
         host.create_session(header, SourceEncoding::Jsonl)
             .expect("created");
         assert_eq!(host.listing().expect("listing").ids().expect("ids"), ["s"]);
