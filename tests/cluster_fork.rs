@@ -422,6 +422,7 @@ fn the_cli_forks_and_imports_in_the_fleet() {
         .split_whitespace()
         .nth(1)
         .expect("the imported id")
+        .trim_end_matches(':')
         .to_owned();
     let (ok, out, err) = run("h1", &["fork", &id, "cli-child"]);
     assert!(ok && out.contains("forked"), "{out}{err}");
@@ -439,5 +440,22 @@ fn the_cli_forks_and_imports_in_the_fleet() {
     let (ok, _, err) = run("h2", &["import", path]);
     assert!(!ok && err.contains("already exists"), "{err}");
     let (ok, _, err) = run("h2", &["repair", &id]);
-    assert!(!ok && err.contains("not available with --cluster"), "{err}");
+    assert!(
+        !ok && err.contains("repair is not carried by the fleet"),
+        "{err}"
+    );
+    let (ok, _, err) = run("h2", &["purge", "--dry-run"]);
+    assert!(
+        !ok && err.contains("a dry run of purge is not carried by the fleet"),
+        "{err}"
+    );
+    // A query needs no fleet code of its own: a third host, an empty disk, reads it caught up,
+    // and lists the fleet's sessions.
+    let (ok, out, err) = run("h3", &["kinds", "cli-child"]);
+    assert!(ok && out.contains("\"session/end-seed\":1"), "{out}{err}");
+    let (ok, out, err) = run("h3", &["ls"]);
+    assert!(
+        ok && out.contains(&id) && out.contains("cli-child"),
+        "{out}{err}"
+    );
 }

@@ -199,6 +199,8 @@ export declare class Store {
   fork(source: string, newId: string, options?: { at?: number }): Promise<{ id: string; seed: number; endSeed: boolean; closers: number }>
   messagesAt(id: string, seq?: number): Promise<unknown[]>
   stateAt(id: string, unit: string, seq?: number): Promise<unknown>
+  /** How many events of each type the session held after seq `seq` (the CLI's `kinds`). */
+  eventKinds(id: string, seq?: number): Promise<{ events: number; kinds: Record<string, number> }>
   importBytes(name: string, bytes: Uint8Array): Promise<ImportReport>
   remove(id: string): Promise<void>
   /** Find sessions (the CLI's `search --json`: its session lines, `next` and `watermark`). */

@@ -240,6 +240,11 @@ export class Store {
     return parsed(await this.#native.stateAt(id, unit, seq))
   }
 
+  /** How many events of each type session `id` held after seq `seq` (default: the end). */
+  async eventKinds(id, seq) {
+    return parsed(await this.#native.eventKinds(id, seq))
+  }
+
   /** Import one session log file's bytes (`.jsonl` or `.jsonl.zstd`), byte-exactly. */
   async importBytes(name, bytes) {
     return parsed(await this.#native.importBytes(name, Buffer.from(bytes)))

@@ -56,6 +56,22 @@ pub enum Error {
         why: String,
     },
 
+    /// An operation the fleet does not carry, asked of a host of a fleet (`host::LocalOnly`);
+    /// nothing was done.
+    #[error("{what} is not carried by the fleet: it works on a store of its own, and host \"{host}\"'s store is the fleet's index; run it on a store outside the fleet")]
+    NotCarried {
+        /// The operation.
+        what: String,
+        /// This host.
+        host: String,
+    },
+
+    /// An operation of a fleet (acquire, release, catch up), asked of a store of its own.
+    #[error(
+        "the store is not a host of a fleet: open it as one (with the fleet's PostgreSQL URL)"
+    )]
+    NotAFleet,
+
     /// The local store and PostgreSQL disagree in a way catch-up cannot mend.
     #[error("session \"{id}\": {detail}")]
     Diverged {

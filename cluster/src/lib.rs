@@ -21,7 +21,8 @@
 //!   the owner, as of the last catch-up elsewhere, within a stated bound ([`lifecycle`]).
 //!
 //! [`Fleet`] ties them together; [`Config`] says how to reach PostgreSQL (URL, TLS, password
-//! sources, with the password never shown).
+//! sources, with the password never shown). [`Host`] is what a front end calls, on a store of
+//! its own or as a host of a fleet: it decides in one place how each operation runs in a fleet.
 
 mod catch_up;
 mod commit;
@@ -30,6 +31,7 @@ mod conninfo;
 mod error;
 mod fleet;
 mod fork;
+mod host;
 mod import;
 mod lifecycle;
 mod ownership;
@@ -40,4 +42,5 @@ mod tls;
 pub use config::Config;
 pub use error::{Error, Result};
 pub use fleet::{Acquired, Fleet, FleetOptions, LeaseKeeper, SessionRow};
+pub use host::{Host, LocalOnly, Tenure};
 pub use import::Imported;

@@ -41,6 +41,7 @@ pub use ops::export::ExportFormat;
 pub use ops::fork::{ForkFile, ForkReport, LineageEntry};
 pub use ops::generations::{scan_session_dir, GenerationFile, SessionDir};
 pub use ops::import::{ImportOptions, ImportReport, RootLocation};
+pub use ops::kinds::EventKinds;
 pub use ops::list::{ListOrder, ListPage, SessionSummary};
 pub use ops::migrate::{MigrateOptions, MigrationOutcome, MigrationReport};
 pub use ops::repair::RepairReport;

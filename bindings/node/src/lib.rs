@@ -9,7 +9,6 @@
 
 mod cluster;
 mod commit;
-mod host;
 mod objects;
 mod ops;
 mod reply;
@@ -21,13 +20,14 @@ use std::sync::{Arc, RwLock};
 use napi::bindgen_prelude::Buffer;
 use napi::{Env, JsObject};
 use napi_derive::napi;
+use sessionlog_cluster::{Fleet, Host, LocalOnly};
 use sessionlog_engine::{AppendQueue, BuiltinProjection, Durability, ExportFormat, Options, Store};
 
 use cluster::ClusterOptions;
 use commit::{AppendRequest, Creation};
 use objects::Endpoint;
 use reply::{Pending, Reply};
-use workers::{Opened, Shared, Workers};
+use workers::{Shared, Workers};
 
 /// Worker threads per store: reads of different sessions run in parallel.
 const WORKER_THREADS: usize = 4;
@@ -97,43 +97,46 @@ fn format_arg(format: Option<String>) -> Result<Option<ExportFormat>, Reply> {
 }
 
 impl NativeStore {
-    /// Run `job` on a worker thread; the returned promise settles with its reply.
+    /// Run `job` with the open host on a worker thread; the returned promise settles with its
+    /// reply.
     fn run(
         &self,
         env: &Env,
-        job: impl FnOnce(&Store) -> Reply + Send + 'static,
-    ) -> napi::Result<JsObject> {
-        self.run_opened(env, move |o| job(&o.store))
-    }
-
-    /// [`NativeStore::run`] with the whole open handle (the fleet too, in cluster mode).
-    fn run_opened(
-        &self,
-        env: &Env,
-        job: impl FnOnce(&Opened) -> Reply + Send + 'static,
+        job: impl FnOnce(&Host) -> Reply + Send + 'static,
     ) -> napi::Result<JsObject> {
         let (pending, promise) = Pending::new(env)?;
         self.workers.submit(pending, job);
         Ok(promise)
     }
 
-    /// [`NativeStore::run`] for a write the fleet does not carry: refused in cluster mode.
+    /// [`NativeStore::run`] reading session `id` from the store the host gives for it.
+    fn read(
+        &self,
+        env: &Env,
+        id: String,
+        job: impl FnOnce(&Store, &str) -> Reply + Send + 'static,
+    ) -> napi::Result<JsObject> {
+        self.run(env, move |h| reply::reply(h.read(&id), |s| job(s, &id)))
+    }
+
+    /// [`NativeStore::run`] on the store, for an operation the fleet does not carry (the host
+    /// refuses it in cluster mode).
     fn run_local(
         &self,
         env: &Env,
-        what: &'static str,
+        op: LocalOnly,
         job: impl FnOnce(&Store) -> Reply + Send + 'static,
     ) -> napi::Result<JsObject> {
-        self.run_opened(env, move |o| cluster::local_only(o, what, || job(&o.store)))
+        self.run(env, move |h| reply::reply(h.local_only(op), job))
     }
 
-    /// [`NativeStore::run`] with the fleet: refused unless the store is in cluster mode.
+    /// [`NativeStore::run`] with the fleet (the host refuses outside cluster mode).
     fn run_fleet(
         &self,
         env: &Env,
-        job: impl FnOnce(&sessionlog_cluster::Fleet) -> Reply + Send + 'static,
+        job: impl FnOnce(&Fleet) -> Reply + Send + 'static,
     ) -> napi::Result<JsObject> {
-        self.run_opened(env, move |o| cluster::with_fleet(o, job))
+        self.run(env, move |h| reply::reply(h.fleet(), job))
     }
 
     /// Hand `request` to the append queue (refused once the store is closing).
@@ -147,17 +150,18 @@ impl NativeStore {
         }
     }
 
-    /// [`NativeStore::run`] with the seq argument `name` checked first (refused at once when
+    /// [`NativeStore::read`] with the seq argument `name` checked first (refused at once when
     /// it is not a non-negative safe integer).
-    fn run_at(
+    fn read_at(
         &self,
         env: &Env,
+        id: String,
         name: &str,
         at: Option<f64>,
-        job: impl FnOnce(&Store, Option<u64>) -> Reply + Send + 'static,
+        job: impl FnOnce(&Store, &str, Option<u64>) -> Reply + Send + 'static,
     ) -> napi::Result<JsObject> {
         match seq_arg(name, at) {
-            Ok(at) => self.run(env, move |s| job(s, at)),
+            Ok(at) => self.read(env, id, move |s, id| job(s, id, at)),
             Err(reply) => Self::refuse(env, reply),
         }
     }
@@ -232,10 +236,7 @@ impl NativeStore {
                 let opened = match cluster {
                     Some(cluster) => cluster::open(&dir, options, cluster),
                     None => Store::open(&dir, options)
-                        .map(|store| Opened {
-                            store: Arc::new(store),
-                            host: None,
-                        })
+                        .map(Host::local)
                         .map_err(Reply::from),
                 };
                 let reply = match (opened, shared.write()) {
@@ -293,7 +294,7 @@ impl NativeStore {
         header_line: String,
         zstd: bool,
     ) -> napi::Result<JsObject> {
-        self.run(&env, move |s| ops::create_session(s, &header_line, zstd))
+        self.run(&env, move |h| ops::create_session(h, &header_line, zstd))
     }
 
     /// Create session `header_line` with its first batch (JSON text of an array of events) in
@@ -373,8 +374,8 @@ impl NativeStore {
         std::thread::Builder::new()
             .name("sessionlog-tail".into())
             .spawn(move || {
-                pending.settle(workers::with_opened(&shared, |o| {
-                    tail::next(&o.store, &id, from, wait)
+                pending.settle(workers::with_host(&shared, |h| {
+                    reply::reply(h.read(&id), |s| tail::next(s, &id, from, wait))
                 }));
             })
             .map_err(|_| napi::Error::from_reason("could not start a thread for the tail"))?;
@@ -384,25 +385,22 @@ impl NativeStore {
     /// Header, events from `from_seq`, revision and torn flag of session `id` (or `null`).
     #[napi]
     pub fn load(&self, env: Env, id: String, from_seq: Option<f64>) -> napi::Result<JsObject> {
-        self.run_at(&env, "fromSeq", from_seq, move |s, from| {
-            ops::load(s, &id, from.unwrap_or(0))
+        self.read_at(&env, id, "fromSeq", from_seq, |s, id, from| {
+            ops::load(s, id, from.unwrap_or(0))
         })
     }
 
     /// Events, bytes, verdict and revision token of session `id` (or `null`).
     #[napi]
     pub fn summary(&self, env: Env, id: String) -> napi::Result<JsObject> {
-        self.run(&env, move |s| ops::summary_of(s, &id))
+        self.read(&env, id, ops::summary_of)
     }
 
     /// Every live session's summary; in cluster mode, every live session of the fleet, the
     /// store caught up on each first.
     #[napi]
     pub fn list(&self, env: Env) -> napi::Result<JsObject> {
-        self.run_opened(&env, |o| match &o.host {
-            Some(host) => cluster::list(host.fleet()),
-            None => ops::list(&o.store),
-        })
+        self.run(&env, |h| reply::reply(h.listing(), ops::list))
     }
 
     /// Session `id`'s bytes (`format`: `stored`, the default, `jsonl` or `jsonl.zstd`;
@@ -416,9 +414,9 @@ impl NativeStore {
         generation: Option<u32>,
     ) -> napi::Result<JsObject> {
         match format_arg(format) {
-            Ok(format) => self.run(&env, move |s| {
-                objects::read_through(s, &Endpoint::default(), &id, |s| {
-                    ops::export(s, &id, format, generation)
+            Ok(format) => self.read(&env, id, move |s, id| {
+                objects::read_through(s, &Endpoint::default(), id, |s| {
+                    ops::export(s, id, format, generation)
                 })
             }),
             Err(reply) => Self::refuse(&env, reply),
@@ -428,13 +426,15 @@ impl NativeStore {
     /// Repair session `id` as DSH does on load (cut a torn tail, close an interrupted turn).
     #[napi]
     pub fn repair(&self, env: Env, id: String) -> napi::Result<JsObject> {
-        self.run_local(&env, "repair", move |s| reply::report(s.repair(&id)))
+        self.run_local(&env, LocalOnly::Repair, move |s| {
+            reply::report(s.repair(&id))
+        })
     }
 
     /// Cut session `id`'s torn tail, closing nothing.
     #[napi]
     pub fn cut_torn_tail(&self, env: Env, id: String) -> napi::Result<JsObject> {
-        self.run_local(&env, "cutting a torn tail", move |s| {
+        self.run_local(&env, LocalOnly::CutTornTail, move |s| {
             reply::report(s.cut_torn_tail(&id))
         })
     }
@@ -450,7 +450,7 @@ impl NativeStore {
         at: Option<f64>,
     ) -> napi::Result<JsObject> {
         match seq_arg("at", at) {
-            Ok(at) => self.run_opened(&env, move |o| cluster::fork(o, &source, at, &new_id)),
+            Ok(at) => self.run(&env, move |h| reply::report(h.fork(&source, at, &new_id))),
             Err(reply) => Self::refuse(&env, reply),
         }
     }
@@ -458,9 +458,9 @@ impl NativeStore {
     /// The messages the model saw at seq `at` (default: the end).
     #[napi]
     pub fn messages_at(&self, env: Env, id: String, at: Option<f64>) -> napi::Result<JsObject> {
-        self.run_at(&env, "seq", at, move |s, at| {
-            objects::read_through(s, &Endpoint::default(), &id, |s| {
-                reply::reply(s.messages_at(&id, at), ops::values_json)
+        self.read_at(&env, id, "seq", at, |s, id, at| {
+            objects::read_through(s, &Endpoint::default(), id, |s| {
+                reply::reply(s.messages_at(id, at), ops::values_json)
             })
         })
     }
@@ -474,12 +474,20 @@ impl NativeStore {
         unit: String,
         at: Option<f64>,
     ) -> napi::Result<JsObject> {
-        self.run_at(&env, "seq", at, move |s, at| {
-            objects::read_through(s, &Endpoint::default(), &id, |s| {
-                reply::reply(s.state_at(&id, &unit, at), |v| {
+        self.read_at(&env, id, "seq", at, move |s, id, at| {
+            objects::read_through(s, &Endpoint::default(), id, |s| {
+                reply::reply(s.state_at(id, &unit, at), |v| {
                     Reply::Json(sessionlog_codec::json::stringify(&v))
                 })
             })
+        })
+    }
+
+    /// How many events of each type session `id` held after seq `at` (`Store::event_kinds`).
+    #[napi]
+    pub fn event_kinds(&self, env: Env, id: String, at: Option<f64>) -> napi::Result<JsObject> {
+        self.read_at(&env, id, "seq", at, |s, id, at| {
+            reply::report(s.event_kinds(id, at))
         })
     }
 
@@ -488,20 +496,14 @@ impl NativeStore {
     #[napi]
     pub fn import_bytes(&self, env: Env, name: String, bytes: Buffer) -> napi::Result<JsObject> {
         let bytes: Vec<u8> = bytes.into();
-        self.run_opened(&env, move |o| cluster::import_bytes(o, &name, &bytes))
+        self.run(&env, move |h| reply::report(h.import(&name, &bytes)))
     }
 
     /// Remove session `id` for good (delete, then purge every deleted session); in cluster
     /// mode that session alone, from the fleet (it must be held by this host).
     #[napi]
     pub fn remove(&self, env: Env, id: String) -> napi::Result<JsObject> {
-        self.run_opened(&env, move |o| match &o.host {
-            Some(host) => cluster::remove(host.fleet(), &id),
-            None => reply::reply(
-                o.store.delete(&id).and_then(|()| o.store.purge(0, false)),
-                |_| Reply::Done,
-            ),
-        })
+        self.run(&env, move |h| reply::reply(h.remove(&id), |()| Reply::Done))
     }
 
     /// Take session `id` for this host of the fleet and catch the store up with PostgreSQL;
@@ -509,33 +511,30 @@ impl NativeStore {
     #[napi]
     pub fn acquire(&self, env: Env, id: String, force: Option<bool>) -> napi::Result<JsObject> {
         self.run_fleet(&env, move |f| {
-            cluster::acquire(f, &id, force.unwrap_or(false))
+            reply::report(f.acquire(&id, force.unwrap_or(false)))
         })
     }
 
     /// Give up session `id` (another host may then take it without force); whether it was held.
     #[napi]
     pub fn release(&self, env: Env, id: String) -> napi::Result<JsObject> {
-        self.run_fleet(&env, move |f| match f.release(&id) {
-            Ok(held) => Reply::json(&held),
-            Err(e) => cluster::failure(e),
-        })
+        self.run_fleet(&env, move |f| reply::report(f.release(&id)))
     }
 
     /// Catch the store up with PostgreSQL on `ids` (every session of the fleet when empty),
     /// but for the sessions this host holds.
     #[napi]
     pub fn sync(&self, env: Env, ids: Vec<String>) -> napi::Result<JsObject> {
-        self.run_fleet(&env, move |f| cluster::sync(f, ids))
+        self.run(&env, move |h| reply::report(h.sync(&ids)))
     }
 
     /// This host's name in the fleet, or `None` outside cluster mode (or when not open).
     #[napi]
     pub fn cluster_host(&self) -> Option<String> {
-        self.shared.read().ok().and_then(|slot| {
-            slot.as_ref()
-                .and_then(|o| o.host.as_ref().map(|h| h.fleet().host().to_owned()))
-        })
+        self.shared
+            .read()
+            .ok()
+            .and_then(|slot| slot.as_ref().and_then(|h| h.name().map(str::to_owned)))
     }
 
     /// Export every session to object storage at `to` (`s3://BUCKET/PREFIX`) as a DSH session
@@ -553,7 +552,7 @@ impl NativeStore {
     ) -> napi::Result<JsObject> {
         let endpoint = Endpoint::new(endpoint, region);
         match format_arg(format) {
-            Ok(format) => self.run(&env, move |s| {
+            Ok(format) => self.run_local(&env, LocalOnly::ExportAll, move |s| {
                 objects::export_all(s, &endpoint, &to, format)
             }),
             Err(reply) => Self::refuse(&env, reply),
@@ -579,7 +578,7 @@ impl NativeStore {
             );
         }
         let endpoint = Endpoint::new(endpoint, region);
-        self.run_local(&env, "archive", move |s| {
+        self.run_local(&env, LocalOnly::Archive, move |s| {
             objects::archive(s, &endpoint, &to, older_than_ms as i64)
         })
     }
@@ -594,7 +593,7 @@ impl NativeStore {
         region: Option<String>,
     ) -> napi::Result<JsObject> {
         let endpoint = Endpoint::new(endpoint, region);
-        self.run_local(&env, "restore", move |s| {
+        self.run_local(&env, LocalOnly::Restore, move |s| {
             objects::restore(s, &endpoint, &id)
         })
     }
@@ -602,19 +601,19 @@ impl NativeStore {
     /// Find sessions (`Store::search`); `query` is the JSON of the query object.
     #[napi]
     pub fn search(&self, env: Env, query: String) -> napi::Result<JsObject> {
-        self.run(&env, move |s| ops::search(s, &query))
+        self.run(&env, move |h| ops::search(h.store(), &query))
     }
 
     /// Rebuild the session index (`Store::reindex`).
     #[napi]
     pub fn reindex(&self, env: Env) -> napi::Result<JsObject> {
-        self.run(&env, ops::reindex)
+        self.run(&env, |h| ops::reindex(h.store()))
     }
 
     /// Verify the given sessions (all when empty).
     #[napi]
     pub fn verify(&self, env: Env, ids: Vec<String>) -> napi::Result<JsObject> {
-        self.run(&env, move |s| ops::verify(s, &ids))
+        self.run(&env, move |h| ops::verify(h.store(), &ids))
     }
 
     /// Whether the open store flushes and compacts with direct I/O (`Store::direct_io`); false
@@ -623,15 +622,15 @@ impl NativeStore {
     pub fn direct_io(&self) -> bool {
         self.shared
             .read()
-            .is_ok_and(|slot| slot.as_ref().is_some_and(|o| o.store.direct_io()))
+            .is_ok_and(|slot| slot.as_ref().is_some_and(|h| h.store().direct_io()))
     }
 
     /// The store's metrics as Prometheus text exposition (`Store::metrics`, rendered), read on
     /// a worker thread: RocksDB's figures take its locks.
     #[napi]
     pub fn metrics(&self, env: Env) -> napi::Result<JsObject> {
-        self.run(&env, |s| {
-            reply::reply(s.metrics(), |m| Reply::Text(m.to_prometheus()))
+        self.run(&env, |h| {
+            reply::reply(h.store().metrics(), |m| Reply::Text(m.to_prometheus()))
         })
     }
 
@@ -642,7 +641,7 @@ impl NativeStore {
             .shared
             .read()
             .ok()
-            .and_then(|slot| slot.as_ref().map(|o| o.store.commit_stats()))
+            .and_then(|slot| slot.as_ref().map(|h| h.store().commit_stats()))
             .unwrap_or_default();
         CommitStats {
             writes: stats.writes as f64,

@@ -8,10 +8,9 @@
 
 use serde::Serialize;
 use serde_json::value::RawValue;
+use sessionlog_cluster::Host;
 use sessionlog_codec::json::{stringify, Value};
-use sessionlog_engine::{
-    Error, ExportFormat, ImportReport, SessionSummary, SourceEncoding, Store, Verdict,
-};
+use sessionlog_engine::{Error, ExportFormat, SessionSummary, SourceEncoding, Store, Verdict};
 
 use crate::reply::{reply, report, Reply};
 
@@ -97,23 +96,20 @@ pub fn summary_of(store: &Store, id: &str) -> Reply {
 
 /// Every live session's summary.
 pub fn list(store: &Store) -> Reply {
-    reply(store.list(), |all| list_of(&all))
-}
-
-/// The live sessions of `all`, as [`list`] renders them.
-pub fn list_of(all: &[SessionSummary]) -> Reply {
-    let live: Vec<&SessionSummary> = all.iter().filter(|s| s.deleted_at_ms.is_none()).collect();
-    Reply::json(&live)
+    reply(store.list(), |all| {
+        let live: Vec<&SessionSummary> = all.iter().filter(|s| s.deleted_at_ms.is_none()).collect();
+        Reply::json(&live)
+    })
 }
 
 /// Create an empty session from its header line.
-pub fn create_session(store: &Store, header_line: &str, zstd: bool) -> Reply {
+pub fn create_session(host: &Host, header_line: &str, zstd: bool) -> Reply {
     let encoding = if zstd {
         SourceEncoding::JsonlZstd
     } else {
         SourceEncoding::Jsonl
     };
-    report(store.create_session(header_line, encoding))
+    report(host.create_session(header_line, encoding))
 }
 
 /// The session's bytes in `format` (default: its own encoding), or one generation's.
@@ -134,18 +130,6 @@ pub fn export(
 /// A list of values as a JSON array.
 pub fn values_json(values: Vec<Value>) -> Reply {
     Reply::Json(stringify(&Value::Array(values)))
-}
-
-/// Import one session log given as bytes: its `ImportReport`.
-pub fn import_bytes(store: &Store, name: &str, bytes: &[u8]) -> Reply {
-    let options = sessionlog_engine::ImportOptions::default();
-    let imported: sessionlog_engine::Result<ImportReport> =
-        if bytes.starts_with(&sessionlog_codec::format::zstd::MAGIC_BYTES) {
-            store.import_zstd(name, bytes, &options)
-        } else {
-            store.import_jsonl(name, bytes, &options, &mut |_| {})
-        };
-    report(imported)
 }
 
 /// `store.search(query)`'s argument, as JSON: the CLI's flags by their camelCase names, times

@@ -95,13 +95,35 @@ impl Reply {
     }
 }
 
-/// An engine result as a reply: a success as its report's rendering ([`Reply::json`]).
-pub fn report<T: Serialize>(result: sessionlog_engine::Result<T>) -> Reply {
+impl From<sessionlog_cluster::Error> for Reply {
+    /// A host's failure with its stable code (the engine's own when the store failed).
+    fn from(e: sessionlog_cluster::Error) -> Reply {
+        use sessionlog_cluster::Error as E;
+        let code = match &e {
+            E::Store(inner) => code_of(inner),
+            E::Config(_) => "SESSIONLOG_CLUSTER_CONFIG",
+            E::Postgres { .. } => "SESSIONLOG_UNAVAILABLE",
+            E::Schema(_) => "SESSIONLOG_CLUSTER_SCHEMA",
+            E::UnknownSession(_) => "SESSIONLOG_UNKNOWN_SESSION",
+            E::Owned { .. } => "SESSIONLOG_OWNED",
+            E::NotHeld(_) => "SESSIONLOG_FENCED",
+            E::Diverged { .. } => "SESSIONLOG_DIVERGED",
+            E::Import { .. } | E::NotCarried { .. } => "SESSIONLOG_NOT_IN_FLEET",
+            E::NotAFleet => "SESSIONLOG_NOT_CLUSTER",
+            _ => "SESSIONLOG_ERROR",
+        };
+        Reply::failed(code, e.to_string())
+    }
+}
+
+/// An engine's or a host's result as a reply: a success as its report's rendering
+/// ([`Reply::json`]).
+pub fn report<T: Serialize, E: Into<Reply>>(result: Result<T, E>) -> Reply {
     reply(result, |v| Reply::json(&v))
 }
 
-/// Turn an engine result into a reply, rendering a success with `render`.
-pub fn reply<T>(result: sessionlog_engine::Result<T>, render: impl FnOnce(T) -> Reply) -> Reply {
+/// Turn an engine's or a host's result into a reply, rendering a success with `render`.
+pub fn reply<T, E: Into<Reply>>(result: Result<T, E>, render: impl FnOnce(T) -> Reply) -> Reply {
     match result {
         Ok(v) => render(v),
         Err(e) => e.into(),

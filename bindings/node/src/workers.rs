@@ -9,25 +9,16 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
-use sessionlog_engine::Store;
+use sessionlog_cluster::Host;
 
-use crate::host::Host;
 use crate::reply::{Pending, Reply};
 
-/// What an open handle serves: its store, and in cluster mode the fleet host whose index that
-/// store is (its commit hook then sends every append to PostgreSQL first).
-pub struct Opened {
-    /// The store every read and append goes to.
-    pub store: Arc<Store>,
-    /// This process as a host of a fleet (cluster mode), or none (a store of its own).
-    pub host: Option<Host>,
-}
+/// The open host: a store of its own, or in cluster mode a serving host of a fleet (or none,
+/// before open and after close; dropped, a host of a fleet gives up the sessions it holds).
+pub type Shared = Arc<RwLock<Option<Host>>>;
 
-/// The open store (or none, before open and after close).
-pub type Shared = Arc<RwLock<Option<Opened>>>;
-
-/// A job: runs against the open store.
-type Job = Box<dyn FnOnce(&Opened) -> Reply + Send>;
+/// A job: runs against the open host.
+type Job = Box<dyn FnOnce(&Host) -> Reply + Send>;
 
 /// Worker threads serving one store.
 pub struct Workers {
@@ -35,8 +26,8 @@ pub struct Workers {
     threads: Vec<JoinHandle<()>>,
 }
 
-/// Run `job` with the open store if there is one.
-pub fn with_opened(shared: &Shared, job: impl FnOnce(&Opened) -> Reply) -> Reply {
+/// Run `job` with the open host if there is one.
+pub fn with_host(shared: &Shared, job: impl FnOnce(&Host) -> Reply) -> Reply {
     match shared.read() {
         Ok(guard) => match guard.as_ref() {
             Some(opened) => job(opened),
@@ -79,7 +70,7 @@ impl Workers {
     }
 
     /// Queue `job`; `pending` settles with its reply.
-    pub fn submit(&self, pending: Pending, job: impl FnOnce(&Opened) -> Reply + Send + 'static) {
+    pub fn submit(&self, pending: Pending, job: impl FnOnce(&Host) -> Reply + Send + 'static) {
         match &self.queue {
             Some(q) if !self.threads.is_empty() => {
                 if let Err(e) = q.send((Box::new(job), pending)) {
@@ -111,6 +102,6 @@ fn serve(rx: &Mutex<Receiver<(Job, Pending)>>, shared: &Shared) {
             Err(_) => return,
         };
         let Ok((job, pending)) = next else { return };
-        pending.settle(with_opened(shared, job));
+        pending.settle(with_host(shared, job));
     }
 }

@@ -117,6 +117,14 @@ describe('the CLI --json and the Node binding render the same reports', () => {
     expect([got.turns]).toEqual(title)
   })
 
+  it('eventKinds() is what kinds prints', async () => {
+    const shown = lines(cli(node, ['kinds', 'a', '--at', '4']))
+    const got = await withOpen(node, store => store.eventKinds('a', 4))
+    expect(shown).toEqual([got])
+    expect(got).toEqual({ events: 5, kinds: { 'turn/end': 1, 'turn/start': 2, 'user/message': 2 } })
+    await expect(withOpen(node, store => store.eventKinds('nobody'))).rejects.toThrow(/nobody/)
+  })
+
   it('importBytes() is an import --json line, less the file, status and error', async () => {
     const bytes = await withOpen(node, store => store.exportBytes('a'))
     const [into, intoByCli] = [await freshDir(), await freshDir()]

@@ -10,6 +10,7 @@ pub(crate) mod export;
 pub(crate) mod fork;
 pub(crate) mod generations;
 pub(crate) mod import;
+pub(crate) mod kinds;
 pub(crate) mod list;
 pub(crate) mod migrate;
 pub(crate) mod open;

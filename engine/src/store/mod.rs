@@ -91,6 +91,7 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 /// | point-in-time reads | [`events`](Store::events) | `read/events.rs` |
 /// | | [`messages_at`](Store::messages_at), [`surface_at`](Store::surface_at), [`transcript`](Store::transcript) | `read/surface.rs` |
 /// | | [`state_at`](Store::state_at) | `read/checkpoints.rs` |
+/// | | [`event_kinds`](Store::event_kinds) | `ops/kinds.rs` |
 /// | | [`request`](Store::request), [`check_request`](Store::check_request), [`dispatch_point`](Store::dispatch_point) | `ops/request.rs` |
 /// | live feeds | [`subscribe`](Store::subscribe) | `ops/subscribe/mod.rs` |
 /// | | [`subscribe_all`](Store::subscribe_all) | `ops/subscribe/all.rs` |

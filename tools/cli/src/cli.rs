@@ -313,6 +313,14 @@ pub enum Command {
         #[arg(long)]
         at: Option<u64>,
     },
+    /// How many events of each type the session held after seq N, as one JSON object.
+    Kinds {
+        /// Session id.
+        id: String,
+        /// The seq to look at (default: the last event).
+        #[arg(long)]
+        at: Option<u64>,
+    },
     /// The request step S of turn T was sent: `{"header","messages"}` rebuilt from the log.
     Request {
         /// Session id.

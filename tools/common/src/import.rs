@@ -29,35 +29,43 @@ pub struct Input {
     pub generations: Option<SessionDir>,
 }
 
-/// Import `inputs` with one worker per core; results in input order.
+/// Import `inputs` into `store` with one worker per core; results in input order.
 pub fn import_all(
     store: &Store,
     inputs: &[Input],
     options: &ImportOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Vec<Result<ImportReport, Error>> {
+    import_each(inputs, options, progress, &|path, options, tick| {
+        store.import_path(path, options, tick)
+    })
+}
+
+/// How one file is imported: its path, its options, and what to tell of the bytes read.
+pub type ImportOne<'a, E> =
+    dyn Fn(&Path, &ImportOptions, &mut dyn FnMut(u64)) -> Result<ImportReport, E> + Sync + 'a;
+
+/// Import `inputs` by `import` (a store's `import_path`, or a host's) with one worker per core;
+/// results in input order.
+pub fn import_each<E: Send>(
+    inputs: &[Input],
+    options: &ImportOptions,
+    progress: &(dyn Fn(u64) + Sync),
+    import: &ImportOne<'_, E>,
+) -> Vec<Result<ImportReport, E>> {
     crate::par::map(inputs, |input| {
         let options = ImportOptions {
             location: input.location.clone(),
             generations: input.generations.clone(),
             ..options.clone()
         };
-        import_one(store, &input.path, &options, progress)
+        let reported = AtomicU64::new(0);
+        let mut tick = |done: u64| {
+            let before = reported.swap(done, Ordering::Relaxed);
+            progress(done.saturating_sub(before));
+        };
+        import(&input.path, &options, &mut tick)
     })
-}
-
-fn import_one(
-    store: &Store,
-    file: &Path,
-    options: &ImportOptions,
-    progress: &(dyn Fn(u64) + Sync),
-) -> Result<ImportReport, Error> {
-    let reported = AtomicU64::new(0);
-    let mut tick = |done: u64| {
-        let before = reported.swap(done, Ordering::Relaxed);
-        progress(done.saturating_sub(before));
-    };
-    store.import_path(file, options, &mut tick)
 }
 
 /// Expand directories into their session files: a DSH session root by DSH's layout rules (with

@@ -336,6 +336,9 @@ fn calls() -> Vec<Row> {
             s.archived_copy("r").map(drop)
         }),
         row("verify", Nothing, |s, _| s.verify(&[]).map(drop)),
+        row("event_kinds", Nothing, |s, _| {
+            s.event_kinds("a", None).map(drop)
+        }),
         // The session index is tantivy's files beside the log, never a record in it.
         row("search", Nothing, |s, _| {
             s.search(&SearchQuery::default()).map(drop)

@@ -4,6 +4,7 @@ use std::io::Read;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use sessionlog_cluster::Host;
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::format::header::{author_header, HeaderFields};
 use sessionlog_codec::json;
@@ -14,7 +15,7 @@ use sessionlog_tools_common::output::report_line;
 use crate::cli::FormatArg;
 
 pub fn create(
-    store: &Store,
+    host: &Host,
     id: String,
     cwd: Option<String>,
     created_at: Option<i64>,
@@ -37,13 +38,13 @@ pub fn create(
         FormatArg::Jsonl => SourceEncoding::Jsonl,
         FormatArg::JsonlZstd => SourceEncoding::JsonlZstd,
     };
-    let id = store.create_session(&header, encoding)?;
+    let id = host.create_session(&header, encoding)?;
     println!("created {id}");
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn append(
-    store: &Store,
+    host: &Host,
     id: &str,
     expect_seq: Option<u64>,
     json: bool,
@@ -63,7 +64,7 @@ pub fn append(
             .map_err(|rule| anyhow::anyhow!("batch line {}: {rule}", n + 1))?;
         events.push(event);
     }
-    let receipt = store.append(id, expect_seq, events)?;
+    let receipt = host.append(id, expect_seq, events)?;
     if json {
         report_line(&mut std::io::stdout().lock(), &receipt)?;
         return Ok(ExitCode::SUCCESS);
@@ -107,17 +108,17 @@ pub fn repair(store: &Store, id: &str, resume: bool, json: bool) -> anyhow::Resu
 }
 
 pub fn fork(
-    store: &Store,
+    host: &Host,
     source: &str,
     new_id: &str,
     at: Option<u64>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    print_fork(source, &store.fork(source, at, new_id)?, json)
+    print_fork(source, &host.fork(source, at, new_id)?, json)
 }
 
 /// Say what the fork of `source` created (`json`: its report's rendering).
-pub fn print_fork(source: &str, r: &ForkReport, json: bool) -> anyhow::Result<ExitCode> {
+fn print_fork(source: &str, r: &ForkReport, json: bool) -> anyhow::Result<ExitCode> {
     if json {
         report_line(&mut std::io::stdout().lock(), r)?;
         return Ok(ExitCode::SUCCESS);

@@ -8,14 +8,15 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 use sessionlog_archive::ArchiveRoot;
-use sessionlog_engine::{Error, ImportOptions, ImportReport, Store};
-use sessionlog_tools_common::import::{collect_inputs, import_all};
+use sessionlog_cluster::{Host, LocalOnly};
+use sessionlog_engine::{Error, ImportOptions, ImportReport};
+use sessionlog_tools_common::import::{collect_inputs, import_each};
 use sessionlog_tools_common::output::report_line;
 
 use crate::cmd::objects::{ImportFailure, ObjectStorage};
 
 pub fn run(
-    store: &Store,
+    host: &Host,
     objects: &ObjectStorage,
     paths: &[PathBuf],
     strict: bool,
@@ -39,12 +40,17 @@ pub fn run(
         defer_sync: true,
         ..ImportOptions::default()
     };
-    let mut results = import_all(store, &inputs, &options, &|n| bar.inc(n));
+    let mut results = import_each(
+        &inputs,
+        &options,
+        &|n| bar.inc(n),
+        &|path, options, tick| host.import_path(path, options, tick),
+    );
     bar.finish_and_clear();
     let mut all: Vec<(String, Result<ImportReport, ImportFailure>)> = inputs
         .into_iter()
         .map(|i| i.path.display().to_string())
-        .zip(results.drain(..).map(|r| r.map_err(ImportFailure::Engine)))
+        .zip(results.drain(..).map(|r| r.map_err(ImportFailure::from)))
         .collect();
     all.extend(
         refused
@@ -52,9 +58,10 @@ pub fn run(
             .map(|(p, e)| (p.display().to_string(), Err(ImportFailure::Engine(e)))),
     );
     for url in urls {
+        let store = host.local_only(LocalOnly::ImportFromObjectStorage)?;
         all.extend(objects.import(store, &url.to_string_lossy(), &options)?);
     }
-    store.sync()?;
+    host.store().sync()?;
     let mut out = std::io::stdout().lock();
     let (mut imported, mut rejected, mut events) = (0u64, 0u64, 0u64);
     let single = all.len() == 1;

@@ -2,8 +2,10 @@
 
 use std::io::{BufWriter, Write};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use serde::Serialize;
+use sessionlog_cluster::Host;
 use sessionlog_codec::json;
 use sessionlog_engine::{ListOrder, Store, VerifyProblem};
 use sessionlog_tools_common::output::report_line;
@@ -47,6 +49,12 @@ pub fn surface(
             );
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A report as one line of its serde rendering (what the Node binding returns).
+pub fn report(report: &impl Serialize) -> anyhow::Result<ExitCode> {
+    report_line(&mut std::io::stdout().lock(), report)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -148,33 +156,32 @@ pub fn tree(store: &Store, id: &str) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn retain(store: &Store, id: &str, delete: bool) -> anyhow::Result<ExitCode> {
+pub fn retain(host: &Host, id: &str, delete: bool) -> anyhow::Result<ExitCode> {
+    host.set_deleted(id, delete)?;
     if delete {
-        store.delete(id)?;
         println!("deleted {id} (hidden; `sessionlog undelete {id}` restores it, `sessionlog purge` removes it)");
     } else {
-        store.undelete(id)?;
         println!("restored {id}");
     }
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn purge(store: &Store, older_than: &str, dry_run: bool) -> anyhow::Result<ExitCode> {
-    let ms = parse_duration_ms(older_than)?;
-    let r = store.purge(ms, dry_run)?;
+pub fn purge(host: &Host, older_than: Duration, dry_run: bool) -> anyhow::Result<ExitCode> {
+    let r = host.purge(older_than, dry_run)?;
     let verb = if dry_run { "would remove" } else { "removed" };
-    println!(
-        "{verb} {} sessions ({} bytes of logs)",
-        r.sessions.len(),
-        r.session_bytes
-    );
+    // A fleet's purge has no byte figures: they are one store's.
+    let whence = match host.name() {
+        Some(_) => " from the fleet".to_owned(),
+        None => format!(" ({} bytes of logs)", r.session_bytes),
+    };
+    println!("{verb} {} sessions{whence}", r.sessions.len());
     for id in &r.sessions {
         println!("  {id}");
     }
     for (id, why) in &r.kept {
         println!("kept {id}: {why}");
     }
-    if !dry_run && !r.sessions.is_empty() {
+    if !dry_run && !r.sessions.is_empty() && host.name().is_none() {
         println!(
             "live SST and blob bytes {} -> {} (reclaimed {}; the purged blocks held in blob \
              files come back with `sessionlog compact`)",

@@ -1,4 +1,6 @@
-//! One module per subcommand; `run` opens the store and dispatches.
+//! One module per subcommand; `run` opens the command's host (`open.rs`: a store of its own, or
+//! a host of a fleet with `--cluster`) and dispatches. Whether a command runs in a fleet is the
+//! host's to decide (`sessionlog_cluster::Host`), never decided here.
 
 mod append;
 mod cluster;
@@ -7,49 +9,45 @@ mod import;
 mod inspect;
 mod migrate;
 mod objects;
+mod open;
 mod search;
 mod serve;
 mod stats;
 mod tail;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
-use anyhow::Context;
-use sessionlog_engine::{Options, Store};
+use sessionlog_cluster::LocalOnly;
+use sessionlog_engine::Store;
 
 use crate::cli::{Cli, Command};
+use open::{Access, Opener};
 
 /// Run one parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    if cli.cluster.is_some() {
-        return cluster::run(cli);
-    }
-    let store_options = cli.store.options();
-    let open_with = |strict_appends: bool| -> anyhow::Result<Store> {
-        let options = Options {
-            strict_appends,
-            ..store_options.clone()
-        };
-        Store::open(&cli.db, options)
-            .with_context(|| format!("opening the store at {}", cli.db.display()))
-    };
-    let open = || open_with(false);
-    // A command that only reads opens the store beside a process that holds it.
-    let open_reader = || {
-        Store::open_reader(&cli.db, store_options.clone())
-            .with_context(|| format!("opening the store at {} for reading", cli.db.display()))
-    };
+    let opener = Opener::new(&cli)?;
+    let store_options = opener.options().clone();
     let objects = objects::ObjectStorage::new(&cli.s3);
-    // A read of a session archived in the store is answered by a scratch store holding it.
+    // A read of one session: caught up by the host, and when archived in the store answered by
+    // a scratch store holding it.
     let read = |id: &str, run: &dyn Fn(&Store) -> anyhow::Result<ExitCode>| {
-        objects.read(&open_reader()?, &store_options, id, run)
+        opener.run(Access::Read, |host| {
+            objects.read(host.read(id)?, &store_options, id, run)
+        })
     };
+    let local =
+        |access: Access, op: LocalOnly, run: &dyn Fn(&Store) -> anyhow::Result<ExitCode>| {
+            opener.run(access, |host| run(host.local_only(op)?))
+        };
     match cli.command {
         Command::Import {
             strict,
             json,
             paths,
-        } => import::run(&open()?, &objects, &paths, strict, json),
+        } => opener.run(Access::Write, |host| {
+            import::run(host, &objects, &paths, strict, json)
+        }),
         Command::Export {
             id,
             format,
@@ -62,13 +60,17 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out: Some(out),
             format,
             ..
-        } => export::run_all(&open_reader()?, &out, format),
+        } => local(Access::Read, LocalOnly::ExportAll, &|store| {
+            export::run_all(store, &out, format)
+        }),
         Command::ExportAll {
             to: Some(to),
             format,
             json,
             ..
-        } => objects.export_all(&open()?, &to, export::engine_format(format), json),
+        } => local(Access::Write, LocalOnly::ExportAll, &|store| {
+            objects.export_all(store, &to, export::engine_format(format), json)
+        }),
         Command::ExportAll { .. } => {
             anyhow::bail!("export-all takes --out DIR or --to s3://BUCKET/PREFIX")
         }
@@ -76,41 +78,71 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             older_than,
             to,
             json,
-        } => objects.archive(
-            &open()?,
-            &to,
-            inspect::parse_duration_ms(&older_than)?,
-            json,
-        ),
-        Command::Restore { id, json } => objects.restore(&open()?, &id, json),
+        } => {
+            let older_than = inspect::parse_duration_ms(&older_than)?;
+            local(Access::Write, LocalOnly::Archive, &|store| {
+                objects.archive(store, &to, older_than, json)
+            })
+        }
+        Command::Restore { id, json } => local(Access::Write, LocalOnly::Restore, &|store| {
+            objects.restore(store, &id, json)
+        }),
         Command::Create {
             id,
             cwd,
             created_at,
             encoding,
             format,
-        } => append::create(&open()?, id, cwd, created_at, encoding, format),
+        } => opener.run(Access::Write, |host| {
+            append::create(host, id, cwd, created_at, encoding, format)
+        }),
         Command::Append {
             id,
             expect_seq,
             strict,
             json,
-        } => append::append(&open_with(strict)?, &id, expect_seq, json),
+        } => {
+            let access = if strict {
+                Access::StrictAppends
+            } else {
+                Access::Write
+            };
+            opener.run(access, |host| append::append(host, &id, expect_seq, json))
+        }
         Command::Migrate {
             id,
             all,
             dry_run,
             json,
-        } => migrate::run(&open()?, id.as_deref(), all, dry_run, json),
-        Command::Repair { id, json } => append::repair(&open()?, &id, false, json),
-        Command::Resume { id, json } => append::repair(&open()?, &id, true, json),
+        } => local(Access::Write, LocalOnly::Migrate, &|store| {
+            migrate::run(store, id.as_deref(), all, dry_run, json)
+        }),
+        Command::Repair { id, json } => local(Access::Write, LocalOnly::Repair, &|store| {
+            append::repair(store, &id, false, json)
+        }),
+        Command::Resume { id, json } => local(Access::Write, LocalOnly::Resume, &|store| {
+            append::repair(store, &id, true, json)
+        }),
         Command::Tail {
             id,
             from,
             follow,
             all,
-        } => tail::run(&cli.db, &store_options, id.as_deref(), from.as_deref(), follow, all),
-        Command::Serve { listen, token } => serve::run(&cli.db, &store_options, &objects, listen, token),
+        } => tail::run(
+            opener.local_path(LocalOnly::Tail)?,
+            &store_options,
+            id.as_deref(),
+            from.as_deref(),
+            follow,
+            all,
+        ),
+        Command::Serve { listen, token } => serve::run(
+            opener.local_path(LocalOnly::Serve)?,
+            &store_options,
+            &objects,
+            listen,
+            token,
+        ),
         Command::Events { id, from, to } => {
             read(&id, &|store| inspect::events(store, &id, from, to))
         }
@@ -126,6 +158,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::State { id, unit, at } => read(&id, &|store| {
             inspect::values(&[store.state_at(&id, &unit, at)?])
         }),
+        Command::Kinds { id, at } => {
+            read(&id, &|store| inspect::report(&store.event_kinds(&id, at)?))
+        }
         Command::Request { id, turn, step } => read(&id, &|store| {
             inspect::values(&[store.request(&id, turn, step)?])
         }),
@@ -140,40 +175,60 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             limit,
             after,
             json,
-        } => inspect::ls(&open_reader()?, order, limit, after.as_deref(), json),
+        } => opener.run(Access::Read, |host| {
+            inspect::ls(host.listing()?, order, limit, after.as_deref(), json)
+        }),
         Command::Fork {
             source,
             new_id,
             at,
             json,
-        } => append::fork(&open()?, &source, &new_id, at, json),
-        Command::Tree { id } => inspect::tree(&open_reader()?, &id),
-        Command::Delete { id } => inspect::retain(&open()?, &id, true),
-        Command::Undelete { id } => inspect::retain(&open()?, &id, false),
+        } => opener.run(Access::Write, |host| {
+            append::fork(host, &source, &new_id, at, json)
+        }),
+        Command::Tree { id } => {
+            opener.run(Access::Read, |host| inspect::tree(host.read(&id)?, &id))
+        }
+        Command::Delete { id } => {
+            opener.run(Access::Write, |host| inspect::retain(host, &id, true))
+        }
+        Command::Undelete { id } => {
+            opener.run(Access::Write, |host| inspect::retain(host, &id, false))
+        }
         Command::Purge {
             older_than,
             dry_run,
-        } => inspect::purge(&open()?, &older_than, dry_run),
-        Command::Compact => inspect::compact(&open()?),
-        Command::Stats { prometheus } => stats::run(&open_reader()?, prometheus),
-        Command::Cluster { .. } => anyhow::bail!(
-            "`sessionlog cluster` needs --cluster URL (or SESSIONLOG_CLUSTER): the fleet's PostgreSQL"
-        ),
-        Command::Search(args) => search::run(&open_reader()?, &search::query(&args)?, args.json),
-        Command::Reindex { json } => search::reindex(&open()?, json),
+        } => {
+            let older_than =
+                Duration::from_millis(inspect::parse_duration_ms(&older_than)?.max(0) as u64);
+            opener.run(Access::Write, |host| {
+                inspect::purge(host, older_than, dry_run)
+            })
+        }
+        Command::Compact => local(Access::Write, LocalOnly::Compact, &inspect::compact),
+        Command::Stats { prometheus } => {
+            opener.run(Access::Read, |host| stats::run(host.store(), prometheus))
+        }
+        Command::Cluster { command } => cluster::run(&opener, command),
+        Command::Search(args) => opener.run(Access::Read, |host| {
+            search::run(host.store(), &search::query(&args)?, args.json)
+        }),
+        Command::Reindex { json } => {
+            opener.run(Access::Write, |host| search::reindex(host.store(), json))
+        }
         Command::Verify {
             ids,
             json,
             objects: with_objects,
-        } => {
-            let store = open_reader()?;
+        } => opener.run(Access::Read, |host| {
+            let store = host.store();
             let archived = if with_objects {
-                objects.verify_objects(&store, &ids)?
+                objects.verify_objects(store, &ids)?
             } else {
                 Vec::new()
             };
-            inspect::verify(&store, &ids, archived, json)
-        }
+            inspect::verify(store, &ids, archived, json)
+        }),
     }
 }
 

@@ -227,8 +227,17 @@ impl ObjectStorage {
 pub enum ImportFailure {
     /// The store refused it (as it would a local file).
     Engine(sessionlog_engine::Error),
-    /// It could not be fetched.
+    /// It could not be fetched, or the fleet refused it.
     Other(String),
+}
+
+impl From<sessionlog_cluster::Error> for ImportFailure {
+    fn from(e: sessionlog_cluster::Error) -> Self {
+        match e {
+            sessionlog_cluster::Error::Store(e) => ImportFailure::Engine(e),
+            other => ImportFailure::Other(other.to_string()),
+        }
+    }
 }
 
 /// Whether an error is the engine's refusal of an archived session's bytes.
