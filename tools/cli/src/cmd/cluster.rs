@@ -14,7 +14,7 @@ use serde::Serialize;
 use sessionlog_cluster::{schema, Config, Fleet, FleetOptions};
 use sessionlog_tools_common::output::report_line;
 
-use super::{append, export, inspect};
+use super::{append, export, inspect, tail};
 use crate::cli::{Cli, ClusterCommand, Command};
 
 /// Run `cli` as a host of the fleet at `cli.cluster`.
@@ -163,6 +163,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             objects: false,
         } => inspect::verify(store, &ids, Vec::new(), json),
+        Command::Tail {
+            id: Some(id),
+            from,
+            follow,
+            all: false,
+        } => tail::fleet(&fleet, &id, from.as_deref(), follow),
         other => bail!(
             "`{}` is not available with --cluster: the fleet takes creations, appends, forks, \
              imports of files (without --strict or --json), reads, exports, deletion and purge; \
