@@ -4,6 +4,7 @@ mod append;
 mod cluster;
 mod cluster_commit;
 mod cluster_failover;
+mod cluster_follow;
 mod cluster_fork;
 mod cluster_lifecycle;
 mod cluster_nemesis;

@@ -103,6 +103,9 @@ BEGIN
         IF octet_length(bytes[i]) > 0 THEN
             INSERT INTO batches (root_id, session_id, batch, first_seq, events, bytes, crc)
             VALUES (roots[i], ids[i], batches[i], first_seqs[i], events[i], bytes[i], crcs[i]);
+            -- Announced to followers on any host when the transaction commits: the lineage
+            -- root and the batch number only; they read the batch from its fenced row.
+            PERFORM pg_notify('sessionlog_commits', roots[i] || ' ' || batches[i]);
         END IF;
         outcome := 'ok';
         RETURN NEXT;

@@ -74,8 +74,9 @@ pub enum LocalOnly {
     GenerationsImport,
     /// Listing what a purge would remove.
     DryRunPurge,
-    /// Following the store's commits from beside its writer.
-    Tail,
+    /// Following every session's commits (`tail --all`): a fleet follows one session at a time
+    /// (`Fleet::subscribe`).
+    TailAll,
     /// Serving the web console over the store.
     Serve,
 }
@@ -95,7 +96,7 @@ impl std::fmt::Display for LocalOnly {
             LocalOnly::StrictImport => "a strict import",
             LocalOnly::GenerationsImport => "an import of a session's earlier generations",
             LocalOnly::DryRunPurge => "a dry run of purge",
-            LocalOnly::Tail => "tail",
+            LocalOnly::TailAll => "tail --all",
             LocalOnly::Serve => "serve",
         })
     }

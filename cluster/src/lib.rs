@@ -19,6 +19,8 @@
 //!   a host that restarts with an empty disk loses nothing; its own fsync is not needed.
 //!   Deletion, restoration and purges reach it the same way, and reads are read-your-writes on
 //!   the owner, as of the last catch-up elsewhere, within a stated bound ([`lifecycle`]).
+//! - Any host follows any session as it commits ([`Fleet::subscribe`], `follow.rs`): woken by
+//!   PostgreSQL's `LISTEN/NOTIFY` on each committed batch, caught up from the fenced rows.
 //!
 //! [`Fleet`] ties them together; [`Config`] says how to reach PostgreSQL (URL, TLS, password
 //! sources, with the password never shown). [`Host`] is what a front end calls, on a store of
@@ -30,6 +32,7 @@ mod config;
 mod conninfo;
 mod error;
 mod fleet;
+mod follow;
 mod fork;
 mod host;
 mod import;
@@ -42,5 +45,6 @@ mod tls;
 pub use config::Config;
 pub use error::{Error, Result};
 pub use fleet::{Acquired, Fleet, FleetOptions, LeaseKeeper, SessionRow};
+pub use follow::{FleetSubscription, CHANNEL, FLEET_POLL};
 pub use host::{Host, LocalOnly, Tenure};
 pub use import::Imported;

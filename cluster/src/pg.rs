@@ -87,6 +87,11 @@ impl Pg {
         }
     }
 
+    /// Where this connection goes (another connection of the same host's goes there too).
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
     /// This connection, its statements bounded by `limits` instead.
     pub(crate) fn with_limits(self, limits: Limits) -> Pg {
         Pg { limits, ..self }

@@ -31,7 +31,7 @@ pub use layout::changes::ChangeKind;
 pub use layout::meta::{ArchivedCopy, ArchivedFile, FrozenGeneration, SourceEncoding, Verdict};
 pub use metrics::{
     AppendMetrics, ColumnFamilyMetrics, CommitDistributions, CommitStats, HistogramSnapshot,
-    Metrics, RefusalReason, RocksDbMetrics,
+    Metrics, RefusalReason, RocksDbMetrics, SubscriptionStats,
 };
 pub use ops::append::{
     AppendBatch, AppendItem, AppendQueue, AppendReceipt, NewSession, StoreAccess,

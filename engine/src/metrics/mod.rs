@@ -56,6 +56,18 @@ pub struct CommitStats {
     pub appends: u64,
 }
 
+/// Where the events subscriptions yielded since the store opened came from
+/// ([`Store::subscription_stats`](crate::Store::subscription_stats)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SubscriptionStats {
+    /// Taken from their sessions' rings of committed events, without a read (live subscribers
+    /// that keep up).
+    pub events_from_memory: u64,
+    /// Read from the store (catch-up, and subscribers behind the ring).
+    pub events_from_store: u64,
+}
+
 /// Group-commit distributions since the store opened.
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::histogram::Histogram;
-use super::{AppendMetrics, CommitDistributions, CommitStats, RefusalReason};
+use super::{AppendMetrics, CommitDistributions, CommitStats, RefusalReason, SubscriptionStats};
 
 /// The write path's counters and histograms, one per store.
 pub(crate) struct Recorder {
@@ -20,6 +20,8 @@ pub(crate) struct Recorder {
     appended_bytes: AtomicU64,
     write_state_hits: AtomicU64,
     write_state_misses: AtomicU64,
+    subscribed_from_memory: AtomicU64,
+    subscribed_from_store: AtomicU64,
     refused: [AtomicU64; RefusalReason::ALL.len()],
     group_batches: Histogram,
     group_appends: Histogram,
@@ -73,6 +75,8 @@ impl Default for Recorder {
             appended_bytes: AtomicU64::new(0),
             write_state_hits: AtomicU64::new(0),
             write_state_misses: AtomicU64::new(0),
+            subscribed_from_memory: AtomicU64::new(0),
+            subscribed_from_store: AtomicU64::new(0),
             refused: Default::default(),
             group_batches: Histogram::sizes(),
             group_appends: Histogram::sizes(),
@@ -127,6 +131,22 @@ impl Recorder {
     /// Count a commit that waited `took` from its queueing to its return.
     pub(crate) fn committed(&self, took: Duration) {
         self.commit_latency.record_duration(took);
+    }
+
+    /// Count `n` events a subscription took, from memory (its session's ring) or the store.
+    pub(crate) fn subscribed(&self, n: u64, from_memory: bool) {
+        match from_memory {
+            true => add(&self.subscribed_from_memory, n),
+            false => add(&self.subscribed_from_store, n),
+        }
+    }
+
+    /// Where subscriptions' events came from so far.
+    pub(crate) fn subscription_stats(&self) -> SubscriptionStats {
+        SubscriptionStats {
+            events_from_memory: load(&self.subscribed_from_memory),
+            events_from_store: load(&self.subscribed_from_store),
+        }
     }
 
     /// The group-commit counters so far.

@@ -152,6 +152,7 @@ impl Store {
         batch.replace_with_archive(&archived)?;
         batch.record_change(
             Change::new(ChangeKind::Archived, &archived.id, archived.events, 0).with_other(root),
+            None,
         );
         batch.commit(&format!("archiving session \"{id}\""))?;
         *state = None;

@@ -160,12 +160,10 @@ impl Store {
         if let Some(stored) = stored {
             batch.update_meta(&stored, &meta)?;
             let added = meta.events.saturating_sub(stored.events);
-            batch.record_change(Change::new(
-                ChangeKind::Repaired,
-                &meta.id,
-                stored.events,
-                added,
-            ));
+            batch.record_change(
+                Change::new(ChangeKind::Repaired, &meta.id, stored.events, added),
+                None,
+            );
         }
         Ok(report)
     }

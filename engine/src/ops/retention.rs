@@ -54,7 +54,7 @@ impl Store {
                 Some(_) => ChangeKind::Deleted,
                 None => ChangeKind::Undeleted,
             };
-            batch.record_change(Change::new(kind, &meta.id, meta.events, 0));
+            batch.record_change(Change::new(kind, &meta.id, meta.events, 0), None);
             batch.put_meta(&meta)
         })
     }
@@ -160,7 +160,7 @@ impl Store {
         let mut batch = SessionBatch::recorded(self, recorded);
         for m in &victims {
             batch.remove_session(m, true)?;
-            batch.record_change(Change::new(ChangeKind::Purged, &m.id, m.events, 0));
+            batch.record_change(Change::new(ChangeKind::Purged, &m.id, m.events, 0), None);
         }
         batch.commit("purging deleted sessions")?;
         for state in &mut locked {

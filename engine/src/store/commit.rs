@@ -37,8 +37,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
 use rocksdb::{WriteBatch, WriteOptions};
+use sessionlog_codec::json::Value;
 
 use super::commit_hook::{CommitHook, CommitRecord};
+use super::feed::Committed;
 use super::Store;
 use crate::error::{Error, Result};
 use crate::error::{Refusal, RefusalKind};
@@ -51,8 +53,8 @@ use crate::options::Durability;
 pub(crate) struct Batch<'s> {
     store: &'s Store,
     inner: WriteBatch,
-    /// The session changes the batch makes, for the change log (`feed.rs`).
-    feed: Vec<Change>,
+    /// The session changes the batch makes, for the change log and subscribers (`feed.rs`).
+    feed: Vec<Committed>,
 }
 
 impl<'s> Batch<'s> {
@@ -110,9 +112,11 @@ impl<'s> Batch<'s> {
         Ok(())
     }
 
-    /// Say that the batch makes `change` (the change log records it with the batch).
-    pub(crate) fn record_change(&mut self, change: Change) {
-        self.feed.push(change);
+    /// Say that the batch makes `change` (the change log records it with the batch), and, for
+    /// a live append to a followed session, give the events it appends as authored, which the
+    /// session's subscribers take from memory once the batch is written.
+    pub(crate) fn record_change(&mut self, change: Change, events: Option<Arc<[Value]>>) {
+        self.feed.push(Committed { change, events });
     }
 
     /// This batch as one part of a commit, standing with the commit hook as `recording` says.
@@ -189,8 +193,8 @@ pub(crate) struct Part {
     pub(crate) recording: Recording,
     /// Session batches appended by its changes (for the group-commit metrics).
     pub(crate) appends: u64,
-    /// The session changes it makes, for the change log (`feed.rs`).
-    pub(crate) feed: Vec<Change>,
+    /// The session changes it makes, for the change log and subscribers (`feed.rs`).
+    pub(crate) feed: Vec<Committed>,
 }
 
 /// How one part of a commit failed (cloned for each part a failure covers).

@@ -26,23 +26,41 @@
 //! variable). A consumer serving a thousand subscriptions on one thread gives them one waker
 //! ([`crate::Watch`]) and is woken once per group commit, whatever the number of sessions in it.
 //!
+//! Handing the events over from memory: a live append of a followed session carries the events
+//! its appender authored ([`Committed::events`]: what the store reads back from the lines it
+//! wrote, so a subscriber cannot tell them from a read), and the publication puts them in the
+//! session mark's [`Recent`] ring before it bumps the mark. A subscriber whose next seq the ring
+//! holds takes its events from there, without reading or parsing a line; one the ring does not
+//! serve (it started before the ring, fell behind it, or a change without events in memory came
+//! since: an import, a repair, a batch written as DSH's writer wrote it, a delete) reads the
+//! store as before. The ring holds one contiguous run of the session's latest events, at most
+//! [`RECENT_EVENTS`]: a change it cannot extend the run with empties it, so it never holds a
+//! gap; memory is bounded by that per followed session, and nothing of an unfollowed session
+//! is kept. A session's only subscriber takes the batches it consumed out of the ring (moving
+//! their events rather than copying them), so a subscriber that keeps up holds the ring near
+//! empty, and the events are freed by it, not by the commit's leader.
+//!
 //! Invariants: positions are assigned by the group's leader, one writer at a time, so they
 //! increase in commit order; a change is published (its marks bumped, its wakers woken) only
 //! after the write holding it returned, so a subscriber never reads an event that is not
 //! acknowledged; a mark is bumped before its wakers are woken, and a subscriber reads its
 //! waker's count before its marks and its marks before the store, so a publication between any
-//! two of these reads is never missed; the retained start is raised in memory before the write
+//! two of these reads is never missed; a session's ring is changed before its mark is bumped,
+//! so a subscriber that read the mark finds in the ring every publication up to it (or an
+//! empty ring); the retained start is raised in memory before the write
 //! that trims, so a reader that checks it after its read never takes a trimmed range for an
 //! empty one.
 //!
 //! [`Options::feed_retained_changes`]: crate::Options::feed_retained_changes
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock, Weak};
+use std::sync::{RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use rocksdb::WriteBatch;
+use sessionlog_codec::json::Value;
 
 use super::{visit, Store};
 use crate::error::{Error, Result};
@@ -51,6 +69,10 @@ use crate::layout::changes::{
 };
 use crate::layout::keys::CF_SESSIONS;
 use crate::layout::values::{checked_bytes, checked_value};
+
+/// The most events a followed session's [`Recent`] ring holds (a batch with more is not kept).
+/// A subscriber more than this behind its session's end reads the store.
+pub(crate) const RECENT_EVENTS: usize = 256;
 
 /// How often a reader beside another process's store (a RocksDB secondary instance, which no
 /// commit of this process wakes) catches up with it while it waits: the lag a tail there has
@@ -112,12 +134,120 @@ impl Waker {
     }
 }
 
+/// A change a commit makes, as the change log records it, with the events of a live append to a
+/// followed session as its appender authored them (else `None`), for the session's ring.
+pub(crate) struct Committed {
+    pub(crate) change: Change,
+    pub(crate) events: Option<Arc<[Value]>>,
+}
+
+/// A followed session's latest events, one contiguous run of seqs (see the module docs).
+#[derive(Default)]
+pub(crate) struct Recent {
+    /// Batches in seq order, each (its first seq, its events), each starting where the one
+    /// before ends.
+    batches: VecDeque<(u64, Arc<[Value]>)>,
+    /// Their events, at most [`RECENT_EVENTS`].
+    events: usize,
+}
+
+impl Recent {
+    /// The seq after the run's last event; `None` while the ring is empty.
+    fn end(&self) -> Option<u64> {
+        self.batches.back().map(|(first, e)| first + e.len() as u64)
+    }
+
+    /// Put a committed batch's events (seqs from `first` on) at the run's end, dropping the
+    /// oldest batches beyond [`RECENT_EVENTS`]; a batch that does not continue the run, or
+    /// that alone is too large, empties the ring instead (it never holds a gap).
+    fn push(&mut self, first: u64, events: Option<&Arc<[Value]>>) {
+        let events = match events {
+            Some(e) if !e.is_empty() && e.len() <= RECENT_EVENTS => e,
+            _ => return self.clear(),
+        };
+        if self.end().is_some_and(|end| end != first) {
+            self.clear();
+        }
+        self.events += events.len();
+        self.batches.push_back((first, Arc::clone(events)));
+        while self.events > RECENT_EVENTS {
+            if let Some((_, oldest)) = self.batches.pop_front() {
+                self.events -= oldest.len();
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.batches.clear();
+        self.events = 0;
+    }
+
+    /// Give the events from seq `next` on to `out`, at most `room`: `Some(true)` when they
+    /// reach the run's end, `Some(false)` when `room` ran out first, `None` when the ring does
+    /// not hold `next` (empty, or `next` before its first seq or past its end). The taker that
+    /// is its session's `sole` subscription takes the batches it consumed whole out of the ring:
+    /// it moves their events out instead of copying them when nothing else holds the batch, and
+    /// frees what is left of them itself, off the commit path.
+    fn take(
+        &mut self,
+        next: u64,
+        mut room: usize,
+        out: &mut VecDeque<(u64, Value)>,
+        sole: bool,
+    ) -> Option<bool> {
+        let (start, _) = self.batches.front()?;
+        if next < *start || self.end().is_some_and(|end| next > end) {
+            return None;
+        }
+        let mut at = 0;
+        loop {
+            let Some((first, events)) = self.batches.get(at) else {
+                return Some(true);
+            };
+            let first = *first;
+            let skip = usize::try_from(next.saturating_sub(first))
+                .unwrap_or(usize::MAX)
+                .min(events.len());
+            let wanted = events.len() - skip;
+            if wanted > room {
+                let part = events.iter().enumerate().skip(skip).take(room);
+                out.extend(part.map(|(k, e)| (first + k as u64, e.clone())));
+                return Some(false);
+            }
+            room -= wanted;
+            if !(sole && at == 0) {
+                let copied = events.iter().enumerate().skip(skip);
+                out.extend(copied.map(|(k, e)| (first + k as u64, e.clone())));
+                at += 1;
+                continue;
+            }
+            let Some((_, mut events)) = self.batches.pop_front() else {
+                return Some(true);
+            };
+            self.events -= events.len();
+            match Arc::get_mut(&mut events) {
+                Some(owned) => {
+                    let moved = owned.iter_mut().enumerate().skip(skip);
+                    out.extend(moved.map(|(k, e)| (first + k as u64, std::mem::take(e))));
+                }
+                None => {
+                    let copied = events.iter().enumerate().skip(skip);
+                    out.extend(copied.map(|(k, e)| (first + k as u64, e.clone())));
+                }
+            }
+        }
+    }
+}
+
 /// A counter of publications a subscription follows (a session's changes, or the store-wide
-/// feed's positions), and the wakers of the subscriptions following it.
+/// feed's positions), the wakers of the subscriptions following it, and, for a session, its
+/// latest events.
 #[derive(Default)]
 pub(crate) struct Mark {
     published: AtomicU64,
     wakers: Mutex<Vec<Weak<WakerState>>>,
+    /// A session's latest committed events (the store-wide feed's mark keeps none).
+    recent: Mutex<Recent>,
 }
 
 impl Mark {
@@ -134,6 +264,19 @@ impl Mark {
         if !wakers.iter().any(|w| w.as_ptr() == Arc::as_ptr(&waker.0)) {
             wakers.push(Arc::downgrade(&waker.0));
         }
+    }
+
+    /// The session's events from seq `next` on that its ring holds, at most `room`, into
+    /// `out` (see [`Recent::take`]; `mark` is the taker's, so a mark held by no other
+    /// subscription is its sole one): `None` when the store must be read instead.
+    pub(crate) fn take_recent(
+        mark: &Arc<Mark>,
+        next: u64,
+        room: usize,
+        out: &mut VecDeque<(u64, Value)>,
+    ) -> Option<bool> {
+        let sole = Arc::strong_count(mark) == 1;
+        lock(&mark.recent).take(next, room, out, sole)
     }
 
     /// Move the counter (by one, or to at least `to`) and collect the wakers to wake.
@@ -156,8 +299,9 @@ pub(crate) struct Feeds {
     /// Store-wide: the position after the last published change.
     all: Arc<Mark>,
     /// Per followed session: its published changes. Entries whose every subscription is gone
-    /// are dropped when the next session is followed.
-    sessions: Mutex<HashMap<Vec<u8>, Weak<Mark>>>,
+    /// are dropped when the next session is followed. Read by every append to a followed
+    /// store (and each publication), written only when a session is followed.
+    sessions: RwLock<HashMap<Vec<u8>, Weak<Mark>>>,
     /// Whether any session was ever followed (so publication looks up none before).
     followed: AtomicBool,
 }
@@ -167,15 +311,15 @@ impl Store {
     /// then holds an eighth more than it retains, the trim of its oldest records (see the
     /// module docs). Called by the group commit's leader only, for the changes of the parts it
     /// writes.
-    pub(crate) fn log_changes(&self, batch: &mut WriteBatch, changes: &[Change]) -> Result<()> {
+    pub(crate) fn log_changes(&self, batch: &mut WriteBatch, changes: &[Committed]) -> Result<()> {
         if changes.is_empty() {
             return Ok(());
         }
         let cf = self.cf(CF_SESSIONS)?;
         let count = changes.len() as u64;
         let first = self.feeds.next_position.fetch_add(count, Ordering::SeqCst);
-        for (position, change) in (first..).zip(changes) {
-            batch.put_cf(cf, change_key(position), change.encode());
+        for (position, committed) in (first..).zip(changes) {
+            batch.put_cf(cf, change_key(position), committed.change.encode());
         }
         let end = first + count;
         let retained = self.options.feed_retained_changes;
@@ -195,9 +339,10 @@ impl Store {
         Ok(())
     }
 
-    /// The write holding `changes` returned: bump the store-wide mark and each changed
-    /// session's, then wake each of their wakers once.
-    pub(crate) fn publish_changes(&self, changes: &[Change]) {
+    /// The write holding `changes` returned: bump the store-wide mark, put each changed
+    /// followed session's events in its ring and bump its mark, then wake each of their
+    /// wakers once.
+    pub(crate) fn publish_changes(&self, changes: &[Committed]) {
         if changes.is_empty() {
             return;
         }
@@ -206,8 +351,9 @@ impl Store {
         self.feeds.all.publish(Some(end), &mut wake);
         if self.feeds.followed.load(Ordering::SeqCst) {
             let sessions = self.feeds.sessions();
-            for change in changes {
+            for Committed { change, events } in changes {
                 if let Some(mark) = sessions.get(&change.session).and_then(Weak::upgrade) {
+                    lock(&mark.recent).push(change.first, events.as_ref());
                     mark.publish(None, &mut wake);
                 }
             }
@@ -295,7 +441,7 @@ impl Store {
     /// Session `id`'s mark, shared by its subscriptions, waking `waker` from now on.
     pub(crate) fn session_mark(&self, id: &[u8], waker: &Waker) -> Arc<Mark> {
         let mark = {
-            let mut sessions = self.feeds.sessions();
+            let mut sessions = self.feeds.sessions_mut();
             match sessions.get(id).and_then(Weak::upgrade) {
                 Some(mark) => mark,
                 None => {
@@ -309,6 +455,17 @@ impl Store {
         };
         mark.wake(waker);
         mark
+    }
+
+    /// Whether session `id` is followed now: only then does a live append keep its events
+    /// for the session's ring.
+    pub(crate) fn is_followed(&self, id: &[u8]) -> bool {
+        self.feeds.followed.load(Ordering::SeqCst)
+            && self
+                .feeds
+                .sessions()
+                .get(id)
+                .is_some_and(|m| m.strong_count() > 0)
     }
 
     /// Whether every change to this store moves its marks: false beside another process's
@@ -345,7 +502,13 @@ impl Store {
 }
 
 impl Feeds {
-    fn sessions(&self) -> MutexGuard<'_, HashMap<Vec<u8>, Weak<Mark>>> {
-        lock(&self.sessions)
+    fn sessions(&self) -> RwLockReadGuard<'_, HashMap<Vec<u8>, Weak<Mark>>> {
+        self.sessions.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn sessions_mut(&self) -> RwLockWriteGuard<'_, HashMap<Vec<u8>, Weak<Mark>>> {
+        self.sessions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -28,6 +28,8 @@ mod wal_audit;
 
 pub use commit_hook::{CommitHook, CommitRecord, CreatedSession};
 pub use direct_io::supported as direct_io_supported;
+#[cfg(test)]
+pub(crate) use feed::RECENT_EVENTS;
 pub use feed::SECONDARY_POLL;
 pub(crate) use feed::{Mark, Waker};
 

@@ -8,6 +8,10 @@
 //! removed together with its `S` record; the `A` key always names the activity the `S` record
 //! holds; a removed session's ranges in every session-keyed CF go in the same batch.
 
+use std::sync::Arc;
+
+use sessionlog_codec::json::Value;
+
 use crate::error::Result;
 use crate::layout::changes::Change;
 use crate::layout::keys::{
@@ -236,9 +240,11 @@ impl<'s> SessionBatch<'s> {
 
     /// Say that the open part makes `change` to a session: the change log records it in the
     /// same commit, and the session's subscribers and the store-wide feed learn of it once
-    /// that commit is written (`store/feed.rs`).
-    pub(crate) fn record_change(&mut self, change: Change) {
-        self.batch.record_change(change);
+    /// that commit is written (`store/feed.rs`). `events`: a live append's events as authored,
+    /// given only when the session is followed ([`Store::is_followed`]), which its subscribers
+    /// then take from memory.
+    pub(crate) fn record_change(&mut self, change: Change, events: Option<Arc<[Value]>>) {
+        self.batch.record_change(change, events);
     }
 
     /// Say that the open part appends `n` session batches (the group-commit metrics count them).

@@ -212,7 +212,7 @@ impl<'s> SessionWriter<'s> {
         meta.frozen = std::mem::take(&mut self.frozen);
         self.batch.insert_session(&meta)?;
         self.batch
-            .record_change(landed(&meta, self.replaces.as_ref()));
+            .record_change(landed(&meta, self.replaces.as_ref()), None);
         if self.spilled {
             self.batch.clear_pending(self.number)?;
         }

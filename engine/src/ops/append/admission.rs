@@ -2,9 +2,12 @@
 //! then the batch staged (`write/`) into the shared [`SessionBatch`]. The session's cached write
 //! state runs ahead of the store from staging to the commit: its surface and projections fold
 //! the batch while staging (the events are freed there, while still hot in cache, and nothing
-//! of them is kept until the commit). The caller publishes the staged metadata only after the
+//! of them is kept until the commit, unless the session is followed: then its subscribers take
+//! them once the batch commits). The caller publishes the staged metadata only after the
 //! batch committed; a batch that fails to commit drops the cached state, so it is reloaded from
 //! the store.
+
+use std::sync::Arc;
 
 use sessionlog_codec::format::event::{event_type, NewEvent};
 use sessionlog_codec::format::known_types::is_known;
@@ -38,6 +41,9 @@ pub(crate) struct Staged {
     /// The bytes the batch adds to the log file, kept for the store's commit hook (none
     /// without one, or for an empty batch).
     pub(super) file_bytes: Option<Vec<u8>>,
+    /// The batch's events as authored, kept only when the session is followed: its
+    /// subscribers take them from memory once the batch commits (`store/feed.rs`).
+    pub(super) events: Option<Arc<[Value]>>,
 }
 
 impl Staged {
@@ -159,6 +165,7 @@ pub(crate) fn stage(
             reload: false,
             rewrites_record: false,
             file_bytes: None,
+            events: None,
         });
     }
     let reject = |seq: u64, rule: String| Error::Rejected {
@@ -229,8 +236,11 @@ pub(crate) fn stage(
         Some(writer) => stage_checkpoints(writer, meta.number, next, &authored, batch),
         None => Ok(()),
     };
-    // The events are freed here, while still hot in cache.
-    drop(authored);
+    // The events are freed here, while still hot in cache, unless subscribers take them.
+    let events = match store.is_followed(id.as_bytes()) {
+        true => Some(Arc::from(authored)),
+        false => None,
+    };
     match checkpointed {
         Ok(()) => Ok(Staged {
             receipt,
@@ -242,6 +252,7 @@ pub(crate) fn stage(
             reload: false,
             rewrites_record: false,
             file_bytes: store.has_commit_hook().then_some(file_bytes),
+            events,
         }),
         Err(e) => {
             *slot = None;

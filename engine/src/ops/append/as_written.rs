@@ -86,6 +86,7 @@ pub(super) fn stage(
         reload: false,
         rewrites_record: false,
         file_bytes: None,
+        events: None,
     };
     let (text, frames) = match written {
         Written::Events(events) if events.is_empty() => return Ok(staged),
@@ -120,6 +121,7 @@ pub(super) fn stage(
         reload: store.options.strict_appends,
         rewrites_record: true,
         file_bytes: store.has_commit_hook().then_some(file_bytes),
+        events: None,
         ..staged
     })
 }

@@ -175,7 +175,7 @@ impl Store {
             match outcome {
                 Ok((mut staged, created)) => {
                     let creates = created.is_some();
-                    record_appended(&mut staging.batch, &item.id, &staged, creates);
+                    record_appended(&mut staging.batch, &item.id, &mut staged, creates);
                     if staging.parts {
                         let recording = match (guards[slot].as_ref(), replicated) {
                             (_, true) => Recording::Recorded(Recorded::by_the_system_of_record()),

@@ -257,11 +257,12 @@ impl Store {
 }
 
 /// Record the change a staged item makes (its events, or its session's creation) for the
-/// change log and the session's subscribers; an empty batch of a stored session makes none.
+/// change log and the session's subscribers, with its events when they were kept for them; an
+/// empty batch of a stored session makes none.
 pub(super) fn record_appended(
     batch: &mut SessionBatch<'_>,
     id: &str,
-    staged: &Staged,
+    staged: &mut Staged,
     creates: bool,
 ) {
     let kind = match (creates, staged.receipt.count) {
@@ -270,12 +271,10 @@ pub(super) fn record_appended(
         (false, _) => ChangeKind::Appended,
     };
     let receipt = staged.receipt;
-    batch.record_change(Change::new(
-        kind,
-        id.as_bytes(),
-        receipt.first_seq,
-        receipt.count,
-    ));
+    batch.record_change(
+        Change::new(kind, id.as_bytes(), receipt.first_seq, receipt.count),
+        staged.events.take(),
+    );
 }
 
 /// Bytes per event assumed for a session with no events stored yet.

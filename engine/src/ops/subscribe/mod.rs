@@ -3,14 +3,17 @@
 //! store-wide feed of every change in commit order ([`Store::subscribe_all`], `all.rs`). A
 //! [`Watch`] serves any number of subscriptions on one thread (`watch.rs`).
 //!
-//! A subscription reads every event from the store, live ones included: a publication only
-//! moves its session's mark and wakes its waker (`store/feed.rs`), and it reads the session from
-//! the seq after the last it yielded up to the session's committed end. Catch-up and live are
-//! then one loop, so the switch between them can neither skip nor repeat an event, and what it
-//! reads is what a commit wrote and returned (acknowledged, and under `Durability::Sync` on
-//! disk). Live events are read from the memtable, where the commit just put them: one seek per
-//! woken batch. A subscription whose mark has not moved since it read the session to its end
-//! does not read it again: polling an idle subscription costs an atomic load.
+//! A subscription takes its events from the seq after the last it yielded up to the session's
+//! committed end, each time its session's mark moved: from the session's ring of latest
+//! committed events when the ring holds that seq (a live subscriber that keeps up: the events
+//! as the appender authored them, handed over from memory without a read or a parse), else
+//! from the store (catch-up, and a subscriber that fell behind the ring or follows a change
+//! whose events are not in memory; `store/feed.rs` says which). Catch-up and live are then one
+//! loop, so the switch between them, either way, can neither skip nor repeat an event, and what
+//! it takes is what a commit wrote and returned (acknowledged, and under `Durability::Sync` on
+//! disk): a publication fills the ring only after the write returned. A subscription whose mark
+//! has not moved since it took the session to its end takes nothing: polling an idle
+//! subscription costs an atomic load.
 //!
 //! Invariants: events come in seq order, each once, from the requested seq on; a subscriber
 //! holds at most [`BUFFERED_EVENTS`] events, so one that reads slowly costs memory bounded by
@@ -32,6 +35,7 @@ use std::time::{Duration, Instant};
 use sessionlog_codec::json::Value;
 
 use crate::error::Result;
+use crate::metrics::SubscriptionStats;
 use crate::store::{Mark, Store, Waker};
 
 /// The most events a subscription reads ahead of its consumer.
@@ -47,8 +51,8 @@ pub struct Subscription {
     /// The session's mark, and the waker its publications wake.
     mark: Arc<Mark>,
     waker: Waker,
-    /// The mark's value before the last read that reached the session's end: until the mark
-    /// moves past it, the store holds nothing new for this subscription.
+    /// The mark's value before the last take that reached the session's end: until the mark
+    /// moves past it, nothing new was committed for this subscription.
     read_to_end_at: Option<u64>,
     /// Events read and not yet yielded, from `next` on.
     buffer: VecDeque<(u64, Value)>,
@@ -71,6 +75,12 @@ impl Store {
     /// subscription with that error. To follow many sessions on one thread, use a [`Watch`].
     pub fn subscribe(&self, id: &str, from_seq: u64) -> Result<Subscription> {
         Subscription::new(self, id, from_seq, Waker::new())
+    }
+
+    /// How many events subscriptions yielded from memory (their sessions' rings of committed
+    /// events) and how many they read from the store, since the store opened.
+    pub fn subscription_stats(&self) -> SubscriptionStats {
+        self.recorder.subscription_stats()
     }
 }
 
@@ -122,20 +132,30 @@ impl Subscription {
         }
     }
 
-    /// The next event if one is buffered or stored, without waiting. Reads the store only
-    /// when the session's mark moved since the last read reached its end.
+    /// The next event if one is buffered or committed, without waiting. Takes events (from the
+    /// session's ring, else the store) only when the session's mark moved since the last take
+    /// reached its end.
     fn poll(&mut self, store: &Store) -> Result<Option<(u64, Value)>> {
         if self.buffer.is_empty() {
             let published = self.mark.published();
-            let unchanged = self.read_to_end_at == Some(published);
-            if unchanged && store.marks_follow_changes() {
+            let follows = store.marks_follow_changes();
+            if follows && self.read_to_end_at == Some(published) {
                 return Ok(None);
             }
-            self.read_ahead(store)?;
-            self.read_to_end_at = match self.buffer.len() < BUFFERED_EVENTS {
-                true => Some(published),
+            let recent = match follows {
+                true => Mark::take_recent(&self.mark, self.next, BUFFERED_EVENTS, &mut self.buffer),
                 false => None,
             };
+            let at_end = match recent {
+                Some(at_end) => at_end,
+                None => {
+                    self.read_ahead(store)?;
+                    self.buffer.len() < BUFFERED_EVENTS
+                }
+            };
+            let taken = self.buffer.len() as u64;
+            store.recorder.subscribed(taken, recent.is_some());
+            self.read_to_end_at = at_end.then_some(published);
         }
         let Some((seq, event)) = self.buffer.pop_front() else {
             return Ok(None);

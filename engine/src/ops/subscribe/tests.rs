@@ -1,8 +1,11 @@
-//! Subscriptions against the stored log: random interleavings of appends to two sessions,
-//! subscribers starting at random seqs (past the end too), alone or sharing a watch's waker,
-//! consumers that read a little at a time or fall far behind their buffer, and reopens (each
-//! subscriber resuming from its next seq) must give each subscriber exactly the stored events
-//! from its start, in order, each once; the store-wide feed gives every append in commit order
+//! Subscriptions against the stored log: random interleavings of appends to two sessions (some
+//! with chunk runs, which the store packs into one line), bursts that run past the sessions'
+//! rings of committed events, changes that empty a ring (a delete and its undo), subscribers
+//! starting at random seqs (past the end too), alone or sharing a watch's waker, consumers that
+//! read a little at a time or fall far behind their buffer or their session's ring, and reopens
+//! (each subscriber resuming from its next seq) must give each subscriber exactly the stored
+//! events from its start, in order, each once, whether it took them from the ring or the store;
+//! a subscriber that keeps up takes every event from memory; the store-wide feed gives every append in commit order
 //! and resumes from its cursor across a reopen, and refuses a cursor older than the change log
 //! retains. And live followers on another thread (one each, or many on one watch) see every
 //! event as it commits.
@@ -22,6 +25,7 @@ use crate::layout::meta::SourceEncoding;
 use crate::ops::append::AppendItem;
 use crate::options::{Durability, Options};
 use crate::store::Store;
+use crate::store::RECENT_EVENTS;
 use crate::test_support::ev;
 
 fn header(id: &str) -> String {
@@ -34,6 +38,26 @@ fn prompt(n: u64) -> NewEvent {
     ev(&format!(
         r#"{{"type":"user/message","time":{n},"data":{{"content":[],"source":{{"kind":"tool"}},"role":"user","id":"u{n}"}},"surfaceOp":"append"}}"#
     ))
+}
+
+/// An assistant text delta: three or more in a row are packed into one stored line.
+fn chunk(n: u64) -> NewEvent {
+    ev(&format!(
+        r#"{{"type":"assistant/chunk","time":{n},"data":{{"turn":1,"step":1,"chunk":{{"type":"text-delta","index":0,"text":"t{n}"}}}}}}"#
+    ))
+}
+
+/// A batch of `events` events from time `time` on: a prompt, then chunks.
+fn batch(time: &mut u64, events: usize) -> Vec<NewEvent> {
+    (0..events)
+        .map(|k| {
+            *time += 1;
+            match k {
+                0 => prompt(*time),
+                _ => chunk(*time),
+            }
+        })
+        .collect()
 }
 
 fn open(path: &Path) -> Store {
@@ -68,6 +92,10 @@ fn stored(store: &Store, id: &str, from: u64) -> Vec<(u64, Value)> {
 enum Step {
     /// Append a batch of `events` events to session `session` (0: "a", 1: "b").
     Append { session: usize, events: usize },
+    /// Append `batches` batches of 60 events to `session`: more than its ring holds.
+    Burst { session: usize, batches: usize },
+    /// Delete `session` and undo it: two changes without events, which empty its ring.
+    Touch { session: usize },
     /// Start a subscriber of `session` at `ahead` seqs past (or before) its end.
     Subscribe { session: usize, offset: i64 },
     /// Start a subscriber of `session` at `offset` seqs past (or before) its end, in the watch.
@@ -83,6 +111,8 @@ enum Step {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         4 => (0..2usize, 1..6usize).prop_map(|(session, events)| Step::Append { session, events }),
+        1 => (0..2usize, 1..7usize).prop_map(|(session, batches)| Step::Burst { session, batches }),
+        1 => (0..2usize).prop_map(|session| Step::Touch { session }),
         2 => (0..2usize, -8..3i64).prop_map(|(session, offset)| Step::Subscribe { session, offset }),
         2 => (0..2usize, -8..3i64).prop_map(|(session, offset)| Step::Watch { session, offset }),
         4 => (0..8usize, 0..7usize).prop_map(|(which, count)| Step::Read { which, count }),
@@ -132,7 +162,7 @@ proptest! {
 
     #[test]
     fn subscribers_get_exactly_the_stored_events_from_their_start(
-        steps in proptest::collection::vec(step(), 1..40),
+        steps in proptest::collection::vec(step(), 1..48),
     ) {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("db");
@@ -148,9 +178,20 @@ proptest! {
         for step in steps {
             match step {
                 Step::Append { session, events } => {
-                    let batch = (0..events).map(|_| { time += 1; prompt(time) }).collect();
+                    let batch = batch(&mut time, events);
                     store.append(sessions[session], Some(next[session]), batch).expect("append");
                     next[session] += events as u64;
+                }
+                Step::Burst { session, batches } => {
+                    for _ in 0..batches {
+                        let batch = batch(&mut time, 60);
+                        store.append(sessions[session], Some(next[session]), batch).expect("append");
+                        next[session] += 60;
+                    }
+                }
+                Step::Touch { session } => {
+                    store.delete(sessions[session]).expect("delete");
+                    store.undelete(sessions[session]).expect("undelete");
                 }
                 Step::Subscribe { session, offset } => {
                     let from = u64::try_from(next[session] as i64 + offset).unwrap_or(0);
@@ -524,4 +565,53 @@ fn the_change_log_keeps_its_latest_changes_and_refuses_older_cursors() {
     )
     .expect_err("nothing retained");
     assert!(err.to_string().contains("feed_retained_changes"), "{err}");
+}
+
+/// Events yielded by `sub` without waiting.
+fn drain(store: &Store, sub: &mut super::Subscription) -> Vec<(u64, Value)> {
+    std::iter::from_fn(|| sub.next_within(store, Duration::ZERO).expect("next")).collect()
+}
+
+/// A subscriber that keeps up with its session takes each committed batch from the session's
+/// ring, reading nothing from the store; one that falls more than the ring holds behind reads
+/// the store instead (up to its buffer at a time, here all of it), and both get exactly the
+/// stored events, in order, each once.
+#[test]
+fn a_subscriber_that_keeps_up_takes_events_from_memory_and_one_behind_reads_the_store() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open(&dir.path().join("db"));
+    create(&store, "a");
+    let mut live = store.subscribe("a", 0).expect("live");
+    let mut behind = store.subscribe("a", 0).expect("behind");
+    assert_eq!(drain(&store, &mut behind), []);
+    let before = store.subscription_stats();
+    let (mut time, mut next, mut got) = (0, 0u64, Vec::new());
+    let batches = RECENT_EVENTS / 40 + 3;
+    for _ in 0..batches {
+        store
+            .append("a", Some(next), batch(&mut time, 40))
+            .expect("append");
+        next += 40;
+        got.extend(drain(&store, &mut live));
+    }
+    assert_eq!(got, stored(&store, "a", 0));
+    let kept_up = store.subscription_stats();
+    assert_eq!(
+        (
+            kept_up.events_from_memory - before.events_from_memory,
+            kept_up.events_from_store - before.events_from_store
+        ),
+        (next, 0),
+        "the live subscriber's events: from memory, from the store"
+    );
+    assert_eq!(drain(&store, &mut behind), stored(&store, "a", 0));
+    let caught_up = store.subscription_stats();
+    assert_eq!(
+        (
+            caught_up.events_from_memory - kept_up.events_from_memory,
+            caught_up.events_from_store - kept_up.events_from_store
+        ),
+        (0, next),
+        "the subscriber behind the ring: from memory, from the store"
+    );
 }

@@ -124,12 +124,18 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             append::repair(store, &id, true, json)
         }),
         Command::Tail {
+            id: Some(id),
+            from,
+            follow,
+            all: false,
+        } if opener.in_fleet() => tail::fleet(&opener.fleet()?, &id, from.as_deref(), follow),
+        Command::Tail {
             id,
             from,
             follow,
             all,
         } => tail::run(
-            opener.local_path(LocalOnly::Tail)?,
+            opener.local_path(LocalOnly::TailAll)?,
             &store_options,
             id.as_deref(),
             from.as_deref(),

@@ -49,6 +49,11 @@ impl Opener {
         &self.options
     }
 
+    /// Whether `--cluster` names a fleet.
+    pub fn in_fleet(&self) -> bool {
+        self.fleet.is_some()
+    }
+
     /// The fleet's configuration, or why there is none.
     pub fn config(&self) -> anyhow::Result<&Config> {
         match &self.fleet {

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use sessionlog_cluster::Fleet;
 use sessionlog_codec::json::{self, Object, Value};
 use sessionlog_engine::{FeedChange, FeedItem, Options, Store};
 use sessionlog_tools_common::output::json_line;
@@ -38,14 +39,7 @@ pub fn run(
 
 /// `tail ID [--from SEQ] [--follow]`.
 fn session(store: &Store, id: &str, from: Option<&str>, follow: bool) -> anyhow::Result<ExitCode> {
-    let from = match from {
-        None => 0,
-        Some(text) => text.parse::<u64>().map_err(|_| {
-            anyhow::anyhow!(
-                "--from {text:?}: a session's tail starts at a seq (a whole number); cursors are for `tail --all`"
-            )
-        })?,
-    };
+    let from = start_seq(from)?;
     let mut sub = store.subscribe(id, from)?;
     let end = sub.end(store)?;
     if from > end {
@@ -56,17 +50,50 @@ fn session(store: &Store, id: &str, from: Option<&str>, follow: bool) -> anyhow:
         }
         eprintln!("sessionlog: session \"{id}\" holds seqs below {end}; waiting for seq {from}");
     }
-    let mut line = String::new();
     follow_with(
         follow,
         |wait| Ok(sub.next_within(store, wait)?),
-        |out, (_, event)| {
-            line.clear();
-            json::write_value(&mut line, &event);
-            line.push('\n');
-            out.write_all(line.as_bytes())
-        },
+        print_event(),
     )
+}
+
+/// `--cluster URL tail ID [--from SEQ] [--follow]`: the session's events as `tail` prints
+/// them, whichever host of the fleet appends them ([`Fleet::subscribe`]).
+pub fn fleet(
+    fleet: &Fleet,
+    id: &str,
+    from: Option<&str>,
+    follow: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut sub = fleet.subscribe(id, start_seq(from)?)?;
+    follow_with(
+        follow,
+        |wait| Ok(sub.next_within(fleet, wait)?),
+        print_event(),
+    )
+}
+
+/// The seq `--from` names (0 without it).
+fn start_seq(from: Option<&str>) -> anyhow::Result<u64> {
+    match from {
+        None => Ok(0),
+        Some(text) => text.parse::<u64>().map_err(|_| {
+            anyhow::anyhow!(
+                "--from {text:?}: a session's tail starts at a seq (a whole number); cursors are for `tail --all`"
+            )
+        }),
+    }
+}
+
+/// Print one event as `events` prints it: its JSON on a line.
+fn print_event() -> impl FnMut(&mut Out, (u64, Value)) -> std::io::Result<()> {
+    let mut line = String::new();
+    move |out, (_, event)| {
+        line.clear();
+        json::write_value(&mut line, &event);
+        line.push('\n');
+        out.write_all(line.as_bytes())
+    }
 }
 
 /// `tail --all [--from CURSOR] [--follow]`.

@@ -10,6 +10,8 @@
 //! (its acknowledgement) to the instant the subscriber holds its last event; a subscriber woken
 //! before the appender got the acknowledgement counts 0. Throughput is batches per second, and
 //! the ratio is each run's over the run without subscribers (1.0: subscribers cost nothing).
+//! Each run also says how many of the events its subscribers got came from their sessions'
+//! rings of committed events and how many were read from the store.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::{Object, Value};
-use sessionlog_engine::{AppendItem, Options, SourceEncoding, Store, Watch};
+use sessionlog_engine::{AppendItem, Options, SourceEncoding, Store, SubscriptionStats, Watch};
 use sessionlog_harness::hosting::Histogram;
 use sessionlog_tools_common::output::json_line;
 
@@ -37,6 +39,8 @@ struct Run {
     batches: u64,
     seconds: f64,
     latency: Histogram,
+    /// Where the subscribers' events came from: their sessions' rings, the store.
+    taken: SubscriptionStats,
 }
 
 impl Run {
@@ -82,7 +86,9 @@ pub fn run(
                         .with("batches_per_s", r.batches_per_s())
                         .with("observed_batches", r.latency.count() as i64)
                         .with("latency_p50_us", micros(r.latency.quantile(0.5)))
-                        .with("latency_p99_us", micros(r.latency.quantile(0.99))),
+                        .with("latency_p99_us", micros(r.latency.quantile(0.99)))
+                        .with("events_from_memory", r.taken.events_from_memory as i64)
+                        .with("events_from_store", r.taken.events_from_store as i64),
                 )
             })
             .collect();
@@ -212,6 +218,7 @@ fn measure(
             batches,
             seconds,
             latency,
+            taken: store.subscription_stats(),
         })
     })
 }
