@@ -458,4 +458,30 @@ fn the_cli_forks_and_imports_in_the_fleet() {
         ok && out.contains(&id) && out.contains("cli-child"),
         "{out}{err}"
     );
+    // A search on an empty host finds the sessions two other hosts wrote.
+    let second = dir.path().join("second.jsonl");
+    std::fs::write(&second, session_feed(1, &opts, LogFormat::V0).dsh_bytes()).expect("write");
+    let (ok, out, err) = run("h2", &["import", second.to_str().expect("UTF-8")]);
+    assert!(ok && out.contains("imported"), "{out}{err}");
+    let second_id = out
+        .split_whitespace()
+        .nth(1)
+        .expect("the imported id")
+        .trim_end_matches(':')
+        .to_owned();
+    let (ok, out, err) = run("h4", &["search", "--json"]);
+    let found: Vec<String> = out
+        .lines()
+        .filter_map(|l| match sessionlog::codec::json::parse(l) {
+            Ok(sessionlog::codec::json::Value::Object(o)) => match o.get("id") {
+                Some(sessionlog::codec::json::Value::String(id)) => Some(id.to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert!(ok, "{out}{err}");
+    for expected in [&id, &second_id, &"cli-child".to_owned()] {
+        assert!(found.contains(expected), "{expected} not in {found:?}: {out}{err}");
+    }
 }

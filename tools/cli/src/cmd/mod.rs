@@ -217,7 +217,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Cluster { command } => cluster::run(&opener, command),
         Command::Search(args) => opener.run(Access::Read, |host| {
-            search::run(host.store(), &search::query(&args)?, args.json)
+            search::run(host.listing()?, &search::query(&args)?, args.json)
         }),
         Command::Reindex { json } => {
             opener.run(Access::Write, |host| search::reindex(host.store(), json))
