@@ -482,6 +482,9 @@ fn the_cli_forks_and_imports_in_the_fleet() {
         .collect();
     assert!(ok, "{out}{err}");
     for expected in [&id, &second_id, &"cli-child".to_owned()] {
-        assert!(found.contains(expected), "{expected} not in {found:?}: {out}{err}");
+        assert!(
+            found.contains(expected),
+            "{expected} not in {found:?}: {out}{err}"
+        );
     }
 }
