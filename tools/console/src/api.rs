@@ -1,5 +1,6 @@
-//! The JSON API, every route a read: the listing (`/api/sessions`, `listing.rs`), and per
-//! session its view at a seq (`view`: the messages the model saw, as `sessionlog messages ID
+//! The JSON API's reads of one session, and what every route shares (its parameters, a read
+//! on a blocking thread). Every route is a read: the listing (`/api/sessions`, `listing.rs`), and
+//! per session its view at a seq (`view`: the messages the model saw, as `sessionlog messages ID
 //! --at N` prints them, whole or a window of them, and the projections there; the compactions
 //! up to a seq are those of `marks` at or before it, so a scrubber move does not derive the
 //! surface twice), raw events around a seq (`events`), the scrubber's marks (`marks`: turns and
@@ -14,8 +15,6 @@ use std::sync::Arc;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use axum::routing::get;
-use axum::Router;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use sessionlog_codec::json::Value;
@@ -39,17 +38,6 @@ const VIEW_UNITS: [&str; 4] = ["title", "todos", "tokenUsage", "requestHeader"];
 pub(crate) type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
 /// The session id of the path.
 pub(crate) type IdPath = Result<Path<String>, PathRejection>;
-
-pub(crate) fn routes() -> Router<Arc<Console>> {
-    Router::new()
-        .route("/api/sessions", get(crate::listing::sessions))
-        .route("/api/sessions/{id}/view", get(view))
-        .route("/api/sessions/{id}/events", get(events))
-        .route("/api/sessions/{id}/marks", get(marks))
-        .route("/api/sessions/{id}/steps", get(crate::steps::steps))
-        .route("/api/sessions/{id}/tokens", get(tokens))
-        .route("/api/sessions/{id}/tree", get(tree))
-}
 
 /// Run `read` on a blocking thread with the store caught up (reads are synchronous RocksDB
 /// calls; they must not hold up the server's event loop).
@@ -200,7 +188,7 @@ struct Window {
 /// `GET /api/sessions/{id}/view?at=SEQ&from=I&limit=N` (default: the last event, every
 /// message; with `from` or `limit`, the messages from the `I`th (default 0), at most `N`
 /// (default and cap [`MAX_WINDOW`])).
-async fn view(
+pub(crate) async fn view(
     State(console): State<Arc<Console>>,
     path: IdPath,
     query: Params,
@@ -315,7 +303,7 @@ pub(crate) struct SeqEvent {
 
 /// `GET /api/sessions/{id}/events?from=A&to=B`, or `?at=SEQ&radius=R` (the events within R of
 /// SEQ; default 8): at most [`MAX_EVENTS`].
-async fn events(
+pub(crate) async fn events(
     State(console): State<Arc<Console>>,
     path: IdPath,
     query: Params,
@@ -376,7 +364,10 @@ struct Turn {
 }
 
 /// `GET /api/sessions/{id}/marks`: the turns and compactions, for the scrubber.
-async fn marks(State(console): State<Arc<Console>>, path: IdPath) -> Result<Response, ApiError> {
+pub(crate) async fn marks(
+    State(console): State<Arc<Console>>,
+    path: IdPath,
+) -> Result<Response, ApiError> {
     let id = session_id(path)?;
     let marks = read_session(&console, id, move |store, id| {
         let end = end_of(store, id)?;
@@ -440,7 +431,10 @@ struct UsagePoint {
 
 /// `GET /api/sessions/{id}/tokens`: the `tokenUsage` projection at each turn's end (and at the
 /// last event), at most [`MAX_SAMPLES`] points spread evenly over the turns.
-async fn tokens(State(console): State<Arc<Console>>, path: IdPath) -> Result<Response, ApiError> {
+pub(crate) async fn tokens(
+    State(console): State<Arc<Console>>,
+    path: IdPath,
+) -> Result<Response, ApiError> {
     let id = session_id(path)?;
     let tokens = read_session(&console, id, move |store, id| {
         let end = end_of(store, id)?;
@@ -487,7 +481,10 @@ struct Tree {
 }
 
 /// `GET /api/sessions/{id}/tree`.
-async fn tree(State(console): State<Arc<Console>>, path: IdPath) -> Result<Response, ApiError> {
+pub(crate) async fn tree(
+    State(console): State<Arc<Console>>,
+    path: IdPath,
+) -> Result<Response, ApiError> {
     let id = session_id(path)?;
     let tree = read_session(&console, id, move |store, id| {
         let lineage = store.lineage(id)?;

@@ -95,12 +95,25 @@ pub fn router(
 ) -> Router {
     let console = Arc::new(Console::new(store, options, archive));
     guard::wrap(
-        api::routes()
+        api_routes()
             .merge(follow::routes())
             .merge(assets::routes())
             .with_state(console),
         config,
     )
+}
+
+/// The JSON API's routes (`api.rs`, `listing.rs`, `steps.rs`).
+fn api_routes() -> Router<Arc<Console>> {
+    use axum::routing::get;
+    Router::new()
+        .route("/api/sessions", get(listing::sessions))
+        .route("/api/sessions/{id}/view", get(api::view))
+        .route("/api/sessions/{id}/events", get(api::events))
+        .route("/api/sessions/{id}/marks", get(api::marks))
+        .route("/api/sessions/{id}/steps", get(steps::steps))
+        .route("/api/sessions/{id}/tokens", get(api::tokens))
+        .route("/api/sessions/{id}/tree", get(api::tree))
 }
 
 /// Open the store at `db` beside its holder and serve the console on `config.listen` until the
