@@ -445,3 +445,45 @@ fn a_session_purged_while_a_host_catches_it_up_is_not_served_part_built() {
     assert!(matches!(refused, Error::UnknownSession(_)), "{refused}");
     verified(&[&a, &b]);
 }
+
+#[test]
+fn a_copy_ahead_of_a_session_purged_during_its_catch_up_is_removed() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    let b = join(&pg, dir.path(), "host-b");
+    // A keeps a copy of s in three batches; s is purged and created again, shorter, by B.
+    create(&a, "s", 1, 0..2);
+    append(&a, "s", 2, 2..3);
+    append(&a, "s", 3, 3..4);
+    a.set_deleted("s", true).expect("deleted");
+    a.release("s").expect("released");
+    assert_eq!(b.purge(Duration::ZERO).expect("purge"), ["s"]);
+    create(&b, "s", 2, 0..1);
+    b.release("s").expect("released");
+    // The new s is purged in the statement that acquires it for A: A reads its row (fewer
+    // batches than its copy) and finds it gone at the re-read.
+    pg.psql(
+        "CREATE FUNCTION purge_on_acquire() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           DELETE FROM sessionlog.batches WHERE session_id = NEW.id; \
+           DELETE FROM sessionlog.sessions WHERE id = NEW.id; \
+           DELETE FROM sessionlog.lineage WHERE id = NEW.id; \
+           RETURN NULL; END $$; \
+         CREATE TRIGGER purge_on_acquire AFTER UPDATE OF owner ON sessionlog.sessions \
+           FOR EACH ROW WHEN (NEW.owner = 'host-a') EXECUTE FUNCTION purge_on_acquire();",
+    )
+    .expect("the trigger");
+    let acquired = a.acquire("s", false);
+    pg.psql("DROP TRIGGER purge_on_acquire ON sessionlog.sessions")
+        .expect("drop the trigger");
+    assert!(!in_postgres(&pg, "s"), "the trigger did not purge s");
+    if let Ok(copy) = a.store().summary("s") {
+        panic!(
+            "A keeps its copy of s ({} batches) after finding s purged (acquire answered \
+             {acquired:?}): a read would serve it",
+            copy.batches
+        );
+    }
+    let refused = acquired.expect_err("purged");
+    assert!(matches!(refused, Error::UnknownSession(_)), "{refused}");
+}
