@@ -25,8 +25,9 @@ impl Fleet {
     /// Bring the local copy of session `id` up to date for reads without taking it; the batches
     /// applied. A session this host holds is served from its own copy while its hold is
     /// confirmed within the read bound (see the module docs); past it, PostgreSQL is asked (the
-    /// lease renewed, or the session found taken over and forgotten) and the copy caught up. One PostgreSQL
-    /// no longer holds (purged) is removed from the local store too, and refused as unknown.
+    /// lease renewed, or the session found taken over and forgotten) and the copy caught up.
+    /// One PostgreSQL no longer holds (purged) is removed from the local store too, and refused
+    /// as unknown.
     pub fn sync(&self, id: &str) -> Result<u64> {
         if self.trusted(id) {
             return Ok(0);
