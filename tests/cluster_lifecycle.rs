@@ -2,8 +2,9 @@
 //! PostgreSQL): removing one session purges that session alone; the fleet-wide purge keeps what a
 //! live host holds; deletion, restoration and purges reach every host's store by catch-up; an
 //! id reused after a purge replaces the old local copy; an acquisition whose catch-up fails
-//! leaves nothing held; and a host deposed by a takeover serves its own copy no longer than its
-//! read bound.
+//! leaves nothing held; a host deposed by a takeover serves its own copy no longer than its
+//! read bound; and a host trusts its copy only while its lease, renewed, keeps other hosts from
+//! taking the session over without force or purging it.
 
 use std::path::Path;
 use std::time::Duration;
@@ -290,6 +291,87 @@ fn a_deposed_host_serves_its_own_copy_no_longer_than_its_read_bound() {
     assert!(b.holds("s"));
 }
 
+/// Wait until PostgreSQL records session `id`'s lease as run out.
+fn lease_run_out(pg: &TempPostgres, id: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let sql = format!("SELECT lease_until < now() FROM sessionlog.sessions WHERE id = '{id}'");
+    while pg.psql(&sql).expect("the lease").trim() != "t" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{id}'s lease did not run out within a minute"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A host with a lease of 4 s (also its read bound) and no lease keeper: its leases run out
+/// unless its own calls renew them.
+fn without_keeper(pg: &TempPostgres, dir: &Path, host: &str) -> Fleet {
+    join_with(
+        pg,
+        dir,
+        FleetOptions {
+            lease: Duration::from_secs(4),
+            ..FleetOptions::new(host)
+        },
+    )
+}
+
+#[test]
+fn a_takeover_without_force_never_finds_the_owner_trusting_its_copy() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = without_keeper(&pg, dir.path(), "host-a");
+    let b = join(&pg, dir.path(), "host-b");
+    create(&a, "s", 1, 0..2);
+    lease_run_out(&pg, "s");
+
+    // Past its bound, A's read asks PostgreSQL, which still names A the owner.
+    a.sync("s").expect("A's read");
+    match b.acquire("s", false) {
+        // A's read renewed its lease.
+        Err(Error::Owned { .. }) => {}
+        Ok(_) => {
+            append(&b, "s", 2, 2..4);
+            a.sync("s").expect("A's read after the takeover");
+            let (on_a, on_b) = (exported(&a, "s"), exported(&b, "s"));
+            assert!(
+                on_a == on_b,
+                "B took s over without force, yet A serves its own copy ({} bytes), which \
+                 misses B's append ({} bytes on B): A trusts a hold its read found with the \
+                 lease run out",
+                on_a.len(),
+                on_b.len()
+            );
+        }
+        Err(e) => panic!("B's takeover: {e}"),
+    }
+}
+
+#[test]
+fn a_session_the_owner_trusts_is_never_purged_under_it() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = without_keeper(&pg, dir.path(), "host-a");
+    let operator = join(&pg, dir.path(), "operator");
+    create(&a, "s", 1, 0..2);
+    a.set_deleted("s", true).expect("deleted");
+    lease_run_out(&pg, "s");
+
+    a.sync("s").expect("A's read");
+    let purged = operator.purge(Duration::ZERO).expect("the purge");
+    if purged.iter().any(|id| id == "s") {
+        let read = a.sync("s");
+        if let Ok(copy) = a.store().summary("s") {
+            panic!(
+                "A serves s ({} events) after the operator purged it (A's read answered \
+                 {read:?}): A trusts a hold its read found with the lease run out",
+                copy.events
+            );
+        }
+    }
+}
+
 /// Hold `sessionlog.batches` locked in `admin`'s transaction until a statement of another
 /// connection waits for it (a catch-up that read a session's row and now reads its batches),
 /// then run `sql` in that transaction and commit: the change lands exactly between the two
@@ -362,4 +444,46 @@ fn a_session_purged_while_a_host_catches_it_up_is_not_served_part_built() {
     let refused = synced.expect("sync ran").expect_err("purged");
     assert!(matches!(refused, Error::UnknownSession(_)), "{refused}");
     verified(&[&a, &b]);
+}
+
+#[test]
+fn a_copy_ahead_of_a_session_purged_during_its_catch_up_is_removed() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    let b = join(&pg, dir.path(), "host-b");
+    // A keeps a copy of s in three batches; s is purged and created again, shorter, by B.
+    create(&a, "s", 1, 0..2);
+    append(&a, "s", 2, 2..3);
+    append(&a, "s", 3, 3..4);
+    a.set_deleted("s", true).expect("deleted");
+    a.release("s").expect("released");
+    assert_eq!(b.purge(Duration::ZERO).expect("purge"), ["s"]);
+    create(&b, "s", 2, 0..1);
+    b.release("s").expect("released");
+    // The new s is purged in the statement that acquires it for A: A reads its row (fewer
+    // batches than its copy) and finds it gone at the re-read.
+    pg.psql(
+        "CREATE FUNCTION purge_on_acquire() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           DELETE FROM sessionlog.batches WHERE session_id = NEW.id; \
+           DELETE FROM sessionlog.sessions WHERE id = NEW.id; \
+           DELETE FROM sessionlog.lineage WHERE id = NEW.id; \
+           RETURN NULL; END $$; \
+         CREATE TRIGGER purge_on_acquire AFTER UPDATE OF owner ON sessionlog.sessions \
+           FOR EACH ROW WHEN (NEW.owner = 'host-a') EXECUTE FUNCTION purge_on_acquire();",
+    )
+    .expect("the trigger");
+    let acquired = a.acquire("s", false);
+    pg.psql("DROP TRIGGER purge_on_acquire ON sessionlog.sessions")
+        .expect("drop the trigger");
+    assert!(!in_postgres(&pg, "s"), "the trigger did not purge s");
+    if let Ok(copy) = a.store().summary("s") {
+        panic!(
+            "A keeps its copy of s ({} batches) after finding s purged (acquire answered \
+             {acquired:?}): a read would serve it",
+            copy.batches
+        );
+    }
+    let refused = acquired.expect_err("purged");
+    assert!(matches!(refused, Error::UnknownSession(_)), "{refused}");
 }

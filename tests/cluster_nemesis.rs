@@ -21,8 +21,6 @@ use sessionlog_harness::nemesis::{run, NemesisOptions, KINDS};
 use crate::fixtures::built_binary;
 
 #[test]
-#[ignore = "2 of 9 runs find a host resumed from a pause serving a session purged elsewhere \
-            3.3 s before, past the 3 s read bound; run with --ignored"]
 fn the_fleet_keeps_its_word_under_a_nemesis() {
     if !crate::fixtures::patroni_installed() {
         return;

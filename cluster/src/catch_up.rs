@@ -88,10 +88,14 @@ fn catch_up_to(pg: &mut Pg, store: &Store, row: &SessionRow) -> Result<Option<u6
     let reread;
     let row = match &local {
         Some(copy) if copy.batches > batches_of(row) => {
-            reread = pg
-                .retrying("reading a session", PATIENCE, |c| ownership::row(c, id))?
-                .ok_or_else(|| Error::UnknownSession(id.to_owned()))?;
-            &reread
+            match pg.retrying("reading a session", PATIENCE, |c| ownership::row(c, id))? {
+                Some(now) => {
+                    reread = now;
+                    &reread
+                }
+                // Purged since the row was read: [`catch_up`] removes the copy.
+                None => return Ok(None),
+            }
         }
         _ => row,
     };

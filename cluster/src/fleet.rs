@@ -161,21 +161,17 @@ impl Fleet {
     }
 
     /// Take session `id` for this host and catch the local store up with PostgreSQL. A session
-    /// this host holds already is only caught up (its epoch stays); one another host holds
-    /// under a live lease is refused unless `force`. A session whose catch-up fails is given up
-    /// again (released in PostgreSQL, not held here): a host never holds a session it cannot
-    /// serve.
+    /// this host holds already has its lease renewed and is caught up (its epoch stays); one
+    /// another host holds under a live lease is refused unless `force`. A session whose
+    /// catch-up fails is given up again (released in PostgreSQL, not held here): a host never
+    /// holds a session it cannot serve.
     pub fn acquire(&self, id: &str, force: bool) -> Result<Acquired> {
         let mut pg = self.control();
         if let Some(holding) = self.held.get(id) {
-            let asked = Instant::now();
-            let row = pg
-                .retrying("reading a session", PATIENCE, |c| ownership::row(c, id))?
-                .ok_or_else(|| Error::UnknownSession(id.to_owned()))?;
-            if row.owner.as_deref() == Some(self.options.host.as_str())
-                && row.epoch == holding.epoch
-            {
-                self.confirmed.insert(id, asked);
+            if self.confirm(&mut pg, id, &holding)? {
+                let row = pg
+                    .retrying("reading a session", PATIENCE, |c| ownership::row(c, id))?
+                    .ok_or_else(|| Error::UnknownSession(id.to_owned()))?;
                 let caught_up = self.caught_up_or_given_up(&mut pg, &row, &holding)?;
                 return Ok(Acquired { row, caught_up });
             }
@@ -231,6 +227,30 @@ impl Fleet {
             })?;
         self.forget(id);
         Ok(released)
+    }
+
+    /// Renew the lease of session `id`, held as `holding`, alone (on the control connection
+    /// `pg`): whether PostgreSQL still records this host its owner at that epoch. Only a renewal
+    /// confirms a hold, never a read of the session's row: a row naming this host whose lease
+    /// has run out lets another host take the session over without force or purge it, so a
+    /// confirmation that did not extend the lease would let this host trust its copy past that.
+    /// Renewed, the hold counts as confirmed at the instant before the statement; refused, the
+    /// session is forgotten.
+    pub(crate) fn confirm(&self, pg: &mut Pg, id: &str, holding: &Holding) -> Result<bool> {
+        let held = [(id.to_owned(), holding.clone())];
+        let (host, lease) = (&self.options.host, self.options.lease);
+        let asked = Instant::now();
+        let renewed = pg.retrying("renewing a lease", PATIENCE, |c| {
+            ownership::renew(c, host, lease, &held)
+        })?;
+        if renewed.iter().any(|r| r == id) {
+            self.confirmed.insert(id, asked);
+            return Ok(true);
+        }
+        if self.held.lose(id, holding.epoch) {
+            self.confirmed.remove(id);
+        }
+        Ok(false)
     }
 
     /// Renew the leases of every held session in one statement; the sessions this host lost

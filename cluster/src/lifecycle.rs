@@ -6,10 +6,13 @@
 //! batch it acknowledged is there) while PostgreSQL confirmed its hold less than
 //! [`FleetOptions::read_bound`](crate::FleetOptions::read_bound) ago (capped at the lease);
 //! past that, and for every session it does not hold, a read asks PostgreSQL first and is as of
-//! that catch-up. A host deposed by a forced takeover therefore serves its own copy for at most
-//! that bound after its last confirmation.
+//! that catch-up. A hold is confirmed only by a statement that extends its lease (an
+//! acquisition, a renewal), timed from the instant before it was sent, so the trust ends before
+//! the lease PostgreSQL recorded: while a host trusts its copy no other host takes the session
+//! over without force, nor purges it. A host deposed by a forced takeover serves its own copy
+//! for at most the bound after its last confirmation.
 
-use std::time::Instant;
+use std::time::Duration;
 
 use sessionlog_engine::RecordedChange;
 
@@ -22,8 +25,9 @@ impl Fleet {
     /// Bring the local copy of session `id` up to date for reads without taking it; the batches
     /// applied. A session this host holds is served from its own copy while its hold is
     /// confirmed within the read bound (see the module docs); past it, PostgreSQL is asked (the
-    /// hold confirmed, or found taken over and forgotten) and the copy caught up. One PostgreSQL
-    /// no longer holds (purged) is removed from the local store too, and refused as unknown.
+    /// lease renewed, or the session found taken over and forgotten) and the copy caught up.
+    /// One PostgreSQL no longer holds (purged) is removed from the local store too, and refused
+    /// as unknown.
     pub fn sync(&self, id: &str) -> Result<u64> {
         if self.trusted(id) {
             return Ok(0);
@@ -32,7 +36,6 @@ impl Fleet {
         // Looked at before PostgreSQL is: a copy already here when PostgreSQL has no row is of a
         // session purged since (a creation reaches PostgreSQL before the local store).
         let had_copy = local_copy(&self.store, id)?.is_some();
-        let asked = Instant::now();
         let Some(row) = pg.retrying("reading a session", PATIENCE, |c| ownership::row(c, id))?
         else {
             self.forget(id);
@@ -43,13 +46,9 @@ impl Fleet {
             return Err(Error::UnknownSession(id.to_owned()));
         };
         if let Some(holding) = self.held.get(id) {
-            if row.owner.as_deref() == Some(self.host()) && row.epoch == holding.epoch {
-                // Still this host's, confirmed for another read bound.
-                self.confirmed.insert(id, asked);
-            } else {
-                // Taken over: caught up like any session this host does not hold.
-                self.forget(id);
-            }
+            // Still this host's (its lease renewed, confirmed for another read bound), or taken
+            // over and forgotten: caught up like any session this host does not hold.
+            self.confirm(&mut pg, id, &holding)?;
         }
         catch_up(&mut pg, &self.store, &row)
     }
@@ -109,9 +108,19 @@ impl Fleet {
     }
 
     /// Whether this host serves its own copy of `id` without asking PostgreSQL: it holds the
-    /// session, confirmed less than the read bound (at most the lease) ago.
+    /// session, confirmed less than the read bound ago, and at most the lease as PostgreSQL
+    /// records it (whole seconds).
     fn trusted(&self, id: &str) -> bool {
-        let bound = self.options.read_bound.min(self.options.lease);
+        let recorded = Duration::from_secs(
+            ownership::lease_seconds(self.options.lease)
+                .unsigned_abs()
+                .into(),
+        );
+        let bound = self
+            .options
+            .read_bound
+            .min(self.options.lease)
+            .min(recorded);
         self.held.get(id).is_some()
             && self
                 .confirmed
