@@ -95,7 +95,7 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 /// | | [`state_at`](Store::state_at) | `read/checkpoints.rs` |
 /// | | [`event_kinds`](Store::event_kinds) | `ops/kinds.rs` |
 /// | | [`request`](Store::request), [`check_request`](Store::check_request), [`dispatch_point`](Store::dispatch_point) | `ops/request.rs` |
-/// | live feeds | [`subscribe`](Store::subscribe) | `ops/subscribe/mod.rs` |
+/// | live feeds | [`subscribe`](Store::subscribe), [`subscription_stats`](Store::subscription_stats) | `ops/subscribe/mod.rs` |
 /// | | [`subscribe_all`](Store::subscribe_all) | `ops/subscribe/all.rs` |
 /// | message projections | [`register_message_projection`](Store::register_message_projection), [`remove_message_projection`](Store::remove_message_projection) | `read/message_projections.rs` |
 /// | forks and lineage | [`fork`](Store::fork), [`fork_file`](Store::fork_file), [`lineage`](Store::lineage), [`stored_bytes`](Store::stored_bytes) | `ops/fork.rs` |

@@ -263,6 +263,10 @@ fn calls() -> Vec<Row> {
         row("subscribe_all", Nothing, |s, _| {
             s.subscribe_all(None).map(drop)
         }),
+        row("subscription_stats", Nothing, |s, _| {
+            s.subscription_stats();
+            Ok(())
+        }),
         row("is_secondary", Nothing, |s, _| {
             s.is_secondary();
             Ok(())
