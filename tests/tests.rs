@@ -28,6 +28,7 @@ mod hosting;
 mod listing;
 mod metrics;
 mod migrate;
+mod node_rendering;
 mod objects;
 mod objects_kill;
 mod power;

@@ -6,9 +6,20 @@
 
 use std::time::Duration;
 
+use serde::Serialize;
+use serde_json::value::RawValue;
 use sessionlog_engine::{Store, BUFFERED_EVENTS};
 
 use crate::reply::Reply;
+
+/// One step of a tail: `{next, events}`.
+#[derive(Serialize)]
+struct Step {
+    /// Where the next step starts.
+    next: u64,
+    /// The events, as the codec's `JSON.stringify` of their array.
+    events: Box<RawValue>,
+}
 
 /// The longest one step waits (so a store being closed waits at most this for a tail).
 pub const MAX_WAIT: Duration = Duration::from_secs(1);
@@ -39,8 +50,11 @@ pub fn next(store: &Store, id: &str, from: u64, wait: Duration) -> Reply {
         }
     }
     events.push(']');
-    Reply::Json(format!(
-        "{{\"next\":{},\"events\":{events}}}",
-        sub.next_seq()
-    ))
+    match RawValue::from_string(events) {
+        Ok(events) => Reply::json(&Step {
+            next: sub.next_seq(),
+            events,
+        }),
+        Err(e) => Reply::failed("SESSIONLOG_INTERNAL", format!("rendering a tail step: {e}")),
+    }
 }
