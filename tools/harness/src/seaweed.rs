@@ -237,15 +237,22 @@ pub fn tool_path(tool: &str) -> anyhow::Result<PathBuf> {
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
 
+/// Where the servers' ports are chosen: slots of 10 ports from 20,000 up to Linux's ephemeral
+/// range (32,768–60,999 by default). The kernel hands ports of that range to outgoing
+/// connections, so one taken there while a killed server is down would keep it from starting
+/// again on its port ([`SeaweedServer::restart`]); below it, only another listener can.
+const FIRST_PORT: u16 = 20_000;
+const SLOTS: u32 = 1_276;
+
 /// A base port whose next [`PORTS`] ports are free on loopback now.
 fn free_ports() -> anyhow::Result<u16> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let seed = (std::process::id() ^ nanos) % 2_000;
+    let seed = (std::process::id() ^ nanos) % SLOTS;
     for attempt in 0..200u32 {
-        let slot = u16::try_from((seed + attempt * 97) % 2_000).unwrap_or(0);
-        let base = 20_000 + slot * 10;
+        let slot = u16::try_from((seed + attempt * 97) % SLOTS).unwrap_or(0);
+        let base = FIRST_PORT + slot * 10;
         let free = (0..PORTS).all(|i| TcpListener::bind(("127.0.0.1", base + i)).is_ok());
         if free {
             return Ok(base);
