@@ -411,19 +411,22 @@ fn the_cli_forks_and_imports_in_the_fleet() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
+    // Import `path` on `host`; the id it printed (`imported ID: …`).
+    let import = |host: &str, path: &str| {
+        let (ok, out, err) = run(host, &["import", path]);
+        assert!(ok && out.contains("imported"), "{out}{err}");
+        out.split_whitespace()
+            .nth(1)
+            .expect("the imported id")
+            .trim_end_matches(':')
+            .to_owned()
+    };
     let opts = generated(300, 3);
     let bytes = session_feed(0, &opts, LogFormat::V0).dsh_bytes();
     let file = dir.path().join("parent.jsonl");
     std::fs::write(&file, &bytes).expect("write");
     let path = file.to_str().expect("a UTF-8 path");
-    let (ok, out, err) = run("h1", &["import", path]);
-    assert!(ok && out.contains("imported"), "{out}{err}");
-    let id = out
-        .split_whitespace()
-        .nth(1)
-        .expect("the imported id")
-        .trim_end_matches(':')
-        .to_owned();
+    let id = import("h1", path);
     let (ok, out, err) = run("h1", &["fork", &id, "cli-child"]);
     assert!(ok && out.contains("forked"), "{out}{err}");
     // Another host, an empty disk: the same bytes.
@@ -461,14 +464,7 @@ fn the_cli_forks_and_imports_in_the_fleet() {
     // A search on an empty host finds the sessions two other hosts wrote.
     let second = dir.path().join("second.jsonl");
     std::fs::write(&second, session_feed(1, &opts, LogFormat::V0).dsh_bytes()).expect("write");
-    let (ok, out, err) = run("h2", &["import", second.to_str().expect("UTF-8")]);
-    assert!(ok && out.contains("imported"), "{out}{err}");
-    let second_id = out
-        .split_whitespace()
-        .nth(1)
-        .expect("the imported id")
-        .trim_end_matches(':')
-        .to_owned();
+    let second_id = import("h2", second.to_str().expect("UTF-8"));
     let (ok, out, err) = run("h4", &["search", "--json"]);
     let found: Vec<String> = out
         .lines()
