@@ -2,12 +2,15 @@
 //! a commit whose answer is lost and whose retry meets a new owner is read back, not reported
 //! fenced; one bad batch or one locked row is refused alone, the rest of its group committed;
 //! two concurrent forks into one id cannot swap parents; a local write that fails after
-//! PostgreSQL committed says the outcome is unknown, the batch recovered on the next acquire; and
-//! a host catching up a session it holds while committing batches of its own to it (PostgreSQL
-//! first, then its store) takes neither side of that gap for a divergence.
+//! PostgreSQL committed says the outcome is unknown, the batch recovered on the next acquire; a
+//! commit whose connection ends after PostgreSQL committed (a backend ended while it waits for a
+//! synchronous standby; a pooler's error with a SQLSTATE of class 08) is answered with its
+//! outcome unknown, never "not committed"; and a host catching up a session it holds while
+//! committing batches of its own to it (PostgreSQL first, then its store) takes neither side of
+//! that gap for a divergence.
 //!
-//! Connections are dropped mid-commit, or a statement's answer held back, by a TCP proxy the test
-//! controls ([`Proxy`]); rows and tables are held locked by a second connection with an open
+//! Connections are dropped mid-commit, a statement's answer held back or replaced by an error, by
+//! a TCP proxy the test controls ([`Proxy`]); rows and tables are held locked by a second connection with an open
 //! transaction. Needs PostgreSQL 15's server binaries, as `cluster.rs` does (and root for the
 //! full-disk case, as `faults.rs`).
 
@@ -54,6 +57,10 @@ struct Held {
     connection: Option<usize>,
     /// Whether such an answer waits.
     waiting: bool,
+    /// Hold, instead, the first connection whose client sends a statement holding this text.
+    statement: Option<&'static str>,
+    /// The connection whose held answer is replaced by an error with this SQLSTATE, and closed.
+    failed: Option<(usize, &'static str)>,
 }
 
 impl Hold {
@@ -61,7 +68,8 @@ impl Hold {
     /// connection is held and the chunk answers an executed statement (its first message a
     /// BindComplete, `2`; a statement's preparation, which the driver sends first, passes), or
     /// an answer of it waits already.
-    fn pass(&self, n: usize, chunk: &[u8]) {
+    /// What goes to the client instead, if anything (then the connection is closed).
+    fn pass(&self, n: usize, chunk: &[u8]) -> Option<Vec<u8>> {
         let mut state = self.state.lock().expect("hold");
         if state.connection == Some(n) && (state.waiting || chunk.first() == Some(&b'2')) {
             state.waiting = true;
@@ -70,7 +78,41 @@ impl Hold {
                 state = self.changed.wait(state).expect("hold");
             }
         }
+        match state.failed {
+            Some((failed, code)) if failed == n => Some(error_response(code)),
+            _ => None,
+        }
     }
+
+    /// `chunk` goes from connection `n`'s client to its server.
+    fn sent(&self, n: usize, chunk: &[u8]) {
+        let mut state = self.state.lock().expect("hold");
+        let Some(text) = state.statement else { return };
+        if state.connection.is_none() && chunk.windows(text.len()).any(|w| w == text.as_bytes()) {
+            state.connection = Some(n);
+        }
+    }
+}
+
+/// A FATAL ErrorResponse of the wire protocol with SQLSTATE `code`, as a connection pooler
+/// sends when its server connection dies under a statement.
+fn error_response(code: &str) -> Vec<u8> {
+    let mut fields = Vec::new();
+    for (tag, value) in [
+        (b'S', "FATAL"),
+        (b'V', "FATAL"),
+        (b'C', code),
+        (b'M', "server conn crashed?"),
+    ] {
+        fields.push(tag);
+        fields.extend_from_slice(value.as_bytes());
+        fields.push(0);
+    }
+    fields.push(0);
+    let mut message = vec![b'E'];
+    message.extend_from_slice(&(fields.len() as i32 + 4).to_be_bytes());
+    message.extend_from_slice(&fields);
+    message
 }
 
 impl Proxy {
@@ -104,7 +146,13 @@ impl Proxy {
                 all.lock().expect("clients").push(c3);
                 servers.lock().expect("servers").push(s3);
                 let holding = Arc::clone(&holding);
-                std::thread::spawn(move || pump(client, server, |_| {}));
+                let sending = Arc::clone(&holding);
+                std::thread::spawn(move || {
+                    pump(client, server, |chunk| {
+                        sending.sent(n, chunk);
+                        None
+                    })
+                });
                 std::thread::spawn(move || pump(s2, c2, |chunk| holding.pass(n, chunk)));
             }
         });
@@ -129,10 +177,15 @@ impl Proxy {
 
     /// Drop every connection's client side and refuse new connections.
     fn cut(&self) {
-        self.open.store(false, Ordering::SeqCst);
+        self.refuse_new();
         for c in self.clients.lock().expect("clients").drain(..) {
             let _ = c.shutdown(Shutdown::Both);
         }
+    }
+
+    /// Refuse new connections (those made go on).
+    fn refuse_new(&self) {
+        self.open.store(false, Ordering::SeqCst);
     }
 
     /// Let connections through again.
@@ -145,8 +198,26 @@ impl Proxy {
     fn hold(&self, n: usize) {
         *self.hold.state.lock().expect("hold") = Held {
             connection: Some(n),
-            waiting: false,
+            ..Held::default()
         };
+    }
+
+    /// Keep the answers of the first connection whose client sends a statement holding `text`
+    /// from its client, from the first that answers an executed statement.
+    fn hold_statement(&self, text: &'static str) {
+        *self.hold.state.lock().expect("hold") = Held {
+            statement: Some(text),
+            ..Held::default()
+        };
+    }
+
+    /// Replace the held answer with a FATAL error of SQLSTATE `code`, and close its connection.
+    fn fail_held(&self, code: &'static str) {
+        let mut state = self.hold.state.lock().expect("hold");
+        let connection = state.connection.take().expect("a held connection");
+        state.statement = None;
+        state.failed = Some((connection, code));
+        self.hold.changed.notify_all();
     }
 
     /// Wait until an answer of the held connection waits in the proxy: its statement ran.
@@ -168,14 +239,18 @@ impl Proxy {
 }
 
 /// Copy `from` to `to` until either ends (never closing `to`'s other direction), each chunk
-/// shown to `before` first.
-fn pump(mut from: TcpStream, mut to: TcpStream, before: impl Fn(&[u8])) {
+/// shown to `before` first; when it gives bytes instead, those go to `to`, which is closed.
+fn pump(mut from: TcpStream, mut to: TcpStream, before: impl Fn(&[u8]) -> Option<Vec<u8>>) {
     let mut buf = [0u8; 16 << 10];
     loop {
         match from.read(&mut buf) {
             Ok(0) | Err(_) => return,
             Ok(n) => {
-                before(&buf[..n]);
+                if let Some(instead) = before(&buf[..n]) {
+                    let _ = to.write_all(&instead);
+                    let _ = to.shutdown(Shutdown::Both);
+                    return;
+                }
                 if to.write_all(&buf[..n]).is_err() {
                     return;
                 }
@@ -426,6 +501,108 @@ fn a_row_locked_elsewhere_stalls_only_its_own_batch_for_the_hook_s_patience() {
     );
     assert_eq!([batch_rows(&pg, "locked"), batch_rows(&pg, "free")], [1, 2]);
     append(&a, "locked", 2, 1).expect("appended once the row is free");
+}
+
+/// Wait until `n` backends wait for a synchronous standby (their commits flushed locally).
+fn wait_for_sync_rep_waiters(pg: &TempPostgres, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let waiting: usize = pg
+            .psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
+            .expect("pg_stat_activity")
+            .trim()
+            .parse()
+            .expect("a count");
+        if waiting >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{waiting} backends wait for a synchronous standby, not {n}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_backend_ended_while_waiting_for_a_synchronous_standby_is_answered_outcome_unknown() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let patience = Duration::from_secs(3);
+    let a = join_patient(&pg, dir.path(), "host-a", patience);
+    create(&a, "s").expect("created");
+
+    // Commits wait for a synchronous standby that never comes: flushed locally, unanswered. The
+    // backend is then ended by the server (as a failover's shutdown of the old primary ends
+    // it: SQLSTATE 57P01), its transaction committed, while the host cannot connect again
+    // within its patience.
+    pg.psql("ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+        .expect("a synchronous standby");
+    pg.psql("SELECT pg_reload_conf()").expect("reload");
+    let appending = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || append(&a, "s", 2, 1))
+    };
+    wait_for_sync_rep_waiters(&pg, 1);
+    pg.psql("SET synchronous_commit = local; ALTER ROLE \"host-a\" NOLOGIN")
+        .expect("no login");
+    pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
+        .expect("end the backend");
+    let answered = appending.join().expect("append thread");
+    pg.psql("ALTER SYSTEM RESET synchronous_standby_names")
+        .expect("no synchronous standby");
+    pg.psql("SELECT pg_reload_conf()").expect("reload");
+    pg.psql("SET synchronous_commit = local; ALTER ROLE \"host-a\" LOGIN")
+        .expect("login");
+
+    assert_eq!(batch_rows(&pg, "s"), 2, "the batch committed");
+    let e = answered.expect_err("the host could not reach PostgreSQL after the commit");
+    assert_eq!(refusal_kind(&e), Some(RefusalKind::Unavailable), "{e}");
+    assert!(
+        e.to_string().contains("outcome unknown"),
+        "a batch PostgreSQL holds was answered: {e}"
+    );
+    // Appending it again reports it committed, once.
+    append(&a, "s", 2, 1).expect("the batch, appended again");
+    assert_eq!(a.store().summary("s").expect("s").events, 3);
+    assert_eq!(batch_rows(&pg, "s"), 2);
+}
+
+#[test]
+fn a_connection_error_with_a_sqlstate_after_the_commit_is_answered_outcome_unknown() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let proxy = Proxy::start(pg.port());
+    let url = proxy.url(&pg, "host-a");
+    let a = Arc::new(join_at(&url, dir.path(), "host-a", |o| {
+        o.commit_patience = Duration::from_secs(3)
+    }));
+    create(&a, "s").expect("created");
+
+    // The commit's answer, sent after PostgreSQL committed, is replaced by what a connection
+    // pooler says when its server connection dies under a statement (FATAL, SQLSTATE 08P01);
+    // the host then cannot connect again within its patience.
+    proxy.hold_statement("append_batches");
+    let appending = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || append(&a, "s", 2, 1))
+    };
+    proxy.wait_for_held_answer();
+    proxy.refuse_new();
+    proxy.fail_held("08P01");
+    let answered = appending.join().expect("append thread");
+    proxy.open();
+
+    assert_eq!(batch_rows(&pg, "s"), 2, "the batch committed");
+    let e = answered.expect_err("the host could not reach PostgreSQL after the commit");
+    assert_eq!(refusal_kind(&e), Some(RefusalKind::Unavailable), "{e}");
+    assert!(
+        e.to_string().contains("outcome unknown"),
+        "a batch PostgreSQL holds was answered: {e}"
+    );
+    append(&a, "s", 2, 1).expect("the batch, appended again");
+    assert_eq!(a.store().summary("s").expect("s").events, 3);
+    assert_eq!(batch_rows(&pg, "s"), 2);
 }
 
 /// A V4 session imported on `fleet`, its id.

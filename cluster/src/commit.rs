@@ -10,10 +10,12 @@
 //! connection's `lock_timeout`) is split in halves, each committed on its own, until the row
 //! at fault is alone and refused alone.
 //!
-//! A commit whose outcome is unknown (the connection dropped before PostgreSQL answered) is read
-//! back from a new connection before anything is said: a batch PostgreSQL holds with the same
-//! bytes is committed; when none of the group is there, the call is made again (it changed
-//! nothing, since a transaction commits whole). Every batch refused (stale, fenced, existing,
+//! A commit whose outcome is unknown (the connection dropped before PostgreSQL answered, or the
+//! server ended it: a shutdown or a crash may end a backend after its commit is flushed, while
+//! it waits for a synchronous standby) is read back from a new connection before anything is
+//! said: a batch PostgreSQL holds with the same bytes is committed; when none of the group is
+//! there, the call is made again (it changed nothing, since a transaction commits whole); when
+//! PostgreSQL cannot be read back within the hook's patience, the outcome is reported unknown. Every batch refused (stale, fenced, existing,
 //! deleted, missing) is read back too: when PostgreSQL holds that very batch (same number, same
 //! bytes), an earlier call committed it (one whose outcome stayed unknown past the hook's
 //! patience and was reported unavailable, its batch then appended again; or this call's first
@@ -30,7 +32,7 @@ use postgres::Client;
 use sessionlog_engine::{CommitHook, CommitRecord, Refusal, RefusalKind};
 
 use crate::ownership::{lease_seconds, Fork, Forks, Held, Holding};
-use crate::pg::{is_timeout, is_transient, Pg};
+use crate::pg::{is_timeout, is_transient, may_have_committed, Pg};
 
 /// The most bytes (its bytes and, creating its session, its header) one batch may have: a
 /// call carries each twice at most (the batch and its read-back), each under PostgreSQL's 1 GB
@@ -155,6 +157,12 @@ impl FleetHook {
                 Err(e) => e.to_string(),
                 Ok(client) => match self.call(client, rows) {
                     Ok(outcomes) => return settle_refused(pg, rows, outcomes, self.patience),
+                    // The connection dropped, or the server ended it: the call may have
+                    // committed.
+                    Err(e) if may_have_committed(&e) => {
+                        uncertain = true;
+                        pg.pg_error(DURING, &e).to_string()
+                    }
                     // Rolled back for one row's sake, maybe: each half on its own.
                     Err(e) if rows.len() > 1 && splits(&e) => {
                         let (first, second) = rows.split_at(rows.len() / 2);
@@ -173,12 +181,7 @@ impl FleetHook {
                     }
                     // Rolled back before anything was done (a deadlock, a standby, a lock or
                     // statement timeout): again.
-                    Err(e) if e.code().is_some() => pg.pg_error(DURING, &e).to_string(),
-                    // The connection dropped: the call may have committed.
-                    Err(e) => {
-                        uncertain = true;
-                        pg.pg_error(DURING, &e).to_string()
-                    }
+                    Err(e) => pg.pg_error(DURING, &e).to_string(),
                 },
             };
             pg.reset();

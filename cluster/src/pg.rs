@@ -324,6 +324,15 @@ fn message_with_causes(e: &postgres::Error) -> String {
     message
 }
 
+/// Whether `e`, the answer to a statement that commits, leaves its outcome unknown: the
+/// connection dropped, or the server ended it (classes 08 and 57P: a shutdown, a crash, a
+/// terminated backend), which may come after the transaction committed, while its backend
+/// waits for a synchronous standby.
+pub(crate) fn may_have_committed(e: &postgres::Error) -> bool {
+    e.code()
+        .is_none_or(|code| code.code().starts_with("08") || code.code().starts_with("57P"))
+}
+
 /// Whether `e` left nothing done and may pass: the connection failed or closed, or PostgreSQL
 /// refused the statement in a way that rolled it back (a [`Limits`] timeout among them: the
 /// statement is cancelled before its transaction commits, so its outcome is known).
