@@ -90,7 +90,7 @@ fn append_process(db: &Path, id: &str, events: &[String]) {
 }
 
 /// A running `sessionlog tail`, its standard output's lines arriving on a channel.
-struct Tail {
+pub struct Tail {
     child: Child,
     lines: Receiver<String>,
     stderr: Receiver<String>,
@@ -98,11 +98,18 @@ struct Tail {
 
 impl Tail {
     fn start(db: &Path, args: &[&str]) -> Tail {
-        let mut child = Command::new(cli())
-            .arg("--db")
-            .arg(db)
-            .arg("tail")
-            .args(args)
+        Tail::spawn(
+            Command::new(cli())
+                .arg("--db")
+                .arg(db)
+                .arg("tail")
+                .args(args),
+        )
+    }
+
+    /// Run `command` (a `sessionlog … tail …` command line) as a tail.
+    pub fn spawn(command: &mut Command) -> Tail {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -117,7 +124,7 @@ impl Tail {
     }
 
     /// The next `n` lines it prints (each within [`LINE_WAIT`]).
-    fn take(&mut self, n: usize) -> Vec<String> {
+    pub fn take(&mut self, n: usize) -> Vec<String> {
         (0..n)
             .map(|i| match self.lines.recv_timeout(LINE_WAIT) {
                 Ok(line) => line,

@@ -9,6 +9,7 @@
 //! | [`fork`](Host::fork), [`import`](Host::import), [`import_path`](Host::import_path) | the store | [`Fleet::fork`], [`Fleet::import`] |
 //! | [`set_deleted`](Host::set_deleted), [`remove`](Host::remove), [`purge`](Host::purge) | the store | PostgreSQL first, then the store |
 //! | [`read`](Host::read): every query of one session | the store | after catch-up (one-shot), or as last synced (serving) |
+//! | [`subscribe`](Host::subscribe): following one session | the engine's subscription | [`Fleet::subscribe`]: whichever host appends, woken by `LISTEN/NOTIFY` |
 //! | [`listing`](Host::listing): listing | the store | after every session of the fleet is caught up |
 //! | [`store`](Host::store): reads across the store (search, verify, metrics) | the store | this host's copies |
 //! | [`local_only`](Host::local_only): [`LocalOnly`]'s operations | the store | refused |
@@ -29,6 +30,7 @@ use sessionlog_engine::{
 
 use crate::error::{Error, Result};
 use crate::fleet::{Fleet, LeaseKeeper};
+use crate::follow::Followed;
 
 /// How long a host of a fleet lives, which decides how it holds sessions and how fresh its
 /// reads are.
@@ -200,6 +202,17 @@ impl Host {
             }
         }
         Ok(&self.store)
+    }
+
+    /// Follow session `id` from seq `from_seq` on: every event with seq ≥ `from_seq`, in order,
+    /// each once, those stored first, then each as it commits ([`Followed::next_within`]). In
+    /// a fleet, whichever host commits it ([`Fleet::subscribe`]: the host's copy caught up from
+    /// PostgreSQL when a commit is announced), whatever this host's tenure.
+    pub fn subscribe(&self, id: &str, from_seq: u64) -> Result<Followed> {
+        match &self.member {
+            Some(m) => Ok(Followed::fleet(m.fleet.subscribe(id, from_seq)?)),
+            None => Ok(Followed::local(self.store.subscribe(id, from_seq)?)),
+        }
     }
 
     /// The store to list sessions from: in a fleet, every session of the fleet caught up first

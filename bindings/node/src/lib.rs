@@ -354,8 +354,9 @@ impl NativeStore {
     }
 
     /// `{next, events}`: session `id`'s events from `from_seq` on, waiting at most `wait_ms`
-    /// (at most a second) for the first to commit; `Store.tail` in `index.js` loops on it. It
-    /// runs on a thread of its own, so a waiting tail holds up no read.
+    /// (at most a second) for the first to commit (in cluster mode, on any host of the fleet);
+    /// `Store.tail` in `index.js` loops on it. It runs on a thread of its own, so a waiting
+    /// tail holds up no read.
     #[napi]
     pub fn tail_next(
         &self,
@@ -375,7 +376,7 @@ impl NativeStore {
             .name("sessionlog-tail".into())
             .spawn(move || {
                 pending.settle(workers::with_host(&shared, |h| {
-                    reply::reply(h.read(&id), |s| tail::next(s, &id, from, wait))
+                    tail::next(h, &id, from, wait)
                 }));
             })
             .map_err(|_| napi::Error::from_reason("could not start a thread for the tail"))?;

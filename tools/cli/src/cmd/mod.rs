@@ -128,20 +128,21 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             from,
             follow,
             all: false,
-        } if opener.in_fleet() => tail::fleet(&opener.fleet()?, &id, from.as_deref(), follow),
+        } => opener.run(Access::Follow, |host| {
+            tail::session(host, &id, from.as_deref(), follow)
+        }),
         Command::Tail {
-            id,
+            id: None,
             from,
             follow,
-            all,
-        } => tail::run(
+            all: true,
+        } => tail::all(
             opener.local_path(LocalOnly::TailAll)?,
             &store_options,
-            id.as_deref(),
             from.as_deref(),
             follow,
-            all,
         ),
+        Command::Tail { .. } => anyhow::bail!("tail takes a session id, or --all"),
         Command::Serve { listen, token } => serve::run(
             opener.local_path(LocalOnly::Serve)?,
             &store_options,

@@ -20,6 +20,9 @@ pub enum Access {
     Write,
     /// Writes, appends checked by DSH's append rules (`append --strict`).
     StrictAppends,
+    /// Follows: always opened beside whatever process holds the store or will hold it, so
+    /// writers come and go while the command runs (`tail`).
+    Follow,
 }
 
 /// Where a command's host is: the store directory, its options, and the fleet when `--cluster`.
@@ -47,11 +50,6 @@ impl Opener {
     /// The store's options.
     pub fn options(&self) -> &Options {
         &self.options
-    }
-
-    /// Whether `--cluster` names a fleet.
-    pub fn in_fleet(&self) -> bool {
-        self.fleet.is_some()
     }
 
     /// The fleet's configuration, or why there is none.
@@ -83,6 +81,11 @@ impl Opener {
         let store = match access {
             Access::Read => {
                 Store::open_reader(&self.db, self.options.clone()).with_context(|| {
+                    format!("opening the store at {} for reading", self.db.display())
+                })?
+            }
+            Access::Follow => {
+                Store::open_beside(&self.db, self.options.clone()).with_context(|| {
                     format!("opening the store at {} for reading", self.db.display())
                 })?
             }

@@ -1,8 +1,8 @@
 //! `tail`: a session's events from a seq on, printed exactly as `events` prints them, and with
-//! `--follow` each new one as it commits; `tail --all`: every change to every session, in
-//! commit order, with the cursor to resume after each. The store is opened beside whatever
-//! process holds it (a read-only RocksDB secondary instance), so writers come and go while a
-//! tail follows.
+//! `--follow` each new one as it commits (in a fleet, whichever host commits it); `tail --all`:
+//! every change to every session, in commit order, with the cursor to resume after each. A store
+//! of its own is opened beside whatever process holds it (a read-only RocksDB secondary
+//! instance), so writers come and go while a tail follows.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use sessionlog_cluster::Fleet;
+use sessionlog_cluster::Host;
 use sessionlog_codec::json::{self, Object, Value};
 use sessionlog_engine::{FeedChange, FeedItem, Options, Store};
 use sessionlog_tools_common::output::json_line;
@@ -19,29 +19,17 @@ use sessionlog_tools_common::output::json_line;
 /// any commit it can see).
 const WAIT: Duration = Duration::from_secs(1);
 
-/// Run `tail` (see the module docs).
-pub fn run(
-    db: &Path,
-    options: &Options,
-    id: Option<&str>,
+/// `tail ID [--from SEQ] [--follow]` on `host`: the store beside its holder, or a host of a
+/// fleet following whichever host appends ([`Host::subscribe`]).
+pub fn session(
+    host: &Host,
+    id: &str,
     from: Option<&str>,
     follow: bool,
-    all: bool,
 ) -> anyhow::Result<ExitCode> {
-    let store = Store::open_beside(db, options.clone())
-        .with_context(|| format!("opening the store at {} for reading", db.display()))?;
-    match (id, all) {
-        (Some(id), false) => session(&store, id, from, follow),
-        (None, true) => everything(&store, from, follow),
-        _ => anyhow::bail!("tail takes a session id, or --all"),
-    }
-}
-
-/// `tail ID [--from SEQ] [--follow]`.
-fn session(store: &Store, id: &str, from: Option<&str>, follow: bool) -> anyhow::Result<ExitCode> {
     let from = start_seq(from)?;
-    let mut sub = store.subscribe(id, from)?;
-    let end = sub.end(store)?;
+    let mut sub = host.subscribe(id, from)?;
+    let end = sub.end(host)?;
     if from > end {
         if !follow {
             anyhow::bail!(
@@ -52,24 +40,25 @@ fn session(store: &Store, id: &str, from: Option<&str>, follow: bool) -> anyhow:
     }
     follow_with(
         follow,
-        |wait| Ok(sub.next_within(store, wait)?),
+        |wait| Ok(sub.next_within(host, wait)?),
         print_event(),
     )
 }
 
-/// `--cluster URL tail ID [--from SEQ] [--follow]`: the session's events as `tail` prints
-/// them, whichever host of the fleet appends them ([`Fleet::subscribe`]).
-pub fn fleet(
-    fleet: &Fleet,
-    id: &str,
+/// `tail --all [--from CURSOR] [--follow]` on the store at `db`, opened beside its holder.
+pub fn all(
+    db: &Path,
+    options: &Options,
     from: Option<&str>,
     follow: bool,
 ) -> anyhow::Result<ExitCode> {
-    let mut sub = fleet.subscribe(id, start_seq(from)?)?;
+    let store = Store::open_beside(db, options.clone())
+        .with_context(|| format!("opening the store at {} for reading", db.display()))?;
+    let mut feed = store.subscribe_all(from)?;
     follow_with(
         follow,
-        |wait| Ok(sub.next_within(fleet, wait)?),
-        print_event(),
+        |wait| Ok(feed.next_within(&store, wait)?),
+        |out, item| json_line(out, item_json(item)),
     )
 }
 
@@ -94,16 +83,6 @@ fn print_event() -> impl FnMut(&mut Out, (u64, Value)) -> std::io::Result<()> {
         line.push('\n');
         out.write_all(line.as_bytes())
     }
-}
-
-/// `tail --all [--from CURSOR] [--follow]`.
-fn everything(store: &Store, from: Option<&str>, follow: bool) -> anyhow::Result<ExitCode> {
-    let mut feed = store.subscribe_all(from)?;
-    follow_with(
-        follow,
-        |wait| Ok(feed.next_within(store, wait)?),
-        |out, item| json_line(out, item_json(item)),
-    )
 }
 
 /// Where `tail` prints.

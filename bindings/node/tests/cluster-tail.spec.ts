@@ -1,0 +1,90 @@
+// Following a session in cluster mode, on a real PostgreSQL (a throwaway server, tests/pg.ts):
+// `store.tail(id, { from })` on a host with an empty disk yields a session's events while
+// another host appends and a third takes it over and appends on, each once, in order, equal to
+// what `sessionlog events` prints at the end; a signal ends it while it waits, and a session the
+// fleet does not hold throws its code.
+import { spawnSync } from 'node:child_process'
+import { homedir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { Store, SessionlogError } from '../index.js'
+import { freshDir, removeDir } from './fixture.ts'
+import { clusterSpecsRun, postgresForSuite } from './pg.ts'
+
+const CLI = join(process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'sessionlog-target'), 'release', 'sessionlog')
+
+/** `sessionlog --db DIR --cluster URL --host HOST ARGS…`, which must succeed: its lines. */
+function cliLines(dir: string, url: string, host: string, args: string[]): string[] {
+  const run = spawnSync(CLI, ['--db', dir, '--cluster', url, '--host', host, ...args], { encoding: 'utf8' })
+  if (run.error) throw run.error
+  if (run.status !== 0) throw new Error(`sessionlog ${args.join(' ')} exited ${run.status}: ${run.stderr}`)
+  return run.stdout.split('\n').filter((line) => line !== '')
+}
+
+const turn = (n: number) => [
+  { type: 'turn/start', time: 10 * n, data: { turn: n } },
+  { type: 'turn/end', time: 10 * n + 1, data: { turn: n, reason: { kind: 'completed' } } },
+]
+
+describe.runIf(clusterSpecsRun())('Store.tail in cluster mode', () => {
+  const postgres = postgresForSuite()
+
+  it('follows a session another host appends, across a takeover, event for event', async () => {
+    const url = await postgres().database()
+    const dirs = await Promise.all([freshDir(), freshDir(), freshDir(), freshDir()])
+    const [a, b, c] = await Promise.all(['a', 'b', 'c'].map((host, i) => Store.open(dirs[i], { cluster: { url, host } })))
+    try {
+      await a.createSession({ version: 0, id: 's', createdAt: 1, cwd: '/w' })
+      const turns = 16
+      const seen: { seq: number }[] = []
+      const following = (async () => {
+        for await (const event of c.tail('s', { from: 0 })) {
+          seen.push(event)
+          if (seen.length === 2 * turns) break
+        }
+      })()
+      for (let n = 1; n <= turns; n++) {
+        if (n === turns / 2 + 1) await b.acquire('s', { force: true })
+        await (n <= turns / 2 ? a : b).append('s', 2 * (n - 1), turn(n))
+      }
+      await following
+      expect(seen.map((e) => e.seq)).toEqual([...Array(2 * turns).keys()])
+      expect(seen).toEqual((await b.load('s'))?.events)
+      // Each event as `sessionlog events` prints it, from a fourth host with an empty disk.
+      const printed = cliLines(dirs[3], url, 'd', ['events', 's'])
+      expect(seen.map((event) => JSON.stringify(event))).toEqual(printed)
+    } finally {
+      await Promise.all([a, b, c].map((s) => s.close()))
+      await Promise.all(dirs.map(removeDir))
+    }
+  }, 120_000)
+
+  it('ends when its signal aborts while it waits, and refuses a session the fleet does not hold', async () => {
+    const url = await postgres().database()
+    const [dirA, dirC] = await Promise.all([freshDir(), freshDir()])
+    const a = await Store.open(dirA, { cluster: { url, host: 'a' } })
+    const c = await Store.open(dirC, { cluster: { url, host: 'c' } })
+    try {
+      await a.createSession({ version: 0, id: 's', createdAt: 1, cwd: '/w' })
+      await a.append('s', 0, turn(1))
+      const controller = new AbortController()
+      const waiting = (async () => {
+        const got: unknown[] = []
+        for await (const event of c.tail('s', { from: 2, signal: controller.signal })) got.push(event)
+        return got
+      })()
+      setTimeout(() => controller.abort(), 300)
+      expect(await waiting).toEqual([])
+      const unknown = (async () => {
+        for await (const _ of c.tail('nope')) { /* nothing */ }
+      })()
+      await expect(unknown).rejects.toSatisfy(
+        (e: unknown) => e instanceof SessionlogError && e.code === 'SESSIONLOG_UNKNOWN_SESSION',
+      )
+    } finally {
+      await a.close()
+      await c.close()
+      await Promise.all([dirA, dirC].map(removeDir))
+    }
+  })
+})
