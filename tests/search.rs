@@ -422,3 +422,58 @@ fn filters_equal_a_brute_force_scan_and_every_word_is_found_at_its_seq() {
         assert!(report.problems.is_empty(), "{:?}", report.problems);
     }
 }
+
+/// A reader beside the store's holder (a secondary instance) follows the holder's change log
+/// as it catches up: its answers count the changes the holder's index has not covered yet
+/// (`behind`), and find what the holder indexed after the reader opened.
+#[test]
+fn a_reader_beside_the_holder_follows_its_change_log_after_catching_up() {
+    let (dir, store) = temp_store();
+    let opts = GenOptions {
+        sessions: 1,
+        events_per_session: 40,
+        seed: 3,
+        torn_fraction: 0.0,
+    };
+    let s = session(0, &opts);
+    import_bytes(&store, &format!("{}.jsonl", s.id), &s.bytes, false).expect("import");
+    let indexed = store.search(&SearchQuery::default()).expect("search");
+    let reader = Store::open_beside(dir.path().join("db"), Default::default()).expect("reader");
+    assert!(reader.is_secondary());
+    let first = reader
+        .search(&SearchQuery::default())
+        .expect("reader search");
+    assert_eq!(first.watermark, indexed.watermark);
+    assert_eq!(first.watermark.behind, 0);
+
+    let next = store.summary(&s.id).expect("summary").events;
+    let line = r#"{"type":"user/message","time":99999999999999,"data":{"content":[{"type":"text","text":"quokka rate limit"}],"source":{"kind":"user"},"role":"user","id":"u-x"},"surfaceOp":"append"}"#;
+    store
+        .append(&s.id, Some(next), vec![ev(line)])
+        .expect("append");
+    reader.catch_up().expect("catch up");
+    let stale = reader
+        .search(&SearchQuery::default())
+        .expect("reader search");
+    assert_eq!(stale.watermark.position, indexed.watermark.position);
+    assert_eq!(
+        stale.watermark.behind, 1,
+        "the holder's append is not indexed yet"
+    );
+
+    let quokka = SearchQuery {
+        text: Some("quokka".into()),
+        ..SearchQuery::default()
+    };
+    let holder = store.search(&quokka).expect("search");
+    reader.catch_up().expect("catch up");
+    let fresh = reader.search(&quokka).expect("reader search");
+    assert_eq!(fresh.watermark, holder.watermark);
+    assert_eq!(fresh.watermark.position, indexed.watermark.position + 1);
+    let hits: Vec<(&str, Vec<u64>)> = fresh
+        .sessions
+        .iter()
+        .map(|h| (h.row.id.as_str(), h.matches.iter().map(|m| m.seq).collect()))
+        .collect();
+    assert_eq!(hits, [(s.id.as_str(), vec![next])]);
+}

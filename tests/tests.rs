@@ -3,6 +3,7 @@
 mod append;
 mod cluster;
 mod cluster_commit;
+mod cluster_console;
 mod cluster_failover;
 mod cluster_follow;
 mod cluster_fork;

@@ -1,7 +1,7 @@
-//! One host interface: what a front end (the CLI, the Node binding) asks of sessionlog, whether
-//! the store is one of its own or this host's index of a fleet. Each operation is offered here
-//! once, and here alone it is decided how it runs in a fleet: carried through PostgreSQL, read
-//! after catching up, or refused with [`Error::NotCarried`].
+//! One host interface: what a front end (the CLI, the Node binding, the console) asks of
+//! sessionlog, whether the store is one of its own or this host's index of a fleet. Each
+//! operation is offered here once, and here alone it is decided how it runs in a fleet: carried
+//! through PostgreSQL, read after catching up, or refused with [`Error::NotCarried`].
 //!
 //! | operation | a store of its own | a host of a fleet |
 //! |---|---|---|
@@ -40,10 +40,10 @@ pub enum Tenure {
     /// to a session takes it for this host first (refused while another host's lease is live);
     /// every session held is given up when the host closes.
     OneShot,
-    /// A process serving many calls (the Node binding): it takes the sessions it writes itself
-    /// ([`Fleet::acquire`]) and keeps them, its leases renewed in the background; a read serves
-    /// the local copy as of its last catch-up ([`Host::sync`]); the sessions held are given up
-    /// when the host closes.
+    /// A process serving many calls (the Node binding, the console): it takes the sessions it
+    /// writes itself ([`Fleet::acquire`]) and keeps them, its leases renewed in the background;
+    /// a read serves the local copy as of its last catch-up ([`Host::sync`]); the sessions held
+    /// are given up when the host closes.
     Serving,
 }
 
@@ -79,8 +79,6 @@ pub enum LocalOnly {
     /// Following every session's commits (`tail --all`): a fleet follows one session at a time
     /// (`Fleet::subscribe`).
     TailAll,
-    /// Serving the web console over the store.
-    Serve,
 }
 
 impl std::fmt::Display for LocalOnly {
@@ -99,7 +97,6 @@ impl std::fmt::Display for LocalOnly {
             LocalOnly::GenerationsImport => "an import of a session's earlier generations",
             LocalOnly::DryRunPurge => "a dry run of purge",
             LocalOnly::TailAll => "tail --all",
-            LocalOnly::Serve => "serve",
         })
     }
 }

@@ -368,16 +368,34 @@ impl Store {
     /// Start positions past every change the log holds, and read where it starts (at open).
     pub(crate) fn start_change_log(&self) -> Result<()> {
         let start = self.stored_retained_start()?;
+        let next = self.stored_change_log_end(start)?;
+        self.feeds.retained_start.store(start, Ordering::SeqCst);
+        self.feeds.next_position.store(next, Ordering::SeqCst);
+        self.feeds.all.publish(Some(next), &mut Vec::new());
+        Ok(())
+    }
+
+    /// Beside another process's store (a secondary instance), after catching up with it: move
+    /// the store-wide feed's end to the change log's end as the holder wrote it, so what reads
+    /// the end (a search's `behind`, an index rebuild's watermark) sees the holder's changes
+    /// since this handle opened.
+    pub(crate) fn follow_change_log(&self) -> Result<()> {
+        let start = self.stored_retained_start()?;
+        let end = self.stored_change_log_end(start)?;
+        self.feeds.retained_start.fetch_max(start, Ordering::SeqCst);
+        self.feeds.next_position.fetch_max(end, Ordering::SeqCst);
+        self.feeds.all.publish(Some(end), &mut Vec::new());
+        Ok(())
+    }
+
+    /// The position after the last change the log holds, at least `start` (its retained start).
+    fn stored_change_log_end(&self, start: u64) -> Result<u64> {
         let mut it = self.db.raw_iterator_cf(self.cf(CF_SESSIONS)?);
         it.seek_for_prev(change_key(u64::MAX));
         let last = it.key().and_then(parse_change_key);
         it.status()
             .map_err(Error::storage("reading the end of the change log"))?;
-        let next = last.map_or(0, |p| p + 1).max(start);
-        self.feeds.retained_start.store(start, Ordering::SeqCst);
-        self.feeds.next_position.store(next, Ordering::SeqCst);
-        self.feeds.all.publish(Some(next), &mut Vec::new());
-        Ok(())
+        Ok(last.map_or(0, |p| p + 1).max(start))
     }
 
     /// The first position the change log retains: a feed at an earlier one has lost changes.

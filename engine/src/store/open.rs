@@ -289,14 +289,16 @@ impl Store {
 
     /// Replay what the primary instance wrote since this secondary last looked (a no-op on a
     /// primary): a reader beside a host that answers queries for a long time (`sessionlog
-    /// serve`) calls it to see sessions and events committed since its open.
+    /// serve`) calls it to see sessions and events committed since its open, and the change
+    /// log's end as the primary wrote it (`store/feed.rs`).
     pub fn catch_up(&self) -> Result<()> {
         if self.secondary.is_none() {
             return Ok(());
         }
         self.db.try_catch_up_with_primary().map_err(Error::storage(
             "catching up with the process that holds the store",
-        ))
+        ))?;
+        self.follow_change_log()
     }
 
     /// Whether this handle reads beside another process that holds the store (a RocksDB

@@ -254,7 +254,9 @@ pub enum Command {
         all: bool,
     },
     /// Serve the web console: a read-only page and JSON API over the store, opened beside the
-    /// process that holds it (docs/CONSOLE.md). Prints the address once listening.
+    /// process that holds it, or, with --cluster, over the fleet's sessions, read into this
+    /// host's store (--db, --host) as they are read (docs/CONSOLE.md). Prints the address once
+    /// listening.
     Serve {
         /// Where to listen; an address other than loopback requires --token.
         #[arg(long, default_value = "127.0.0.1:7700")]

@@ -6,6 +6,7 @@
 // `sessionlog-harness console-perf` runs it.
 //
 // Usage: node perf.mjs --bin SESSIONLOG --db DIR --id SESSION [--moves 50] [--chromium PATH]
+//   [--trace FILE]: a chromium performance trace of the moves (DevTools' format) written to FILE
 import { spawn } from 'node:child_process'
 import puppeteer from 'puppeteer-core'
 
@@ -48,6 +49,7 @@ try {
       performance.getEntriesByName('view', 'measure')[0].startTime + performance.getEntriesByName('view', 'measure')[0].duration : null,
     end: window.sessionlogConsole.state.end,
   }))
+  if (args.trace) await page.tracing.start({ path: args.trace })
   const timings = []
   const fetches = []
   const sizes = []
@@ -78,6 +80,7 @@ try {
     fetches.push(took.fetch)
     sizes.push(took.bytes)
   }
+  if (args.trace) await page.tracing.stop()
   const sorted = [...timings].sort((a, b) => a - b)
   const fetchSorted = fetches.filter((f) => f !== null).sort((a, b) => a - b)
   console.log(JSON.stringify({

@@ -39,34 +39,43 @@ pub(crate) type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
 /// The session id of the path.
 pub(crate) type IdPath = Result<Path<String>, PathRejection>;
 
-/// Run `read` on a blocking thread with the store caught up (reads are synchronous RocksDB
-/// calls; they must not hold up the server's event loop).
+/// Run `read` on a blocking thread (reads are synchronous RocksDB calls; they must not hold up
+/// the server's event loop).
+async fn blocking<T: Send + 'static>(
+    read: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(read).await.map_err(|e| {
+        ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the read failed: {e}"),
+        )
+    })?
+}
+
+/// Run `read` of the listing on a blocking thread, on the store as [`Console::listing`] gives it.
 pub(crate) async fn read<T: Send + 'static>(
     console: &Arc<Console>,
     read: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let console = Arc::clone(console);
-    tokio::task::spawn_blocking(move || read(console.fresh()?))
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                format!("the read failed: {e}"),
-            )
-        })?
+    blocking(move || read(console.listing()?)).await
 }
 
-/// Run `read` of session `id` as [`read`] does; when the session is archived, again on the
-/// scratch store holding it (`archived.rs`).
+/// Run `read_one` of session `id` on a blocking thread, on the store as [`Console::session`]
+/// gives it; when the session is archived, again on the scratch store holding it
+/// (`archived.rs`).
 pub(crate) async fn read_session<T: Send + 'static>(
     console: &Arc<Console>,
     id: String,
     read_one: impl Fn(&Store, &str) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let shared = Arc::clone(console);
-    read(console, move |store| match read_one(store, &id) {
-        Err(e) if e.is_archived() => read_one(shared.archived.view(store, &id)?.store(), &id),
-        other => other,
+    let console = Arc::clone(console);
+    blocking(move || {
+        let store = console.session(&id)?;
+        match read_one(store, &id) {
+            Err(e) if e.is_archived() => read_one(console.archived.view(store, &id)?.store(), &id),
+            other => other,
+        }
     })
     .await
 }

@@ -1,7 +1,8 @@
 //! How the API answers: JSON bodies (a store's values passed through as the codec wrote them,
 //! never re-parsed) and errors as `{"error": MESSAGE}` with the status that fits: 400 for a
 //! request that cannot be right, 404 for a session or seq that is not there, 500 for the store
-//! failing. A handler never panics on input; it returns one of these.
+//! failing, 503 for a fleet's PostgreSQL out of reach. A handler never panics on input; it
+//! returns one of these.
 
 use axum::http::header::{self, HeaderValue};
 use axum::http::StatusCode;
@@ -64,6 +65,19 @@ impl From<Error> for ApiError {
             archived: matches!(e, Error::Archived { .. }),
             ..ApiError::new(status, e.to_string())
         }
+    }
+}
+
+impl From<sessionlog_cluster::Error> for ApiError {
+    fn from(e: sessionlog_cluster::Error) -> ApiError {
+        use sessionlog_cluster::Error as Fleet;
+        let status = match e {
+            Fleet::Store(e) => return e.into(),
+            Fleet::UnknownSession(_) => StatusCode::NOT_FOUND,
+            Fleet::Postgres { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, e.to_string())
     }
 }
 

@@ -143,13 +143,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             follow,
         ),
         Command::Tail { .. } => anyhow::bail!("tail takes a session id, or --all"),
-        Command::Serve { listen, token } => serve::run(
-            opener.local_path(LocalOnly::Serve)?,
-            &store_options,
-            &objects,
-            listen,
-            token,
-        ),
+        Command::Serve { listen, token } => serve::run(&opener, &objects, listen, token),
         Command::Events { id, from, to } => {
             read(&id, &|store| inspect::events(store, &id, from, to))
         }

@@ -101,6 +101,16 @@ impl Opener {
         Ok(Host::local(store))
     }
 
+    /// The host `serve` reads through: the store opened beside whatever process holds it, or,
+    /// with `--cluster`, a serving host of that fleet, whose reads catch up the sessions they
+    /// read (`sessionlog_console`).
+    pub fn console_host(&self) -> anyhow::Result<Host> {
+        match self.fleet {
+            Some(_) => Ok(Host::in_fleet(self.fleet()?, Tenure::Serving)?),
+            None => sessionlog_console::open_beside(&self.db, self.options.clone()),
+        }
+    }
+
     /// Run `command` on the host opened for `access`, then close it (in a fleet, giving up the
     /// sessions the command took); a failure to close is the command's.
     pub fn run(

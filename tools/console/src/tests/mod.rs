@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use sessionlog_archive::{ArchiveRoot, ArchiveSources, Bucket, Transfer};
+use sessionlog_cluster::Host;
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::format::header::{author_header, HeaderFields};
 use sessionlog_codec::json;
@@ -86,7 +87,7 @@ fn serve_archives(
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
         token: token.map(str::to_owned),
     };
-    let app = router(reader, Options::default(), archive, &config);
+    let app = router(Host::local(reader), Options::default(), archive, &config);
     let listener = std::net::TcpListener::bind(config.listen).expect("bind");
     let addr = listener.local_addr().expect("addr");
     listener.set_nonblocking(true).expect("nonblocking");
