@@ -1,7 +1,5 @@
 //! Following a session from any host of the fleet ([`Fleet::subscribe`]): the events of a
-//! session another host owns, as it commits them, gap-free across a change of owner; and
-//! [`Followed`], what a front end follows through the host interface ([`Host::subscribe`]):
-//! the engine's subscription on a store of its own, this one in a fleet.
+//! session another host owns, as it commits them, gap-free across a change of owner.
 //!
 //! Every batch committed to PostgreSQL is announced when its transaction commits:
 //! `append_batches` (`sql/functions.sql`) runs `pg_notify` on [`CHANNEL`] with the batch's
@@ -32,7 +30,6 @@ use sessionlog_engine::Subscription;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fleet::{Fleet, PATIENCE};
-use crate::host::Host;
 use crate::ownership;
 
 /// The channel committed batches are announced on (payload: `ROOT BATCH`).
@@ -103,6 +100,12 @@ impl FleetSubscription {
         self.local.next_seq()
     }
 
+    /// The session's committed end (the seq its next event will take) in `fleet`'s copy, as of
+    /// the last catch-up.
+    pub fn end(&self, fleet: &Fleet) -> Result<u64> {
+        Ok(self.local.end(fleet.store())?)
+    }
+
     /// The next event (seq, event), waiting at most `timeout` for it to commit anywhere in the
     /// fleet; `None` when none came by then. A session purged meanwhile ends the subscription
     /// with that error.
@@ -128,55 +131,6 @@ impl FleetSubscription {
                 return Ok(None);
             }
             self.stale = self.listener.announced(&self.root, wait);
-        }
-    }
-}
-
-/// A session followed through a [`Host`] ([`Host::subscribe`]): on a store of its own the
-/// engine's subscription, in a fleet a [`FleetSubscription`]; the same guarantee either way
-/// (each event once, in seq order, from the requested seq on). It holds no borrow of the host:
-/// each call is given it.
-#[derive(Debug)]
-pub struct Followed(Follows);
-
-#[derive(Debug)]
-enum Follows {
-    Local(Subscription),
-    Fleet(Box<FleetSubscription>),
-}
-
-impl Followed {
-    pub(crate) fn local(sub: Subscription) -> Followed {
-        Followed(Follows::Local(sub))
-    }
-
-    pub(crate) fn fleet(sub: FleetSubscription) -> Followed {
-        Followed(Follows::Fleet(Box::new(sub)))
-    }
-
-    /// The seq of the next event this subscription yields: where a restarted follower resumes.
-    pub fn next_seq(&self) -> u64 {
-        match &self.0 {
-            Follows::Local(sub) => sub.next_seq(),
-            Follows::Fleet(sub) => sub.next_seq(),
-        }
-    }
-
-    /// The session's committed end (the seq its next event will take) as of the last catch-up:
-    /// with it a front end tells a follower that starts past the end that it is waiting.
-    pub fn end(&self, host: &Host) -> Result<u64> {
-        match &self.0 {
-            Follows::Local(sub) => Ok(sub.end(host.store())?),
-            Follows::Fleet(sub) => Ok(sub.local.end(host.store())?),
-        }
-    }
-
-    /// The next event (seq, event), waiting at most `timeout` for it to commit (in a fleet, on
-    /// any host); `None` when none came by then. `host` is the one it was made on.
-    pub fn next_within(&mut self, host: &Host, timeout: Duration) -> Result<Option<(u64, Value)>> {
-        match &mut self.0 {
-            Follows::Local(sub) => Ok(sub.next_within(host.store(), timeout)?),
-            Follows::Fleet(sub) => sub.next_within(host.fleet()?, timeout),
         }
     }
 }

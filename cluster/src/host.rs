@@ -24,13 +24,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sessionlog_codec::format::event::NewEvent;
+use sessionlog_codec::json::Value;
 use sessionlog_engine::{
     AppendReceipt, ForkReport, ImportOptions, ImportReport, PurgeReport, SourceEncoding, Store,
+    Subscription,
 };
 
 use crate::error::{Error, Result};
 use crate::fleet::{Fleet, LeaseKeeper};
-use crate::follow::Followed;
+use crate::follow::FleetSubscription;
 
 /// How long a host of a fleet lives, which decides how it holds sessions and how fresh its
 /// reads are.
@@ -409,6 +411,55 @@ impl Host {
 impl Drop for Host {
     fn drop(&mut self) {
         let _given_up = self.give_up();
+    }
+}
+
+/// A session followed through a [`Host`] ([`Host::subscribe`]): on a store of its own the
+/// engine's subscription, in a fleet a [`FleetSubscription`]; the same guarantee either way
+/// (each event once, in seq order, from the requested seq on). It holds no borrow of the host:
+/// each call is given it.
+#[derive(Debug)]
+pub struct Followed(Follows);
+
+#[derive(Debug)]
+enum Follows {
+    Local(Subscription),
+    Fleet(Box<FleetSubscription>),
+}
+
+impl Followed {
+    pub(crate) fn local(sub: Subscription) -> Followed {
+        Followed(Follows::Local(sub))
+    }
+
+    pub(crate) fn fleet(sub: FleetSubscription) -> Followed {
+        Followed(Follows::Fleet(Box::new(sub)))
+    }
+
+    /// The seq of the next event this subscription yields: where a restarted follower resumes.
+    pub fn next_seq(&self) -> u64 {
+        match &self.0 {
+            Follows::Local(sub) => sub.next_seq(),
+            Follows::Fleet(sub) => sub.next_seq(),
+        }
+    }
+
+    /// The session's committed end (the seq its next event will take) as of the last catch-up:
+    /// with it a front end tells a follower that starts past the end that it is waiting.
+    pub fn end(&self, host: &Host) -> Result<u64> {
+        match &self.0 {
+            Follows::Local(sub) => Ok(sub.end(host.store())?),
+            Follows::Fleet(sub) => sub.end(host.fleet()?),
+        }
+    }
+
+    /// The next event (seq, event), waiting at most `timeout` for it to commit (in a fleet, on
+    /// any host); `None` when none came by then. `host` is the one it was made on.
+    pub fn next_within(&mut self, host: &Host, timeout: Duration) -> Result<Option<(u64, Value)>> {
+        match &mut self.0 {
+            Follows::Local(sub) => Ok(sub.next_within(host.store(), timeout)?),
+            Follows::Fleet(sub) => sub.next_within(host.fleet()?, timeout),
+        }
     }
 }
 

@@ -45,6 +45,6 @@ mod tls;
 pub use config::Config;
 pub use error::{Error, Result};
 pub use fleet::{Acquired, Fleet, FleetOptions, LeaseKeeper, SessionRow};
-pub use follow::{FleetSubscription, Followed, CHANNEL, FLEET_POLL};
-pub use host::{Host, LocalOnly, Tenure};
+pub use follow::{FleetSubscription, CHANNEL, FLEET_POLL};
+pub use host::{Followed, Host, LocalOnly, Tenure};
 pub use import::Imported;
