@@ -309,12 +309,20 @@ fn wait_for_lock_waiters(pg: &TempPostgres, n: usize) {
 
 /// Wait until `n` backends whose statement holds `text` wait on a lock.
 fn wait_for_lock_waiters_running(pg: &TempPostgres, n: usize, text: &str) {
+    wait_for_backends(
+        pg,
+        n,
+        &format!("wait_event_type = 'Lock' AND strpos(query, '{text}') > 0"),
+    );
+}
+
+/// Wait until `n` backends of `pg_stat_activity` meet `condition`.
+fn wait_for_backends(pg: &TempPostgres, n: usize, condition: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let waiting: usize = pg
             .psql(&format!(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
-                 AND strpos(query, '{text}') > 0"
+                "SELECT count(*) FROM pg_stat_activity WHERE {condition}"
             ))
             .expect("pg_stat_activity")
             .trim()
@@ -325,7 +333,7 @@ fn wait_for_lock_waiters_running(pg: &TempPostgres, n: usize, text: &str) {
         }
         assert!(
             Instant::now() < deadline,
-            "{waiting} backends running {text:?} wait on a lock, not {n}"
+            "{waiting} backends meet {condition:?}, not {n}"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -503,27 +511,6 @@ fn a_row_locked_elsewhere_stalls_only_its_own_batch_for_the_hook_s_patience() {
     append(&a, "locked", 2, 1).expect("appended once the row is free");
 }
 
-/// Wait until `n` backends wait for a synchronous standby (their commits flushed locally).
-fn wait_for_sync_rep_waiters(pg: &TempPostgres, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let waiting: usize = pg
-            .psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
-            .expect("pg_stat_activity")
-            .trim()
-            .parse()
-            .expect("a count");
-        if waiting >= n {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{waiting} backends wait for a synchronous standby, not {n}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_backend_ended_while_waiting_for_a_synchronous_standby_is_answered_outcome_unknown() {
     let Some(pg) = fleet_database() else { return };
@@ -543,7 +530,8 @@ fn a_backend_ended_while_waiting_for_a_synchronous_standby_is_answered_outcome_u
         let a = Arc::clone(&a);
         std::thread::spawn(move || append(&a, "s", 2, 1))
     };
-    wait_for_sync_rep_waiters(&pg, 1);
+    // Waiting for the standby: flushed locally.
+    wait_for_backends(&pg, 1, "wait_event = 'SyncRep'");
     pg.psql("SET synchronous_commit = local; ALTER ROLE \"host-a\" NOLOGIN")
         .expect("no login");
     pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")
