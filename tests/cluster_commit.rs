@@ -511,6 +511,25 @@ fn a_row_locked_elsewhere_stalls_only_its_own_batch_for_the_hook_s_patience() {
     append(&a, "locked", 2, 1).expect("appended once the row is free");
 }
 
+/// Session `s`'s batch at seq 2, committed by PostgreSQL while its host could not hear it:
+/// `answered` says its outcome is unknown, and appending it again reports it committed, once.
+fn answered_unknown_then_committed_once(
+    pg: &TempPostgres,
+    a: &Fleet,
+    answered: sessionlog::engine::Result<()>,
+) {
+    assert_eq!(batch_rows(pg, "s"), 2, "the batch committed");
+    let e = answered.expect_err("the host could not reach PostgreSQL after the commit");
+    assert_eq!(refusal_kind(&e), Some(RefusalKind::Unavailable), "{e}");
+    assert!(
+        e.to_string().contains("outcome unknown"),
+        "a batch PostgreSQL holds was answered: {e}"
+    );
+    append(a, "s", 2, 1).expect("the batch, appended again");
+    assert_eq!(a.store().summary("s").expect("s").events, 3);
+    assert_eq!(batch_rows(pg, "s"), 2);
+}
+
 #[test]
 fn a_backend_ended_while_waiting_for_a_synchronous_standby_is_answered_outcome_unknown() {
     let Some(pg) = fleet_database() else { return };
@@ -543,17 +562,7 @@ fn a_backend_ended_while_waiting_for_a_synchronous_standby_is_answered_outcome_u
     pg.psql("SET synchronous_commit = local; ALTER ROLE \"host-a\" LOGIN")
         .expect("login");
 
-    assert_eq!(batch_rows(&pg, "s"), 2, "the batch committed");
-    let e = answered.expect_err("the host could not reach PostgreSQL after the commit");
-    assert_eq!(refusal_kind(&e), Some(RefusalKind::Unavailable), "{e}");
-    assert!(
-        e.to_string().contains("outcome unknown"),
-        "a batch PostgreSQL holds was answered: {e}"
-    );
-    // Appending it again reports it committed, once.
-    append(&a, "s", 2, 1).expect("the batch, appended again");
-    assert_eq!(a.store().summary("s").expect("s").events, 3);
-    assert_eq!(batch_rows(&pg, "s"), 2);
+    answered_unknown_then_committed_once(&pg, &a, answered);
 }
 
 #[test]
@@ -581,16 +590,7 @@ fn a_connection_error_with_a_sqlstate_after_the_commit_is_answered_outcome_unkno
     let answered = appending.join().expect("append thread");
     proxy.open();
 
-    assert_eq!(batch_rows(&pg, "s"), 2, "the batch committed");
-    let e = answered.expect_err("the host could not reach PostgreSQL after the commit");
-    assert_eq!(refusal_kind(&e), Some(RefusalKind::Unavailable), "{e}");
-    assert!(
-        e.to_string().contains("outcome unknown"),
-        "a batch PostgreSQL holds was answered: {e}"
-    );
-    append(&a, "s", 2, 1).expect("the batch, appended again");
-    assert_eq!(a.store().summary("s").expect("s").events, 3);
-    assert_eq!(batch_rows(&pg, "s"), 2);
+    answered_unknown_then_committed_once(&pg, &a, answered);
 }
 
 /// A V4 session imported on `fleet`, its id.

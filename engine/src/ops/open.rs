@@ -15,7 +15,7 @@ impl Store {
         let store = Store::open_handle(path.as_ref(), options)?;
         store.recover_interrupted_imports()?;
         store.start_numbering()?;
-        store.start_change_log()?;
+        store.read_change_log_end()?;
         Ok(store)
     }
 
@@ -37,8 +37,6 @@ impl Store {
     /// that must not keep writers out, such as `sessionlog tail --follow`, while processes
     /// come and go appending.
     pub fn open_beside(path: impl AsRef<Path>, options: Options) -> Result<Store> {
-        let store = Store::open_secondary_handle(path.as_ref(), options)?;
-        store.start_change_log()?;
-        Ok(store)
+        Store::open_secondary_handle(path.as_ref(), options)
     }
 }

@@ -365,21 +365,11 @@ impl Store {
         }
     }
 
-    /// Start positions past every change the log holds, and read where it starts (at open).
-    pub(crate) fn start_change_log(&self) -> Result<()> {
-        let start = self.stored_retained_start()?;
-        let next = self.stored_change_log_end(start)?;
-        self.feeds.retained_start.store(start, Ordering::SeqCst);
-        self.feeds.next_position.store(next, Ordering::SeqCst);
-        self.feeds.all.publish(Some(next), &mut Vec::new());
-        Ok(())
-    }
-
-    /// Beside another process's store (a secondary instance), after catching up with it: move
-    /// the store-wide feed's end to the change log's end as the holder wrote it, so what reads
-    /// the end (a search's `behind`, an index rebuild's watermark) sees the holder's changes
-    /// since this handle opened.
-    pub(crate) fn follow_change_log(&self) -> Result<()> {
+    /// Move the store-wide feed's end to the change log's end, and read where the log starts:
+    /// at open, and beside another process's store (a secondary instance) after each catch-up
+    /// with it, so what reads the end (a search's `behind`, an index rebuild's watermark) sees
+    /// the holder's changes since this handle opened. Positions only move forward.
+    pub(crate) fn read_change_log_end(&self) -> Result<()> {
         let start = self.stored_retained_start()?;
         let end = self.stored_change_log_end(start)?;
         self.feeds.retained_start.fetch_max(start, Ordering::SeqCst);

@@ -298,7 +298,7 @@ impl Store {
         self.db.try_catch_up_with_primary().map_err(Error::storage(
             "catching up with the process that holds the store",
         ))?;
-        self.follow_change_log()
+        self.read_change_log_end()
     }
 
     /// Whether this handle reads beside another process that holds the store (a RocksDB
