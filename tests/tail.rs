@@ -11,7 +11,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::Duration;
 
-use sessionlog::engine::{Durability, Options, SourceEncoding, Store};
+use sessionlog::codec::format::event::NewEvent;
+use sessionlog::engine::{Durability, Error, Options, SourceEncoding, Store};
+use sessionlog_cluster::Host;
 
 use crate::objects::cli;
 
@@ -209,22 +211,14 @@ fn read_only_commands_and_tail_work_beside_a_process_holding_the_store() {
     let host = Store::open(&db, options).expect("open");
     host.create_session(&header("a"), SourceEncoding::Jsonl)
         .expect("create");
-    let batch = |from: u64| {
-        (from..from + 2)
-            .map(|n| {
-                let value = sessionlog::codec::json::parse(&prompt(n)).expect("json");
-                sessionlog::codec::format::event::NewEvent::from_value(&value).expect("event")
-            })
-            .collect()
-    };
-    host.append("a", Some(0), batch(1)).expect("append");
+    host.append("a", Some(0), prompts(1, 2)).expect("append");
     let events = succeed(&db, &["events", "a"]);
     assert_eq!(events.lines().count(), 2, "{events}");
     assert!(succeed(&db, &["ls"]).contains('a'));
     succeed(&db, &["verify"]);
     let mut tail = Tail::start(&db, &["a", "--follow"]);
     let mut printed = tail.take(2);
-    host.append("a", Some(2), batch(3)).expect("append");
+    host.append("a", Some(2), prompts(3, 2)).expect("append");
     printed.extend(tail.take(2));
     // The host writes; a write from beside it is refused, naming why.
     let refused = fail(&db, &["delete", "a"]);
@@ -279,4 +273,92 @@ fn tail_refuses_bad_input_with_the_reason() {
     succeed(&other, &["create", "b", "--created-at", "1"]);
     let foreign = fail(&other, &["tail", "--all", "--from", cursor]);
     assert!(foreign.contains("belongs to store"), "{foreign}");
+}
+
+/// One batch of `sessionlog append`'s events, seqs `from..from + n` in their text.
+fn prompts(from: u64, n: u64) -> Vec<NewEvent> {
+    (from..from + n)
+        .map(|n| {
+            let value = sessionlog::codec::json::parse(&prompt(n)).expect("json");
+            NewEvent::from_value(&value).expect("event")
+        })
+        .collect()
+}
+
+/// A store at a temporary directory holding empty session "a", closed: its directory (removed
+/// when dropped) and the store's path.
+fn store_with_session_a() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("db");
+    Store::open(&db, Options::default())
+        .expect("open")
+        .create_session(&header("a"), SourceEncoding::Jsonl)
+        .expect("create");
+    (dir, db)
+}
+
+/// Every open of the store by a writer writes a new MANIFEST, and RocksDB's secondary instance
+/// does not catch up across one reliably: a reader that opened while writers came and went saw
+/// the second writer's events and not the first's (a gap), or the session's end and not its
+/// last events (a stall). A reader knows when the holder reopened the store, and a follower
+/// through the host goes on from its next seq on a new reader: each event once, in order.
+#[test]
+fn a_follower_beside_writers_that_reopen_the_store_sees_every_event_once_in_order() {
+    let (_dir, db) = store_with_session_a();
+    for round in 0..100u64 {
+        let start = 4 * round;
+        // Two writers in turn, each opening the store, appending two events and closing it,
+        // while the reader opens beside them, at offsets that vary with the round.
+        let writers = {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(round * 7 % 30));
+                for from in [start, start + 2] {
+                    Store::open(&db, Options::default())
+                        .expect("open")
+                        .append("a", Some(from), prompts(from, 2))
+                        .expect("append");
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(round * 13 % 30));
+        let host = Host::local(Store::open_beside(&db, Options::default()).expect("beside"));
+        let mut followed = host.subscribe("a", start).expect("subscribe");
+        let seqs: Vec<u64> = (0..4)
+            .map(|i| match followed.next_within(&host, LINE_WAIT) {
+                Ok(Some((seq, _))) => seq,
+                other => panic!("round {round}: event {i} of 4 from {start}: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            seqs,
+            (start..start + 4).collect::<Vec<_>>(),
+            "round {round}"
+        );
+        writers.join().expect("writers");
+    }
+}
+
+/// A reader beside the store is told when the holder reopened it (its view from then on may
+/// miss events), and a reader opened again catches up.
+#[test]
+fn a_reader_beside_is_told_when_the_holder_reopened_the_store() {
+    let (_dir, db) = store_with_session_a();
+    let reader = Store::open_beside(&db, Options::default()).expect("beside");
+    reader.catch_up().expect("nothing changed");
+    Store::open(&db, Options::default())
+        .expect("reopen")
+        .append("a", Some(0), prompts(0, 2))
+        .expect("append");
+    let e = reader
+        .catch_up()
+        .expect_err("the holder reopened the store");
+    assert!(matches!(e, Error::HolderReopened { .. }), "{e}");
+    assert!(
+        e.to_string().contains(&db.display().to_string()) && e.to_string().contains("reopen"),
+        "{e}"
+    );
+    let again = reader.reopen_beside().expect("reopen beside");
+    again.catch_up().expect("caught up");
+    assert_eq!(again.summary("a").expect("summary").events, 2);
 }

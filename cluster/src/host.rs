@@ -20,7 +20,7 @@
 //! any write past its commit hook besides (`Error::IndexOfFleet`).
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use sessionlog_codec::format::event::NewEvent;
@@ -124,7 +124,9 @@ struct Member {
 /// What a front end serves: a store of its own, or this host's index of a fleet (see the module
 /// docs). Dropped (or [`closed`](Host::close)), a host of a fleet gives up the sessions it holds.
 pub struct Host {
-    store: Arc<Store>,
+    /// The store. Replaced only for a reader beside the process that holds it, when that
+    /// process reopened the store ([`Host::catch_up`]).
+    store: RwLock<Arc<Store>>,
     member: Option<Member>,
 }
 
@@ -140,7 +142,7 @@ impl Host {
     /// A host of a store of its own.
     pub fn local(store: Store) -> Host {
         Host {
-            store: Arc::new(store),
+            store: RwLock::new(Arc::new(store)),
             member: None,
         }
     }
@@ -153,7 +155,7 @@ impl Host {
             Tenure::OneShot => None,
         };
         Ok(Host {
-            store: Arc::clone(fleet.store()),
+            store: RwLock::new(Arc::clone(fleet.store())),
             member: Some(Member {
                 fleet,
                 tenure,
@@ -164,8 +166,32 @@ impl Host {
 
     /// The store: in a fleet, this host's copies of the sessions, as of their last catch-up.
     /// For reads across the store (search, verify, metrics) and the append queue.
-    pub fn store(&self) -> &Arc<Store> {
-        &self.store
+    pub fn store(&self) -> Arc<Store> {
+        Arc::clone(&self.store.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Catch a store read beside the process that holds it up with that process
+    /// ([`Store::catch_up`]), opening a new reader when that process reopened the store; the
+    /// store to read from. A store written here has nothing to catch up with.
+    pub fn catch_up(&self) -> Result<Arc<Store>> {
+        let store = self.store();
+        match store.catch_up() {
+            Err(sessionlog_engine::Error::HolderReopened { .. }) => self.reopened(&store),
+            caught_up => {
+                caught_up?;
+                Ok(store)
+            }
+        }
+    }
+
+    /// The store after `stale`, whose holder reopened it: a new reader beside the holder,
+    /// opened here unless another caller has already replaced `stale`.
+    fn reopened(&self, stale: &Arc<Store>) -> Result<Arc<Store>> {
+        let mut slot = self.store.write().unwrap_or_else(PoisonError::into_inner);
+        if Arc::ptr_eq(&slot, stale) {
+            *slot = Arc::new(stale.reopen_beside()?);
+        }
+        Ok(Arc::clone(&slot))
     }
 
     /// This host's name in its fleet, or none for a store of its own.
@@ -183,10 +209,10 @@ impl Host {
     }
 
     /// The store, for an operation the fleet does not carry; refused in a fleet.
-    pub fn local_only(&self, op: LocalOnly) -> Result<&Store> {
+    pub fn local_only(&self, op: LocalOnly) -> Result<Arc<Store>> {
         match self.name() {
             Some(host) => Err(op.refused(host)),
-            None => Ok(&self.store),
+            None => Ok(self.store()),
         }
     }
 
@@ -194,13 +220,13 @@ impl Host {
     /// PostgreSQL first (served from this host's own copy within the read bound when it holds
     /// the session, [`Fleet::sync`]); a serving host reads its copy as of its last
     /// [`sync`](Host::sync).
-    pub fn read(&self, id: &str) -> Result<&Store> {
+    pub fn read(&self, id: &str) -> Result<Arc<Store>> {
         if let Some(m) = &self.member {
             if m.tenure == Tenure::OneShot {
                 m.fleet.sync(id)?;
             }
         }
-        Ok(&self.store)
+        Ok(self.store())
     }
 
     /// Follow session `id` from seq `from_seq` on: every event with seq ≥ `from_seq`, in order,
@@ -210,17 +236,17 @@ impl Host {
     pub fn subscribe(&self, id: &str, from_seq: u64) -> Result<Followed> {
         match &self.member {
             Some(m) => Ok(Followed::fleet(m.fleet.subscribe(id, from_seq)?)),
-            None => Ok(Followed::local(self.store.subscribe(id, from_seq)?)),
+            None => Ok(Followed::local(self.store().subscribe(id, from_seq)?)),
         }
     }
 
     /// The store to list sessions from: in a fleet, every session of the fleet caught up first
     /// (the copies of sessions purged elsewhere removed), so the listing is the fleet's.
-    pub fn listing(&self) -> Result<&Store> {
+    pub fn listing(&self) -> Result<Arc<Store>> {
         if self.member.is_some() {
             self.sync(&[])?;
         }
-        Ok(&self.store)
+        Ok(self.store())
     }
 
     /// Catch the store up with PostgreSQL on `ids`, or, when empty, on every session of the
@@ -254,7 +280,7 @@ impl Host {
         for row in fleet.sessions()? {
             let visit = !row.deleted
                 || self
-                    .store
+                    .store()
                     .summary(&row.id)
                     .is_ok_and(|s| s.deleted_at_ms.is_none());
             if visit {
@@ -274,7 +300,7 @@ impl Host {
 
     /// Create an empty session from its header line; its id. In a fleet, this host holds it.
     pub fn create_session(&self, header_line: &str, encoding: SourceEncoding) -> Result<String> {
-        Ok(self.store.create_session(header_line, encoding)?)
+        Ok(self.store().create_session(header_line, encoding)?)
     }
 
     /// Append `events` to session `id`, at `expected_next_seq` when given.
@@ -285,7 +311,7 @@ impl Host {
         events: Vec<NewEvent>,
     ) -> Result<AppendReceipt> {
         self.hold(id)?;
-        Ok(self.store.append(id, expected_next_seq, events)?)
+        Ok(self.store().append(id, expected_next_seq, events)?)
     }
 
     /// Fork `source` after seq `at` (default: its end) into `new_id`. In a fleet the child is
@@ -293,7 +319,7 @@ impl Host {
     pub fn fork(&self, source: &str, at: Option<u64>, new_id: &str) -> Result<ForkReport> {
         match &self.member {
             Some(m) => m.fleet.fork(source, at, new_id),
-            None => Ok(self.store.fork(source, at, new_id)?),
+            None => Ok(self.store().fork(source, at, new_id)?),
         }
     }
 
@@ -305,15 +331,15 @@ impl Host {
             let options = ImportOptions::default();
             return Ok(
                 if bytes.starts_with(&sessionlog_codec::format::zstd::MAGIC_BYTES) {
-                    self.store.import_zstd(name, bytes, &options)?
+                    self.store().import_zstd(name, bytes, &options)?
                 } else {
-                    self.store
+                    self.store()
                         .import_jsonl(name, bytes, &options, &mut |_| {})?
                 },
             );
         };
         let imported = m.fleet.import(name, bytes)?;
-        Ok(ImportReport::from(&self.store.summary(&imported.id)?))
+        Ok(ImportReport::from(&self.store().summary(&imported.id)?))
     }
 
     /// Import the session file at `path` with `options` (`progress` told the bytes read). In a
@@ -326,7 +352,7 @@ impl Host {
         progress: &mut dyn FnMut(u64),
     ) -> Result<ImportReport> {
         let Some(host) = self.name() else {
-            return Ok(self.store.import_path(path, options, progress)?);
+            return Ok(self.store().import_path(path, options, progress)?);
         };
         if options.strict {
             return Err(LocalOnly::StrictImport.refused(host));
@@ -348,8 +374,8 @@ impl Host {
     pub fn set_deleted(&self, id: &str, deleted: bool) -> Result<()> {
         let Some(m) = &self.member else {
             match deleted {
-                true => self.store.delete(id)?,
-                false => self.store.undelete(id)?,
+                true => self.store().delete(id)?,
+                false => self.store().undelete(id)?,
             }
             return Ok(());
         };
@@ -361,8 +387,8 @@ impl Host {
     /// deleted session purged; in a fleet that session alone, from PostgreSQL first.
     pub fn remove(&self, id: &str) -> Result<()> {
         let Some(m) = &self.member else {
-            self.store.delete(id)?;
-            self.store.purge(0, false)?;
+            self.store().delete(id)?;
+            self.store().purge(0, false)?;
             return Ok(());
         };
         self.hold(id)?;
@@ -375,7 +401,7 @@ impl Host {
     pub fn purge(&self, older_than: Duration, dry_run: bool) -> Result<PurgeReport> {
         let Some(m) = &self.member else {
             let ms = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
-            return Ok(self.store.purge(ms, dry_run)?);
+            return Ok(self.store().purge(ms, dry_run)?);
         };
         if dry_run {
             return Err(LocalOnly::DryRunPurge.refused(m.fleet.host()));
@@ -448,16 +474,26 @@ impl Followed {
     /// with it a front end tells a follower that starts past the end that it is waiting.
     pub fn end(&self, host: &Host) -> Result<u64> {
         match &self.0 {
-            Follows::Local(sub) => Ok(sub.end(host.store())?),
+            Follows::Local(sub) => Ok(sub.end(&host.store())?),
             Follows::Fleet(sub) => sub.end(host.fleet()?),
         }
     }
 
     /// The next event (seq, event), waiting at most `timeout` for it to commit (in a fleet, on
-    /// any host); `None` when none came by then. `host` is the one it was made on.
+    /// any host); `None` when none came by then. `host` is the one it was made on. Beside a
+    /// process that reopened the store, it goes on from the next seq on a new reader
+    /// ([`Host::catch_up`]).
     pub fn next_within(&mut self, host: &Host, timeout: Duration) -> Result<Option<(u64, Value)>> {
         match &mut self.0 {
-            Follows::Local(sub) => Ok(sub.next_within(host.store(), timeout)?),
+            Follows::Local(sub) => loop {
+                let store = host.store();
+                match sub.next_within(&store, timeout) {
+                    Err(sessionlog_engine::Error::HolderReopened { .. }) => {
+                        *sub = host.reopened(&store)?.subscribe(sub.id(), sub.next_seq())?;
+                    }
+                    next => return Ok(next?),
+                }
+            },
             Follows::Fleet(sub) => sub.next_within(host.fleet()?, timeout),
         }
     }

@@ -158,6 +158,14 @@ pub enum Error {
         /// Which lock is held: the store's own (`sessionlog.lock`) or RocksDB's (`LOCK`).
         reason: String,
     },
+    /// The process holding the store reopened it since this reader opened beside it: the
+    /// reader's view can no longer be trusted to hold every event; open a new reader
+    /// ([`Store::reopen_beside`](crate::Store::reopen_beside)).
+    #[error("the process holding the store at {} reopened it; this reader must reopen to see it whole", path.display())]
+    HolderReopened {
+        /// The store directory.
+        path: PathBuf,
+    },
     /// A write to a store opened beside the process that holds it (a read-only secondary
     /// instance).
     #[error("the store at {} is held by another process and open here for reading only; write through that process", path.display())]

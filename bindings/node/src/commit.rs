@@ -43,7 +43,7 @@ struct Slot(Shared);
 impl StoreAccess for Slot {
     fn with_store(&self, f: &mut dyn FnMut(&Store)) -> bool {
         match self.0.read() {
-            Ok(slot) => slot.as_ref().map(|host| f(host.store())).is_some(),
+            Ok(slot) => slot.as_ref().map(|host| f(&host.store())).is_some(),
             Err(_) => false,
         }
     }

@@ -116,7 +116,7 @@ impl NativeStore {
         id: String,
         job: impl FnOnce(&Store, &str) -> Reply + Send + 'static,
     ) -> napi::Result<JsObject> {
-        self.run(env, move |h| reply::reply(h.read(&id), |s| job(s, &id)))
+        self.run(env, move |h| reply::reply(h.read(&id), |s| job(&s, &id)))
     }
 
     /// [`NativeStore::run`] on the store, for an operation the fleet does not carry (the host
@@ -127,7 +127,7 @@ impl NativeStore {
         op: LocalOnly,
         job: impl FnOnce(&Store) -> Reply + Send + 'static,
     ) -> napi::Result<JsObject> {
-        self.run(env, move |h| reply::reply(h.local_only(op), job))
+        self.run(env, move |h| reply::reply(h.local_only(op), |s| job(&s)))
     }
 
     /// [`NativeStore::run`] with the fleet (the host refuses outside cluster mode).
@@ -401,7 +401,7 @@ impl NativeStore {
     /// store caught up on each first.
     #[napi]
     pub fn list(&self, env: Env) -> napi::Result<JsObject> {
-        self.run(&env, |h| reply::reply(h.listing(), ops::list))
+        self.run(&env, |h| reply::reply(h.listing(), |s| ops::list(&s)))
     }
 
     /// Session `id`'s bytes (`format`: `stored`, the default, `jsonl` or `jsonl.zstd`;
@@ -602,19 +602,19 @@ impl NativeStore {
     /// Find sessions (`Store::search`); `query` is the JSON of the query object.
     #[napi]
     pub fn search(&self, env: Env, query: String) -> napi::Result<JsObject> {
-        self.run(&env, move |h| ops::search(h.store(), &query))
+        self.run(&env, move |h| ops::search(&h.store(), &query))
     }
 
     /// Rebuild the session index (`Store::reindex`).
     #[napi]
     pub fn reindex(&self, env: Env) -> napi::Result<JsObject> {
-        self.run(&env, |h| ops::reindex(h.store()))
+        self.run(&env, |h| ops::reindex(&h.store()))
     }
 
     /// Verify the given sessions (all when empty).
     #[napi]
     pub fn verify(&self, env: Env, ids: Vec<String>) -> napi::Result<JsObject> {
-        self.run(&env, move |h| ops::verify(h.store(), &ids))
+        self.run(&env, move |h| ops::verify(&h.store(), &ids))
     }
 
     /// Whether the open store flushes and compacts with direct I/O (`Store::direct_io`); false

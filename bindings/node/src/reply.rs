@@ -155,6 +155,7 @@ pub fn code_of(e: &Error) -> &'static str {
         Error::NotAppendable { .. } => "SESSIONLOG_NOT_APPENDABLE",
         Error::Locked { .. } => "SESSIONLOG_LOCKED",
         Error::ReadOnly { .. } => "SESSIONLOG_READ_ONLY",
+        Error::HolderReopened { .. } => "SESSIONLOG_HOLDER_REOPENED",
         Error::Cursor { .. } => "SESSIONLOG_CURSOR",
         Error::Query { .. } => "SESSIONLOG_QUERY",
         Error::SearchIndex { .. } => "SESSIONLOG_SEARCH_INDEX",

@@ -39,4 +39,10 @@ impl Store {
     pub fn open_beside(path: impl AsRef<Path>, options: Options) -> Result<Store> {
         Store::open_secondary_handle(path.as_ref(), options)
     }
+
+    /// A new reader beside the store's holder, opened as this one was: what a reader opens when
+    /// [`Store::catch_up`] answers [`Error::HolderReopened`].
+    pub fn reopen_beside(&self) -> Result<Store> {
+        Store::open_secondary_handle(self.path(), self.options.clone())
+    }
 }

@@ -133,7 +133,10 @@ impl Store {
         Ok(())
     }
 
-    /// The events with seqs in `from..end` stored under session number `number`.
+    /// The events with seqs in `from..end` stored under session number `number`. Invariant:
+    /// each seq of the range is yielded once, in order; a seq the store does not hold (a block
+    /// missing, or the blocks ending short of the session's end) is an error naming it, never
+    /// a gap a reader would pass over.
     fn events_in(
         &self,
         meta: &SessionMeta,
@@ -149,12 +152,19 @@ impl Store {
             it.seek(keys::session_start(number));
         }
         let context = format!("reading session \"{}\"", meta.id_lossy());
+        // The seq the next event yielded must have.
+        let mut next = from;
         visit(&mut it, context, &mut |k, v| {
             let Some((_, keys::BLOCK, first)) = keys::parse_event_key(k) else {
                 return Ok(false);
             };
             if first >= end {
                 return Ok(false);
+            }
+            if first > next {
+                return Err(meta.corrupt(format!(
+                    "seq {next} is missing: the next stored block starts at seq {first}"
+                )));
             }
             let block = stored_block(meta, first, v)?;
             let mut line_seq = first;
@@ -165,13 +175,21 @@ impl Store {
                         let seq = line_seq + k as u64;
                         if seq >= from && seq < end {
                             each(seq, event)?;
+                            next = seq + 1;
                         }
                     }
                 }
                 line_seq = line_end;
             }
             Ok(true)
-        })
+        })?;
+        match next < end {
+            true => Err(meta.corrupt(format!(
+                "seqs {next} to {} are missing: the stored blocks end before the session's end",
+                end - 1
+            ))),
+            false => Ok(()),
+        }
     }
 }
 
@@ -189,4 +207,49 @@ fn line_events(meta: &SessionMeta, line: &[u8], line_seq: u64) -> Result<Vec<Val
     let value = json::parse(&String::from_utf8_lossy(line))?;
     decode_line(value, meta.version, line_seq)
         .map_err(|e| meta.corrupt(format!("line at seq {line_seq}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+    use crate::layout::keys::{self, CF_EVENTS};
+    use crate::test_support::{ev, seeded};
+
+    /// A seq the store does not hold is an error naming it, wherever it is missing: a reader
+    /// never passes over it as if the next event followed on.
+    #[test]
+    fn a_missing_block_is_an_error_naming_its_first_seq_never_a_gap() {
+        let (_t, store) = seeded();
+        let more = ev(
+            r#"{"type":"user/message","time":5,"data":{"content":[],"source":{"kind":"user"},"role":"user","id":"u2"},"surfaceOp":"append"}"#,
+        );
+        store.append("a", Some(3), vec![more]).expect("append");
+        let number = store.require_meta(b"a").expect("meta").number;
+        let block = |first| keys::event_key(number, keys::BLOCK, first);
+        let first = store
+            .raw_get(CF_EVENTS, &block(0))
+            .expect("a block at seq 0");
+        assert!(
+            store.raw_get(CF_EVENTS, &block(3)).is_some(),
+            "a block at seq 3"
+        );
+        let seqs = |store: &crate::Store| {
+            let mut seqs = Vec::new();
+            store
+                .events("a", 0, None, &mut |seq, _| {
+                    seqs.push(seq);
+                    Ok(())
+                })
+                .map(|()| seqs)
+        };
+        assert_eq!(seqs(&store).expect("whole"), [0, 1, 2, 3]);
+        store.raw_delete(CF_EVENTS, &block(0));
+        let e = seqs(&store).expect_err("the first block is missing");
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+        assert!(e.to_string().contains("seq 0 is missing"), "{e}");
+        store.raw_put(CF_EVENTS, &block(0), &first);
+        store.raw_delete(CF_EVENTS, &block(3));
+        let e = seqs(&store).expect_err("the last block is missing");
+        assert!(e.to_string().contains("seqs 3 to 3 are missing"), "{e}");
+    }
 }

@@ -78,7 +78,7 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 ///
 /// | concern | methods | file |
 /// |---|---|---|
-/// | open | [`open`](Store::open), [`open_reader`](Store::open_reader), [`open_beside`](Store::open_beside) | `ops/open.rs` |
+/// | open | [`open`](Store::open), [`open_reader`](Store::open_reader), [`open_beside`](Store::open_beside), [`reopen_beside`](Store::reopen_beside) | `ops/open.rs` |
 /// | the open store | [`path`](Store::path), [`direct_io`](Store::direct_io), [`is_secondary`](Store::is_secondary), [`catch_up`](Store::catch_up) | `store/open.rs` |
 /// | durability, the commit queue | [`durability`](Store::durability), [`sync`](Store::sync), [`commit_stats`](Store::commit_stats), [`set_commit_hook`](Store::set_commit_hook) | `store/commit.rs` |
 /// | live writes (group-committed) | [`append_many`](Store::append_many), [`append`](Store::append), [`create_session`](Store::create_session) | `ops/append/mod.rs` |
@@ -139,9 +139,9 @@ pub struct Store {
     direct_io: bool,
     /// The change log's next position and the signals that wake subscribers (`feed.rs`).
     feeds: feed::Feeds,
-    /// A secondary instance's scratch directory (`open.rs`), removed after `db` closes; `None`
-    /// for the primary.
-    secondary: Option<open::SecondaryDir>,
+    /// A secondary instance's scratch directory, removed after `db` closes, and the MANIFEST
+    /// its view holds to (`open.rs`); `None` for the primary.
+    secondary: Option<open::Secondary>,
     /// The session index, opened on first use (`search_index.rs`, `ops/search/`).
     pub(crate) search: search_index::SearchSlot,
     /// The store's own directory lock (`open.rs`), released after `db` closes (fields drop

@@ -60,7 +60,42 @@ enum Opened {
         direct_io: bool,
         dir_lock: std::fs::File,
     },
-    Secondary(SecondaryDir),
+    Secondary(Secondary),
+}
+
+/// What a secondary instance keeps: its scratch directory, and the MANIFEST the primary's
+/// `CURRENT` named just before the instance opened. RocksDB's secondary does not follow a
+/// primary that reopens the store reliably: catching up across the new MANIFEST a reopen writes,
+/// it can miss what that open flushed from the previous WAL while it still replays the new one,
+/// so a session's later events show and earlier ones do not. The view is trusted only while
+/// `CURRENT` names that MANIFEST ([`Store::catch_up`]).
+pub(crate) struct Secondary {
+    _scratch: SecondaryDir,
+    manifest: String,
+}
+
+/// How many times an open beside the holder starts over when the holder reopened the store
+/// meanwhile, before it gives up with [`Error::HolderReopened`].
+const OPEN_BESIDE_ATTEMPTS: usize = 8;
+
+/// The MANIFEST the store's `CURRENT` names now (RocksDB replaces `CURRENT` by a rename, so it
+/// is read whole).
+fn current_manifest(path: &Path) -> Result<String> {
+    let current = path.join("CURRENT");
+    match std::fs::read_to_string(&current) {
+        Ok(name) => Ok(name),
+        Err(source) if source.kind() == std::io::ErrorKind::NotFound => Err(Error::Io {
+            path: current,
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no store is there to read (RocksDB's CURRENT file is missing)",
+            ),
+        }),
+        Err(source) => Err(Error::Io {
+            path: current,
+            source,
+        }),
+    }
 }
 
 /// The descriptors of every column family, with the tuned options of `tuning.rs`.
@@ -223,7 +258,7 @@ impl Store {
                 direct_io,
                 dir_lock,
             } => (direct_io, Some(dir_lock), None),
-            Opened::Secondary(scratch) => (false, None, Some(scratch)),
+            Opened::Secondary(secondary) => (false, None, Some(secondary)),
         };
         let write_states = WriteStateCache::new(options.hot_sessions);
         let projection_registry = Registry::with(&options.message_projections);
@@ -252,19 +287,22 @@ impl Store {
     /// Open the store at `path`, which another process holds, as a RocksDB secondary instance:
     /// read-only, following the primary as [`Store::catch_up`] replays what it wrote since.
     /// Its own files (RocksDB's info log) live in a scratch directory removed when it closes.
+    /// An open that the holder's reopening overtook starts over.
     pub(crate) fn open_secondary_handle(path: &Path, options: Options) -> Result<Store> {
         options.validate()?;
-        let path = path.to_path_buf();
-        let current = path.join("CURRENT");
-        if !current.is_file() {
-            return Err(Error::Io {
-                path: current,
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "no store is there to read (RocksDB's CURRENT file is missing)",
-                ),
-            });
+        let mut attempt = 1;
+        loop {
+            match Store::open_secondary_once(path, options.clone()) {
+                Err(Error::HolderReopened { .. }) if attempt < OPEN_BESIDE_ATTEMPTS => attempt += 1,
+                opened => return opened,
+            }
         }
+    }
+
+    fn open_secondary_once(path: &Path, options: Options) -> Result<Store> {
+        let path = path.to_path_buf();
+        // Read before the open: a reopen by the holder from here on shows at the first catch-up.
+        let manifest = current_manifest(&path)?;
         let scratch = SecondaryDir::create()?;
         let cache = Cache::new_lru_cache(options.block_cache_bytes);
         let mut db_opts = rocksdb::Options::default();
@@ -281,7 +319,10 @@ impl Store {
                 path.display()
             )),
         )?;
-        let opened = Opened::Secondary(scratch);
+        let opened = Opened::Secondary(Secondary {
+            _scratch: scratch,
+            manifest,
+        });
         let store = Store::with_db(db, options, path, (db_opts, cache), opened);
         store.catch_up()?;
         Ok(store)
@@ -290,14 +331,23 @@ impl Store {
     /// Replay what the primary instance wrote since this secondary last looked (a no-op on a
     /// primary): a reader beside a host that answers queries for a long time (`sessionlog
     /// serve`) calls it to see sessions and events committed since its open, and the change
-    /// log's end as the primary wrote it (`store/feed.rs`).
+    /// log's end as the primary wrote it (`store/feed.rs`). Fails with
+    /// [`Error::HolderReopened`] once the holder has reopened the store since this handle
+    /// opened: from then on the handle's view may miss events, and the reader opens a new one
+    /// ([`Store::reopen_beside`]).
     pub fn catch_up(&self) -> Result<()> {
-        if self.secondary.is_none() {
+        let Some(secondary) = &self.secondary else {
             return Ok(());
-        }
+        };
         self.db.try_catch_up_with_primary().map_err(Error::storage(
             "catching up with the process that holds the store",
         ))?;
+        // Checked after the catch-up: whatever MANIFEST switch it replayed shows here.
+        if current_manifest(&self.path)? != secondary.manifest {
+            return Err(Error::HolderReopened {
+                path: self.path.clone(),
+            });
+        }
         self.read_change_log_end()
     }
 

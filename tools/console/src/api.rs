@@ -58,7 +58,7 @@ pub(crate) async fn read<T: Send + 'static>(
     read: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let console = Arc::clone(console);
-    blocking(move || read(console.listing()?)).await
+    blocking(move || read(&*console.listing()?)).await
 }
 
 /// Run `read_one` of session `id` on a blocking thread, on the store as [`Console::session`]
@@ -72,8 +72,8 @@ pub(crate) async fn read_session<T: Send + 'static>(
     let console = Arc::clone(console);
     blocking(move || {
         let store = console.session(&id)?;
-        match read_one(store, &id) {
-            Err(e) if e.is_archived() => read_one(console.archived.view(store, &id)?.store(), &id),
+        match read_one(&store, &id) {
+            Err(e) if e.is_archived() => read_one(console.archived.view(&store, &id)?.store(), &id),
             other => other,
         }
     })

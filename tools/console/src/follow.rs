@@ -1,9 +1,8 @@
 //! Following a session live: `GET /api/sessions/{id}/follow?from=SEQ` answers server-sent
 //! events, one `event` message (`{"seq","event"}`) per stored event from SEQ on, then each as
-//! it commits: read through [`Store::subscribe`](sessionlog_engine::Store::subscribe), which
+//! it commits: read through [`Host::subscribe`](sessionlog_cluster::Host::subscribe), which
 //! catches the reader up with the store's holder while it waits, or, on a host of a fleet,
-//! through [`Fleet::subscribe`](sessionlog_cluster::Fleet::subscribe), which catches the
-//! session's copy up as the fleet commits it. A follower runs on a blocking thread and stops
+//! catches the session's copy up as the fleet commits it. A follower runs on a blocking thread and stops
 //! when its client goes away; at most [`MAX_FOLLOWERS`] run at once, so a client cannot tie up
 //! every thread.
 
@@ -20,9 +19,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use sessionlog_cluster::FleetSubscription;
-use sessionlog_codec::json::Value;
-use sessionlog_engine::Subscription;
+use sessionlog_cluster::Followed;
 use tokio::sync::mpsc;
 
 use crate::api::{number, params, session_id, IdPath, Params, SeqEvent};
@@ -60,7 +57,7 @@ async fn follow(
     let follower = {
         let console = Arc::clone(&console);
         let id = id.clone();
-        tokio::task::spawn_blocking(move || Follower::new(&console, &id, from))
+        tokio::task::spawn_blocking(move || follower(&console, &id, from))
             .await
             .map_err(|e| {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("following: {e}"))
@@ -71,7 +68,7 @@ async fn follow(
         let _slot = slot;
         let mut follower = follower;
         loop {
-            let event = match follower.next_within(&console, LOOK_EVERY) {
+            let event = match follower.next_within(console.host(), LOOK_EVERY) {
                 Ok(Some((seq, event))) => message(&SeqEvent {
                     seq,
                     event: raw(&event),
@@ -79,7 +76,7 @@ async fn follow(
                 Ok(None) if tx.is_closed() => return,
                 Ok(None) => continue,
                 Err(e) => {
-                    let _ = tx.blocking_send(Event::default().event("error").data(e));
+                    let _ = tx.blocking_send(Event::default().event("error").data(e.to_string()));
                     return;
                 }
             };
@@ -93,37 +90,11 @@ async fn follow(
         .into_response())
 }
 
-/// A session followed: on a store of its own, or in the fleet.
-enum Follower {
-    Store(Subscription),
-    Fleet(Box<FleetSubscription>),
-}
-
-impl Follower {
-    /// Follow session `id` of `console`'s host from seq `from` on.
-    fn new(console: &Console, id: &str, from: u64) -> Result<Follower, ApiError> {
-        let host = console.host();
-        Ok(match host.name() {
-            None => Follower::Store(console.session(id)?.subscribe(id, from)?),
-            Some(_) => Follower::Fleet(Box::new(host.fleet()?.subscribe(id, from)?)),
-        })
-    }
-
-    /// The next event, waiting at most `wait` for one to commit; the error's message.
-    fn next_within(
-        &mut self,
-        console: &Console,
-        wait: Duration,
-    ) -> Result<Option<(u64, Value)>, String> {
-        let host = console.host();
-        match self {
-            Follower::Store(s) => s.next_within(host.store(), wait).map_err(|e| e.to_string()),
-            Follower::Fleet(s) => host
-                .fleet()
-                .and_then(|f| s.next_within(f, wait))
-                .map_err(|e| e.to_string()),
-        }
-    }
+/// Follow session `id` of `console`'s host from seq `from` on, once the session is caught up
+/// (so one stored since the last catch-up is found, and an unknown one is a 404).
+fn follower(console: &Console, id: &str, from: u64) -> Result<Followed, ApiError> {
+    console.session(id)?;
+    Ok(console.host().subscribe(id, from)?)
 }
 
 /// One `event` message.

@@ -104,20 +104,20 @@ impl Console {
     /// The store to list and search sessions in: caught up with its holder unless it was within
     /// [`CATCH_UP_EVERY`]; in a fleet, every session of the fleet caught up
     /// ([`Host::listing`]) unless that was within [`FLEET_LISTING_EVERY`].
-    pub(crate) fn listing(&self) -> Result<&Store, ApiError> {
+    pub(crate) fn listing(&self) -> Result<Arc<Store>, ApiError> {
         if self.host.name().is_none() {
             return self.caught_up_store();
         }
         if self.due(FLEET_LISTING_EVERY) {
             return Ok(self.host.listing()?);
         }
-        Ok(self.host.store().as_ref())
+        Ok(self.host.store())
     }
 
     /// The store to read session `id` from: caught up with its holder as for the listing; in a
     /// fleet, the session caught up with PostgreSQL first ([`Host::sync`]; one the fleet does
     /// not hold is then not found in the store).
-    pub(crate) fn session(&self, id: &str) -> Result<&Store, ApiError> {
+    pub(crate) fn session(&self, id: &str) -> Result<Arc<Store>, ApiError> {
         if self.host.name().is_none() {
             return self.caught_up_store();
         }
@@ -125,13 +125,13 @@ impl Console {
         Ok(self.host.read(id)?)
     }
 
-    /// A store of its own, caught up with its holder unless it was within [`CATCH_UP_EVERY`].
-    fn caught_up_store(&self) -> Result<&Store, ApiError> {
-        let store: &Store = self.host.store();
-        if self.due(CATCH_UP_EVERY) {
-            store.catch_up()?;
+    /// A store of its own, caught up with its holder unless it was within [`CATCH_UP_EVERY`]
+    /// ([`Host::catch_up`]: a new reader once the holder reopened the store).
+    fn caught_up_store(&self) -> Result<Arc<Store>, ApiError> {
+        match self.due(CATCH_UP_EVERY) {
+            true => Ok(self.host.catch_up()?),
+            false => Ok(self.host.store()),
         }
-        Ok(store)
     }
 }
 

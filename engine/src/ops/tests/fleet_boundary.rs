@@ -278,6 +278,7 @@ fn calls() -> Vec<Row> {
         row("open_beside", Nothing, |s, _| {
             Store::open_beside(s.path(), Options::default()).map(drop)
         }),
+        row("reopen_beside", Nothing, |s, _| s.reopen_beside().map(drop)),
         row("messages_at", Nothing, |s, _| {
             s.messages_at("a", None).map(drop)
         }),

@@ -59,7 +59,7 @@ pub fn run(
     );
     for url in urls {
         let store = host.local_only(LocalOnly::ImportFromObjectStorage)?;
-        all.extend(objects.import(store, &url.to_string_lossy(), &options)?);
+        all.extend(objects.import(&store, &url.to_string_lossy(), &options)?);
     }
     host.store().sync()?;
     let mut out = std::io::stdout().lock();

@@ -33,12 +33,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // a scratch store holding it.
     let read = |id: &str, run: &dyn Fn(&Store) -> anyhow::Result<ExitCode>| {
         opener.run(Access::Read, |host| {
-            objects.read(host.read(id)?, &store_options, id, run)
+            objects.read(&*host.read(id)?, &store_options, id, run)
         })
     };
     let local =
         |access: Access, op: LocalOnly, run: &dyn Fn(&Store) -> anyhow::Result<ExitCode>| {
-            opener.run(access, |host| run(host.local_only(op)?))
+            opener.run(access, |host| run(&*host.local_only(op)?))
         };
     match cli.command {
         Command::Import {
@@ -177,7 +177,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             after,
             json,
         } => opener.run(Access::Read, |host| {
-            inspect::ls(host.listing()?, order, limit, after.as_deref(), json)
+            inspect::ls(&*host.listing()?, order, limit, after.as_deref(), json)
         }),
         Command::Fork {
             source,
@@ -188,7 +188,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             append::fork(host, &source, &new_id, at, json)
         }),
         Command::Tree { id } => {
-            opener.run(Access::Read, |host| inspect::tree(host.read(&id)?, &id))
+            opener.run(Access::Read, |host| inspect::tree(&*host.read(&id)?, &id))
         }
         Command::Delete { id } => {
             opener.run(Access::Write, |host| inspect::retain(host, &id, true))
@@ -208,14 +208,14 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Compact => local(Access::Write, LocalOnly::Compact, &inspect::compact),
         Command::Stats { prometheus } => {
-            opener.run(Access::Read, |host| stats::run(host.store(), prometheus))
+            opener.run(Access::Read, |host| stats::run(&host.store(), prometheus))
         }
         Command::Cluster { command } => cluster::run(&opener, command),
         Command::Search(args) => opener.run(Access::Read, |host| {
-            search::run(host.listing()?, &search::query(&args)?, args.json)
+            search::run(&*host.listing()?, &search::query(&args)?, args.json)
         }),
         Command::Reindex { json } => {
-            opener.run(Access::Write, |host| search::reindex(host.store(), json))
+            opener.run(Access::Write, |host| search::reindex(&host.store(), json))
         }
         Command::Verify {
             ids,
@@ -224,11 +224,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => opener.run(Access::Read, |host| {
             let store = host.store();
             let archived = if with_objects {
-                objects.verify_objects(store, &ids)?
+                objects.verify_objects(&store, &ids)?
             } else {
                 Vec::new()
             };
-            inspect::verify(store, &ids, archived, json)
+            inspect::verify(&store, &ids, archived, json)
         }),
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use sessionlog_cluster::Host;
 use sessionlog_codec::json::{self, Object, Value};
-use sessionlog_engine::{FeedChange, FeedItem, Options, Store};
+use sessionlog_engine::{Error, FeedChange, FeedItem, Options, Store};
 use sessionlog_tools_common::output::json_line;
 
 /// How long one wait for a commit lasts before the follower looks again (it is woken sooner by
@@ -52,12 +52,22 @@ pub fn all(
     from: Option<&str>,
     follow: bool,
 ) -> anyhow::Result<ExitCode> {
-    let store = Store::open_beside(db, options.clone())
+    let mut store = Store::open_beside(db, options.clone())
         .with_context(|| format!("opening the store at {} for reading", db.display()))?;
     let mut feed = store.subscribe_all(from)?;
     follow_with(
         follow,
-        |wait| Ok(feed.next_within(&store, wait)?),
+        // A holder that reopened the store is followed on a new reader, from the cursor after
+        // the last item printed.
+        |wait| loop {
+            match feed.next_within(&store, wait) {
+                Err(Error::HolderReopened { .. }) => {
+                    store = store.reopen_beside()?;
+                    feed = store.subscribe_all(Some(&feed.cursor_now().to_string()))?;
+                }
+                next => return Ok(next?),
+            }
+        },
         |out, item| json_line(out, item_json(item)),
     )
 }
