@@ -268,6 +268,10 @@ pub enum BenchWorkload {
         /// Seconds each run appends.
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
+        /// Also measure across the hosts of a fleet on a throwaway PostgreSQL 15: one host
+        /// appends to this many sessions, another follows them. 0: no fleet run.
+        #[arg(long, default_value_t = 0)]
+        fleet_sessions: usize,
         /// Print one JSON object with the raw figures and a `ratios` map.
         #[arg(long)]
         json: bool,

@@ -16,6 +16,7 @@ mod search;
 mod space;
 mod stress;
 mod tail;
+mod tail_fleet;
 mod takeover;
 mod work_dir;
 
@@ -196,13 +197,17 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 subscribers,
                 watchers,
                 seconds,
+                fleet_sessions,
                 json,
             } => tail::run(
-                sessions,
-                threads,
-                &subscribers,
-                watchers,
-                seconds,
+                &tail::Workload {
+                    sessions,
+                    threads,
+                    subscribers: &subscribers,
+                    watchers,
+                    seconds,
+                    fleet_sessions,
+                },
                 &cli.store.options(),
                 json,
             ),

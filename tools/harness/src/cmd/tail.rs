@@ -12,6 +12,9 @@
 //! the ratio is each run's over the run without subscribers (1.0: subscribers cost nothing).
 //! Each run also says how many of the events its subscribers got came from their sessions'
 //! rings of committed events and how many were read from the store.
+//!
+//! With `--fleet-sessions N`, a last run measures the same latency across hosts of a fleet
+//! (`tail_fleet.rs`): its p50/p99, and the ratio of the 50 ms goal to its p99 (at least 1: met).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -27,11 +30,16 @@ use sessionlog_engine::{AppendItem, Options, SourceEncoding, Store, Subscription
 use sessionlog_harness::hosting::Histogram;
 use sessionlog_tools_common::output::json_line;
 
+use super::tail_fleet;
+
 /// Events per appended batch.
-const PER_BATCH: u64 = 4;
+pub(super) const PER_BATCH: u64 = 4;
 
 /// How long a subscribers' thread waits for a commit before it looks at the stop flag again.
-const OBSERVER_WAIT: Duration = Duration::from_millis(50);
+pub(super) const OBSERVER_WAIT: Duration = Duration::from_millis(50);
+
+/// The fleet's cross-host commit-to-observer p99 this benchmark holds itself to.
+const FLEET_P99_GOAL: Duration = Duration::from_millis(50);
 
 /// One measured run.
 struct Run {
@@ -49,16 +57,27 @@ impl Run {
     }
 }
 
+/// What `bench tail` runs (its command line's figures; see the module docs).
+pub struct Workload<'a> {
+    pub sessions: usize,
+    pub threads: usize,
+    pub subscribers: &'a [usize],
+    pub watchers: usize,
+    pub seconds: f64,
+    /// Sessions of the fleet run; 0: none.
+    pub fleet_sessions: usize,
+}
+
 /// Run the benchmark and print its figures (see the module docs).
-pub fn run(
-    sessions: usize,
-    threads: usize,
-    subscribers: &[usize],
-    watchers: usize,
-    seconds: f64,
-    options: &Options,
-    as_json: bool,
-) -> anyhow::Result<ExitCode> {
+pub fn run(workload: &Workload<'_>, options: &Options, as_json: bool) -> anyhow::Result<ExitCode> {
+    let &Workload {
+        sessions,
+        threads,
+        subscribers,
+        watchers,
+        seconds,
+        fleet_sessions,
+    } = workload;
     anyhow::ensure!(
         sessions > 0 && threads > 0 && watchers > 0 && seconds > 0.0,
         "bench tail needs sessions, threads, watchers and seconds above 0"
@@ -71,6 +90,13 @@ pub fn run(
             sessions, threads, count, watchers, duration, options,
         )?);
     }
+    let fleet = match fleet_sessions {
+        0 => None,
+        n => {
+            eprintln!("bench tail: across the hosts of a fleet, {n} sessions");
+            Some(tail_fleet::measure(n, duration, options)?)
+        }
+    };
     let base = runs.first().map_or(0.0, Run::batches_per_s);
     let mut out = std::io::stdout().lock();
     if as_json {
@@ -98,17 +124,35 @@ pub fn run(
                 Value::from(r.batches_per_s() / base.max(f64::EPSILON)),
             );
         }
-        json_line(
-            &mut out,
-            Object::new()
-                .with("workload", "tail")
-                .with("sessions", sessions as i64)
-                .with("threads", threads as i64)
-                .with("watchers", watchers as i64)
-                .with("events_per_batch", PER_BATCH as i64)
-                .with("runs", Value::Array(figures))
-                .with("ratios", Value::Object(ratios)),
-        )?;
+        let mut report = Object::new()
+            .with("workload", "tail")
+            .with("sessions", sessions as i64)
+            .with("threads", threads as i64)
+            .with("watchers", watchers as i64)
+            .with("events_per_batch", PER_BATCH as i64)
+            .with("runs", Value::Array(figures));
+        if let Some(f) = &fleet {
+            ratios.insert(
+                "fleet_p99_goal_over_measured".into(),
+                Value::from(
+                    FLEET_P99_GOAL.as_secs_f64()
+                        / f.latency.quantile(0.99).as_secs_f64().max(f64::EPSILON),
+                ),
+            );
+            report.insert(
+                "fleet".into(),
+                Value::Object(
+                    Object::new()
+                        .with("sessions", f.sessions as i64)
+                        .with("batches", f.batches as i64)
+                        .with("seconds", f.seconds)
+                        .with("observed_batches", f.latency.count() as i64)
+                        .with("latency_p50_us", micros(f.latency.quantile(0.5)))
+                        .with("latency_p99_us", micros(f.latency.quantile(0.99))),
+                ),
+            );
+        }
+        json_line(&mut out, report.with("ratios", Value::Object(ratios)))?;
     } else {
         for r in &runs {
             writeln!(
@@ -120,6 +164,17 @@ pub fn run(
                 micros(r.latency.quantile(0.5)),
                 micros(r.latency.quantile(0.99)),
                 r.latency.count()
+            )?;
+        }
+        if let Some(f) = &fleet {
+            writeln!(
+                out,
+                "fleet, host a to host c: {} batches to {} sessions, commit-to-observer p50 {:.0} us, p99 {:.0} us ({} batches observed)",
+                f.batches,
+                f.sessions,
+                micros(f.latency.quantile(0.5)),
+                micros(f.latency.quantile(0.99)),
+                f.latency.count()
             )?;
         }
     }
@@ -254,18 +309,18 @@ fn observe(
 
 /// The map's lock; a panic elsewhere leaves at worst a missing instant, so a poisoned lock is
 /// used as it is.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn header(id: &str) -> String {
+pub(super) fn header(id: &str) -> String {
     format!(
         r#"{{"type":"session","version":0,"id":"{id}","createdAt":1,"cwd":"/w","delegationDepth":0}}"#
     )
 }
 
 /// The one event every batch repeats: a user message of some 200 bytes.
-fn prompt() -> anyhow::Result<NewEvent> {
+pub(super) fn prompt() -> anyhow::Result<NewEvent> {
     let value = sessionlog_codec::json::parse(
         r#"{"type":"user/message","time":1,"data":{"content":[{"type":"text","text":"a prompt of some length, as a user would type it into a session, to follow live"}],"source":{"kind":"user"},"role":"user","id":"u"},"surfaceOp":"append"}"#,
     )?;
