@@ -462,6 +462,14 @@ impl Followed {
         Followed(Follows::Fleet(Box::new(sub)))
     }
 
+    /// The session followed.
+    pub fn id(&self) -> &str {
+        match &self.0 {
+            Follows::Local(sub) => sub.id(),
+            Follows::Fleet(sub) => sub.id(),
+        }
+    }
+
     /// The seq of the next event this subscription yields: where a restarted follower resumes.
     pub fn next_seq(&self) -> u64 {
         match &self.0 {

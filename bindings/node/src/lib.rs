@@ -38,6 +38,8 @@ pub struct NativeStore {
     shared: Shared,
     workers: Workers,
     appends: Option<AppendQueue>,
+    /// The subscriptions tail steps left for their next steps (`tail.rs`).
+    tails: Arc<tail::Parked>,
 }
 
 /// How `open` opens a store.
@@ -184,6 +186,7 @@ impl NativeStore {
             workers: Workers::start(&shared, WORKER_THREADS),
             appends: commit::start(&shared),
             shared,
+            tails: Arc::default(),
         }
     }
 
@@ -270,10 +273,12 @@ impl NativeStore {
         let (pending, promise) = Pending::new(&env)?;
         let appends = self.appends.take();
         let shared = Arc::clone(&self.shared);
+        let tails = Arc::clone(&self.tails);
         let spawned = std::thread::Builder::new()
             .name("sessionlog-close".into())
             .spawn(move || {
                 drop(appends);
+                tails.clear();
                 let taken = shared.write().map(|mut slot| slot.take());
                 drop(taken);
                 pending.settle(Reply::Done);
@@ -372,11 +377,12 @@ impl NativeStore {
         let wait = std::time::Duration::from_millis(wait_ms.clamp(0.0, 1000.0) as u64);
         let (pending, promise) = Pending::new(&env)?;
         let shared = Arc::clone(&self.shared);
+        let tails = Arc::clone(&self.tails);
         std::thread::Builder::new()
             .name("sessionlog-tail".into())
             .spawn(move || {
                 pending.settle(workers::with_host(&shared, |h| {
-                    tail::next(h, &id, from, wait)
+                    tail::next(h, &tails, &id, from, wait)
                 }));
             })
             .map_err(|_| napi::Error::from_reason("could not start a thread for the tail"))?;

@@ -2,7 +2,8 @@
 // `store.tail(id, { from })` on a host with an empty disk yields a session's events while
 // another host appends and a third takes it over and appends on, each once, in order, equal to
 // what `sessionlog events` prints at the end; a signal ends it while it waits, and a session the
-// fleet does not hold throws its code.
+// fleet does not hold throws its code. Its steps share one subscription (one `LISTEN`
+// connection), not one each.
 import { spawnSync } from 'node:child_process'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
@@ -10,6 +11,16 @@ import { describe, expect, it } from 'vitest'
 import { Store, SessionlogError } from '../index.js'
 import { freshDir, removeDir } from './fixture.ts'
 import { clusterSpecsRun, postgresForSuite } from './pg.ts'
+
+const PSQL = join(process.env.SESSIONLOG_PG_BIN ?? '/usr/lib/postgresql/15/bin', 'psql')
+
+/** How many connections PostgreSQL has taken to the database at `url` so far. */
+function connectionsMade(url: string): number {
+  const run = spawnSync(PSQL, [url, '-Atc', 'select sessions from pg_stat_database where datname = current_database()'], { encoding: 'utf8' })
+  if (run.error) throw run.error
+  if (run.status !== 0) throw new Error(`psql exited ${run.status}: ${run.stderr}`)
+  return Number(run.stdout.trim())
+}
 
 const CLI = join(process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'sessionlog-target'), 'release', 'sessionlog')
 
@@ -56,6 +67,37 @@ describe.runIf(clusterSpecsRun())('Store.tail in cluster mode', () => {
     } finally {
       await Promise.all([a, b, c].map((s) => s.close()))
       await Promise.all(dirs.map(removeDir))
+    }
+  }, 120_000)
+
+  it('resumes one subscription from step to step: not a connection to PostgreSQL per step', async () => {
+    const url = await postgres().database()
+    const [dirA, dirC] = await Promise.all([freshDir(), freshDir()])
+    const a = await Store.open(dirA, { cluster: { url, host: 'a' } })
+    const c = await Store.open(dirC, { cluster: { url, host: 'c' } })
+    try {
+      await a.createSession({ version: 0, id: 's', createdAt: 1, cwd: '/w' })
+      await a.append('s', 0, turn(1))
+      const turns = 30
+      const seen: unknown[] = []
+      const tail = c.tail('s', { from: 0 })
+      // The first step subscribes; count the connections made from then on.
+      seen.push((await tail.next()).value)
+      const before = connectionsMade(url)
+      for (let n = 2; n <= turns; n++) {
+        await a.append('s', 2 * (n - 1), turn(n))
+        // Each batch is taken before the next is appended: a step per batch.
+        while (seen.length < 2 * n) seen.push((await tail.next()).value)
+      }
+      await tail.return(undefined)
+      const made = connectionsMade(url) - before
+      expect(seen).toEqual((await a.load('s'))?.events)
+      // This count's own query is one; the appends' leases and commits reuse theirs.
+      expect(made).toBeLessThan(turns / 3)
+    } finally {
+      await a.close()
+      await c.close()
+      await Promise.all([dirA, dirC].map(removeDir))
     }
   }, 120_000)
 
