@@ -165,15 +165,21 @@ export class Store {
    */
   async *tail(id, { from = 0, signal } = {}) {
     let next = from
-    while (!signal?.aborted) {
-      const step = await untilAborted(this.#native.tailNext(id, next, TAIL_WAIT_MS), signal)
-      if (step === ABORTED) return
-      const { next: after, events } = parsed(step)
-      for (const event of events) {
-        if (signal?.aborted) return
-        yield event
+    try {
+      while (!signal?.aborted) {
+        const step = await untilAborted(this.#native.tailNext(id, next, TAIL_WAIT_MS), signal)
+        if (step === ABORTED) return
+        const { next: after, events } = parsed(step)
+        // Where the next step starts, and where this one left its subscription.
+        next = after
+        for (const event of events) {
+          if (signal?.aborted) return
+          yield event
+        }
       }
-      next = after
+    } finally {
+      // The native side keeps the last step's subscription for the next one: give it up.
+      this.#native.tailEnd(id, next)
     }
   }
 

@@ -236,7 +236,10 @@ impl Host {
     pub fn subscribe(&self, id: &str, from_seq: u64) -> Result<Followed> {
         match &self.member {
             Some(m) => Ok(Followed::fleet(m.fleet.subscribe(id, from_seq)?)),
-            None => Ok(Followed::local(self.store().subscribe(id, from_seq)?)),
+            None => {
+                let store = self.store();
+                Ok(Followed::local(store.subscribe(id, from_seq)?, store))
+            }
         }
     }
 
@@ -449,13 +452,15 @@ pub struct Followed(Follows);
 
 #[derive(Debug)]
 enum Follows {
-    Local(Subscription),
+    /// The engine's subscription, and the store it was made on (a host beside a holder that
+    /// reopened the store reads a new one: the subscription is made again there).
+    Local(Subscription, Arc<Store>),
     Fleet(Box<FleetSubscription>),
 }
 
 impl Followed {
-    pub(crate) fn local(sub: Subscription) -> Followed {
-        Followed(Follows::Local(sub))
+    pub(crate) fn local(sub: Subscription, store: Arc<Store>) -> Followed {
+        Followed(Follows::Local(sub, store))
     }
 
     pub(crate) fn fleet(sub: FleetSubscription) -> Followed {
@@ -465,7 +470,7 @@ impl Followed {
     /// The session followed.
     pub fn id(&self) -> &str {
         match &self.0 {
-            Follows::Local(sub) => sub.id(),
+            Follows::Local(sub, _) => sub.id(),
             Follows::Fleet(sub) => sub.id(),
         }
     }
@@ -473,7 +478,7 @@ impl Followed {
     /// The seq of the next event this subscription yields: where a restarted follower resumes.
     pub fn next_seq(&self) -> u64 {
         match &self.0 {
-            Follows::Local(sub) => sub.next_seq(),
+            Follows::Local(sub, _) => sub.next_seq(),
             Follows::Fleet(sub) => sub.next_seq(),
         }
     }
@@ -482,7 +487,7 @@ impl Followed {
     /// with it a front end tells a follower that starts past the end that it is waiting.
     pub fn end(&self, host: &Host) -> Result<u64> {
         match &self.0 {
-            Follows::Local(sub) => Ok(sub.end(&host.store())?),
+            Follows::Local(sub, _) => Ok(sub.end(&host.store())?),
             Follows::Fleet(sub) => sub.end(host.fleet()?),
         }
     }
@@ -493,11 +498,16 @@ impl Followed {
     /// ([`Host::catch_up`]).
     pub fn next_within(&mut self, host: &Host, timeout: Duration) -> Result<Option<(u64, Value)>> {
         match &mut self.0 {
-            Follows::Local(sub) => loop {
+            Follows::Local(sub, made_on) => loop {
                 let store = host.store();
+                if !Arc::ptr_eq(&store, made_on) {
+                    *sub = store.subscribe(sub.id(), sub.next_seq())?;
+                    *made_on = store;
+                    continue;
+                }
                 match sub.next_within(&store, timeout) {
                     Err(sessionlog_engine::Error::HolderReopened { .. }) => {
-                        *sub = host.reopened(&store)?.subscribe(sub.id(), sub.next_seq())?;
+                        host.reopened(&store)?;
                     }
                     next => return Ok(next?),
                 }
@@ -530,6 +540,48 @@ mod tests {
         let purged = host.purge(Duration::ZERO, false).expect("purged");
         assert_eq!(purged.sessions, ["s"]);
         host.close().expect("closed");
+    }
+
+    /// A host reading beside the store's holder reads what the holder wrote after it reopened
+    /// the store: its catch-up opens a new reader, and what it followed goes on from there.
+    #[test]
+    fn a_host_beside_a_holder_that_reopened_the_store_catches_up_on_a_new_reader() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let options = sessionlog_engine::Options::default;
+        let header = r#"{"type":"session","version":0,"id":"s","createdAt":1,"cwd":"/w","delegationDepth":0}"#;
+        let event = |n: u64| {
+            let line = format!(
+                r#"{{"type":"user/message","time":{n},"data":{{"content":[],"source":{{"kind":"user"}},"role":"user","id":"u{n}"}},"surfaceOp":"append"}}"#
+            );
+            NewEvent::from_value(&sessionlog_codec::json::parse(&line).expect("json"))
+                .expect("event")
+        };
+        let holder = Store::open(dir.path(), options()).expect("open");
+        holder
+            .create_session(header, SourceEncoding::Jsonl)
+            .expect("created");
+        holder.append("s", Some(0), vec![event(0)]).expect("append");
+        let host = Host::local(Store::open_beside(dir.path(), options()).expect("beside"));
+        let mut followed = host.subscribe("s", 0).expect("subscribe");
+        let first = followed.next_within(&host, Duration::ZERO).expect("next");
+        assert_eq!(first.map(|(seq, _)| seq), Some(0));
+        drop(holder);
+        let holder = Store::open(dir.path(), options()).expect("reopen");
+        holder.append("s", Some(1), vec![event(1)]).expect("append");
+        let before = host.store();
+        assert_eq!(
+            host.catch_up()
+                .expect("caught up")
+                .summary("s")
+                .expect("s")
+                .events,
+            2
+        );
+        assert!(!Arc::ptr_eq(&before, &host.store()), "a new reader");
+        let second = followed
+            .next_within(&host, Duration::from_secs(10))
+            .expect("next");
+        assert_eq!(second.map(|(seq, _)| seq), Some(1));
     }
 
     /// Every operation the fleet does not carry is named in its refusal.

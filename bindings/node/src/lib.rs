@@ -389,6 +389,15 @@ impl NativeStore {
         Ok(promise)
     }
 
+    /// The end of a tail of session `id` whose next step would have started at `from_seq`: the
+    /// subscription its last step left is dropped (`tail.rs`).
+    #[napi]
+    pub fn tail_end(&self, id: String, from_seq: f64) {
+        if let Ok(Some(from)) = seq_arg("fromSeq", Some(from_seq)) {
+            self.tails.drop_at(&id, from);
+        }
+    }
+
     /// Header, events from `from_seq`, revision and torn flag of session `id` (or `null`).
     #[napi]
     pub fn load(&self, env: Env, id: String, from_seq: Option<f64>) -> napi::Result<JsObject> {

@@ -4,8 +4,9 @@
 //! step leaves its subscription [`Parked`], and the next step from that seq resumes it: on a
 //! store of its own a subscription is a position and a wake-up signal, but in cluster mode it
 //! is a `LISTEN` connection to PostgreSQL and a catch-up of the session, too dear to make again
-//! for every step. A subscription no step resumes is dropped soon, so an iterator abandoned
-//! mid-way leaves nothing behind for long.
+//! for every step. A tail that ends (`break`, its signal) drops its parked subscription
+//! (`tailEnd`); one that an iterator abandoned mid-way left is dropped by the first step of any
+//! tail after [`PARKED_FOR`], or when the store closes.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -59,6 +60,11 @@ impl Parked {
             parked.remove(0);
         }
         parked.push((Instant::now(), followed));
+    }
+
+    /// Drop the subscription a step of session `id` left at seq `from` (its tail has ended).
+    pub fn drop_at(&self, id: &str, from: u64) {
+        drop(self.take(id, from));
     }
 
     /// Drop every parked subscription (the store is closing).

@@ -3,7 +3,7 @@
 // another host appends and a third takes it over and appends on, each once, in order, equal to
 // what `sessionlog events` prints at the end; a signal ends it while it waits, and a session the
 // fleet does not hold throws its code. Its steps share one subscription (one `LISTEN`
-// connection), not one each.
+// connection), not one each, given up when the tail ends.
 import { spawnSync } from 'node:child_process'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
@@ -14,13 +14,21 @@ import { clusterSpecsRun, postgresForSuite } from './pg.ts'
 
 const PSQL = join(process.env.SESSIONLOG_PG_BIN ?? '/usr/lib/postgresql/15/bin', 'psql')
 
-/** How many connections PostgreSQL has taken to the database at `url` so far. */
-function connectionsMade(url: string): number {
-  const run = spawnSync(PSQL, [url, '-Atc', 'select sessions from pg_stat_database where datname = current_database()'], { encoding: 'utf8' })
+/** `query`'s one number, asked of the database at `url`. */
+function counted(url: string, query: string): number {
+  const run = spawnSync(PSQL, [url, '-Atc', query], { encoding: 'utf8' })
   if (run.error) throw run.error
   if (run.status !== 0) throw new Error(`psql exited ${run.status}: ${run.stderr}`)
   return Number(run.stdout.trim())
 }
+
+/** How many connections PostgreSQL has taken to the database at `url` so far. */
+const connectionsMade = (url: string) =>
+  counted(url, 'select sessions from pg_stat_database where datname = current_database()')
+
+/** How many connections to the database at `url` are open and listening. */
+const listening = (url: string) =>
+  counted(url, "select count(*) from pg_stat_activity where datname = current_database() and query ilike 'listen%'")
 
 const CLI = join(process.env.CARGO_TARGET_DIR ?? join(homedir(), '.cache', 'sessionlog-target'), 'release', 'sessionlog')
 
@@ -36,6 +44,29 @@ const turn = (n: number) => [
   { type: 'turn/start', time: 10 * n, data: { turn: n } },
   { type: 'turn/end', time: 10 * n + 1, data: { turn: n, reason: { kind: 'completed' } } },
 ]
+
+/**
+ * Run `test` with hosts `a` and `c` of a fresh fleet (each on an empty disk), where `a` has
+ * created session `s` and appended its first turn; both are closed after.
+ */
+async function withHostsAAndC(
+  postgres: () => { database(): Promise<string> },
+  test: (url: string, a: Store, c: Store) => Promise<void>,
+): Promise<void> {
+  const url = await postgres().database()
+  const [dirA, dirC] = await Promise.all([freshDir(), freshDir()])
+  const a = await Store.open(dirA, { cluster: { url, host: 'a' } })
+  const c = await Store.open(dirC, { cluster: { url, host: 'c' } })
+  try {
+    await a.createSession({ version: 0, id: 's', createdAt: 1, cwd: '/w' })
+    await a.append('s', 0, turn(1))
+    await test(url, a, c)
+  } finally {
+    await a.close()
+    await c.close()
+    await Promise.all([dirA, dirC].map(removeDir))
+  }
+}
 
 describe.runIf(clusterSpecsRun())('Store.tail in cluster mode', () => {
   const postgres = postgresForSuite()
@@ -71,13 +102,7 @@ describe.runIf(clusterSpecsRun())('Store.tail in cluster mode', () => {
   }, 120_000)
 
   it('resumes one subscription from step to step: not a connection to PostgreSQL per step', async () => {
-    const url = await postgres().database()
-    const [dirA, dirC] = await Promise.all([freshDir(), freshDir()])
-    const a = await Store.open(dirA, { cluster: { url, host: 'a' } })
-    const c = await Store.open(dirC, { cluster: { url, host: 'c' } })
-    try {
-      await a.createSession({ version: 0, id: 's', createdAt: 1, cwd: '/w' })
-      await a.append('s', 0, turn(1))
+    await withHostsAAndC(postgres, async (url, a, c) => {
       const turns = 30
       const seen: unknown[] = []
       const tail = c.tail('s', { from: 0 })
@@ -89,26 +114,21 @@ describe.runIf(clusterSpecsRun())('Store.tail in cluster mode', () => {
         // Each batch is taken before the next is appended: a step per batch.
         while (seen.length < 2 * n) seen.push((await tail.next()).value)
       }
-      await tail.return(undefined)
       const made = connectionsMade(url) - before
       expect(seen).toEqual((await a.load('s'))?.events)
       // This count's own query is one; the appends' leases and commits reuse theirs.
       expect(made).toBeLessThan(turns / 3)
-    } finally {
-      await a.close()
-      await c.close()
-      await Promise.all([dirA, dirC].map(removeDir))
-    }
+      expect(listening(url)).toBe(1)
+      // Ended, the tail gives its connection up.
+      await tail.return(undefined)
+      const deadline = Date.now() + 5_000
+      while (listening(url) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+      expect(listening(url)).toBe(0)
+    })
   }, 120_000)
 
   it('ends when its signal aborts while it waits, and refuses a session the fleet does not hold', async () => {
-    const url = await postgres().database()
-    const [dirA, dirC] = await Promise.all([freshDir(), freshDir()])
-    const a = await Store.open(dirA, { cluster: { url, host: 'a' } })
-    const c = await Store.open(dirC, { cluster: { url, host: 'c' } })
-    try {
-      await a.createSession({ version: 0, id: 's', createdAt: 1, cwd: '/w' })
-      await a.append('s', 0, turn(1))
+    await withHostsAAndC(postgres, async (_url, _a, c) => {
       const controller = new AbortController()
       const waiting = (async () => {
         const got: unknown[] = []
@@ -123,10 +143,6 @@ describe.runIf(clusterSpecsRun())('Store.tail in cluster mode', () => {
       await expect(unknown).rejects.toSatisfy(
         (e: unknown) => e instanceof SessionlogError && e.code === 'SESSIONLOG_UNKNOWN_SESSION',
       )
-    } finally {
-      await a.close()
-      await c.close()
-      await Promise.all([dirA, dirC].map(removeDir))
-    }
+    })
   })
 })

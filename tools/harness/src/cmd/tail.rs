@@ -197,13 +197,7 @@ fn measure(
     let dir = tempfile::tempdir().context("a scratch directory")?;
     let store = Store::open(dir.path(), options.clone())?;
     let ids: Vec<String> = (0..sessions).map(|i| format!("tail-{i:05}")).collect();
-    let created = ids
-        .iter()
-        .map(|id| {
-            AppendItem::new(id, Some(0), Vec::new()).creating(header(id), SourceEncoding::Jsonl)
-        })
-        .collect();
-    for r in store.append_many(created) {
+    for r in store.append_many(creations(&ids)) {
         r?;
     }
     let event = prompt()?;
@@ -313,7 +307,16 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-pub(super) fn header(id: &str) -> String {
+/// The items that create sessions `ids`, empty.
+pub(super) fn creations(ids: &[String]) -> Vec<AppendItem> {
+    ids.iter()
+        .map(|id| {
+            AppendItem::new(id, Some(0), Vec::new()).creating(header(id), SourceEncoding::Jsonl)
+        })
+        .collect()
+}
+
+fn header(id: &str) -> String {
     format!(
         r#"{{"type":"session","version":0,"id":"{id}","createdAt":1,"cwd":"/w","delegationDepth":0}}"#
     )

@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use sessionlog_cluster::{Fleet, FleetOptions};
-use sessionlog_engine::{AppendItem, Options, SourceEncoding};
+use sessionlog_engine::{AppendItem, Options};
 use sessionlog_harness::gen::host_options;
 use sessionlog_harness::hosting::fleet::fleet_postgres;
 use sessionlog_harness::hosting::Histogram;
 
-use super::tail::{header, lock, prompt, OBSERVER_WAIT, PER_BATCH};
+use super::tail::{creations, lock, prompt, OBSERVER_WAIT, PER_BATCH};
 
 /// What the fleet run measured.
 pub struct FleetRun {
@@ -45,13 +45,7 @@ pub fn measure(sessions: usize, duration: Duration, options: &Options) -> anyhow
     };
     let (a, c) = (join("a")?, join("c")?);
     let ids: Vec<String> = (0..sessions).map(|i| format!("tail-fleet-{i}")).collect();
-    let created = ids
-        .iter()
-        .map(|id| {
-            AppendItem::new(id, Some(0), Vec::new()).creating(header(id), SourceEncoding::Jsonl)
-        })
-        .collect();
-    for r in a.append_many(created) {
+    for r in a.append_many(creations(&ids)) {
         r?;
     }
     let event = prompt()?;
