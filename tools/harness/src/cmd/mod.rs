@@ -17,6 +17,7 @@ mod space;
 mod stress;
 mod tail;
 mod tail_fleet;
+mod tail_workload;
 mod takeover;
 mod work_dir;
 

@@ -20,23 +20,17 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::{Object, Value};
-use sessionlog_engine::{AppendItem, Options, SourceEncoding, Store, SubscriptionStats, Watch};
+use sessionlog_engine::{AppendItem, Options, Store, SubscriptionStats, Watch};
 use sessionlog_harness::hosting::Histogram;
 use sessionlog_tools_common::output::json_line;
 
 use super::tail_fleet;
-
-/// Events per appended batch.
-pub(super) const PER_BATCH: u64 = 4;
-
-/// How long a subscribers' thread waits for a commit before it looks at the stop flag again.
-pub(super) const OBSERVER_WAIT: Duration = Duration::from_millis(50);
+use super::tail_workload::{creations, lock, prompt, OBSERVER_WAIT, PER_BATCH};
 
 /// The fleet's cross-host commit-to-observer p99 this benchmark holds itself to.
 const FLEET_P99_GOAL: Duration = Duration::from_millis(50);
@@ -299,33 +293,4 @@ fn observe(
         latency.record(acked.map_or(Duration::ZERO, |a| seen.saturating_duration_since(a)));
     }
     Ok(latency)
-}
-
-/// The map's lock; a panic elsewhere leaves at worst a missing instant, so a poisoned lock is
-/// used as it is.
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The items that create sessions `ids`, empty.
-pub(super) fn creations(ids: &[String]) -> Vec<AppendItem> {
-    ids.iter()
-        .map(|id| {
-            AppendItem::new(id, Some(0), Vec::new()).creating(header(id), SourceEncoding::Jsonl)
-        })
-        .collect()
-}
-
-fn header(id: &str) -> String {
-    format!(
-        r#"{{"type":"session","version":0,"id":"{id}","createdAt":1,"cwd":"/w","delegationDepth":0}}"#
-    )
-}
-
-/// The one event every batch repeats: a user message of some 200 bytes.
-pub(super) fn prompt() -> anyhow::Result<NewEvent> {
-    let value = sessionlog_codec::json::parse(
-        r#"{"type":"user/message","time":1,"data":{"content":[{"type":"text","text":"a prompt of some length, as a user would type it into a session, to follow live"}],"source":{"kind":"user"},"role":"user","id":"u"},"surfaceOp":"append"}"#,
-    )?;
-    NewEvent::from_value(&value).map_err(anyhow::Error::msg)
 }

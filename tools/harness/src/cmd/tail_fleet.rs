@@ -18,7 +18,7 @@ use sessionlog_harness::gen::host_options;
 use sessionlog_harness::hosting::fleet::fleet_postgres;
 use sessionlog_harness::hosting::Histogram;
 
-use super::tail::{creations, lock, prompt, OBSERVER_WAIT, PER_BATCH};
+use super::tail_workload::{creations, lock, prompt, OBSERVER_WAIT, PER_BATCH};
 
 /// What the fleet run measured.
 pub struct FleetRun {
