@@ -2,7 +2,8 @@
 //! store serves the sessions another host of the fleet writes. Its listing is the fleet's, and a
 //! session's view at a seq is what the writing host's store answers, including batches appended
 //! after the console started (each read catches its session up with PostgreSQL first); a
-//! followed session streams a batch the other host appends.
+//! session's fork tree is the fleet's, with forks the other host made; a followed session
+//! streams a batch the other host appends.
 //!
 //! Needs PostgreSQL 15's server binaries, as `cluster.rs` does, and the `sessionlog` binary
 //! (`cargo build --release`).
@@ -170,6 +171,38 @@ fn a_console_serving_the_fleet_lists_and_shows_what_another_host_wrote() {
     assert_eq!(view_messages(&view), messages_at(writer.store(), "s1", 6));
     assert_eq!(view_messages(&view).len(), 7);
     assert_eq!(field(&view, "end").as_f64(), Some(7.0));
+
+    // A fork the writer made after the console read its parent shows in the parent's tree, and
+    // the fork's tree names its parent: the tree is the fleet's, whichever host made the fork.
+    writer.fork("s1", None, "s1-fork").expect("fork");
+    let lineage = |id: &str| -> Vec<(String, String, f64)> {
+        match field(&console.ok(&format!("/api/sessions/{id}/tree")), "lineage") {
+            Value::Array(list) => list
+                .iter()
+                .map(|e| {
+                    let text = |k| json::stringify(field(e, k));
+                    (
+                        text("id"),
+                        text("parent"),
+                        field(e, "depth").as_f64().expect("depth"),
+                    )
+                })
+                .collect(),
+            other => panic!("lineage: {}", json::stringify(other)),
+        }
+    };
+    let (s1, fork) = (r#""s1""#.to_owned(), r#""s1-fork""#.to_owned());
+    assert_eq!(
+        lineage("s1"),
+        [
+            (s1.clone(), "null".into(), 0.0),
+            (fork.clone(), s1.clone(), 1.0)
+        ]
+    );
+    assert_eq!(
+        lineage("s1-fork"),
+        [(fork, s1.clone(), 0.0), (s1, "null".into(), -1.0)]
+    );
 
     // Followed live: a batch appended on the writer arrives as a server-sent event.
     let mut stream = TcpStream::connect(&console.addr).expect("connect");

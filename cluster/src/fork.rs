@@ -5,11 +5,18 @@
 //! fenced `append_batches` transaction, under the parent's lineage root, so a fork tree stays on
 //! one shard.
 //!
+//! A fork tree is read from PostgreSQL ([`Fleet::lineage`]): a host's copy of a fork is the
+//! whole file, with no tie to its parent's copy, and holds only the sessions it caught up.
+//!
 //! Invariant: the parent is only read (a host forks sessions other hosts own); the child's bytes
 //! in PostgreSQL are its whole file, so every host builds it by catch-up alone and a parent
 //! purged later takes nothing of the child with it.
 
-use sessionlog_engine::{AppendItem, ForkReport, Refusal, RefusalKind, SourceEncoding};
+use std::collections::BTreeMap;
+
+use sessionlog_engine::{
+    AppendItem, ForkReport, LineageEntry, Refusal, RefusalKind, SourceEncoding,
+};
 
 use crate::catch_up::catch_up;
 use crate::commit::unstorable_id;
@@ -101,4 +108,54 @@ fn exists(id: &str) -> Error {
         "SESSION_ALREADY_EXISTS",
         format!("session \"{id}\" already exists in the fleet"),
     )
+}
+
+impl Fleet {
+    /// Session `id`'s fork tree in the fleet, as [`Store::lineage`](sessionlog_engine::Store::lineage)
+    /// gives a store's: the session (depth 0), its ancestors (negative depth, nearest first),
+    /// then its descendants depth first. From the rows of its lineage root in PostgreSQL, deleted
+    /// sessions among them; refused as unknown when the fleet does not hold `id`.
+    pub fn lineage(&self, id: &str) -> Result<Vec<LineageEntry>> {
+        let rows = self
+            .control()
+            .retrying("reading a fork tree", PATIENCE, |c| {
+                c.query(
+                    "SELECT s.id, s.parent_id, s.seed FROM sessionlog.sessions s \
+                 JOIN sessionlog.sessions me ON s.root_id = me.root_id WHERE me.id = $1 \
+                 ORDER BY s.id",
+                    &[&id],
+                )
+            })?;
+        let tree: BTreeMap<String, (Option<String>, Option<i64>)> = rows
+            .iter()
+            .map(|r| (r.get(0), (r.get(1), r.get(2))))
+            .collect();
+        let entry = |id: &str, depth: i64| {
+            let (parent, seed) = tree.get(id).cloned().unwrap_or_default();
+            LineageEntry {
+                id: id.to_owned(),
+                parent,
+                seed: seed.and_then(|n| u64::try_from(n).ok()),
+                depth,
+            }
+        };
+        if !tree.contains_key(id) {
+            return Err(Error::UnknownSession(id.to_owned()));
+        }
+        let mut out = vec![entry(id, 0)];
+        let (mut cursor, mut depth) = (id.to_owned(), 0);
+        while let Some(parent) = tree.get(&cursor).and_then(|(p, _)| p.clone()) {
+            depth -= 1;
+            out.push(entry(&parent, depth));
+            cursor = parent;
+        }
+        let mut frontier = vec![(id.to_owned(), 0i64)];
+        while let Some((at, d)) = frontier.pop() {
+            for (child, _) in tree.iter().filter(|(_, (p, _))| p.as_deref() == Some(&at)) {
+                frontier.push((child.clone(), d + 1));
+                out.push(entry(child, d + 1));
+            }
+        }
+        Ok(out)
+    }
 }

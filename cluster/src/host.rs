@@ -9,6 +9,7 @@
 //! | [`fork`](Host::fork), [`import`](Host::import), [`import_path`](Host::import_path) | the store | [`Fleet::fork`], [`Fleet::import`] |
 //! | [`set_deleted`](Host::set_deleted), [`remove`](Host::remove), [`purge`](Host::purge) | the store | PostgreSQL first, then the store |
 //! | [`read`](Host::read): every query of one session | the store | after catch-up (one-shot), or as last synced (serving) |
+//! | [`lineage`](Host::lineage): a session's fork tree | the store | PostgreSQL's rows of its lineage root |
 //! | [`subscribe`](Host::subscribe): following one session | the engine's subscription | [`Fleet::subscribe`]: whichever host appends, woken by `LISTEN/NOTIFY` |
 //! | [`listing`](Host::listing): listing | the store | after every session of the fleet is caught up |
 //! | [`store`](Host::store): reads across the store (search, verify, metrics) | the store | this host's copies |
@@ -26,8 +27,8 @@ use std::time::Duration;
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::Value;
 use sessionlog_engine::{
-    AppendReceipt, ForkReport, ImportOptions, ImportReport, PurgeReport, SourceEncoding, Store,
-    Subscription,
+    AppendReceipt, ForkReport, ImportOptions, ImportReport, LineageEntry, PurgeReport,
+    SourceEncoding, Store, Subscription,
 };
 
 use crate::error::{Error, Result};
@@ -227,6 +228,15 @@ impl Host {
             }
         }
         Ok(self.store())
+    }
+
+    /// Session `id`'s fork tree ([`Store::lineage`]): in a fleet, the fleet's, read from
+    /// PostgreSQL ([`Fleet::lineage`]), whichever hosts made its forks.
+    pub fn lineage(&self, id: &str) -> Result<Vec<LineageEntry>> {
+        match &self.member {
+            Some(m) => m.fleet.lineage(id),
+            None => Ok(self.store().lineage(id)?),
+        }
     }
 
     /// Follow session `id` from seq `from_seq` on: every event with seq ≥ `from_seq`, in order,

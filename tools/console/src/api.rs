@@ -495,12 +495,10 @@ pub(crate) async fn tree(
     path: IdPath,
 ) -> Result<Response, ApiError> {
     let id = session_id(path)?;
-    let tree = read_session(&console, id, move |store, id| {
-        let lineage = store.lineage(id)?;
-        Ok(Tree {
-            id: id.to_owned(),
-            lineage,
-        })
+    let console = Arc::clone(&console);
+    let tree = blocking(move || {
+        let lineage = console.lineage(&id)?;
+        Ok(Tree { id, lineage })
     })
     .await?;
     json_body(&tree)

@@ -39,7 +39,7 @@ use anyhow::Context;
 use axum::Router;
 use sessionlog_archive::ArchiveSources;
 use sessionlog_cluster::Host;
-use sessionlog_engine::{Options, Store};
+use sessionlog_engine::{LineageEntry, Options, Store};
 
 use crate::reply::ApiError;
 
@@ -123,6 +123,15 @@ impl Console {
         }
         self.host.sync(&[id.to_owned()])?;
         Ok(self.host.read(id)?)
+    }
+
+    /// Session `id`'s fork tree: on a store of its own, caught up as for [`Console::session`];
+    /// in a fleet, the fleet's ([`Host::lineage`]).
+    pub(crate) fn lineage(&self, id: &str) -> Result<Vec<LineageEntry>, ApiError> {
+        match self.host.name() {
+            None => Ok(self.caught_up_store()?.lineage(id)?),
+            Some(_) => Ok(self.host.lineage(id)?),
+        }
     }
 
     /// A store of its own, caught up with its holder unless it was within [`CATCH_UP_EVERY`]

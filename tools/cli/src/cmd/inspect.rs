@@ -147,9 +147,9 @@ fn decode_hex(s: &str) -> anyhow::Result<Vec<u8>> {
         .collect()
 }
 
-pub fn tree(store: &Store, id: &str) -> anyhow::Result<ExitCode> {
+pub fn tree(host: &Host, id: &str) -> anyhow::Result<ExitCode> {
     let mut out = BufWriter::new(std::io::stdout().lock());
-    for e in store.lineage(id)? {
+    for e in host.lineage(id)? {
         report_line(&mut out, &e)?;
     }
     out.flush()?;

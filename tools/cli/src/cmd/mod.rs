@@ -187,9 +187,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => opener.run(Access::Write, |host| {
             append::fork(host, &source, &new_id, at, json)
         }),
-        Command::Tree { id } => {
-            opener.run(Access::Read, |host| inspect::tree(&*host.read(&id)?, &id))
-        }
+        Command::Tree { id } => opener.run(Access::Read, |host| inspect::tree(host, &id)),
         Command::Delete { id } => {
             opener.run(Access::Write, |host| inspect::retain(host, &id, true))
         }
