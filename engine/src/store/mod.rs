@@ -12,6 +12,7 @@
 
 mod commit;
 mod commit_hook;
+mod dir_lock;
 mod direct_io;
 mod feed;
 mod maintenance;
@@ -144,9 +145,9 @@ pub struct Store {
     secondary: Option<open::Secondary>,
     /// The session index, opened on first use (`search_index.rs`, `ops/search/`).
     pub(crate) search: search_index::SearchSlot,
-    /// The store's own directory lock (`open.rs`), released after `db` closes (fields drop
+    /// The store's own directory lock (`dir_lock.rs`), released after `db` closes (fields drop
     /// in order); a secondary instance takes none.
-    _dir_lock: Option<std::fs::File>,
+    _dir_lock: Option<dir_lock::DirLock>,
 }
 
 /// One stretch of a session's log and the storage (session number) that holds it: a fork's

@@ -12,6 +12,7 @@ use rocksdb::statistics::StatsLevel;
 use rocksdb::{Cache, ColumnFamilyDescriptor, DB};
 
 use super::commit::CommitQueue;
+use super::dir_lock::{lock_dir, DirLock};
 use super::feed::Feeds;
 use super::tuning::{cf_options, set_wal_policy};
 use super::{direct_io, wal_audit, Registry, Store, SuccessorCache, WriteStateCache};
@@ -20,46 +21,10 @@ use crate::layout::keys::ALL_CFS;
 use crate::metrics::Recorder;
 use crate::options::Options;
 
-/// The store's own lock file in its directory.
-const DIR_LOCK: &str = "sessionlog.lock";
-
-/// Hold the store directory against every other open (other processes, and other handles in
-/// this one: an `flock` conflicts between open files, not only between processes) from before
-/// the WAL audit until the handle drops. RocksDB's own lock (`LOCK`) is taken inside its open,
-/// too late: the audit must never read a WAL another handle is appending to, whose unfinished
-/// writes could look like damage.
-fn lock_dir(path: &Path) -> Result<std::fs::File> {
-    let lock_path = path.join(DIR_LOCK);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lock_path)
-        .map_err(|source| Error::Io {
-            path: lock_path.clone(),
-            source,
-        })?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
-            path: path.to_path_buf(),
-            reason: format!("{} is held", lock_path.display()),
-        }),
-        Err(std::fs::TryLockError::Error(source)) => Err(Error::Io {
-            path: lock_path,
-            source,
-        }),
-    }
-}
-
 /// How a RocksDB instance was opened: as the primary, holding the directory lock (flushing and
 /// compacting with direct I/O or not), or as a secondary beside it, with its scratch directory.
 enum Opened {
-    Primary {
-        direct_io: bool,
-        dir_lock: std::fs::File,
-    },
+    Primary { direct_io: bool, dir_lock: DirLock },
     Secondary(Secondary),
 }
 
