@@ -149,10 +149,16 @@ impl Fleet {
             out.push(entry(&parent, depth));
             cursor = parent;
         }
-        let mut frontier = vec![(id.to_owned(), 0i64)];
+        let mut children: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (child, (parent, _)) in &tree {
+            if let Some(parent) = parent {
+                children.entry(parent).or_default().push(child);
+            }
+        }
+        let mut frontier = vec![(id, 0i64)];
         while let Some((at, d)) = frontier.pop() {
-            for (child, _) in tree.iter().filter(|(_, (p, _))| p.as_deref() == Some(&at)) {
-                frontier.push((child.clone(), d + 1));
+            for &child in children.get(at).into_iter().flatten() {
+                frontier.push((child, d + 1));
                 out.push(entry(child, d + 1));
             }
         }
