@@ -410,7 +410,7 @@ impl Store {
             took: began.elapsed(),
         });
         if written.is_ok() {
-            self.publish_changes(&feed);
+            self.publish_changes(feed);
         }
         if let Err(e) = written {
             self.poisoned.store(true, Ordering::SeqCst);

@@ -160,7 +160,7 @@ impl Recent {
     /// Put a committed batch's events (seqs from `first` on) at the run's end, dropping the
     /// oldest batches beyond [`RECENT_EVENTS`]; a batch that does not continue the run, or
     /// that alone is too large, empties the ring instead (it never holds a gap).
-    fn push(&mut self, first: u64, events: Option<&Arc<[Value]>>) {
+    fn push(&mut self, first: u64, events: Option<Arc<[Value]>>) {
         let events = match events {
             Some(e) if !e.is_empty() && e.len() <= RECENT_EVENTS => e,
             _ => return self.clear(),
@@ -169,7 +169,7 @@ impl Recent {
             self.clear();
         }
         self.events += events.len();
-        self.batches.push_back((first, Arc::clone(events)));
+        self.batches.push_back((first, events));
         while self.events > RECENT_EVENTS {
             if let Some((_, oldest)) = self.batches.pop_front() {
                 self.events -= oldest.len();
@@ -341,8 +341,9 @@ impl Store {
 
     /// The write holding `changes` returned: bump the store-wide mark, put each changed
     /// followed session's events in its ring and bump its mark, then wake each of their
-    /// wakers once.
-    pub(crate) fn publish_changes(&self, changes: &[Committed]) {
+    /// wakers once. The events move into the ring, which then holds them alone, so a sole
+    /// subscriber moves them out rather than copying them (see [`Recent::take`]).
+    pub(crate) fn publish_changes(&self, changes: Vec<Committed>) {
         if changes.is_empty() {
             return;
         }
@@ -353,7 +354,7 @@ impl Store {
             let sessions = self.feeds.sessions();
             for Committed { change, events } in changes {
                 if let Some(mark) = sessions.get(&change.session).and_then(Weak::upgrade) {
-                    lock(&mark.recent).push(change.first, events.as_ref());
+                    lock(&mark.recent).push(change.first, events);
                     mark.publish(None, &mut wake);
                 }
             }
