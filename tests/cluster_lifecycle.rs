@@ -487,3 +487,79 @@ fn a_copy_ahead_of_a_session_purged_during_its_catch_up_is_removed() {
     let refused = acquired.expect_err("purged");
     assert!(matches!(refused, Error::UnknownSession(_)), "{refused}");
 }
+
+/// The scans of the fleet's tables that PostgreSQL has counted, once every other client has
+/// gone (a backend reports its counts when it exits).
+fn table_scans(pg: &TempPostgres) -> u64 {
+    let others = "SELECT count(*) FROM pg_stat_activity \
+                  WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()";
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while pg.psql(others).expect("clients").trim() != "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hosts' connections stayed open"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    pg.psql(
+        "SELECT coalesce(sum(coalesce(idx_scan, 0) + seq_scan), 0) FROM pg_stat_user_tables \
+         WHERE schemaname = 'sessionlog'",
+    )
+    .expect("scans")
+    .trim()
+    .parse()
+    .expect("a count")
+}
+
+#[test]
+fn listing_sessions_already_caught_up_reads_postgresql_a_few_times_not_once_per_session() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    const SESSIONS: u64 = 60;
+    let a = join(&pg, dir.path(), "host-a");
+    for n in 0..SESSIONS {
+        create(&a, &format!("s{n:02}"), 1, n..n + 2);
+    }
+    let url = host_url(&pg, "host-b");
+    let list = || {
+        let out = std::process::Command::new(crate::objects::cli())
+            .arg("--db")
+            .arg(dir.path().join("host-b"))
+            .args(["--cluster", &url, "--host", "host-b", "ls"])
+            .output()
+            .expect("run sessionlog");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    let listed = list();
+    for n in 0..SESSIONS {
+        assert!(listed.contains(&format!("s{n:02}")), "{listed}");
+    }
+    // One session moves on and one is replaced under its id (the same header, other events of
+    // the same size) while host B is away; the others stay as B's copies have them.
+    append(&a, "s07", 2, 30..31);
+    a.remove("s08").expect("removed");
+    create(&a, "s08", 1, 40..42);
+    drop(a);
+    let before = table_scans(&pg);
+    list();
+    let scans = table_scans(&pg) - before;
+    assert!(
+        scans < SESSIONS / 2,
+        "a listing of {SESSIONS} sessions, 2 of them changed, scanned the fleet's tables {scans} times"
+    );
+    let b = join(&pg, dir.path(), "host-b");
+    let a = join(&pg, dir.path(), "host-a");
+    for id in ["s07", "s08", "s09"] {
+        assert_eq!(
+            String::from_utf8_lossy(&exported(&b, id)),
+            String::from_utf8_lossy(&exported(&a, id)),
+            "{id}: host B's listing left a copy that is not the fleet's"
+        );
+    }
+}

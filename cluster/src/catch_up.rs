@@ -225,6 +225,26 @@ fn batches_of(row: &SessionRow) -> u64 {
     u64::try_from(row.next_batch).unwrap_or(0)
 }
 
+/// Whether the local copy of `row`'s session is that session as `row` has it (its batches,
+/// header and deletion), or `row` is of a deleted session the store has no copy of: nothing to
+/// catch up. `reused`: the ids PostgreSQL says were ever purged, whose copy may be of an earlier
+/// session under the same id and is never taken as current here.
+pub(crate) fn is_current(
+    store: &Store,
+    row: &SessionRow,
+    reused: &std::collections::HashSet<String>,
+) -> Result<bool> {
+    Ok(match local_copy(store, &row.id)? {
+        None => row.deleted,
+        Some(copy) => {
+            !reused.contains(&row.id)
+                && copy.batches == batches_of(row)
+                && copy.deleted_at_ms.is_some() == row.deleted
+                && copy.header == header_line(row)?
+        }
+    })
+}
+
 /// The local copy of session `id`, if the store keeps one.
 pub(crate) fn local_copy(store: &Store, id: &str) -> Result<Option<SessionSummary>> {
     match store.summary(id) {

@@ -263,18 +263,14 @@ impl Host {
     }
 
     /// Catch the store up with PostgreSQL on `ids`, or, when empty, on every session of the
-    /// fleet (the copies of sessions purged elsewhere removed first); the batches applied. A
-    /// session the fleet does not hold is passed over. Refused for a store of its own.
+    /// fleet ([`Fleet::sync_all`]: the copies of sessions purged elsewhere removed first); the
+    /// batches applied. A session the fleet does not hold is passed over. Refused for a store
+    /// of its own.
     pub fn sync(&self, ids: &[String]) -> Result<u64> {
         let fleet = self.fleet()?;
-        let every;
-        let ids = if ids.is_empty() {
-            fleet.forget_purged()?;
-            every = self.to_catch_up(fleet)?;
-            &every
-        } else {
-            ids
-        };
+        if ids.is_empty() {
+            return fleet.sync_all();
+        }
         let mut applied = 0;
         for id in ids {
             match fleet.sync(id) {
@@ -284,23 +280,6 @@ impl Host {
             }
         }
         Ok(applied)
-    }
-
-    /// The fleet's sessions a full catch-up visits: the live ones, and the deleted ones whose
-    /// local copy is not yet marked deleted.
-    fn to_catch_up(&self, fleet: &Fleet) -> Result<Vec<String>> {
-        let mut ids = Vec::new();
-        for row in fleet.sessions()? {
-            let visit = !row.deleted
-                || self
-                    .store()
-                    .summary(&row.id)
-                    .is_ok_and(|s| s.deleted_at_ms.is_none());
-            if visit {
-                ids.push(row.id);
-            }
-        }
-        Ok(ids)
     }
 
     /// In a one-shot host of a fleet, take session `id` for this host before writing it.

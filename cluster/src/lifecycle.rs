@@ -1,6 +1,7 @@
 //! A session's life on a host's store beyond appends: reads brought up to date with the fleet
 //! ([`Fleet::sync`]), one session removed for good by the host holding it ([`Fleet::remove`]),
-//! and the local copies of sessions purged elsewhere removed ([`Fleet::forget_purged`]).
+//! and every session brought up to date at once for a listing, the local copies of sessions purged
+//! elsewhere removed ([`Fleet::sync_all`]).
 //!
 //! Read guarantee: a host serves a session it holds from its own copy (read-your-writes: every
 //! batch it acknowledged is there) while PostgreSQL confirmed its hold less than
@@ -12,11 +13,12 @@
 //! over without force, nor purges it. A host deposed by a forced takeover serves its own copy
 //! for at most the bound after its last confirmation.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use sessionlog_engine::RecordedChange;
 
-use crate::catch_up::{catch_up, local_copy};
+use crate::catch_up::{catch_up, is_current, local_copy};
 use crate::error::{Error, Result};
 use crate::fleet::{Fleet, PATIENCE};
 use crate::ownership;
@@ -88,23 +90,59 @@ impl Fleet {
         Ok(())
     }
 
-    /// Remove from the local store every session PostgreSQL no longer holds (purged by another
-    /// host); the ids removed.
-    pub fn forget_purged(&self) -> Result<Vec<String>> {
-        // The local ids first: a session created here reaches PostgreSQL before the local
-        // store, so one listed here and missing from PostgreSQL after was purged.
+    /// Bring the local copies of every session of the fleet up to date for reads (a listing's);
+    /// the batches applied. The copies of sessions PostgreSQL no longer holds (purged by another
+    /// host) are removed first. One read of the sessions' rows and one of which of their ids
+    /// were ever purged tell the copies already current from the rest, so only the sessions
+    /// this host holds (their holds confirmed as [`Fleet::sync`] does) and the copies behind,
+    /// missing or of an id reused after a purge are caught up: a listing of sessions already
+    /// caught up costs a few statements, not some per session. A deleted session this host
+    /// has no copy of stays without one.
+    pub fn sync_all(&self) -> Result<u64> {
+        // The local ids before the rows: a session created here reaches PostgreSQL before the
+        // local store, so one listed here and missing from PostgreSQL after was purged.
         let local = self.store.ids()?;
-        let fleet: std::collections::HashSet<String> =
-            self.sessions()?.into_iter().map(|r| r.id).collect();
-        let gone: Vec<String> = local.into_iter().filter(|id| !fleet.contains(id)).collect();
+        let rows = self.sessions()?;
+        let fleet: HashSet<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        let gone: Vec<String> = local
+            .into_iter()
+            .filter(|id| !fleet.contains(id.as_str()))
+            .collect();
         if !gone.is_empty() {
             for id in &gone {
                 self.forget(id);
             }
-            self.store
-                .apply_recorded(&RecordedChange::Purged(gone.clone()))?;
+            self.store.apply_recorded(&RecordedChange::Purged(gone))?;
         }
-        Ok(gone)
+        let ids: Vec<&str> = fleet.into_iter().collect();
+        let reused: HashSet<String> = self
+            .control()
+            .retrying("reading the purged ids", PATIENCE, |c| {
+                c.query(
+                    "SELECT id FROM sessionlog.purged WHERE id = ANY($1)",
+                    &[&ids],
+                )
+            })?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let mut applied = 0;
+        for row in &rows {
+            let caught_up = if self.held.get(&row.id).is_some() {
+                self.sync(&row.id)
+            } else if is_current(&self.store, row, &reused)? {
+                continue;
+            } else {
+                catch_up(&mut self.control(), &self.store, row)
+            };
+            match caught_up {
+                Ok(n) => applied += n,
+                // Purged since the rows were read.
+                Err(Error::UnknownSession(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(applied)
     }
 
     /// Whether this host serves its own copy of `id` without asking PostgreSQL: it holds the
