@@ -6,14 +6,19 @@
 // its every message is drawn, moves through step marks and the step buttons, appends while
 // following and sees the event appear within 1 s, and checks the probes stayed inert: no
 // dialog, no probe script ran, no element or link came from data. It saves screenshots of the main views to docs/console/ (docs/CONSOLE.md shows them).
+// Then the console of a fleet's host (`serve --cluster`, on a throwaway PostgreSQL 15 that
+// `sessionlog-harness pg` starts): it lists, shows and follows the sessions two other hosts write,
+// and shows the fork tree one of them made. Where PostgreSQL 15 is not installed that check is
+// skipped and said, unless CI is set, where it fails.
 //
 // Environment: SESSIONLOG_BIN (the `sessionlog` binary; default: the release build in
 // $CARGO_TARGET_DIR), CHROMIUM (default /usr/bin/chromium). Prints `console-test: N passed,
 // N failed` last and exits non-zero on any failure.
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, mkdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
+import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 import puppeteer from 'puppeteer-core'
 
@@ -43,7 +48,11 @@ const LONG_ID = 'long-session'
 const LONG_TURNS = 60
 
 function sessionlog(args, input) {
-  const run = spawnSync(bin, ['--db', db, ...args], { input, encoding: 'utf8' })
+  return sessionlogAt(db, args, input)
+}
+
+function sessionlogAt(store, args, input) {
+  const run = spawnSync(bin, ['--db', store, ...args], { input, encoding: 'utf8' })
   if (run.status !== 0) throw new Error(`sessionlog ${args.join(' ')}: ${run.stderr}`)
   return run.stdout
 }
@@ -96,9 +105,10 @@ function buildStore() {
   sessionlog(['reindex'])
 }
 
-// `sessionlog serve` on a free loopback port; resolves with its origin.
-function serve() {
-  const child = spawn(bin, ['--db', db, 'serve', '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] })
+// `sessionlog serve` on a free loopback port (`extra`: its other arguments); resolves with its
+// origin.
+function serve(store = db, extra = []) {
+  const child = spawn(bin, ['--db', store, ...extra, 'serve', '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] })
   return new Promise((resolve, reject) => {
     let out = ''
     child.stdout.on('data', (chunk) => {
@@ -107,6 +117,24 @@ function serve() {
       if (m) resolve({ child, origin: `http://${m[1]}` })
     })
     child.on('exit', (code) => reject(new Error(`sessionlog serve exited with ${code}: ${out}`)))
+  })
+}
+
+const harness = join(dirname(bin), 'sessionlog-harness')
+const initdb = join(process.env.SESSIONLOG_PG_BIN || '/usr/lib/postgresql/15/bin', 'initdb')
+
+// `sessionlog-harness pg`: a throwaway PostgreSQL 15 with the fleet's schema, stopped (and its
+// directory removed) when its stdin closes; resolves with the process and the superuser's URL
+// (the superuser may act as any host).
+function startPostgres() {
+  const child = spawn(harness, ['pg'], { stdio: ['pipe', 'pipe', 'inherit'] })
+  return new Promise((resolve, reject) => {
+    createInterface({ input: child.stdout }).once('line', (answer) => {
+      const { url, error } = JSON.parse(answer)
+      if (url) resolve({ child, url })
+      else reject(new Error(`sessionlog-harness pg: ${error || answer}`))
+    })
+    child.on('exit', (code) => reject(new Error(`sessionlog-harness pg exited with ${code}`)))
   })
 }
 
@@ -130,6 +158,8 @@ const dialogs = []
 const foreignRequests = []
 let server
 let browser
+let fleetPg
+let fleetServer
 try {
   buildStore()
   server = await serve()
@@ -321,12 +351,77 @@ try {
     console.log(`  live append shown ${took} ms after its commit`)
     await inert('after the live append')
   })
+
+  if (!existsSync(initdb) && process.env.CI === undefined) {
+    console.log(`skipped - the console of a fleet's host: PostgreSQL 15 is not installed (no ${initdb}); ./x test installs it`)
+  } else {
+    await check('the console of a fleet\'s host lists, shows and follows what two other hosts write', async () => {
+      fleetPg = await startPostgres()
+      const host = (name) => (args, input) =>
+        sessionlogAt(join(work, name), ['--cluster', fleetPg.url, '--host', name, ...args], input)
+      const [a, b, d] = [host('host-a'), host('host-b'), host('host-d')]
+      a(['create', 'fleet-one', '--cwd', '/home/dev/fleet'])
+      // User messages alone: a log DSH loads (forking checks that), of several views.
+      const turns = []
+      for (let n = 1; n <= 6; n++) {
+        turns.push(line('user/message', { id: `fu${n}`, role: 'user', content: [{ type: 'text', text: `fleet question ${n}` }], source: { kind: 'user' } }, { surfaceOp: 'append' }))
+      }
+      a(['append', 'fleet-one'], turns.join('\n') + '\n')
+      b(['fork', 'fleet-one', 'fleet-fork'])
+      fleetServer = await serve(join(work, 'host-c'), ['--cluster', fleetPg.url, '--host', 'host-c'])
+      const fleetPage = await browser.newPage()
+      await fleetPage.setViewport({ width: 1400, height: 900 })
+      await fleetPage.goto(fleetServer.origin + '/', { waitUntil: 'domcontentloaded' })
+      await fleetPage.waitForFunction(() => document.body.dataset.listed === '2', { timeout: 20000 })
+      const ids = await fleetPage.$$eval('tr.session td:first-child a', (as) => as.map((x) => x.textContent).sort())
+      assert(JSON.stringify(ids) === JSON.stringify(['fleet-fork', 'fleet-one']), `listed: ${JSON.stringify(ids)}`)
+      const last = JSON.parse(d(['ls', '--json']).split('\n').filter(Boolean).find((l) => JSON.parse(l).id === 'fleet-one')).events - 1
+      for (const at of [0, 3, last]) {
+        await fleetPage.goto(`${fleetServer.origin}/s/fleet-one?at=${at}`, { waitUntil: 'domcontentloaded' })
+        await fleetPage.waitForFunction((seq) => document.body.dataset.renderedAt === String(seq), { timeout: 10000 }, at)
+        await fleetPage.$$eval('#message-list details', (all) => all.forEach((x) => { x.open = true }))
+        await fleetPage.waitForFunction(() => document.querySelectorAll('#message-list pre.raw').length ===
+          document.querySelectorAll('#message-list details').length, { timeout: 10000 })
+        const rendered = await fleetPage.$$eval('#message-list pre.raw', (pres) => pres.map((x) => x.textContent))
+        const expected = d(['messages', 'fleet-one', '--at', String(at)]).split('\n').filter(Boolean)
+        assert(expected.length > 0 || at === 0, `seq ${at}: the CLI prints no message`)
+        assert(JSON.stringify(rendered) === JSON.stringify(expected),
+          `seq ${at}: the page shows ${rendered.length} messages, another host's CLI ${expected.length}`)
+      }
+      await fleetPage.waitForFunction(() => [...document.querySelectorAll('#tree li')].some((li) => li.textContent.includes('fleet-fork')), { timeout: 10000 })
+      // Opened without a seq, the view stays at the session's end as it grows.
+      await fleetPage.goto(`${fleetServer.origin}/s/fleet-one`, { waitUntil: 'domcontentloaded' })
+      await fleetPage.waitForFunction((seq) => document.body.dataset.renderedAt === String(seq), { timeout: 10000 }, last)
+      await fleetPage.click('#follow')
+      await fleetPage.waitForFunction(() => document.getElementById('live-state').textContent === 'following', { timeout: 10000 })
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      const appendLine = line('user/message', { id: 'fleet-live', role: 'user', content: [{ type: 'text', text: 'appended by host a' }], source: { kind: 'user' } }, { surfaceOp: 'append' })
+      a(['append', 'fleet-one'], appendLine + '\n')
+      const committed = Date.now()
+      await fleetPage.waitForFunction((seq) => document.body.dataset.renderedAt === String(seq), { timeout: 5000 }, last + 1)
+        .catch(async (e) => {
+          const state = await fleetPage.evaluate(() => ({ liveEnd: document.body.dataset.liveEnd, at: document.body.dataset.renderedAt, live: document.getElementById('live-state').textContent, url: location.href }))
+          throw new Error(`${e.message}: the page at ${JSON.stringify(state)}, waiting for seq ${last + 1}`)
+        })
+      const took = Date.now() - committed
+      assert((await fleetPage.$eval('#message-list', (list) => list.innerText)).includes('appended by host a'), 'the live message is shown')
+      assert(took <= 1000, `host a's append took ${took} ms to show on host c's console`)
+      console.log(`  host a's append shown on host c's console ${took} ms after its commit`)
+      await fleetPage.close()
+    })
+  }
 } catch (error) {
   failed++
   console.log(`not ok - setting up: ${error && error.stack || error}`)
 } finally {
   if (browser) await browser.close()
   if (server) server.child.kill()
+  if (fleetServer) fleetServer.child.kill()
+  if (fleetPg) {
+    const stopped = new Promise((resolve) => fleetPg.child.once('exit', resolve))
+    fleetPg.child.stdin.end()
+    await stopped
+  }
   rmSync(work, { recursive: true, force: true })
 }
 console.log(`console-test: ${passed} passed, ${failed} failed`)
