@@ -614,10 +614,11 @@ impl NativeStore {
         })
     }
 
-    /// Find sessions (`Store::search`); `query` is the JSON of the query object.
+    /// Find sessions (`Store::search`); `query` is the JSON of the query object. In a fleet,
+    /// every session of the fleet is caught up first ([`Host::listing`]), as `list` does.
     #[napi]
     pub fn search(&self, env: Env, query: String) -> napi::Result<JsObject> {
-        self.run(&env, move |h| ops::search(&h.store(), &query))
+        self.run(&env, move |h| reply::reply(h.listing(), |s| ops::search(&s, &query)))
     }
 
     /// Rebuild the session index (`Store::reindex`).

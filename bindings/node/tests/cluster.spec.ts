@@ -469,5 +469,31 @@ describe.runIf(clusterSpecsRun())('cluster mode', () => {
         await Promise.all(dirs.map(removeDir))
       }
     }, 120_000)
+
+    it('search on an empty host finds the sessions two other hosts wrote', async () => {
+      const dirs = await Promise.all([freshDir(), freshDir(), freshDir(), freshDir()])
+      try {
+        const url = await postgres().database()
+        for (const [dir, host] of [[dirs[0], 'a'], [dirs[1], 'b']] as const) {
+          const store = await Store.open(dir, { cluster: { url, host } })
+          await store.createSession({ version: 0, id: `from-${host}`, createdAt: 1, cwd: '/w' })
+          await store.append(`from-${host}`, 0, [{ type: 'user/message', time: 2, data: { content: [{ type: 'text', text: `a wombat on host ${host}` }], source: { kind: 'user' }, role: 'user', id: 'u' }, surfaceOp: 'append' }])
+          await store.close()
+        }
+        const empty = await Store.open(dirs[2], { cluster: { url, host: 'c' } })
+        try {
+          const found = await empty.search({ text: 'wombat' })
+          expect(found.sessions.map((s: { id: string }) => s.id).sort()).toEqual(['from-a', 'from-b'])
+          const run = spawnSync(CLI, ['--db', dirs[3], '--cluster', url, '--host', 'd', 'search', 'wombat', '--json'], { encoding: 'utf8' })
+          expect(run.status, run.stderr).toBe(0)
+          const lines = run.stdout.trim().split('\n').map(l => JSON.parse(l))
+          expect(found.sessions).toEqual(lines.slice(0, -1).map(({ score, ...rest }) => ({ ...rest, score: expect.any(Number) })))
+        } finally {
+          await empty.close()
+        }
+      } finally {
+        await Promise.all(dirs.map(removeDir))
+      }
+    }, 120_000)
   })
 })
