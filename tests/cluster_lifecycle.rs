@@ -563,3 +563,45 @@ fn listing_sessions_already_caught_up_reads_postgresql_a_few_times_not_once_per_
         );
     }
 }
+
+#[test]
+fn a_listing_brings_deletions_restorations_purges_and_appends_to_every_copy() {
+    let Some(pg) = fleet_database() else { return };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = join(&pg, dir.path(), "host-a");
+    let b = join(&pg, dir.path(), "host-b");
+    for id in ["deleted", "purged", "grown", "restored"] {
+        create(&a, id, 1, 0..2);
+    }
+    a.set_deleted("restored", true).expect("deleted");
+    b.sync_all().expect("the first listing");
+    assert!(
+        b.store().summary("restored").is_err(),
+        "a session deleted before host B ever read it was copied by its listing"
+    );
+    a.set_deleted("deleted", true).expect("deleted");
+    a.remove("purged").expect("purged");
+    append(&a, "grown", 2, 2..5);
+    a.set_deleted("restored", false).expect("restored");
+    assert_eq!(b.sync_all().expect("the second listing"), 2);
+    let deleted = b.store().summary("deleted").expect("B's copy");
+    assert!(
+        deleted.deleted_at_ms.is_some(),
+        "the deletion did not reach B"
+    );
+    assert!(
+        b.store().summary("purged").is_err(),
+        "a purged session stays on B"
+    );
+    for id in ["grown", "restored"] {
+        assert_eq!(exported(&b, id), exported(&a, id), "{id}");
+    }
+    a.set_deleted("deleted", false).expect("restored");
+    b.sync_all().expect("the third listing");
+    let restored = b.store().summary("deleted").expect("B's copy");
+    assert_eq!(
+        restored.deleted_at_ms, None,
+        "the restoration did not reach B"
+    );
+    verified(&[&a, &b]);
+}

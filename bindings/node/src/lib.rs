@@ -618,7 +618,9 @@ impl NativeStore {
     /// every session of the fleet is caught up first ([`Host::listing`]), as `list` does.
     #[napi]
     pub fn search(&self, env: Env, query: String) -> napi::Result<JsObject> {
-        self.run(&env, move |h| reply::reply(h.listing(), |s| ops::search(&s, &query)))
+        self.run(&env, move |h| {
+            reply::reply(h.listing(), |s| ops::search(&s, &query))
+        })
     }
 
     /// Rebuild the session index (`Store::reindex`).
