@@ -60,12 +60,13 @@ async function release(path) {
  * @param {string} path store directory
  * @param {(store: Store) => Promise<T>} use
  * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean,
- *   messageProjections?: string[], cluster?: {url: string, host: string, lease?: number}}} [options]
+ *   messageProjections?: string[], cluster?: {url: string, host: string, lease?: number},
+ *   followIndex?: boolean}} [options]
  * @returns {Promise<T>}
  */
-export async function withStore(path, use, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true, messageProjections = [], cluster } = {}) {
+export async function withStore(path, use, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true, messageProjections = [], cluster, followIndex = false } = {}) {
   const absolute = resolve(path)
-  const store = await acquire(absolute, { durability, walRecycling, blobFiles, directIo, messageProjections, cluster })
+  const store = await acquire(absolute, { durability, walRecycling, blobFiles, directIo, messageProjections, cluster, followIndex })
   try {
     return await use(store)
   } finally {
@@ -120,7 +121,7 @@ export class SessionlogPersistence extends SessionPersistence {
   /**
    * @param {import('@deepseek-ai/cordis').Context} ctx
    * @param {{path: string, durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean,
-   *   messageProjections?: string[],
+   *   messageProjections?: string[], followIndex?: boolean,
    *   encoding?: 'jsonl' | 'jsonl.zstd', preparedSessionCacheSize?: number,
    *   writeBatchMaxDelayMs?: number,
    *   cluster?: {url: string, host: string, lease?: number, readBound?: number, takeover?: 'wait' | 'force'}}} config
@@ -140,6 +141,7 @@ export class SessionlogPersistence extends SessionPersistence {
       blobFiles: config.blobFiles ?? false,
       directIo: config.directIo ?? true,
       messageProjections: config.messageProjections ?? [],
+      followIndex: config.followIndex ?? false,
       ...this.cluster === undefined
         ? {}
         : { cluster: { url: this.cluster.url, host: this.cluster.host, lease: this.cluster.lease, readBound: this.cluster.readBound } },

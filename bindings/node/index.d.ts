@@ -106,6 +106,8 @@ export interface StoreOptions {
   messageProjections?: readonly 'image/offload'[]
   /** Open the store as a host of a fleet on PostgreSQL (README.md, "Cluster mode"). Default: a store of its own. */
   cluster?: ClusterOptions
+  /** Keep the session index caught up in the background (a second after the writes, at most once a second), so a search finds them indexed instead of indexing them first (docs/SEARCH.md). Default: false. */
+  followIndex?: boolean
 }
 
 /** How a store joins a fleet. */

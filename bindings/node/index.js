@@ -76,7 +76,8 @@ export class Store {
    * Open (creating if needed) the store in `dir`.
    * @param {string} dir store directory
    * @param {{durability?: 'sync' | 'buffered', walRecycling?: boolean, blobFiles?: boolean, directIo?: boolean,
-   *   messageProjections?: string[], cluster?: {url: string, host: string, lease?: number, readBound?: number}}} [options]
+   *   messageProjections?: string[], cluster?: {url: string, host: string, lease?: number, readBound?: number},
+   *   followIndex?: boolean}} [options]
    *   `walRecycling` (default true, under 'sync'): reuse WAL files in place (one device write
    *   fewer per synced commit; the WAL is audited before every open, docs/RELIABILITY.md);
    *   false is the CLI's --no-wal-recycling
@@ -94,11 +95,14 @@ export class Store {
    *   host's ownership of the session; `lease` in ms (default 30000); `readBound` in ms (default
    *   10000, at most the lease): how long after PostgreSQL last confirmed this host's hold on a
    *   session `sync` serves it from the local copy without asking; `durability` is then moot
+   *   `followIndex` (default false): keep the session index caught up in the background (a
+   *   second after the writes, at most once a second), so a search finds them indexed instead
+   *   of indexing them first (docs/SEARCH.md)
    */
-  static async open(dir, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true, messageProjections = [], cluster } = {}) {
+  static async open(dir, { durability = 'sync', walRecycling = true, blobFiles = false, directIo = true, messageProjections = [], cluster, followIndex = false } = {}) {
     const native = new NativeStore()
     const fleet = cluster === undefined ? undefined : { url: cluster.url, host: cluster.host, lease: cluster.lease, readBound: cluster.readBound }
-    settled(await native.open(dir, { durability, walRecycling, blobFiles, directIo, messageProjections, cluster: fleet }))
+    settled(await native.open(dir, { durability, walRecycling, blobFiles, directIo, messageProjections, cluster: fleet, followIndex }))
     return new Store(native)
   }
 

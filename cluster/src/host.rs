@@ -21,14 +21,14 @@
 //! any write past its commit hook besides (`Error::IndexOfFleet`).
 
 use std::path::Path;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::Value;
 use sessionlog_engine::{
-    AppendReceipt, ForkReport, ImportOptions, ImportReport, LineageEntry, PurgeReport,
-    SourceEncoding, Store, Subscription,
+    AppendReceipt, ForkReport, ImportOptions, ImportReport, IndexFollower, LineageEntry,
+    PurgeReport, SourceEncoding, Store, Subscription,
 };
 
 use crate::error::{Error, Result};
@@ -125,6 +125,9 @@ struct Member {
 /// What a front end serves: a store of its own, or this host's index of a fleet (see the module
 /// docs). Dropped (or [`closed`](Host::close)), a host of a fleet gives up the sessions it holds.
 pub struct Host {
+    /// The session index kept caught up in the background, once started
+    /// ([`Host::follow_index`]); first, so it stops before the store it holds is released.
+    follower: Mutex<Option<IndexFollower>>,
     /// The store. Replaced only for a reader beside the process that holds it, when that
     /// process reopened the store ([`Host::catch_up`]).
     store: RwLock<Arc<Store>>,
@@ -143,6 +146,7 @@ impl Host {
     /// A host of a store of its own.
     pub fn local(store: Store) -> Host {
         Host {
+            follower: Mutex::new(None),
             store: RwLock::new(Arc::new(store)),
             member: None,
         }
@@ -156,6 +160,7 @@ impl Host {
             Tenure::OneShot => None,
         };
         Ok(Host {
+            follower: Mutex::new(None),
             store: RwLock::new(Arc::clone(fleet.store())),
             member: Some(Member {
                 fleet,
@@ -169,6 +174,16 @@ impl Host {
     /// For reads across the store (search, verify, metrics) and the append queue.
     pub fn store(&self) -> Arc<Store> {
         Arc::clone(&self.store.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Keep the session index caught up in the background until the host is dropped: after
+    /// each change, once the writes of `settle` have gathered ([`IndexFollower`]), so a search
+    /// finds them indexed. Refused for a reader beside the process that holds the store (that
+    /// process keeps the index).
+    pub fn follow_index(&self, settle: Duration) -> Result<()> {
+        let follower = IndexFollower::start(self.store(), settle)?;
+        *self.follower.lock().unwrap_or_else(PoisonError::into_inner) = Some(follower);
+        Ok(())
     }
 
     /// Catch a store read beside the process that holds it up with that process

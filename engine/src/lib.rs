@@ -48,8 +48,8 @@ pub use ops::repair::RepairReport;
 pub use ops::retention::{PurgeReport, RecordedChange};
 pub use ops::root::{is_session_root, scan_root, RootFile, RootScan};
 pub use ops::search::{
-    parse_time, PageEnd, ReindexReport, SearchHit, SearchMatch, SearchPage, SearchQuery,
-    SearchWatermark, SessionRow, TokenTotals, MAX_TEXT_BYTES,
+    parse_time, IndexFollower, PageEnd, ReindexReport, SearchHit, SearchMatch, SearchPage,
+    SearchQuery, SearchWatermark, SessionRow, TokenTotals, MAX_TEXT_BYTES,
 };
 pub use ops::subscribe::{
     Feed, FeedChange, FeedCursor, FeedItem, Subscription, Watch, WatchKey, BUFFERED_EVENTS,

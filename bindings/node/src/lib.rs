@@ -32,6 +32,9 @@ use workers::{Shared, Workers};
 /// Worker threads per store: reads of different sessions run in parallel.
 const WORKER_THREADS: usize = 4;
 
+/// With `followIndex`, how long the writes gather before the index catches up with them.
+const INDEX_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// One store directory, opened by `open` and closed by `close`.
 #[napi]
 pub struct NativeStore {
@@ -59,6 +62,9 @@ pub struct OpenOptions {
     pub message_projections: Option<Vec<String>>,
     /// Open it as a host of that fleet (`cluster.rs`).
     pub cluster: Option<ClusterOptions>,
+    /// Keep the session index caught up in the background (`Host::follow_index`). Default:
+    /// false.
+    pub follow_index: Option<bool>,
 }
 
 /// Group-commit counters.
@@ -200,6 +206,7 @@ impl NativeStore {
             direct_io,
             message_projections,
             cluster,
+            follow_index,
         } = options;
         let durability = match durability.as_str() {
             "sync" => Durability::Sync,
@@ -241,7 +248,14 @@ impl NativeStore {
                     None => Store::open(&dir, options)
                         .map(Host::local)
                         .map_err(Reply::from),
-                };
+                }
+                .and_then(|host| match follow_index.unwrap_or(false) {
+                    true => host
+                        .follow_index(INDEX_SETTLE)
+                        .map(|()| host)
+                        .map_err(Reply::from),
+                    false => Ok(host),
+                });
                 let reply = match (opened, shared.write()) {
                     (Ok(opened), Ok(mut slot)) if slot.is_none() => {
                         *slot = Some(opened);

@@ -111,7 +111,7 @@ impl Waker {
     }
 
     /// One wake-up: the count moves, and the waiting threads (if any) wake.
-    fn wake(&self) {
+    pub(crate) fn wake(&self) {
         let mut count = lock(&self.0.count);
         count.0 += 1;
         let waiting = count.1 > 0;

@@ -110,7 +110,10 @@ type VisitRecord<'f> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'f;
 /// | metrics | [`metrics`](Store::metrics) | `store/metrics.rs` |
 ///
 /// A host without a thread per waiting append uses an [`AppendQueue`](crate::AppendQueue)
-/// (`ops/append/queue.rs`), which calls [`append_many`](Store::append_many).
+/// (`ops/append/queue.rs`), which calls [`append_many`](Store::append_many). A host that keeps
+/// its session index caught up in the background starts an
+/// [`IndexFollower`](crate::IndexFollower) (`ops/search/background.rs`), which catches the index
+/// up as [`search`](Store::search) does.
 pub struct Store {
     db: DB,
     pub(crate) options: Options,

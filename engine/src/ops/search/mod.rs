@@ -9,12 +9,15 @@
 //! every change committed before it, so an answer covers every commit that returned before the
 //! search began, and says so: its [`SearchWatermark`] is the change-log position the index
 //! covered. The write path pays nothing for the index; the first search after many writes pays
-//! for indexing them. A store opened beside another process reads the index that process keeps,
-//! as far as that one caught it up (the watermark says how far).
+//! for indexing them, unless an [`IndexFollower`] keeps the index caught up in the background.
+//! A store opened beside another process reads the index that process keeps, as far as that
+//! one caught it up (the watermark says how far).
 //!
 //! Files: `derive.rs` (a session's row and message texts from its log), `follow.rs` (catch-up
-//! and rebuild), `query.rs` (running a query), `check.rs` (`verify`'s check of the index).
+//! and rebuild), `background.rs` (the follower), `query.rs` (running a query), `check.rs`
+//! (`verify`'s check of the index).
 
+mod background;
 mod check;
 mod derive;
 mod follow;
@@ -22,6 +25,7 @@ mod query;
 #[cfg(test)]
 mod tests;
 
+pub use background::IndexFollower;
 pub use derive::{SessionRow, TokenTotals};
 pub use query::MAX_TEXT_BYTES;
 
@@ -266,6 +270,12 @@ impl Store {
                 bytes: ix.bytes(),
             })
         })
+    }
+
+    /// Bring the index up to every committed change without searching ([`IndexFollower`]'s
+    /// work).
+    pub(crate) fn catch_up_search_index(&self) -> Result<()> {
+        self.with_index(false, |_, _, _| Ok(()))
     }
 
     /// Run `f` on the index caught up (or, with `rebuild`, rebuilt), opening it on first use.

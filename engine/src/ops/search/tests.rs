@@ -274,3 +274,101 @@ fn changes_trimmed_before_the_index_read_them_are_still_found() {
     );
     assert_verified(&store);
 }
+
+/// The change-log position the index's last commit covers, read without catching it up (`None`:
+/// not opened or never committed).
+fn indexed_position(store: &Store) -> Option<u64> {
+    let slot = store.search.lock();
+    let ix = slot.as_ref()?;
+    ix.watermark().expect("the watermark").map(|w| w.position)
+}
+
+/// Wait up to 10 s for the index to cover every published change, without searching.
+fn wait_for_index(store: &Store) -> Option<u64> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let at = indexed_position(store);
+        if at == Some(store.feed_end()) || std::time::Instant::now() >= deadline {
+            return at;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_follower_indexes_what_was_written_before_and_after_it_started_without_a_search() {
+    let (_dir, store) = seeded();
+    let store = std::sync::Arc::new(store);
+    store
+        .create_session(&header("early"), SourceEncoding::Jsonl)
+        .expect("create");
+    store
+        .append("early", None, vec![prompt("aardvark")])
+        .expect("append");
+    assert_eq!(indexed_position(&store), None, "nothing has indexed yet");
+    let follower = super::IndexFollower::start(
+        std::sync::Arc::clone(&store),
+        std::time::Duration::from_millis(20),
+    )
+    .expect("start");
+    assert_eq!(wait_for_index(&store), Some(store.feed_end()));
+    for n in 0..5 {
+        store
+            .append("early", None, vec![prompt(&format!("badger{n}"))])
+            .expect("append");
+    }
+    store
+        .create_session(&header("late"), SourceEncoding::Jsonl)
+        .expect("create");
+    store
+        .append("late", None, vec![prompt("capybara")])
+        .expect("append");
+    let end = store.feed_end();
+    assert_eq!(
+        wait_for_index(&store),
+        Some(end),
+        "the follower fell behind"
+    );
+    drop(follower);
+    assert_eq!(
+        std::sync::Arc::strong_count(&store),
+        1,
+        "the stopped follower still holds the store"
+    );
+    // What it indexed is what a search finds, with nothing left to catch up.
+    let page = search(&store, &text("capybara"));
+    assert_eq!(page.watermark.position, end);
+    assert_eq!(ids(&store, &text("badger3")), ["early"]);
+    assert_verified(&store);
+}
+
+#[test]
+fn a_follower_is_refused_beside_another_process_and_stops_when_dropped_while_idle() {
+    let (_dir, store) = seeded();
+    let reader = Store::open_beside(store.path(), Options::default()).expect("a reader beside");
+    let refused = super::IndexFollower::start(
+        std::sync::Arc::new(reader),
+        std::time::Duration::from_millis(20),
+    )
+    .expect_err("a reader keeps no index");
+    assert!(matches!(refused, Error::ReadOnly { .. }), "{refused}");
+    let store = std::sync::Arc::new(store);
+    let follower = super::IndexFollower::start(
+        std::sync::Arc::clone(&store),
+        std::time::Duration::from_secs(3600),
+    )
+    .expect("start");
+    wait_for_index(&store);
+    store
+        .append("a", None, vec![prompt("dormouse")])
+        .expect("append");
+    // Dropped while it waits out a long settle: it stops at once, without indexing.
+    let began = std::time::Instant::now();
+    drop(follower);
+    assert!(
+        began.elapsed() < std::time::Duration::from_secs(5),
+        "the follower took {:?} to stop",
+        began.elapsed()
+    );
+    assert_eq!(std::sync::Arc::strong_count(&store), 1);
+}

@@ -3,14 +3,16 @@
 //! session index (`Store::reindex`), so import with the index costs the import plus the build,
 //! against import alone. On the indexed store, `queries` queries of each kind (filter-only,
 //! text-only, combined) are timed after a first search has caught the index up. Hosting: threads
-//! append batches to fresh stores for `seconds`, once alone and once with a searcher beside them
-//! that searches (catching the index up) without pause, and the throughputs are compared. Sizes:
-//! the index's bytes against the store's.
+//! append batches to fresh stores for `seconds`, once alone, once with a searcher beside them
+//! that searches (catching the index up) without pause, and once with the index kept caught up
+//! in the background ([`IndexFollower`], settling [`FOLLOWER_SETTLE`]) and no search, and the
+//! throughputs are compared. Sizes: the index's bytes against the store's.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -18,7 +20,9 @@ use anyhow::Context;
 use crate::cli::SearchBench;
 use sessionlog_codec::format::event::NewEvent;
 use sessionlog_codec::json::{Object, Value};
-use sessionlog_engine::{ImportOptions, Options, SearchQuery, SourceEncoding, Store};
+use sessionlog_engine::{
+    ImportOptions, IndexFollower, Options, SearchQuery, SourceEncoding, Store,
+};
 use sessionlog_harness::gen::{session_bytes, GenOptions};
 use sessionlog_harness::hosting::Histogram;
 use sessionlog_tools_common::output::json_line;
@@ -26,6 +30,18 @@ use sessionlog_tools_common::output::json_line;
 /// Hosting: sessions appended to, and threads appending.
 const HOSTED: usize = 64;
 const THREADS: usize = 4;
+/// The background follower's settle in the hosting run that measures it.
+const FOLLOWER_SETTLE: Duration = Duration::from_secs(1);
+
+/// What runs beside the appenders of a hosting run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Beside {
+    Nothing,
+    /// A thread searching without pause.
+    Searcher,
+    /// An [`IndexFollower`].
+    Follower,
+}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
@@ -94,15 +110,25 @@ fn timed(
 }
 
 /// Batches per second appended by [`THREADS`] threads to [`HOSTED`] sessions of a fresh store
-/// for `seconds`, with a searcher beside them when `searching`.
-fn hosting(dir: PathBuf, options: &Options, seconds: f64, searching: bool) -> anyhow::Result<f64> {
-    let store = Store::open(&dir, options.clone())?;
+/// for `seconds`, with `beside` beside them; and the seconds the first search after the appends
+/// took (catching the index up with whatever it had not indexed yet).
+fn hosting(
+    dir: PathBuf,
+    options: &Options,
+    seconds: f64,
+    beside: Beside,
+) -> anyhow::Result<(f64, f64)> {
+    let store = Arc::new(Store::open(&dir, options.clone())?);
     for s in 0..HOSTED {
         let header = format!(
             r#"{{"type":"session","version":0,"id":"h{s}","createdAt":1,"cwd":"/w","delegationDepth":0}}"#
         );
         store.create_session(&header, SourceEncoding::Jsonl)?;
     }
+    let follower = match beside {
+        Beside::Follower => Some(IndexFollower::start(Arc::clone(&store), FOLLOWER_SETTLE)?),
+        _ => None,
+    };
     let stop = AtomicBool::new(false);
     let batches = AtomicU64::new(0);
     let start = Instant::now();
@@ -127,15 +153,11 @@ fn hosting(dir: PathBuf, options: &Options, seconds: f64, searching: bool) -> an
                 Ok(())
             }));
         }
-        let searcher = searching.then(|| {
+        let searcher = (beside == Beside::Searcher).then(|| {
             let (store, stop) = (&store, &stop);
             scope.spawn(move || -> anyhow::Result<()> {
                 while !stop.load(Ordering::Relaxed) {
-                    store.search(&SearchQuery {
-                        text: Some("rate limit".into()),
-                        limit: 5,
-                        ..SearchQuery::default()
-                    })?;
+                    store.search(&rate_limit())?;
                 }
                 Ok(())
             })
@@ -152,7 +174,21 @@ fn hosting(dir: PathBuf, options: &Options, seconds: f64, searching: bool) -> an
         }
         Ok(())
     })?;
-    Ok(batches.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64())
+    let rate = batches.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64();
+    let t = Instant::now();
+    store.search(&rate_limit())?;
+    let first_search = t.elapsed().as_secs_f64();
+    drop(follower);
+    Ok((rate, first_search))
+}
+
+/// The hosting runs' search: their appends' words.
+fn rate_limit() -> SearchQuery {
+    SearchQuery {
+        text: Some("rate limit".into()),
+        limit: 5,
+        ..SearchQuery::default()
+    }
 }
 
 /// `queries` timed queries of each kind against `store`: filter-only, text-only (words of its
@@ -218,11 +254,27 @@ pub fn run(b: &SearchBench, options: &Options) -> anyhow::Result<ExitCode> {
     let (filters, texts, combined) = queries(&store, b.queries)?;
     drop(store);
     eprintln!(
-        "bench search: hosting {}s without and with a searcher",
+        "bench search: hosting {}s alone, beside a searcher and beside a follower",
         b.seconds
     );
-    let off = hosting(work.join("hosting-off"), options, b.seconds, false)?;
-    let on = hosting(work.join("hosting-on"), options, b.seconds, true)?;
+    let (off, first_search_alone) = hosting(
+        work.join("hosting-off"),
+        options,
+        b.seconds,
+        Beside::Nothing,
+    )?;
+    let (on, _) = hosting(
+        work.join("hosting-on"),
+        options,
+        b.seconds,
+        Beside::Searcher,
+    )?;
+    let (following, first_search_following) = hosting(
+        work.join("hosting-following"),
+        options,
+        b.seconds,
+        Beside::Follower,
+    )?;
     if remove_after {
         std::fs::remove_dir_all(&work).ok();
     }
@@ -239,6 +291,12 @@ pub fn run(b: &SearchBench, options: &Options) -> anyhow::Result<ExitCode> {
         .with("index_build_s", index_build)
         .with("hosting_batches_per_s_off", off)
         .with("hosting_batches_per_s_on", on)
+        .with("hosting_batches_per_s_following", following)
+        .with("first_search_after_hosting_alone_s", first_search_alone)
+        .with(
+            "first_search_after_hosting_following_s",
+            first_search_following,
+        )
         .with("index_bytes", built.bytes as i64)
         .with("store_bytes", store_bytes as i64)
         .with(
@@ -247,6 +305,7 @@ pub fn run(b: &SearchBench, options: &Options) -> anyhow::Result<ExitCode> {
                 latency_ratios(&filters, &texts)
                     .with("import_with_index", import_ratio)
                     .with("hosting_with_index", on / off.max(f64::EPSILON))
+                    .with("hosting_with_follower", following / off.max(f64::EPSILON))
                     .with(
                         "index_to_store",
                         built.bytes as f64 / (store_bytes as f64).max(1.0),
