@@ -123,18 +123,31 @@ impl Store {
         to: Option<u64>,
         each: &mut dyn FnMut(u64, &Value) -> Result<()>,
     ) -> Result<()> {
+        self.lines_or_events(meta, from, to, &mut EachEvent(each))
+    }
+
+    /// [`Store::events_of`] for a reader that can take some lines' events from their stored
+    /// text without decoding them (see [`LineReader`]).
+    pub(crate) fn lines_or_events(
+        &self,
+        meta: &SessionMeta,
+        from: u64,
+        to: Option<u64>,
+        reader: &mut dyn LineReader,
+    ) -> Result<()> {
         let end = to.map_or(meta.events, |t| t.saturating_add(1).min(meta.events));
         for seg in self.segments(meta)? {
             let (a, b) = (from.max(seg.from), end.min(seg.end));
             if a < b {
-                self.events_in(meta, seg.number, a, b, each)?;
+                self.events_in(meta, seg.number, a, b, reader)?;
             }
         }
         Ok(())
     }
 
-    /// The events with seqs in `from..end` stored under session number `number`. Invariant:
-    /// each seq of the range is yielded once, in order; a seq the store does not hold (a block
+    /// The events with seqs in `from..end` stored under session number `number`, each whole
+    /// line offered to `reader` first (see [`LineReader`]). Invariant: each seq of
+    /// the range is yielded or taken once, in order; a seq the store does not hold (a block
     /// missing, or the blocks ending short of the session's end) is an error naming it, never
     /// a gap a reader would pass over.
     fn events_in(
@@ -143,7 +156,7 @@ impl Store {
         number: u64,
         from: u64,
         end: u64,
-        each: &mut dyn FnMut(u64, &Value) -> Result<()>,
+        reader: &mut dyn LineReader,
     ) -> Result<()> {
         let mut it = self.session_iter(number)?;
         // The block holding `from` is the last block whose first seq is ≤ from.
@@ -170,11 +183,14 @@ impl Store {
             let mut line_seq = first;
             for (line, members) in block.lines() {
                 let line_end = line_seq + u64::from(members);
-                if line_end > from && line_seq < end {
+                let whole = line_seq >= from && line_end <= end && members > 0;
+                if whole && reader.line(line_seq, members, line)? {
+                    next = line_end;
+                } else if line_end > from && line_seq < end {
                     for (k, event) in line_events(meta, line, line_seq)?.iter().enumerate() {
                         let seq = line_seq + k as u64;
                         if seq >= from && seq < end {
-                            each(seq, event)?;
+                            reader.event(seq, event)?;
                             next = seq + 1;
                         }
                     }
@@ -190,6 +206,32 @@ impl Store {
             ))),
             false => Ok(()),
         }
+    }
+}
+
+/// A reader of a session's events that can take some whole stored lines' events from their
+/// text, so that only the other lines are decoded. Invariant (kept by
+/// [`Store::lines_or_events`]): each seq of the range read is in one line the reader took or
+/// given to [`LineReader::event`], once, in order; only lines whose events all lie in the range
+/// are offered.
+pub(crate) trait LineReader {
+    /// Whether the reader took the events of stored line `line` (`members` events from seq
+    /// `first`) from its text; if not, they are decoded and given to [`LineReader::event`].
+    fn line(&mut self, first: u64, members: u32, line: &[u8]) -> Result<bool>;
+    /// One decoded event.
+    fn event(&mut self, seq: u64, event: &Value) -> Result<()>;
+}
+
+/// A [`LineReader`] that takes every event decoded.
+struct EachEvent<'a>(&'a mut dyn FnMut(u64, &Value) -> Result<()>);
+
+impl LineReader for EachEvent<'_> {
+    fn line(&mut self, _: u64, _: u32, _: &[u8]) -> Result<bool> {
+        Ok(false)
+    }
+
+    fn event(&mut self, seq: u64, event: &Value) -> Result<()> {
+        (self.0)(seq, event)
     }
 }
 

@@ -2,19 +2,26 @@
 //! the text of each message. The projection units' folds (title, token usage, turns, open turn)
 //! are read through [`Store::state_at`], the engine's one fold of each; what no unit folds
 //! (tools called and their errors, models and providers) is folded here, incrementally, from
-//! the events after the ones already indexed ([`Fold`]).
+//! the events after the ones already indexed ([`Fold`]). Most stored lines carry nothing this
+//! fold reads but their events' times (chunk rows, turn and step markers): those are folded
+//! from their text by the indexing skim, and only the others are decoded ([`Folding`]).
 //!
-//! Invariant: deriving a session from its whole log, or from a prefix's fold and then the rest,
-//! gives the same row (the fold only adds, and keeps the calls still waiting for a result).
+//! Invariants: deriving a session from its whole log, or from a prefix's fold and then the
+//! rest, gives the same row (the fold only adds, and keeps the calls still waiting for a
+//! result); a line folded from its text folds as its decoded events do (`verify` folds every
+//! event decoded and compares).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+use sessionlog_codec::format::chunk_rows::is_row_tag;
 use sessionlog_codec::format::event::event_type;
-use sessionlog_codec::json::{Object, Value};
+use sessionlog_codec::json::skim::{skim, Envelope, Level, Skim};
+use sessionlog_codec::json::{Object, Value, MAX_SAFE_INTEGER};
 
 use crate::error::Result;
 use crate::layout::meta::{SessionMeta, Verdict};
+use crate::read::events::LineReader;
 use crate::store::Store;
 
 /// Token usage totals (the `tokenUsage` unit's view).
@@ -200,6 +207,51 @@ impl Fold {
         message_text(event)
     }
 
+    /// Fold the events of one stored line (`members` events from seq `first`) from its text
+    /// alone, when they carry nothing the fold reads but their times: a V0/V1 chunk row (its
+    /// members' times are `time0` plus the running sum of `dt`), or a single event that is no
+    /// message, tool call or request header and whose `data` holds no `content` or `message`.
+    /// Returns false, folding nothing, for any other line (fold its decoded events with
+    /// [`Fold::apply`]), and for anything the skim does not index plainly. Invariant: a line
+    /// taken here folds exactly as its decoded events do (a committed line was read by DSH's
+    /// reader, so a row's shape is valid).
+    pub(crate) fn take_line(
+        &mut self,
+        version: u32,
+        first: u64,
+        members: u32,
+        line: &[u8],
+    ) -> bool {
+        let Ok(Skim::Indexed(env)) = skim(line) else {
+            return false;
+        };
+        let Some(ty) = env.get(Level::Top, "type").and_then(|s| env.str(s)) else {
+            return false;
+        };
+        let last_time = if version < 2 && is_row_tag(&ty) {
+            match row_last_time(&env, members) {
+                Some(t) => Some(t),
+                None => return false,
+            }
+        } else if members == 1 {
+            let whole = is_message(&ty)
+                || matches!(&*ty, "tool/call" | "request/header")
+                || env.get(Level::Data, "content").is_some()
+                || env.get(Level::Data, "message").is_some();
+            if whole {
+                return false;
+            }
+            env.get(Level::Top, "time").and_then(|s| env.number(s))
+        } else {
+            return false;
+        };
+        self.indexed = first + u64::from(members);
+        if let Some(t) = last_time {
+            self.last_event_at = Some(t as i64);
+        }
+        true
+    }
+
     fn model(&mut self, o: &Object) {
         let provider = text_of(o, "provider");
         if let Some(model) = text_of(o, "model") {
@@ -252,6 +304,52 @@ impl Fold {
             _ => {}
         }
     }
+}
+
+/// A [`LineReader`] folding a session's events into a [`Fold`] (whole lines from their text
+/// where [`Fold::take_line`] can) and collecting its messages' texts.
+pub(crate) struct Folding<'a> {
+    pub(crate) fold: &'a mut Fold,
+    /// The session's format version (how its lines are decoded).
+    pub(crate) version: u32,
+    /// Seq and text of each message folded.
+    pub(crate) messages: Vec<(u64, String)>,
+}
+
+impl LineReader for Folding<'_> {
+    fn line(&mut self, first: u64, members: u32, line: &[u8]) -> Result<bool> {
+        Ok(self.fold.take_line(self.version, first, members, line))
+    }
+
+    fn event(&mut self, seq: u64, event: &Value) -> Result<()> {
+        if let Some(text) = self.fold.apply(seq, event) {
+            self.messages.push((seq, text));
+        }
+        Ok(())
+    }
+}
+
+/// The time of a chunk row's last member, `time0` plus every gap in `dt`, as the row's
+/// expansion computes it; `None` unless the row holds `members` members' gaps as safe integers.
+fn row_last_time(env: &Envelope<'_>, members: u32) -> Option<f64> {
+    let time0 = env
+        .get(Level::Top, "time0")
+        .and_then(|s| env.value(s).ok())?
+        .as_safe_integer()?;
+    let Value::Array(gaps) = env.get(Level::Data, "dt").and_then(|s| env.value(s).ok())? else {
+        return None;
+    };
+    if gaps.len() + 1 != usize::try_from(members).ok()? {
+        return None;
+    }
+    let mut time = time0;
+    for gap in &gaps {
+        time = time.checked_add(gap.as_safe_integer()?)?;
+        if time.unsigned_abs() > MAX_SAFE_INTEGER as u64 {
+            return None;
+        }
+    }
+    Some(time as f64)
 }
 
 /// A verdict as its text.

@@ -20,7 +20,7 @@ use tantivy::query::TermQuery;
 use tantivy::schema::{IndexRecordOption, Value as _};
 use tantivy::{collector::TopDocs, doc, TantivyDocument, Term};
 
-use super::derive::{verdict_kind, Fold, Record};
+use super::derive::{verdict_kind, Fold, Folding, Record};
 use crate::error::{Error, Result};
 use crate::layout::changes::ChangeKind;
 use crate::layout::meta::SessionMeta;
@@ -193,22 +193,21 @@ impl Store {
                 }
             }
         };
-        let mut messages = Vec::new();
-        if fold.indexed < meta.events {
-            let read = self.events_of(&meta, fold.indexed, None, &mut |seq, event| {
-                if let Some(text) = fold.apply(seq, event) {
-                    messages.push((seq, text));
-                }
-                Ok(())
-            });
-            match read {
+        let mut folding = Folding {
+            fold: &mut fold,
+            version: meta.version,
+            messages: Vec::new(),
+        };
+        if folding.fold.indexed < meta.events {
+            let from = folding.fold.indexed;
+            match self.lines_or_events(&meta, from, None, &mut folding) {
                 Ok(()) => {}
                 // A parent purged under a fork, an archived ancestor: index what was read.
                 Err(Error::UnknownSession { .. } | Error::Archived { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
-        for (seq, text) in messages {
+        for (seq, text) in folding.messages {
             writer
                 .add_document(doc!(
                     f.kind => "message",

@@ -12,7 +12,9 @@ use crate::store::search_index::SEARCH_DIR;
 use crate::store::Store;
 use crate::test_support::{ev, exported, seeded};
 
+use super::derive::{Fold, Folding};
 use super::{SearchPage, SearchQuery};
+use crate::read::events::LineReader;
 
 fn text(t: &str) -> SearchQuery {
     SearchQuery {
@@ -371,4 +373,164 @@ fn a_follower_is_refused_beside_another_process_and_stops_when_dropped_while_idl
         began.elapsed()
     );
     assert_eq!(std::sync::Arc::strong_count(&store), 1);
+}
+
+/// A [`Folding`] that counts the lines it took from their text and records the fold's time
+/// after each line or event: `(events folded, last event time)`.
+struct Tracing<'a> {
+    folding: Folding<'a>,
+    taken: u64,
+    trace: Vec<(u64, Option<i64>)>,
+}
+
+impl LineReader for Tracing<'_> {
+    fn line(&mut self, first: u64, members: u32, line: &[u8]) -> crate::error::Result<bool> {
+        let took = self.folding.line(first, members, line)?;
+        if took {
+            self.taken += 1;
+            let fold = &self.folding.fold;
+            self.trace.push((fold.indexed, fold.last_event_at));
+        }
+        Ok(took)
+    }
+
+    fn event(
+        &mut self,
+        seq: u64,
+        event: &sessionlog_codec::json::Value,
+    ) -> crate::error::Result<()> {
+        self.folding.event(seq, event)?;
+        let fold = &self.folding.fold;
+        self.trace.push((fold.indexed, fold.last_event_at));
+        Ok(())
+    }
+}
+
+/// Session `id` folded as the index folds it (whole lines from their text where they allow)
+/// and as `verify` does (every decoded event): both must give the same fold and messages, and
+/// the same time after every line taken from its text as after its last event decoded. Returns
+/// the lines taken from their text.
+fn fold_both_ways(store: &Store, id: &str, label: &str) -> u64 {
+    let meta = store.require_meta(id.as_bytes()).expect("meta");
+    let mut by_lines = Fold::default();
+    let mut tracing = Tracing {
+        folding: Folding {
+            fold: &mut by_lines,
+            version: meta.version,
+            messages: Vec::new(),
+        },
+        taken: 0,
+        trace: Vec::new(),
+    };
+    store
+        .lines_or_events(&meta, 0, None, &mut tracing)
+        .expect("fold by lines");
+    let Tracing {
+        folding,
+        taken,
+        trace,
+        ..
+    } = tracing;
+    let lines_messages = folding.messages;
+    let mut by_events = Fold::default();
+    let mut events_messages = Vec::new();
+    let mut times = std::collections::BTreeMap::new();
+    store
+        .events_of(&meta, 0, None, &mut |seq, e| {
+            if let Some(text) = by_events.apply(seq, e) {
+                events_messages.push((seq, text));
+            }
+            times.insert(by_events.indexed, by_events.last_event_at);
+            Ok(())
+        })
+        .expect("fold by events");
+    for (indexed, time) in trace {
+        assert_eq!(
+            times.get(&indexed),
+            Some(&time),
+            "{label}: after seq {indexed}"
+        );
+    }
+    assert_eq!(
+        (by_lines, lines_messages),
+        (by_events, events_messages),
+        "{label}"
+    );
+    taken
+}
+
+/// Every DSH fixture log folds the same from its lines as from its events, and many of their
+/// lines take the line path.
+#[test]
+fn the_index_folds_every_fixture_from_its_lines_as_from_its_events() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
+    if !root.is_dir() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is missing",
+            root.display()
+        );
+        eprintln!("skipped: {} is missing", root.display());
+        return;
+    }
+    let mut logs = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read dir").flatten() {
+            let path = entry.path();
+            let name = path.to_string_lossy().into_owned();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if name.ends_with(".jsonl") || name.ends_with(".jsonl.zstd") {
+                logs.push(path);
+            }
+        }
+    }
+    logs.sort();
+    assert!(logs.len() > 100, "only {} fixture logs", logs.len());
+    let (mut folded, mut taken) = (0, 0);
+    for path in &logs {
+        let (_dir, store) = crate::test_support::empty();
+        let Ok(report) = store.import_path(path, &crate::ImportOptions::default(), &mut |_| {})
+        else {
+            continue;
+        };
+        taken += fold_both_ways(&store, &report.id, &path.display().to_string());
+        folded += 1;
+    }
+    assert!(folded > 100, "only {folded} fixtures imported");
+    assert!(taken > 1000, "only {taken} lines taken from their text");
+}
+
+/// Lines at the edges of the line path fold as their events do: a chunk row of one member, a
+/// type spelled with an escape, a duplicate key, a time that is no number, an event of a
+/// plain type whose `data` holds `content` with a tool call, a row ending at the largest safe
+/// time.
+#[test]
+fn lines_at_the_edges_of_the_line_path_fold_as_their_events_do() {
+    let (_dir, store) = crate::test_support::empty();
+    let lines = [
+        header("edges"),
+        r#"{"type":"turn/start","seq":0,"time":100,"data":{"turn":1}}"#.into(),
+        r#"{"type":"text-chunks","seq0":1,"time0":200,"data":{"turn":1,"step":1,"index":0,"dt":[],"texts":["a"]}}"#.into(),
+        r#"{"type":"reasoning-chunks","seq0":2,"time0":300,"data":{"turn":1,"step":1,"index":0,"dt":[5,7],"texts":["a","b","c"]}}"#.into(),
+        r#"{"type":"step\/start","seq":5,"time":400,"data":{"turn":1,"step":2}}"#.into(),
+        r#"{"type":"step/end","seq":6,"time":1,"time":500,"data":{"turn":1,"step":2}}"#.into(),
+        r#"{"type":"step/start","seq":7,"time":"late","data":{"turn":1,"step":3}}"#.into(),
+        r#"{"type":"step/end","seq":8,"time":600,"data":{"turn":1,"step":3,"content":[{"type":"tool-call","toolCallId":"c9","toolName":"grep"}]}}"#.into(),
+        r#"{"type":"text-chunks","seq0":9,"time0":9007199254740990,"data":{"turn":1,"step":4,"index":0,"dt":[1,0],"texts":["a","b","c"]}}"#.into(),
+        r#"{"type":"turn/end","seq":12,"time":700,"data":{"turn":1}}"#.into(),
+    ];
+    let file = lines.join("\n") + "\n";
+    let report = store
+        .import_jsonl(
+            "edges.jsonl",
+            file.as_bytes(),
+            &crate::ImportOptions::default(),
+            &mut |_| {},
+        )
+        .expect("import");
+    let summary = store.summary(&report.id).expect("summary");
+    assert!(summary.events >= 9, "{summary:?}");
+    assert!(fold_both_ways(&store, &report.id, "edges") >= 3);
 }
