@@ -93,3 +93,34 @@ pub(crate) fn edit_meta(store: &Store, edit: impl FnOnce(&mut SessionMeta)) {
     batch.put_meta(&meta).expect("stage");
     batch.commit("editing metadata").expect("commit");
 }
+
+/// Every DSH session log (`.jsonl`, `.jsonl.zstd`) under `<repo>/../shared/fixtures`, sorted;
+/// `None`, noted, when the fixtures are not there, which fails the test under `CI`.
+pub(crate) fn fixture_logs() -> Option<Vec<std::path::PathBuf>> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
+    if !root.is_dir() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is missing",
+            root.display()
+        );
+        eprintln!("skipped: {} is missing", root.display());
+        return None;
+    }
+    let mut logs = Vec::new();
+    let mut dirs = vec![root];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let name = path.to_string_lossy();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if name.ends_with(".jsonl") || name.ends_with(".jsonl.zstd") {
+                logs.push(path);
+            }
+        }
+    }
+    logs.sort();
+    assert!(logs.len() > 100, "only {} fixture logs found", logs.len());
+    Some(logs)
+}

@@ -3,12 +3,10 @@
 //! same report or error. Over DSH's fixtures (every version, both encodings) and generated V0
 //! logs mixing the events the reader builds in part with adversarial variants of them.
 
-use std::path::{Path, PathBuf};
-
 use super::{ImportOptions, Landing};
 use crate::layout::keys::{ALL_CFS, CF_SESSIONS};
 use crate::store::Store;
-use crate::test_support::empty;
+use crate::test_support::{empty, fixture_logs};
 
 /// Two stores: one imported through the indexing reader, one through the full parser.
 struct Pair {
@@ -100,38 +98,11 @@ fn records(store: &Store, cf: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
     out
 }
 
-/// Every session log under `dir`, sorted.
-fn logs_under(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-    paths.sort();
-    for path in paths {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if path.is_dir() {
-            logs_under(&path, out);
-        } else if name.ends_with(".jsonl") || name.ends_with(".jsonl.zstd") {
-            out.push(path);
-        }
-    }
-}
-
 #[test]
 fn the_indexing_reader_imports_every_fixture_as_the_full_parser_does() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
-    if !root.is_dir() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{} is missing",
-            root.display()
-        );
-        eprintln!("skipped: {} is missing", root.display());
+    let Some(logs) = fixture_logs() else {
         return;
-    }
-    let mut logs = Vec::new();
-    logs_under(&root, &mut logs);
-    assert!(logs.len() > 100, "only {} fixture logs found", logs.len());
+    };
     let mut pair = Pair::new();
     for path in &logs {
         let label = path.display().to_string();

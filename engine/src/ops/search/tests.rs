@@ -463,31 +463,9 @@ fn fold_both_ways(store: &Store, id: &str, label: &str) -> u64 {
 /// lines take the line path.
 #[test]
 fn the_index_folds_every_fixture_from_its_lines_as_from_its_events() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures");
-    if !root.is_dir() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{} is missing",
-            root.display()
-        );
-        eprintln!("skipped: {} is missing", root.display());
+    let Some(logs) = crate::test_support::fixture_logs() else {
         return;
-    }
-    let mut logs = Vec::new();
-    let mut dirs = vec![root];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).expect("read dir").flatten() {
-            let path = entry.path();
-            let name = path.to_string_lossy().into_owned();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if name.ends_with(".jsonl") || name.ends_with(".jsonl.zstd") {
-                logs.push(path);
-            }
-        }
-    }
-    logs.sort();
-    assert!(logs.len() > 100, "only {} fixture logs", logs.len());
+    };
     let (mut folded, mut taken) = (0, 0);
     for path in &logs {
         let (_dir, store) = crate::test_support::empty();
