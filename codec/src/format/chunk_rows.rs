@@ -113,18 +113,7 @@ fn expand_row(mut row: Object, tag: &str) -> Result<Vec<Value>, String> {
     if last_seq.is_none_or(|s| s > MAX_SAFE) {
         return Err("member seqs must stay safe integers".into());
     }
-    let mut times = Vec::with_capacity(payload.len());
-    let mut time = time0;
-    times.push(time);
-    for gap in &dt {
-        time = time
-            .checked_add(*gap)
-            .ok_or("member times must stay safe integers")?;
-        if time.abs() > MAX_SAFE {
-            return Err("member times must stay safe integers".into());
-        }
-        times.push(time);
-    }
+    let times = member_times(time0, &dt)?;
     let kind = match tag {
         "text-chunks" => TEXT_DELTA,
         "reasoning-chunks" => REASONING_DELTA,
@@ -164,6 +153,22 @@ fn expand_row(mut row: Object, tag: &str) -> Result<Vec<Value>, String> {
         ])));
     }
     Ok(events)
+}
+
+/// The times of a row's members: `time0`, then each gap of `dt` added in turn; `Err` is DSH's
+/// text when one leaves the safe integers.
+pub fn member_times(time0: i64, dt: &[i64]) -> Result<Vec<i64>, &'static str> {
+    let mut times = Vec::with_capacity(dt.len() + 1);
+    let mut time = time0;
+    times.push(time);
+    for gap in dt {
+        time = time
+            .checked_add(*gap)
+            .filter(|t| t.abs() <= MAX_SAFE)
+            .ok_or("member times must stay safe integers")?;
+        times.push(time);
+    }
+    Ok(times)
 }
 
 /// The delta kinds that pack.

@@ -18,6 +18,19 @@ pub fn event_type(event: &Value) -> &str {
         .unwrap_or_default()
 }
 
+/// The type a stored line opens with, `{"type":"…"` as DSH's writer writes every line, when it
+/// is spelled without escapes. A hint for a reader choosing how to read the line, never a
+/// verdict on it: `JSON.parse` takes a later duplicate `type` instead, so a reader that trusts
+/// the hint only to read a line in full is never wrong.
+pub fn opened_type(line: &[u8]) -> Option<&str> {
+    let rest = line.strip_prefix(b"{\"type\":\"")?;
+    let end = rest.iter().position(|&b| b == b'"' || b == b'\\')?;
+    match rest[end] {
+        b'"' => std::str::from_utf8(&rest[..end]).ok(),
+        _ => None,
+    }
+}
+
 /// One event a host asks to append; the store assigns its seq.
 ///
 /// Held as the envelope it will be authored as, so that authoring fills in its seq (and time)
@@ -256,6 +269,21 @@ mod tests {
 
     fn event(text: &str) -> NewEvent {
         NewEvent::from_value(&parse(text).expect("json")).expect("event")
+    }
+
+    /// A line's opening type is read only when it is spelled plainly, right at the start.
+    #[test]
+    fn the_opened_type_is_read_only_from_a_plain_first_member() {
+        assert_eq!(
+            opened_type(br#"{"type":"tool/call","seq":1}"#),
+            Some("tool/call")
+        );
+        assert_eq!(opened_type(br#"{"type":"","seq":1}"#), Some(""));
+        assert_eq!(opened_type(br#"{"type":"tool\/call"}"#), None);
+        assert_eq!(opened_type(br#"{"seq":1,"type":"tool/call"}"#), None);
+        assert_eq!(opened_type(br#"{ "type":"tool/call"}"#), None);
+        assert_eq!(opened_type(br#"{"type":"tool/call"#), None);
+        assert_eq!(opened_type(b"{\"type\":\"\xff\"}"), None);
     }
 
     /// The envelope is built as an object of distinct non-index names; it equals what parsing

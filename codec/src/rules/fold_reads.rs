@@ -18,6 +18,7 @@
 //! - anything else (a rejected or unusual line, another type, a non-object `data`, V1–V4,
 //!   whose migration chain and restore read more) is `None`: the caller parses in full.
 
+use crate::format::event::opened_type;
 use crate::json::skim::{skim, Envelope, Kind, Level, Skim, Span};
 use crate::json::{JsString, Object, Value};
 
@@ -38,12 +39,8 @@ pub fn partial_v0_event(line: &[u8]) -> Option<Value> {
     // DSH writes the type first: a line that does not open with one of these types is parsed
     // in full without being skimmed first (a second pass over it). A line that does is still
     // checked in full by the skim, its type read from its span.
-    let opens_partial = PARTIAL.iter().any(|(ty, _)| {
-        line.strip_prefix(b"{\"type\":\"")
-            .and_then(|rest| rest.strip_prefix(ty.as_bytes()))
-            .is_some_and(|rest| rest.first() == Some(&b'"'))
-    });
-    if !opens_partial {
+    let opened = opened_type(line)?;
+    if !PARTIAL.iter().any(|(ty, _)| *ty == opened) {
         return None;
     }
     let Ok(Skim::Indexed(envelope)) = skim(line) else {

@@ -14,10 +14,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
-use sessionlog_codec::format::chunk_rows::is_row_tag;
-use sessionlog_codec::format::event::event_type;
+use sessionlog_codec::format::chunk_rows::{is_row_tag, member_times};
+use sessionlog_codec::format::event::{event_type, opened_type};
 use sessionlog_codec::json::skim::{skim, Envelope, Level, Skim};
-use sessionlog_codec::json::{Object, Value, MAX_SAFE_INTEGER};
+use sessionlog_codec::json::{Object, Value};
 
 use crate::error::Result;
 use crate::layout::meta::{SessionMeta, Verdict};
@@ -115,6 +115,12 @@ const UNKNOWN_TOOL: &str = "?";
 /// The message types whose text is searched.
 fn is_message(ty: &str) -> bool {
     matches!(ty, "user/message" | "assistant/message" | "tool/result")
+}
+
+/// The types whose events the fold reads more of than their times: messages, tool calls and
+/// request headers.
+fn decoded_whole(ty: &str) -> bool {
+    is_message(ty) || matches!(ty, "tool/call" | "request/header")
 }
 
 fn data(event: &Value) -> Option<&Object> {
@@ -222,6 +228,11 @@ impl Fold {
         members: u32,
         line: &[u8],
     ) -> bool {
+        // DSH writes the type first: a line opening with a type folded whole is decoded
+        // without being skimmed first.
+        if opened_type(line).is_some_and(decoded_whole) {
+            return false;
+        }
         let Ok(Skim::Indexed(env)) = skim(line) else {
             return false;
         };
@@ -229,13 +240,12 @@ impl Fold {
             return false;
         };
         let last_time = if version < 2 && is_row_tag(&ty) {
-            match row_last_time(&env, members) {
-                Some(t) => Some(t),
-                None => return false,
-            }
+            let Some(t) = row_last_time(&env, members) else {
+                return false;
+            };
+            Some(t)
         } else if members == 1 {
-            let whole = is_message(&ty)
-                || matches!(&*ty, "tool/call" | "request/header")
+            let whole = decoded_whole(&ty)
                 || env.get(Level::Data, "content").is_some()
                 || env.get(Level::Data, "message").is_some();
             if whole {
@@ -329,8 +339,8 @@ impl LineReader for Folding<'_> {
     }
 }
 
-/// The time of a chunk row's last member, `time0` plus every gap in `dt`, as the row's
-/// expansion computes it; `None` unless the row holds `members` members' gaps as safe integers.
+/// The time of a chunk row's last member, as the row's expansion computes it
+/// ([`member_times`]); `None` unless the row holds `members` members' gaps as safe integers.
 fn row_last_time(env: &Envelope<'_>, members: u32) -> Option<f64> {
     let time0 = env
         .get(Level::Top, "time0")
@@ -339,17 +349,15 @@ fn row_last_time(env: &Envelope<'_>, members: u32) -> Option<f64> {
     let Value::Array(gaps) = env.get(Level::Data, "dt").and_then(|s| env.value(s).ok())? else {
         return None;
     };
-    if gaps.len() + 1 != usize::try_from(members).ok()? {
+    let dt: Vec<i64> = gaps
+        .iter()
+        .map(Value::as_safe_integer)
+        .collect::<Option<_>>()?;
+    if dt.len() + 1 != usize::try_from(members).ok()? {
         return None;
     }
-    let mut time = time0;
-    for gap in &gaps {
-        time = time.checked_add(gap.as_safe_integer()?)?;
-        if time.unsigned_abs() > MAX_SAFE_INTEGER as u64 {
-            return None;
-        }
-    }
-    Some(time as f64)
+    let times = member_times(time0, &dt).ok()?;
+    times.last().map(|&t| t as f64)
 }
 
 /// A verdict as its text.
